@@ -1,0 +1,1 @@
+//! vgpu-core (under construction).

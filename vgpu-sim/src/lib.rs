@@ -1,0 +1,1 @@
+//! A simulated host for `vgpu` tests and demos (under construction).
