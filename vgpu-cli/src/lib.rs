@@ -1,0 +1,193 @@
+//! The `vgpuctl` command line: argument parsing, commands and their two renderings (tables for
+//! people, `--json` for programs).
+//!
+//! Commands write to a `&mut dyn Write` so that tests can check their output against golden
+//! files. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`].
+
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use vgpu_core::HostPaths;
+use vgpu_core::checks::{self, Status};
+
+mod render;
+
+/// Success.
+pub const EXIT_OK: u8 = 0;
+/// An error: the host could not be read, or a named device does not exist.
+pub const EXIT_ERROR: u8 = 1;
+/// The command line was wrong.
+pub const EXIT_USAGE: u8 = 2;
+/// `check` found a failure (a failed host check, or a device that is not isolated).
+pub const EXIT_CHECK_FAILED: u8 = 3;
+
+/// Manage vGPUs and SR-IOV virtual functions on a KVM host.
+#[derive(Debug, Parser)]
+#[command(
+    name = "vgpuctl",
+    version,
+    about,
+    after_help = "Exit codes: 0 success, 1 error, 2 usage, 3 check found a failure."
+)]
+pub struct Cli {
+    /// Read the host laid out under DIR instead of / (a test tree or a vgpu-sim mount).
+    #[arg(
+        long,
+        global = true,
+        env = "VGPU_ROOT",
+        value_name = "DIR",
+        default_value = "/"
+    )]
+    pub root: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log more (-v info, -vv debug, -vvv trace); VGPU_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List GPU physical functions, their VFs, vGPU types and vGPUs.
+    List,
+    /// Show the vGPU types of every GPU, or of one.
+    Types {
+        /// A GPU address (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: Option<String>,
+    },
+    /// Check IOMMU, interrupt remapping, VFIO and IOMMU-group isolation.
+    Check {
+        /// Check only this GPU (and its VFs); exit 3 unless it can be assigned.
+        gpu: Option<String>,
+    },
+}
+
+/// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VGPU_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // A second initialisation (in tests) keeps the first subscriber; nothing to report.
+    let _already = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs `cli`, writing its output to `out`; returns the exit code.
+pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
+    let paths = HostPaths::new(&cli.root);
+    let inventory = vgpu_core::discover(&paths)
+        .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
+    match &cli.command {
+        Command::List => {
+            if cli.json {
+                render::json(
+                    out,
+                    &render::ListJson {
+                        gpus: &inventory.gpus,
+                        warnings: &inventory.warnings,
+                    },
+                )?;
+            } else {
+                render::list_table(out, &inventory)?;
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Types { gpu } => {
+            let gpus = match gpu {
+                Some(name) => vec![inventory.gpu(name, &paths)?],
+                None => inventory.gpus.iter().collect(),
+            };
+            if cli.json {
+                let rows: Vec<render::TypesJson<'_>> = gpus
+                    .iter()
+                    .map(|g| render::TypesJson {
+                        address: g.address,
+                        backend: g.backend,
+                        types: &g.types,
+                    })
+                    .collect();
+                render::json(out, &render::TypesListJson { gpus: rows })?;
+            } else {
+                render::types_table(out, &gpus)?;
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Check { gpu } => {
+            let mut report = checks::check_host(&paths, &inventory);
+            if let Some(name) = gpu {
+                let target = inventory.gpu(name, &paths)?;
+                let mine: Vec<_> = std::iter::once(target.address)
+                    .chain(target.vfs.iter().map(|v| v.address))
+                    .collect();
+                report.devices.retain(|d| mine.contains(&d.address));
+            } else {
+                // Host-wide, a device that shares its group is a warning (iommu-groups), not a
+                // failure of the host.
+            }
+            if cli.json {
+                render::json(out, &report)?;
+            } else {
+                render::check_table(out, &report, &inventory.warnings)?;
+            }
+            let failed = if gpu.is_some() {
+                report.worst() == Status::Fail
+            } else {
+                report.checks.iter().any(|c| c.status == Status::Fail)
+            };
+            Ok(if failed { EXIT_CHECK_FAILED } else { EXIT_OK })
+        }
+    }
+}
+
+/// Writes `err` with its causes once, and a hint when one applies.
+pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()> {
+    write!(w, "vgpuctl: error: {err}")?;
+    for cause in err.chain().skip(1) {
+        write!(w, ": {cause}")?;
+    }
+    writeln!(w)?;
+    if let Some(hint) = hint(err) {
+        writeln!(w, "hint: {hint}")?;
+    }
+    Ok(())
+}
+
+fn hint(err: &anyhow::Error) -> Option<&'static str> {
+    for cause in err.chain() {
+        if let Some(core) = cause.downcast_ref::<vgpu_core::Error>() {
+            return match core {
+                vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. } => {
+                    Some("run `vgpuctl list` to see the GPUs on this host")
+                }
+                _ => None,
+            };
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::PermissionDenied => Some("run as root"),
+                std::io::ErrorKind::NotFound => {
+                    Some("is --root (or VGPU_ROOT) the root of a host tree?")
+                }
+                _ => None,
+            };
+        }
+    }
+    None
+}

@@ -1,0 +1,221 @@
+//! The two renderings of every result: aligned tables for people and JSON for programs.
+//!
+//! JSON field names are part of the interface (documented in the README); tables may change.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use vgpu_core::checks::{GroupMember, Report};
+use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
+
+/// `list --json`.
+#[derive(Serialize)]
+pub(crate) struct ListJson<'a> {
+    pub(crate) gpus: &'a [Gpu],
+    pub(crate) warnings: &'a [Warning],
+}
+
+/// One GPU in `types --json`.
+#[derive(Serialize)]
+pub(crate) struct TypesJson<'a> {
+    pub(crate) address: PciAddress,
+    pub(crate) backend: Backend,
+    pub(crate) types: &'a [VgpuType],
+}
+
+/// `types --json`.
+#[derive(Serialize)]
+pub(crate) struct TypesListJson<'a> {
+    pub(crate) gpus: Vec<TypesJson<'a>>,
+}
+
+/// Writes `value` as pretty JSON and a newline.
+pub(crate) fn json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// A table whose columns are as wide as their widest cell.
+struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: &[&str]) -> Self {
+        Self {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+fn opt<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
+    if warnings.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "Warnings:")?;
+    for w in warnings {
+        writeln!(out, "  {}: {}", w.device, w.message)?;
+    }
+    Ok(())
+}
+
+/// `list` as a table.
+pub(crate) fn list_table(out: &mut dyn Write, inventory: &Inventory) -> io::Result<()> {
+    let mut table = Table::new(&[
+        "ADDRESS", "IDS", "MODEL", "DRIVER", "NUMA", "GROUP", "BACKEND", "VFS", "TYPES", "VGPUS",
+    ]);
+    for gpu in &inventory.gpus {
+        let ids = format!(
+            "{}:{}",
+            opt(gpu.vendor_id.map(|v| format!("{v:04x}"))),
+            opt(gpu.device_id.map(|d| format!("{d:04x}")))
+        );
+        let vfs = gpu
+            .sriov
+            .as_ref()
+            .map(|s| format!("{}/{}", s.num_vfs, s.total_vfs));
+        table.row(vec![
+            gpu.address.to_string(),
+            ids,
+            opt(gpu.model.as_deref()),
+            opt(gpu.driver.as_deref()),
+            opt(gpu.numa_node),
+            opt(gpu.iommu_group),
+            gpu.backend.to_string(),
+            opt(vfs),
+            gpu.types.len().to_string(),
+            gpu.vgpus.len().to_string(),
+        ]);
+    }
+    if inventory.gpus.is_empty() {
+        writeln!(out, "No GPUs found.")?;
+    } else {
+        table.write(out)?;
+    }
+    warnings(out, &inventory.warnings)
+}
+
+/// `types` as a table.
+pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> {
+    let mut table = Table::new(&["GPU", "TYPE", "NAME", "FB_MIB", "MAX", "AVAIL", "USED"]);
+    for gpu in gpus {
+        for t in &gpu.types {
+            table.row(vec![
+                gpu.address.to_string(),
+                t.id.clone(),
+                opt(t.name.as_deref()),
+                opt(t.framebuffer_mib),
+                opt(t.max_instances),
+                t.available.to_string(),
+                t.in_use.to_string(),
+            ]);
+        }
+    }
+    if table.rows.len() == 1 {
+        writeln!(out, "No vGPU types offered.")
+    } else {
+        table.write(out)
+    }
+}
+
+fn members(list: &[GroupMember]) -> String {
+    list.iter()
+        .map(|m| {
+            format!(
+                "{} ({})",
+                m.address,
+                m.driver.as_deref().unwrap_or("no driver")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `check` as two tables: host checks with remedies, then device isolation.
+pub(crate) fn check_table(
+    out: &mut dyn Write,
+    report: &Report,
+    warns: &[Warning],
+) -> io::Result<()> {
+    let mut table = Table::new(&["CHECK", "STATUS", "FINDING"]);
+    for check in &report.checks {
+        table.row(vec![
+            check.id.to_owned(),
+            check.status.to_string(),
+            check.summary.clone(),
+        ]);
+    }
+    table.write(out)?;
+    let remedies: Vec<_> = report
+        .checks
+        .iter()
+        .filter_map(|c| c.remedy.as_ref().map(|r| (c.id, r)))
+        .collect();
+    if !remedies.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "To fix:")?;
+        for (id, remedy) in remedies {
+            writeln!(out, "  {id}: {remedy}")?;
+        }
+    }
+    if !report.devices.is_empty() {
+        writeln!(out)?;
+        let mut devices = Table::new(&["DEVICE", "GROUP", "ISOLATED", "DETAIL"]);
+        for d in &report.devices {
+            let mut detail = Vec::new();
+            if !d.blockers.is_empty() {
+                detail.push(format!("blocked by {}", members(&d.blockers)));
+            }
+            if !d.companions.is_empty() {
+                detail.push(format!("assign with {}", members(&d.companions)));
+            }
+            if d.iommu_group.is_none() {
+                detail.push("no IOMMU group".to_owned());
+            }
+            devices.row(vec![
+                d.address.to_string(),
+                opt(d.iommu_group),
+                if d.isolated { "yes" } else { "no" }.to_owned(),
+                detail.join("; "),
+            ]);
+        }
+        devices.write(out)?;
+    }
+    warnings(out, warns)
+}

@@ -1,0 +1,111 @@
+//! Known vGPU types, for facts that sysfs does not state.
+//!
+//! NVIDIA's vendor-specific VFIO interface lists type ids and names but neither frame-buffer
+//! size nor instances per GPU; this catalog (sourced, per row, from NVIDIA documentation and
+//! captures of real hosts) fills those in by type name. Sysfs, when it says something, wins.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+use crate::parse::strip_vendor_prefix;
+
+/// One catalogued vGPU type.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CatalogType {
+    /// The GPU model it belongs to, e.g. `NVIDIA L40S 48GB`.
+    pub gpu: String,
+    /// The type name as sysfs or NVIDIA's documentation spells it.
+    pub name: String,
+    /// Frame buffer in MiB.
+    pub framebuffer_mib: u64,
+    /// vGPUs of this type per physical GPU (equal-size mode).
+    pub max_instances: u32,
+    /// The interface the type is offered through (`mdev`, `mdev-on-vf`, `vendor-vfio`,
+    /// `sriov-vf`).
+    pub interface: String,
+    /// The type id seen on one driver version; ids change between driver branches.
+    #[serde(default)]
+    pub type_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CatalogFile {
+    #[serde(rename = "type")]
+    types: Vec<CatalogType>,
+}
+
+const CATALOG_TOML: &str = include_str!("../data/vgpu-types.toml");
+
+static CATALOG: LazyLock<Vec<CatalogType>> = LazyLock::new(|| {
+    // The file is part of this crate and checked by a unit test, so a parse failure here is a
+    // build defect; degrade to an empty catalog rather than abort a production process.
+    toml::from_str::<CatalogFile>(CATALOG_TOML)
+        .map(|file| file.types)
+        .unwrap_or_default()
+});
+
+static BY_NAME: LazyLock<HashMap<&'static str, &'static CatalogType>> = LazyLock::new(|| {
+    let mut map = HashMap::new();
+    for entry in CATALOG.iter() {
+        map.entry(strip_vendor_prefix(&entry.name)).or_insert(entry);
+    }
+    map
+});
+
+/// Every catalogued type.
+pub fn all() -> &'static [CatalogType] {
+    &CATALOG
+}
+
+/// The catalogued type with this name, with or without its `NVIDIA `/`GRID ` prefix.
+pub fn by_name(name: &str) -> Option<&'static CatalogType> {
+    BY_NAME.get(strip_vendor_prefix(name)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_nvidia_type_name;
+
+    #[test]
+    fn catalog_parses_every_row() {
+        assert_eq!(
+            toml::from_str::<CatalogFile>(CATALOG_TOML)
+                .map(|f| f.types.len())
+                .ok(),
+            Some(171)
+        );
+    }
+
+    #[test]
+    fn by_name_finds_l40s_without_prefix() {
+        assert_eq!(
+            by_name("NVIDIA L40S-1B").map(|t| (t.framebuffer_mib, t.max_instances)),
+            Some((1024, 32))
+        );
+    }
+
+    #[test]
+    fn by_name_unknown_is_none() {
+        assert_eq!(by_name("NVIDIA X1-1Q"), None);
+    }
+
+    #[test]
+    fn type_name_grammar_agrees_with_catalog_framebuffer() {
+        let disagreeing: Vec<(&str, u64, Option<u64>)> = all()
+            .iter()
+            .filter(|t| t.interface != "sriov-vf")
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.framebuffer_mib,
+                    parse_nvidia_type_name(&t.name).map(|n| n.framebuffer_mib),
+                )
+            })
+            .filter(|(_, fb, parsed)| Some(*fb) != *parsed)
+            .collect();
+        assert_eq!(disagreeing, Vec::new());
+    }
+}

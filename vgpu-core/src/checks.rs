@@ -1,0 +1,657 @@
+//! IOMMU and DMA-remapping checks: can this host assign its GPUs to guests, and if not, what to
+//! fix (`shared/REFERENCE.md` §5).
+//!
+//! Each check is a [`Check`] with a stable id. Unlike `virt-host-validate`, a missing IOMMU is a
+//! failure, and interrupt remapping, group isolation and VFIO are checked too.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::inventory::{Inventory, error_chain};
+use crate::paths::HostPaths;
+use crate::pci::PciAddress;
+use crate::pci_device::PciDevice;
+use crate::sysfs::{self, PROC_LIMIT, read_attr, read_bounded};
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing to do.
+    Pass,
+    /// Works, but something is off or could not be verified.
+    Warn,
+    /// Device assignment will not work (or not safely) until this is fixed.
+    Fail,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        })
+    }
+}
+
+/// The result of one host check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Stable id: `cpu-virtualization`, `iommu-firmware`, `iommu-enabled`, `iommu-cmdline`,
+    /// `interrupt-remapping`, `iommu-groups`, `vfio`.
+    pub id: &'static str,
+    /// The verdict.
+    pub status: Status,
+    /// One line saying what was found.
+    pub summary: String,
+    /// What to do about it; `None` when nothing needs doing.
+    pub remedy: Option<String>,
+}
+
+impl Check {
+    fn new(
+        id: &'static str,
+        status: Status,
+        summary: impl Into<String>,
+        remedy: Option<&str>,
+    ) -> Self {
+        Self {
+            id,
+            status,
+            summary: summary.into(),
+            remedy: remedy.map(str::to_owned),
+        }
+    }
+}
+
+/// Another function in a device's IOMMU group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupMember {
+    /// Its address.
+    pub address: PciAddress,
+    /// Its driver, if bound.
+    pub driver: Option<String>,
+    /// Its class code, as lowercase hex.
+    #[serde(serialize_with = "crate::serde_hex::option_class")]
+    pub class: Option<u32>,
+}
+
+/// Whether one GPU function can be assigned to a guest on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceIsolation {
+    /// The GPU function (PF or VF).
+    pub address: PciAddress,
+    /// Its IOMMU group; `None` without an IOMMU.
+    pub iommu_group: Option<u32>,
+    /// True when nothing in the group blocks assignment.
+    pub isolated: bool,
+    /// Devices in the group that a host driver owns and that are not part of this GPU: each
+    /// must be unbound, bound to `vfio-pci`, or given to the same guest.
+    pub blockers: Vec<GroupMember>,
+    /// Other functions of the same slot (a GPU's audio function): assign them with it.
+    pub companions: Vec<GroupMember>,
+}
+
+/// Everything `check` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// Host-wide checks, in a fixed order.
+    pub checks: Vec<Check>,
+    /// Per-device isolation, PFs each followed by their VFs.
+    pub devices: Vec<DeviceIsolation>,
+}
+
+impl Report {
+    /// The worst status among the checks and devices (a device that is not isolated is a
+    /// failure for that device).
+    pub fn worst(&self) -> Status {
+        let checks = self.checks.iter().map(|c| c.status);
+        let devices = self.devices.iter().map(|d| {
+            if d.isolated {
+                Status::Pass
+            } else {
+                Status::Fail
+            }
+        });
+        checks.chain(devices).max().unwrap_or(Status::Pass)
+    }
+}
+
+/// What the kernel command line says about IOMMUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IommuCmdline {
+    /// `intel_iommu=` value.
+    pub intel_iommu: Option<String>,
+    /// `amd_iommu=` value.
+    pub amd_iommu: Option<String>,
+    /// `iommu=` value (`pt`, `off`, ...).
+    pub iommu: Option<String>,
+    /// `iommu.passthrough=` value.
+    pub iommu_passthrough: Option<String>,
+    /// `intremap=` value.
+    pub intremap: Option<String>,
+}
+
+/// Parses `/proc/cmdline` for the IOMMU parameters; the last occurrence wins, as in the kernel.
+pub fn parse_iommu_cmdline(cmdline: &str) -> IommuCmdline {
+    let mut out = IommuCmdline::default();
+    for word in cmdline.split_whitespace() {
+        let Some((key, value)) = word.split_once('=') else {
+            continue;
+        };
+        let slot = match key {
+            "intel_iommu" => &mut out.intel_iommu,
+            "amd_iommu" => &mut out.amd_iommu,
+            "iommu" => &mut out.iommu,
+            "iommu.passthrough" => &mut out.iommu_passthrough,
+            "intremap" => &mut out.intremap,
+            _ => continue,
+        };
+        *slot = Some(value.to_owned());
+    }
+    out
+}
+
+fn has_option(value: &Option<String>, option: &str) -> bool {
+    value
+        .as_deref()
+        .is_some_and(|v| v.split(',').any(|o| o == option))
+}
+
+/// Whether `cpuinfo` shows hardware virtualisation: `Some(true)` for `vmx`/`svm` in a `flags`
+/// line, `Some(false)` when flags lack both, `None` when there is no `flags` line (not x86).
+pub fn cpuinfo_has_virtualization(cpuinfo: &str) -> Option<bool> {
+    let flags = cpuinfo.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == "flags").then_some(value)
+    })?;
+    Some(flags.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+}
+
+/// Whether an Intel `ecap` register value (hex) has interrupt remapping (bit 3).
+pub fn ecap_has_interrupt_remapping(ecap: &str) -> Option<bool> {
+    let digits = ecap.trim().trim_start_matches("0x");
+    u64::from_str_radix(digits, 16)
+        .ok()
+        .map(|v| v & (1 << 3) != 0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Firmware {
+    Intel,
+    Amd,
+    Arm,
+}
+
+/// The facts the host checks are derived from, read once.
+struct HostFacts {
+    firmware: Option<Firmware>,
+    units: Vec<String>,
+    cmdline: Result<IommuCmdline>,
+    groups: Vec<String>,
+}
+
+/// Runs every host check, and the isolation check of every GPU function in `inventory`.
+pub fn check_host(paths: &HostPaths, inventory: &Inventory) -> Report {
+    let devices: Vec<DeviceIsolation> = inventory
+        .gpus
+        .iter()
+        .flat_map(|gpu| std::iter::once(gpu.address).chain(gpu.vfs.iter().map(|vf| vf.address)))
+        .map(|address| isolation(paths, address))
+        .collect();
+    let facts = read_facts(paths);
+    let checks = vec![
+        cpu_virtualization(paths),
+        iommu_firmware(&facts),
+        iommu_enabled(&facts),
+        iommu_cmdline(&facts),
+        interrupt_remapping(paths, &facts),
+        iommu_groups(&facts, &devices),
+        vfio(paths),
+    ];
+    Report { checks, devices }
+}
+
+fn read_facts(paths: &HostPaths) -> HostFacts {
+    let tables = paths.acpi_tables();
+    let firmware = if sysfs::exists(&tables.join("DMAR")) {
+        Some(Firmware::Intel)
+    } else if sysfs::exists(&tables.join("IVRS")) {
+        Some(Firmware::Amd)
+    } else if sysfs::exists(&tables.join("IORT")) {
+        Some(Firmware::Arm)
+    } else {
+        None
+    };
+    let cmdline = read_attr(&paths.cmdline()).and_then(|text| {
+        text.map(|t| parse_iommu_cmdline(&t))
+            .ok_or_else(|| Error::Read {
+                path: paths.cmdline(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
+    });
+    HostFacts {
+        firmware,
+        units: sysfs::dir_names(&paths.iommu_class()).unwrap_or_default(),
+        cmdline,
+        groups: sysfs::dir_names(&paths.iommu_groups()).unwrap_or_default(),
+    }
+}
+
+fn cpu_virtualization(paths: &HostPaths) -> Check {
+    const ID: &str = "cpu-virtualization";
+    match read_bounded(&paths.cpuinfo(), PROC_LIMIT) {
+        Ok(Some(text)) => match cpuinfo_has_virtualization(&text) {
+            Some(true) => Check::new(
+                ID,
+                Status::Pass,
+                "CPU has hardware virtualisation (vmx/svm)",
+                None,
+            ),
+            Some(false) => Check::new(
+                ID,
+                Status::Fail,
+                "CPU flags show neither vmx nor svm",
+                Some("enable Intel VT-x or AMD-V (SVM) in the firmware setup"),
+            ),
+            None => Check::new(
+                ID,
+                Status::Warn,
+                "cpuinfo has no flags line; cannot tell whether virtualisation is on",
+                Some("check that /dev/kvm exists"),
+            ),
+        },
+        Ok(None) => Check::new(
+            ID,
+            Status::Warn,
+            format!("{} is missing", paths.cpuinfo().display()),
+            None,
+        ),
+        Err(err) => Check::new(ID, Status::Warn, error_chain(&err), None),
+    }
+}
+
+fn iommu_firmware(facts: &HostFacts) -> Check {
+    const ID: &str = "iommu-firmware";
+    match facts.firmware {
+        Some(Firmware::Intel) => Check::new(
+            ID,
+            Status::Pass,
+            "ACPI DMAR table present (Intel VT-d)",
+            None,
+        ),
+        Some(Firmware::Amd) => {
+            Check::new(ID, Status::Pass, "ACPI IVRS table present (AMD-Vi)", None)
+        }
+        Some(Firmware::Arm) => {
+            Check::new(ID, Status::Pass, "ACPI IORT table present (Arm SMMU)", None)
+        }
+        None => Check::new(
+            ID,
+            Status::Fail,
+            "no DMAR, IVRS or IORT ACPI table: the firmware does not expose an IOMMU",
+            Some("enable VT-d (Intel) or AMD-Vi/IOMMU (AMD) in the firmware setup"),
+        ),
+    }
+}
+
+fn cmdline_disables(cmdline: &IommuCmdline) -> Option<&'static str> {
+    if has_option(&cmdline.intel_iommu, "off") {
+        Some("intel_iommu=off")
+    } else if has_option(&cmdline.amd_iommu, "off") {
+        Some("amd_iommu=off")
+    } else if has_option(&cmdline.iommu, "off") {
+        Some("iommu=off")
+    } else {
+        None
+    }
+}
+
+fn iommu_enabled(facts: &HostFacts) -> Check {
+    const ID: &str = "iommu-enabled";
+    if !facts.units.is_empty() {
+        let summary = format!(
+            "{} IOMMU unit(s) active: {}",
+            facts.units.len(),
+            facts.units.join(", ")
+        );
+        return Check::new(ID, Status::Pass, summary, None);
+    }
+    let cmdline = facts.cmdline.as_ref().ok();
+    let remedy = match (facts.firmware, cmdline) {
+        (_, Some(c)) if cmdline_disables(c).is_some() => {
+            format!("remove {} from the kernel command line", cmdline_disables(c).unwrap_or_default())
+        }
+        (Some(Firmware::Intel), Some(c)) if !has_option(&c.intel_iommu, "on") => {
+            "add intel_iommu=on to the kernel command line and reboot".to_owned()
+        }
+        (None, _) => "enable VT-d/AMD-Vi in the firmware setup, then reboot".to_owned(),
+        _ => "check the kernel log (dmesg | grep -i -e DMAR -e AMD-Vi) for why the IOMMU did not start".to_owned(),
+    };
+    Check {
+        id: ID,
+        status: Status::Fail,
+        summary: "no IOMMU is active (sys/class/iommu is empty)".to_owned(),
+        remedy: Some(remedy),
+    }
+}
+
+fn iommu_cmdline(facts: &HostFacts) -> Check {
+    const ID: &str = "iommu-cmdline";
+    let cmdline = match &facts.cmdline {
+        Ok(cmdline) => cmdline,
+        Err(err) => return Check::new(ID, Status::Warn, error_chain(err), None),
+    };
+    if let Some(disabling) = cmdline_disables(cmdline) {
+        let remedy = format!("remove {disabling} from the kernel command line");
+        return Check::new(
+            ID,
+            Status::Fail,
+            format!("the kernel command line disables the IOMMU ({disabling})"),
+            Some(&remedy),
+        );
+    }
+    let mut set: Vec<String> = [
+        ("intel_iommu", &cmdline.intel_iommu),
+        ("amd_iommu", &cmdline.amd_iommu),
+        ("iommu", &cmdline.iommu),
+        ("iommu.passthrough", &cmdline.iommu_passthrough),
+    ]
+    .iter()
+    .filter_map(|(key, value)| value.as_ref().map(|v| format!("{key}={v}")))
+    .collect();
+    if facts.firmware == Some(Firmware::Intel) && !has_option(&cmdline.intel_iommu, "on") {
+        if facts.units.is_empty() {
+            return Check::new(
+                ID,
+                Status::Fail,
+                "intel_iommu=on is missing and the kernel left the IOMMU off",
+                Some("add intel_iommu=on to the kernel command line and reboot"),
+            );
+        }
+        set.push("(intel_iommu on by kernel default)".to_owned());
+    }
+    let summary = if set.is_empty() {
+        "no IOMMU parameters; kernel defaults apply".to_owned()
+    } else {
+        set.join(" ")
+    };
+    Check::new(ID, Status::Pass, summary, None)
+}
+
+fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
+    const ID: &str = "interrupt-remapping";
+    let unsafe_allowed = read_attr(
+        &paths
+            .module("vfio_iommu_type1")
+            .join("parameters/allow_unsafe_interrupts"),
+    )
+    .ok()
+    .flatten()
+    .is_some_and(|v| v.trim() == "Y" || v.trim() == "1");
+    if facts.units.is_empty() {
+        return Check::new(
+            ID,
+            Status::Fail,
+            "no active IOMMU, so no interrupt remapping",
+            Some("enable the IOMMU first (see iommu-enabled)"),
+        );
+    }
+    if facts
+        .cmdline
+        .as_ref()
+        .is_ok_and(|c| has_option(&c.intremap, "off"))
+    {
+        return Check::new(
+            ID,
+            Status::Fail,
+            "interrupt remapping is disabled by intremap=off",
+            Some("remove intremap=off from the kernel command line"),
+        );
+    }
+    let dmar_units: Vec<&String> = facts
+        .units
+        .iter()
+        .filter(|u| u.starts_with("dmar"))
+        .collect();
+    let mut lacking = Vec::new();
+    for unit in &dmar_units {
+        let path = paths.iommu_class().join(unit).join("intel-iommu/ecap");
+        match read_attr(&path) {
+            Ok(Some(ecap)) => match ecap_has_interrupt_remapping(&ecap) {
+                Some(true) => {}
+                Some(false) => lacking.push(unit.to_string()),
+                None => {
+                    let err = sysfs::parse_error(&path, &ecap, "a hex register value");
+                    return Check::new(ID, Status::Warn, error_chain(&err), None);
+                }
+            },
+            Ok(None) => {
+                return Check::new(
+                    ID,
+                    Status::Warn,
+                    format!("{} is missing", path.display()),
+                    None,
+                );
+            }
+            Err(err) => return Check::new(ID, Status::Warn, error_chain(&err), None),
+        }
+    }
+    if !lacking.is_empty() {
+        let (status, remedy) = if unsafe_allowed {
+            (
+                Status::Warn,
+                "use hardware with interrupt remapping; allow_unsafe_interrupts lets guests inject interrupts",
+            )
+        } else {
+            (
+                Status::Fail,
+                "use hardware whose IOMMU remaps interrupts, or (unsafe) set vfio_iommu_type1.allow_unsafe_interrupts=1",
+            )
+        };
+        let summary = format!(
+            "IOMMU unit(s) without interrupt remapping (ecap bit 3 clear): {}",
+            lacking.join(", ")
+        );
+        return Check::new(ID, status, summary, Some(remedy));
+    }
+    if unsafe_allowed {
+        return Check::new(
+            ID,
+            Status::Warn,
+            "interrupt remapping is available but vfio_iommu_type1.allow_unsafe_interrupts is on",
+            Some("remove allow_unsafe_interrupts=1 from the vfio_iommu_type1 options"),
+        );
+    }
+    let summary = if dmar_units.is_empty() {
+        format!(
+            "{} remap interrupts (intremap not disabled)",
+            facts.units.join(", ")
+        )
+    } else {
+        format!(
+            "every DMAR unit remaps interrupts ({})",
+            dmar_units
+                .iter()
+                .map(|u| u.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Check::new(ID, Status::Pass, summary, None)
+}
+
+fn iommu_groups(facts: &HostFacts, devices: &[DeviceIsolation]) -> Check {
+    const ID: &str = "iommu-groups";
+    if facts.groups.is_empty() {
+        return Check::new(
+            ID,
+            Status::Fail,
+            "no IOMMU groups (sys/kernel/iommu_groups is empty)",
+            Some("enable the IOMMU (see iommu-enabled)"),
+        );
+    }
+    let shared: Vec<String> = devices
+        .iter()
+        .filter(|d| !d.isolated)
+        .map(|d| d.address.to_string())
+        .collect();
+    if shared.is_empty() {
+        let summary = format!(
+            "{} groups; all {} GPU function(s) isolated",
+            facts.groups.len(),
+            devices.len()
+        );
+        return Check::new(ID, Status::Pass, summary, None);
+    }
+    Check::new(
+        ID,
+        Status::Warn,
+        format!(
+            "GPU function(s) sharing their IOMMU group with other devices: {}",
+            shared.join(", ")
+        ),
+        Some(
+            "move the card to a slot behind an ACS-capable port, or bind the blocking devices to vfio-pci and assign them to the same guest",
+        ),
+    )
+}
+
+fn vfio(paths: &HostPaths) -> Check {
+    const ID: &str = "vfio";
+    let container = paths.vfio_container();
+    if !sysfs::exists(&container) {
+        return Check::new(
+            ID,
+            Status::Fail,
+            format!("{} is missing: VFIO is not loaded", container.display()),
+            Some("modprobe vfio-pci (and add it to /etc/modules-load.d)"),
+        );
+    }
+    let driver = sysfs::is_dir(&paths.pci_drivers().join("vfio-pci"))
+        || sysfs::is_dir(&paths.module("vfio_pci"));
+    if !driver {
+        return Check::new(
+            ID,
+            Status::Warn,
+            "VFIO is present but the vfio-pci driver is not loaded",
+            Some("modprobe vfio-pci"),
+        );
+    }
+    Check::new(ID, Status::Pass, "VFIO and vfio-pci are loaded", None)
+}
+
+/// Drivers whose devices do not stand in the way of assigning a group.
+fn is_harmless_driver(driver: &str) -> bool {
+    driver == "pci-stub"
+        || driver == "vfio-pci"
+        || driver.ends_with("vfio_pci")
+        || driver.ends_with("vfio-pci")
+}
+
+fn is_bridge(class: u32) -> bool {
+    matches!(class >> 8, 0x0600 | 0x0604)
+}
+
+/// Whether the GPU function at `address` can be assigned on its own (REFERENCE.md §5).
+pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
+    let device = PciDevice::new(paths, address);
+    let group = device.iommu_group().ok().flatten();
+    let Some(group) = group else {
+        return DeviceIsolation {
+            address,
+            iommu_group: None,
+            isolated: false,
+            blockers: Vec::new(),
+            companions: Vec::new(),
+        };
+    };
+    let members_dir = paths.iommu_groups().join(group.to_string()).join("devices");
+    let mut blockers = Vec::new();
+    let mut companions = Vec::new();
+    for name in sysfs::dir_names(&members_dir).unwrap_or_default() {
+        let Ok(member) = name.parse::<PciAddress>() else {
+            continue;
+        };
+        if member == address {
+            continue;
+        }
+        let other = PciDevice::new(paths, member);
+        let info = GroupMember {
+            address: member,
+            driver: other.driver().ok().flatten(),
+            class: other.class().ok().flatten(),
+        };
+        if member.same_slot(&address) {
+            companions.push(info);
+        } else if info.class.is_some_and(is_bridge)
+            || info.driver.as_deref().is_none_or(is_harmless_driver)
+        {
+            continue;
+        } else {
+            blockers.push(info);
+        }
+    }
+    DeviceIsolation {
+        address,
+        iommu_group: Some(group),
+        isolated: blockers.is_empty(),
+        blockers,
+        companions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmdline_last_occurrence_wins() {
+        assert_eq!(
+            parse_iommu_cmdline("intel_iommu=off quiet intel_iommu=on")
+                .intel_iommu
+                .as_deref(),
+            Some("on")
+        );
+    }
+
+    #[test]
+    fn cmdline_comma_options_are_split() {
+        let cmdline = parse_iommu_cmdline("intel_iommu=on,sm_on iommu=pt");
+        assert!(has_option(&cmdline.intel_iommu, "on"));
+    }
+
+    #[test]
+    fn cpuinfo_with_vmx_is_true() {
+        assert_eq!(
+            cpuinfo_has_virtualization("processor\t: 0\nflags\t\t: fpu vme vmx sse\n"),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn cpuinfo_without_flags_is_none() {
+        assert_eq!(
+            cpuinfo_has_virtualization("processor\t: 0\nFeatures\t: fp asimd\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn ecap_real_value_has_interrupt_remapping() {
+        assert_eq!(ecap_has_interrupt_remapping("f020df"), Some(true));
+    }
+
+    #[test]
+    fn ecap_without_bit_3_lacks_interrupt_remapping() {
+        assert_eq!(ecap_has_interrupt_remapping("f020d7"), Some(false));
+    }
+
+    #[test]
+    fn ecap_garbage_is_none() {
+        assert_eq!(ecap_has_interrupt_remapping("zz"), None);
+    }
+}

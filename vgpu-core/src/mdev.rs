@@ -1,0 +1,122 @@
+//! Mediated devices (`Documentation/driver-api/vfio-mediated-device.rst`).
+//!
+//! A parent device (a PF, a VF, or a virtual device) lists the types it can create under
+//! `mdev_supported_types/<type-id>/`; each mediated device is a child directory named by its
+//! UUID, whose `mdev_type` link names its type.
+
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::sysfs::{self, child, read_attr, read_parsed};
+
+/// A device that can host mediated devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MdevParent {
+    path: PathBuf,
+}
+
+/// One entry of a parent's `mdev_supported_types`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MdevType {
+    id: String,
+    path: PathBuf,
+}
+
+/// An existing mediated device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mdev {
+    /// Its UUID (the directory name).
+    pub uuid: Uuid,
+    /// Its type id, from the `mdev_type` link.
+    pub type_id: String,
+}
+
+impl MdevParent {
+    /// The parent whose device directory is `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// The device directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the device offers mediated devices at all.
+    pub fn is_parent(&self) -> bool {
+        sysfs::is_dir(&self.types_dir())
+    }
+
+    fn types_dir(&self) -> PathBuf {
+        child(&self.path, "mdev_supported_types")
+    }
+
+    /// The types it offers, sorted by id.
+    pub fn types(&self) -> Result<Vec<MdevType>> {
+        let dir = self.types_dir();
+        Ok(sysfs::dir_names(&dir)?
+            .into_iter()
+            .map(|id| MdevType {
+                path: dir.join(&id),
+                id,
+            })
+            .collect())
+    }
+
+    /// The mediated devices that exist on it now: children named by a UUID with an
+    /// `mdev_type` link.
+    pub fn devices(&self) -> Result<Vec<Mdev>> {
+        let mut devices = Vec::new();
+        for name in sysfs::dir_names(&self.path)? {
+            let Ok(uuid) = Uuid::try_parse(&name) else {
+                continue;
+            };
+            if let Some(type_id) = sysfs::link_name(&self.path.join(&name).join("mdev_type"))? {
+                devices.push(Mdev { uuid, type_id });
+            }
+        }
+        Ok(devices)
+    }
+}
+
+impl MdevType {
+    /// The type id, `<driver>-<group>` (`nvidia-222`, `i915-GVTg_V5_4`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The type's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `name`, which some kernels (Intel GVT-g) do not provide.
+    pub fn name(&self) -> Result<Option<String>> {
+        Ok(read_attr(&child(&self.path, "name"))?.map(|n| n.trim().to_owned()))
+    }
+
+    /// `description`, free text in the vendor's format.
+    pub fn description(&self) -> Result<Option<String>> {
+        read_attr(&child(&self.path, "description"))
+    }
+
+    /// `device_api`, e.g. `vfio-pci`.
+    pub fn device_api(&self) -> Result<Option<String>> {
+        Ok(read_attr(&child(&self.path, "device_api"))?.map(|n| n.trim().to_owned()))
+    }
+
+    /// `available_instances`: how many more can be created on this parent now.
+    pub fn available_instances(&self) -> Result<Option<u32>> {
+        read_parsed(&child(&self.path, "available_instances"), "a count", |t| {
+            t.parse().ok()
+        })
+    }
+
+    /// How many devices of this type exist on this parent (`devices/`).
+    pub fn device_count(&self) -> Result<u32> {
+        let count = sysfs::dir_names(&child(&self.path, "devices"))?.len();
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+}

@@ -1,0 +1,50 @@
+//! NVIDIA's vendor-specific VFIO interface (vGPU 17+, kernel 6.8+): per-VF `nvidia/` attributes.
+//!
+//! Each VF of an Ada, Hopper or Blackwell GPU carries `nvidia/creatable_vgpu_types` (what can be
+//! created on it now) and `nvidia/current_vgpu_type` (`0`, or the id of the vGPU it holds).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::parse::{CreatableType, parse_creatable_types};
+use crate::sysfs::{self, child, read_attr, read_parsed};
+
+/// The `nvidia/` directory of one VF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvidiaVf {
+    path: PathBuf,
+}
+
+impl NvidiaVf {
+    /// The vendor interface of the VF whose device directory is `vf_path`, when it has one.
+    pub fn of(vf_path: &Path) -> Option<Self> {
+        let path = child(vf_path, "nvidia");
+        sysfs::is_dir(&path).then_some(Self { path })
+    }
+
+    /// The `nvidia/` directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `creatable_vgpu_types`: the types that can be created on this VF now.
+    pub fn creatable_types(&self) -> Result<Vec<CreatableType>> {
+        let path = child(&self.path, "creatable_vgpu_types");
+        match read_attr(&path)? {
+            None => Ok(Vec::new()),
+            Some(text) => {
+                parse_creatable_types(&text).map_err(|source| Error::Format { path, source })
+            }
+        }
+    }
+
+    /// `current_vgpu_type`: the type of the vGPU on this VF, `None` when it holds none (`0`).
+    pub fn current_type(&self) -> Result<Option<u32>> {
+        let current = read_parsed(
+            &child(&self.path, "current_vgpu_type"),
+            "a type id or 0",
+            |t| t.parse::<u32>().ok(),
+        )?;
+        Ok(current.filter(|id| *id != 0))
+    }
+}

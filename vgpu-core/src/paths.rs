@@ -1,0 +1,142 @@
+//! The one place that knows where the host's kernel interfaces live.
+
+use std::path::{Path, PathBuf};
+
+use crate::pci::PciAddress;
+
+/// Where a host's `sys/`, `proc/`, `dev/`, `etc/` and `run/` trees are.
+///
+/// Every path `vgpu` touches is derived from one root: `/` on a real host, a temporary tree in
+/// tests, or a mounted `vgpu-sim` host. No other code spells `/sys`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPaths {
+    root: PathBuf,
+}
+
+impl Default for HostPaths {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+        }
+    }
+}
+
+impl HostPaths {
+    /// A host laid out under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The root every other path is derived from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/sys`.
+    pub fn sys(&self) -> PathBuf {
+        self.root.join("sys")
+    }
+
+    /// `<root>/proc`.
+    pub fn proc(&self) -> PathBuf {
+        self.root.join("proc")
+    }
+
+    /// `<root>/dev`.
+    pub fn dev(&self) -> PathBuf {
+        self.root.join("dev")
+    }
+
+    /// `<root>/etc`.
+    pub fn etc(&self) -> PathBuf {
+        self.root.join("etc")
+    }
+
+    /// `<root>/run`.
+    pub fn run(&self) -> PathBuf {
+        self.root.join("run")
+    }
+
+    /// `sys/bus/pci/devices`: one link per PCI function.
+    pub fn pci_devices(&self) -> PathBuf {
+        self.sys().join("bus/pci/devices")
+    }
+
+    /// `sys/bus/pci/devices/<addr>`.
+    pub fn pci_device(&self, address: &PciAddress) -> PathBuf {
+        self.pci_devices().join(address.to_string())
+    }
+
+    /// `sys/bus/pci/drivers`.
+    pub fn pci_drivers(&self) -> PathBuf {
+        self.sys().join("bus/pci/drivers")
+    }
+
+    /// `sys/class/mdev_bus`: one link per mediated-device parent.
+    pub fn mdev_bus(&self) -> PathBuf {
+        self.sys().join("class/mdev_bus")
+    }
+
+    /// `sys/bus/mdev/devices`: one link per mediated device.
+    pub fn mdev_devices(&self) -> PathBuf {
+        self.sys().join("bus/mdev/devices")
+    }
+
+    /// `sys/kernel/iommu_groups`.
+    pub fn iommu_groups(&self) -> PathBuf {
+        self.sys().join("kernel/iommu_groups")
+    }
+
+    /// `sys/class/iommu`: one entry per active IOMMU unit (`dmarN`, `ivhdN`).
+    pub fn iommu_class(&self) -> PathBuf {
+        self.sys().join("class/iommu")
+    }
+
+    /// `sys/firmware/acpi/tables`.
+    pub fn acpi_tables(&self) -> PathBuf {
+        self.sys().join("firmware/acpi/tables")
+    }
+
+    /// `sys/module/<name>`.
+    pub fn module(&self, name: &str) -> PathBuf {
+        self.sys().join("module").join(name)
+    }
+
+    /// `proc/cmdline`.
+    pub fn cmdline(&self) -> PathBuf {
+        self.proc().join("cmdline")
+    }
+
+    /// `proc/cpuinfo`.
+    pub fn cpuinfo(&self) -> PathBuf {
+        self.proc().join("cpuinfo")
+    }
+
+    /// `dev/vfio/vfio`, the VFIO container device.
+    pub fn vfio_container(&self) -> PathBuf {
+        self.dev().join("vfio/vfio")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_root_is_slash() {
+        assert_eq!(
+            HostPaths::default().pci_devices(),
+            PathBuf::from("/sys/bus/pci/devices")
+        );
+    }
+
+    #[test]
+    fn pci_device_joins_address_under_root() {
+        let paths = HostPaths::new("/tmp/host");
+        let addr = PciAddress::new(1, 0x41, 0, 0).map(|a| paths.pci_device(&a));
+        assert_eq!(
+            addr,
+            Some(PathBuf::from("/tmp/host/sys/bus/pci/devices/0001:41:00.0"))
+        );
+    }
+}

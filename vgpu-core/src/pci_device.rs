@@ -1,0 +1,195 @@
+//! A PCI function as sysfs shows it: `sys/bus/pci/devices/<addr>/`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::paths::HostPaths;
+use crate::pci::PciAddress;
+use crate::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
+
+/// A handle on one PCI function's sysfs directory. Reading through it never caches: each call
+/// asks the kernel again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciDevice {
+    address: PciAddress,
+    path: PathBuf,
+}
+
+/// The SR-IOV capability of a physical function (`sriov_*` attributes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SriovCapability {
+    /// `sriov_totalvfs`: the most VFs the device supports.
+    pub total_vfs: u32,
+    /// `sriov_numvfs`: VFs enabled now.
+    pub num_vfs: u32,
+    /// `sriov_offset`: routing-id offset of the first VF.
+    pub offset: Option<u32>,
+    /// `sriov_stride`: routing-id distance between VFs.
+    pub stride: Option<u32>,
+    /// `sriov_vf_device`: the VFs' PCI device id, as lowercase hex.
+    #[serde(serialize_with = "crate::serde_hex::option_u16")]
+    pub vf_device_id: Option<u16>,
+    /// `sriov_drivers_autoprobe`: whether new VFs are bound to a driver.
+    pub drivers_autoprobe: Option<bool>,
+}
+
+fn parse_u32(text: &str) -> Option<u32> {
+    text.parse().ok()
+}
+
+impl PciDevice {
+    /// The function at `address` on the host at `paths`.
+    pub fn new(paths: &HostPaths, address: PciAddress) -> Self {
+        Self {
+            address,
+            path: paths.pci_device(&address),
+        }
+    }
+
+    /// Its address.
+    pub fn address(&self) -> PciAddress {
+        self.address
+    }
+
+    /// Its sysfs directory (`sys/bus/pci/devices/<addr>`, a link into `sys/devices`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether its directory exists; a dangling link does not.
+    pub fn exists(&self) -> bool {
+        sysfs::exists(&self.path)
+    }
+
+    /// `vendor`.
+    pub fn vendor_id(&self) -> Result<Option<u16>> {
+        read_parsed(
+            &child(&self.path, "vendor"),
+            "a hex id such as 0x10de",
+            parse_hex_u16,
+        )
+    }
+
+    /// `device`.
+    pub fn device_id(&self) -> Result<Option<u16>> {
+        read_parsed(
+            &child(&self.path, "device"),
+            "a hex id such as 0x26b9",
+            parse_hex_u16,
+        )
+    }
+
+    /// `subsystem_vendor`.
+    pub fn subsystem_vendor_id(&self) -> Result<Option<u16>> {
+        read_parsed(
+            &child(&self.path, "subsystem_vendor"),
+            "a hex id",
+            parse_hex_u16,
+        )
+    }
+
+    /// `subsystem_device`.
+    pub fn subsystem_device_id(&self) -> Result<Option<u16>> {
+        read_parsed(
+            &child(&self.path, "subsystem_device"),
+            "a hex id",
+            parse_hex_u16,
+        )
+    }
+
+    /// `class`: the 24-bit class code.
+    pub fn class(&self) -> Result<Option<u32>> {
+        read_parsed(
+            &child(&self.path, "class"),
+            "a class code such as 0x030200",
+            parse_class,
+        )
+    }
+
+    /// The bound driver's name; `None` when unbound.
+    pub fn driver(&self) -> Result<Option<String>> {
+        sysfs::link_name(&child(&self.path, "driver"))
+    }
+
+    /// `numa_node`; `None` when absent or `-1` (unknown).
+    pub fn numa_node(&self) -> Result<Option<u32>> {
+        let node = read_parsed(
+            &child(&self.path, "numa_node"),
+            "a NUMA node (-1 or more)",
+            |t| t.parse::<i64>().ok().filter(|n| *n >= -1),
+        )?;
+        Ok(node.and_then(|n| u32::try_from(n).ok()))
+    }
+
+    /// The IOMMU group number; `None` without an IOMMU.
+    pub fn iommu_group(&self) -> Result<Option<u32>> {
+        let path = child(&self.path, "iommu_group");
+        match sysfs::link_name(&path)? {
+            None => Ok(None),
+            Some(name) => name
+                .parse()
+                .map(Some)
+                .map_err(|_| sysfs::parse_error(&path, &name, "a link to an IOMMU group number")),
+        }
+    }
+
+    /// The physical function, when this is a VF (`physfn`).
+    pub fn physfn(&self) -> Result<Option<PciAddress>> {
+        self.link_address("physfn")
+    }
+
+    fn link_address(&self, name: &str) -> Result<Option<PciAddress>> {
+        let path = child(&self.path, name);
+        match sysfs::link_name(&path)? {
+            None => Ok(None),
+            Some(target) => target
+                .parse()
+                .map(Some)
+                .map_err(|_| sysfs::parse_error(&path, &target, "a link to a PCI device")),
+        }
+    }
+
+    /// The SR-IOV capability; `None` when the device has no `sriov_totalvfs`.
+    pub fn sriov(&self) -> Result<Option<SriovCapability>> {
+        let attr = |name: &str| child(&self.path, name);
+        let Some(total_vfs) = read_parsed(&attr("sriov_totalvfs"), "a VF count", parse_u32)? else {
+            return Ok(None);
+        };
+        Ok(Some(SriovCapability {
+            total_vfs,
+            num_vfs: read_parsed(&attr("sriov_numvfs"), "a VF count", parse_u32)?.unwrap_or(0),
+            offset: read_parsed(&attr("sriov_offset"), "a number", parse_u32)?,
+            stride: read_parsed(&attr("sriov_stride"), "a number", parse_u32)?,
+            vf_device_id: read_parsed(&attr("sriov_vf_device"), "a hex device id", parse_hex_u16)?,
+            drivers_autoprobe: read_parsed(
+                &attr("sriov_drivers_autoprobe"),
+                "0 or 1",
+                |t| match t {
+                    "0" => Some(false),
+                    "1" => Some(true),
+                    _ => None,
+                },
+            )?,
+        }))
+    }
+
+    /// The enabled VFs, in `virtfnN` order.
+    pub fn virtfns(&self) -> Result<Vec<PciAddress>> {
+        let mut indexed = Vec::new();
+        for name in sysfs::dir_names(&self.path)? {
+            let Some(index) = name
+                .strip_prefix("virtfn")
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(address) = self.link_address(&name)? {
+                indexed.push((index, address));
+            }
+        }
+        indexed.sort();
+        Ok(indexed.into_iter().map(|(_, address)| address).collect())
+    }
+}

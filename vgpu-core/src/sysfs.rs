@@ -1,0 +1,219 @@
+//! Bounded, typed reads of kernel attribute files and links.
+//!
+//! sysfs content is untrusted input: every read is bounded, every parse is checked, and a file
+//! that is absent is `Ok(None)` rather than an error, since most attributes are optional.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The largest attribute file read. sysfs attributes are one page at most.
+pub(crate) const ATTR_LIMIT: usize = 64 * 1024;
+
+/// The largest `/proc` file read (`cpuinfo` on many-core hosts runs to hundreds of KiB).
+pub(crate) const PROC_LIMIT: usize = 8 * 1024 * 1024;
+
+fn is_absent(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+fn read_error(path: &Path, source: io::Error) -> Error {
+    Error::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads at most `limit` bytes of `path` as UTF-8; `None` when it does not exist.
+pub(crate) fn read_bounded(path: &Path, limit: usize) -> Result<Option<String>> {
+    let file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if is_absent(&err) => return Ok(None),
+        Err(err) => return Err(read_error(path, err)),
+    };
+    let mut bytes = Vec::new();
+    // Read one byte past the limit to tell "exactly at the limit" from "over it".
+    let bound = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    file.take(bound)
+        .read_to_end(&mut bytes)
+        .map_err(|err| read_error(path, err))?;
+    if bytes.len() > limit {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    tracing::trace!(path = %path.display(), bytes = bytes.len(), "read");
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| Error::NotUtf8 {
+            path: path.to_path_buf(),
+        })
+}
+
+/// Reads an attribute file, without its trailing newline; `None` when it does not exist.
+pub(crate) fn read_attr(path: &Path) -> Result<Option<String>> {
+    Ok(read_bounded(path, ATTR_LIMIT)?.map(|text| text.trim_end_matches('\n').to_owned()))
+}
+
+/// Reads an attribute file and parses it; `None` when it does not exist.
+pub(crate) fn read_parsed<T>(
+    path: &Path,
+    expected: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    match read_attr(path)? {
+        None => Ok(None),
+        Some(text) => parse(text.trim())
+            .map(Some)
+            .ok_or_else(|| parse_error(path, &text, expected)),
+    }
+}
+
+/// A [`Error::Parse`] for `value` read from `path`, with the value cut to 80 characters.
+pub(crate) fn parse_error(path: &Path, value: &str, expected: &'static str) -> Error {
+    let value: String = value.chars().take(80).collect();
+    Error::Parse {
+        path: path.to_path_buf(),
+        value,
+        expected,
+    }
+}
+
+/// The last component of the target of the link at `path`; `None` when there is no link.
+///
+/// The kernel expresses relations (`driver`, `iommu_group`, `physfn`, `mdev_type`) as links
+/// whose last component is the name of the related object; the target need not exist.
+pub(crate) fn link_name(path: &Path) -> Result<Option<String>> {
+    match fs::read_link(path) {
+        Ok(target) => match target.file_name() {
+            Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
+            None => Err(parse_error(
+                path,
+                &target.to_string_lossy(),
+                "a link to a named object",
+            )),
+        },
+        Err(err) if is_absent(&err) => Ok(None),
+        Err(err) => Err(read_error(path, err)),
+    }
+}
+
+/// The sorted names in directory `path`; empty when it does not exist.
+pub(crate) fn dir_names(path: &Path) -> Result<Vec<String>> {
+    let entries = match fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(err) if is_absent(&err) => return Ok(Vec::new()),
+        Err(err) => return Err(read_error(path, err)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|err| read_error(path, err))?;
+        names.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Whether `path` exists (following links); a dangling link does not.
+pub(crate) fn exists(path: &Path) -> bool {
+    path.exists()
+}
+
+/// Whether `path` is a directory (following links).
+pub(crate) fn is_dir(path: &Path) -> bool {
+    path.is_dir()
+}
+
+/// `path` joined with `name`, for readability at call sites.
+pub(crate) fn child(path: &Path, name: &str) -> PathBuf {
+    path.join(name)
+}
+
+/// Parses `0x10de`-style hex as u16.
+pub(crate) fn parse_hex_u16(text: &str) -> Option<u16> {
+    let digits = text.strip_prefix("0x").unwrap_or(text);
+    if digits.is_empty() || digits.len() > 4 {
+        return None;
+    }
+    u16::from_str_radix(digits, 16).ok()
+}
+
+/// Parses `0x030200`-style hex as a 24-bit class code.
+pub(crate) fn parse_class(text: &str) -> Option<u32> {
+    let digits = text.strip_prefix("0x")?;
+    if digits.len() != 6 {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_hex_u16_vendor_ok() {
+        assert_eq!(parse_hex_u16("0x10de"), Some(0x10de));
+    }
+
+    #[test]
+    fn parse_hex_u16_overlong_is_none() {
+        assert_eq!(parse_hex_u16("0x10de0"), None);
+    }
+
+    #[test]
+    fn parse_class_decimal_looking_is_hex() {
+        assert_eq!(parse_class("0x060400"), Some(0x060400));
+    }
+
+    #[test]
+    fn parse_class_without_prefix_is_none() {
+        assert_eq!(parse_class("030000"), None);
+    }
+
+    #[test]
+    fn read_bounded_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            read_bounded(&dir.path().join("absent"), 10)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn read_bounded_oversized_file_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        fs::write(&path, [b'x'; 11]).unwrap();
+        assert!(matches!(
+            read_bounded(&path, 10),
+            Err(Error::TooLarge { limit: 10, .. })
+        ));
+    }
+
+    #[test]
+    fn read_bounded_file_at_limit_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full");
+        fs::write(&path, [b'x'; 10]).unwrap();
+        assert_eq!(read_bounded(&path, 10).unwrap(), Some("x".repeat(10)));
+    }
+
+    #[test]
+    fn read_bounded_non_utf8_is_not_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bin");
+        fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            read_bounded(&path, 10),
+            Err(Error::NotUtf8 { .. })
+        ));
+    }
+}
