@@ -1,1 +1,84 @@
-//! A simulated host for `vgpu` tests and demos (under construction).
+//! A simulated KVM host whose `sys/`, `proc/` and `dev/` behave like the kernel's, served
+//! over FUSE, so that `vgpu`, `mdevctl` and shell scripts run unchanged against it.
+//!
+//! # The kernel model
+//!
+//! This crate is an independent model of the kernel interfaces in `shared/REFERENCE.md`
+//! §1-5; it shares no code with `vgpu-core`, so it can catch that crate's mistakes.
+//!
+//! * **PCI** (`drivers/pci/pci-sysfs.c`, `drivers/base/bus.c`): every function has a directory
+//!   under `sys/devices/pci<dddd>:<bb>/[<bridge>/]<addr>` with `vendor`, `device`,
+//!   `subsystem_*`, `class` (`0x030200`), `numa_node`, `driver_override` (reads `(null)` when
+//!   unset), `reset`, `reset_method`, `remove`, and relative links `driver`, `iommu_group`,
+//!   `subsystem`; `sys/bus/pci/devices/<addr>` links to it. `drivers/<drv>/bind` answers
+//!   `ENODEV` for an unknown device or one the driver does not match, `EBUSY` when bound;
+//!   `unbind` answers `ENODEV` unless bound to that driver; `drivers_probe` binds the first
+//!   matching driver (only `driver_override` when set). `reset` takes `1` (`EINVAL`
+//!   otherwise), `ENOTTY` without a reset method. `remove` / `rescan` hot-remove and restore.
+//! * **SR-IOV** (`sriov_numvfs_store`, `drivers/pci/iov.c`): `EINVAL` for a non-number,
+//!   `ERANGE` above `sriov_totalvfs` or a u16, equal value a no-op, `ENOENT` without a driver
+//!   with `sriov_configure` (`pci-pf-stub`, `i915`, `xe`; not `nvidia`, nor `vfio-pci` without
+//!   `enable_sriov`), `EBUSY` for non-zero while VFs exist. VFs sit beside their PF, at
+//!   routing id `PF + offset + stride * i`, with `physfn`/`virtfnN` links, their own IOMMU
+//!   groups, and are probed when `sriov_drivers_autoprobe` is 1. `vfio-pci`, `i915` and `xe`
+//!   disable VFs when unbound from the PF; `pci-pf-stub` and `nvidia` leave them.
+//! * **NVIDIA** (REFERENCE §3): the PF rejects `sriov_numvfs` while bound to `nvidia`
+//!   (`ENOENT`); `sriov-manage`'s sequence works: write `1` to
+//!   `proc/driver/nvidia/gpus/<bdf>/unbindLock` (reads back `1` only on an idle GPU), unbind,
+//!   bind `pci-pf-stub`, write `sriov_totalvfs`, rebind `nvidia`. Unbinding `nvidia` from a GPU
+//!   with vGPUs is refused with `EBUSY` (the real driver blocks instead).
+//! * **mdev** (`drivers/vfio/mdev`): an mdev parent exists while its vendor driver is bound
+//!   (legacy PF, VF of an mdev-on-VF GPU, GVT-g iGPU). `create` takes a 36-character UUID (one
+//!   trailing character allowed; `EINVAL` otherwise), `EEXIST` for a duplicate anywhere,
+//!   `EUSERS` (NVIDIA) or `ENOSPC` (GVT-g) when `available_instances` is 0. Capacity is per
+//!   physical GPU: one NVIDIA type at a time (others read 0), VFs of an mdev-on-VF GPU read 0
+//!   or 1; GVT-g mixes types within 512 MiB low / 3072 MiB high graphics memory and 28 fences.
+//!   `remove` takes a number (`0` is a no-op).
+//! * **NVIDIA vendor VFIO** (REFERENCE §3): VFs bound to `nvidia` have
+//!   `nvidia/creatable_vgpu_types` (header, then `%-5d : %s` lines of the types creatable now;
+//!   only the header when the card is full or the VF is in use), `current_vgpu_type` (an id
+//!   creates, `0` destroys; `EPERM` when set and writing an id, or unset and writing `0`;
+//!   `EINVAL` for an id not creatable now) and `vgpu_params` (`EBUSY` while a vGPU exists).
+//! * **IOMMU**: `sys/firmware/acpi/tables/DMAR` or `IVRS`, `sys/class/iommu/dmar0` or `ivhd0`
+//!   (`intel-iommu/ecap` bit 3 = interrupt remapping), `sys/kernel/iommu_groups/<n>/devices`;
+//!   the `no-iommu` profile has none of them. `dev/vfio/vfio` and `dev/vfio/<group>` for groups
+//!   with a function bound to `vfio-pci`; `sys/module/vfio_pci`.
+//!
+//! Nothing is cached by the kernel (zero entry and attribute lifetimes, direct I/O): every read
+//! sees the current state and every write returns the errno of that write. Writes to a file
+//! whose device has gone answer `ENODEV`; opening a file for an access it lacks (write to a
+//! read-only attribute) answers `EACCES`, as kernfs does.
+//!
+//! # Control interface
+//!
+//! `<root>/.vgpu-sim/control` takes commands (grammar in [`control`]): injected failures
+//! (`fail-next 2 EBUSY */sriov_numvfs`), latency (`latency sriov-enable 1500`), hot-unplug
+//! (`unplug 0000:3b:00.0`), `counters-reset`, `clear`. Reading it shows what is pending.
+//! `<root>/.vgpu-sim/counters` reads `lookup N\ngetattr N\n...`: the FUSE operations served
+//! outside `.vgpu-sim/`. [`SimHost`] has the same operations as methods.
+//!
+//! # Use
+//!
+//! ```no_run
+//! # fn main() -> Result<(), vgpu_sim::SimError> {
+//! let host = vgpu_sim::SimHost::mount(vgpu_sim::Profile::builtin("mixed")?)?;
+//! let numvfs = host.root().join("sys/bus/pci/devices/0001:03:00.0/sriov_numvfs");
+//! std::fs::write(&numvfs, "4").expect("i915 configures SR-IOV");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Persistent stores (`/etc/mdevctl.d`, libvirt) are not simulated: pass your own directories.
+
+pub mod control;
+mod error;
+mod fs;
+mod host;
+mod kernel;
+pub mod profile;
+mod tree;
+
+pub use control::{Counters, FsOp, KernelOp, LatencyOp};
+pub use error::SimError;
+pub use host::{SimHost, require_fuse};
+pub use profile::{PciAddr, Profile};

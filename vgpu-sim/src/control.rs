@@ -1,0 +1,428 @@
+//! The control interface: faults, latency, hot-unplug and counters.
+//!
+//! Grammar of `<root>/.vgpu-sim/control` (one command per line, `#` starts a comment):
+//!
+//! ```text
+//! fail-next <count> <errno> <path-glob>   next <count> writes to matching paths fail with <errno>
+//! latency <op> <millis>                   add <millis> to every <op> (0 removes it)
+//! unplug <dddd:bb:ss.f>                   hot-unplug a PCI function (with its VFs and mdevs)
+//! counters-reset                          zero all operation counters
+//! clear                                   drop every pending fault and latency
+//! ```
+//!
+//! `<errno>` is a name (`EBUSY`, `EIO`, ...) or a number. `<path-glob>` is matched against the
+//! canonical path below the root (symlinks resolved, as the kernel hands them to the
+//! filesystem), e.g. `sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/sriov_numvfs`; `*`
+//! matches any run of characters including `/`, `?` one character. `<op>` is a kernel
+//! operation (`sriov-enable`, `sriov-disable`, `mdev-create`, `mdev-remove`, `vgpu-create`,
+//! `vgpu-destroy`, `bind`, `unbind`, `probe`, `reset`) or a filesystem operation (`lookup`,
+//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`). A write with an unknown command
+//! or a malformed line fails with `EINVAL` and applies none of its lines.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::SimError;
+use crate::profile::PciAddr;
+
+/// A kernel operation that latency can be added to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KernelOp {
+    /// A non-zero write to `sriov_numvfs` (once per PF).
+    SriovEnable,
+    /// A zero write to `sriov_numvfs`.
+    SriovDisable,
+    /// A write to an mdev type's `create`.
+    MdevCreate,
+    /// A write to an mdev's `remove`.
+    MdevRemove,
+    /// A non-zero write to an NVIDIA VF's `current_vgpu_type`.
+    VgpuCreate,
+    /// A zero write to an NVIDIA VF's `current_vgpu_type`.
+    VgpuDestroy,
+    /// A write to `drivers/<drv>/bind`.
+    Bind,
+    /// A write to `drivers/<drv>/unbind`.
+    Unbind,
+    /// A write to `drivers_probe`.
+    Probe,
+    /// A write to a device's `reset`.
+    Reset,
+}
+
+/// A filesystem operation, as served to the kernel's FUSE client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FsOp {
+    /// Name lookup in a directory.
+    Lookup,
+    /// Attribute read (`stat`).
+    Getattr,
+    /// Attribute change (truncation on `O_TRUNC`).
+    Setattr,
+    /// Symlink read.
+    Readlink,
+    /// File open.
+    Open,
+    /// File read.
+    Read,
+    /// File write.
+    Write,
+    /// Directory listing.
+    Readdir,
+}
+
+impl FsOp {
+    /// Every operation, in counter order.
+    pub const ALL: [FsOp; 8] = [
+        FsOp::Lookup,
+        FsOp::Getattr,
+        FsOp::Setattr,
+        FsOp::Readlink,
+        FsOp::Open,
+        FsOp::Read,
+        FsOp::Write,
+        FsOp::Readdir,
+    ];
+
+    /// The name used in the control grammar and the counters file.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsOp::Lookup => "lookup",
+            FsOp::Getattr => "getattr",
+            FsOp::Setattr => "setattr",
+            FsOp::Readlink => "readlink",
+            FsOp::Open => "open",
+            FsOp::Read => "read",
+            FsOp::Write => "write",
+            FsOp::Readdir => "readdir",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// An operation latency can be added to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LatencyOp {
+    /// A kernel operation.
+    Kernel(KernelOp),
+    /// A filesystem operation.
+    Fs(FsOp),
+}
+
+const KERNEL_OPS: [(&str, KernelOp); 10] = [
+    ("sriov-enable", KernelOp::SriovEnable),
+    ("sriov-disable", KernelOp::SriovDisable),
+    ("mdev-create", KernelOp::MdevCreate),
+    ("mdev-remove", KernelOp::MdevRemove),
+    ("vgpu-create", KernelOp::VgpuCreate),
+    ("vgpu-destroy", KernelOp::VgpuDestroy),
+    ("bind", KernelOp::Bind),
+    ("unbind", KernelOp::Unbind),
+    ("probe", KernelOp::Probe),
+    ("reset", KernelOp::Reset),
+];
+
+impl FromStr for LatencyOp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((_, op)) = KERNEL_OPS.iter().find(|(n, _)| *n == s) {
+            return Ok(LatencyOp::Kernel(*op));
+        }
+        FsOp::ALL
+            .iter()
+            .find(|op| op.name() == s)
+            .map(|op| LatencyOp::Fs(*op))
+            .ok_or_else(|| format!("unknown operation {s:?}"))
+    }
+}
+
+impl fmt::Display for LatencyOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LatencyOp::Fs(op) => f.write_str(op.name()),
+            LatencyOp::Kernel(k) => {
+                let name = KERNEL_OPS
+                    .iter()
+                    .find(|(_, op)| op == k)
+                    .map_or("?", |(n, _)| *n);
+                f.write_str(name)
+            }
+        }
+    }
+}
+
+/// A pending injected failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// Writes left to fail.
+    pub remaining: u32,
+    /// The errno they fail with.
+    pub errno: i32,
+    /// The path glob (see the module doc).
+    pub glob: String,
+}
+
+/// One parsed control command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `fail-next <count> <errno> <glob>`.
+    FailNext(Fault),
+    /// `latency <op> <millis>`.
+    Latency(LatencyOp, Duration),
+    /// `unplug <addr>`.
+    Unplug(PciAddr),
+    /// `counters-reset`.
+    CountersReset,
+    /// `clear`.
+    Clear,
+}
+
+const ERRNOS: [(&str, i32); 22] = [
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EINTR", libc::EINTR),
+    ("EIO", libc::EIO),
+    ("ENXIO", libc::ENXIO),
+    ("E2BIG", libc::E2BIG),
+    ("EAGAIN", libc::EAGAIN),
+    ("ENOMEM", libc::ENOMEM),
+    ("EACCES", libc::EACCES),
+    ("EBUSY", libc::EBUSY),
+    ("EEXIST", libc::EEXIST),
+    ("ENODEV", libc::ENODEV),
+    ("EINVAL", libc::EINVAL),
+    ("ENOSPC", libc::ENOSPC),
+    ("ERANGE", libc::ERANGE),
+    ("ENOTTY", libc::ENOTTY),
+    ("ENOSYS", libc::ENOSYS),
+    ("ETIMEDOUT", libc::ETIMEDOUT),
+    ("EUSERS", libc::EUSERS),
+    ("EOPNOTSUPP", libc::EOPNOTSUPP),
+    ("ENOTSUP", libc::ENOTSUP),
+    ("ENOLCK", libc::ENOLCK),
+];
+
+/// The errno for a name such as `EBUSY`, or a positive number.
+pub fn errno_from_name(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return (n > 0 && n < 4096).then_some(n);
+    }
+    ERRNOS.iter().find(|(n, _)| *n == s).map(|(_, e)| *e)
+}
+
+/// The name of an errno, or its number.
+pub fn errno_name(errno: i32) -> String {
+    ERRNOS
+        .iter()
+        .find(|(_, e)| *e == errno)
+        .map_or_else(|| errno.to_string(), |(n, _)| (*n).to_owned())
+}
+
+/// Parses the text written to the control file: every line or none.
+///
+/// # Errors
+/// [`SimError::Control`] naming the first bad line.
+pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
+    let mut out = Vec::new();
+    for raw in text.lines() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |reason: String| SimError::Control {
+            line: line.to_owned(),
+            reason,
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let cmd = match words.as_slice() {
+            ["fail-next", count, errno, glob] => {
+                let remaining = count
+                    .parse::<u32>()
+                    .map_err(|_| bad(format!("bad count {count:?}")))?;
+                let errno =
+                    errno_from_name(errno).ok_or_else(|| bad(format!("bad errno {errno:?}")))?;
+                Command::FailNext(Fault {
+                    remaining,
+                    errno,
+                    glob: (*glob).to_owned(),
+                })
+            }
+            ["latency", op, millis] => {
+                let op = op.parse::<LatencyOp>().map_err(bad)?;
+                let ms = millis
+                    .parse::<u64>()
+                    .map_err(|_| bad(format!("bad millis {millis:?}")))?;
+                Command::Latency(op, Duration::from_millis(ms))
+            }
+            ["unplug", addr] => Command::Unplug(addr.parse().map_err(|e| bad(format!("{e}")))?),
+            ["counters-reset"] => Command::CountersReset,
+            ["clear"] => Command::Clear,
+            _ => {
+                return Err(bad(
+                    "unknown command or wrong number of arguments".to_owned()
+                ));
+            }
+        };
+        out.push(cmd);
+    }
+    Ok(out)
+}
+
+/// Whether `path` matches `glob` (`*` any run including `/`, `?` one character).
+pub fn glob_match(glob: &str, path: &str) -> bool {
+    let g = glob.as_bytes();
+    let p = path.as_bytes();
+    let (mut gi, mut pi) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while pi < p.len() {
+        match g.get(gi) {
+            Some(b'*') => {
+                star = Some((gi, pi));
+                gi += 1;
+            }
+            Some(&c) if c == b'?' || c == p[pi] => {
+                gi += 1;
+                pi += 1;
+            }
+            _ => match star {
+                Some((sg, sp)) => {
+                    gi = sg + 1;
+                    pi = sp + 1;
+                    star = Some((sg, sp + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    g[gi..].iter().all(|&c| c == b'*')
+}
+
+/// Operation counts served by the filesystem since mount or the last reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    counts: [u64; 8],
+}
+
+impl Counters {
+    /// The count of one operation.
+    pub fn get(&self, op: FsOp) -> u64 {
+        self.counts[op.index()]
+    }
+
+    /// The sum over all operations.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The text of `.vgpu-sim/counters`: `lookup N\ngetattr N\n...`.
+    pub fn render(&self) -> String {
+        FsOp::ALL
+            .iter()
+            .map(|op| format!("{} {}\n", op.name(), self.get(*op)))
+            .collect()
+    }
+}
+
+/// Lock-free live counters.
+#[derive(Debug, Default)]
+pub(crate) struct LiveCounters {
+    counts: [AtomicU64; 8],
+}
+
+impl LiveCounters {
+    pub(crate) fn bump(&self, op: FsOp) {
+        self.counts[op.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Counters {
+        let mut c = Counters::default();
+        for (i, a) in self.counts.iter().enumerate() {
+            c.counts[i] = a.load(Ordering::Relaxed);
+        }
+        c
+    }
+
+    pub(crate) fn reset(&self) {
+        for a in &self.counts {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_match_star_crosses_slash() {
+        assert!(glob_match(
+            "*/0000:3b:00.0/sriov_numvfs",
+            "sys/devices/pci0000:3a/0000:3b:00.0/sriov_numvfs"
+        ));
+    }
+
+    #[test]
+    fn glob_match_other_file_fails() {
+        assert!(!glob_match(
+            "*/sriov_numvfs",
+            "sys/devices/pci0000:3a/0000:3b:00.0/reset"
+        ));
+    }
+
+    #[test]
+    fn glob_match_question_mark_matches_one_char() {
+        assert!(glob_match("a?c", "abc"));
+    }
+
+    #[test]
+    fn parse_commands_fail_next_parses() {
+        let cmds = parse_commands("fail-next 2 EBUSY */create\n").expect("valid");
+        assert_eq!(
+            cmds,
+            vec![Command::FailNext(Fault {
+                remaining: 2,
+                errno: libc::EBUSY,
+                glob: "*/create".into()
+            })]
+        );
+    }
+
+    #[test]
+    fn parse_commands_latency_parses() {
+        let cmds = parse_commands("latency sriov-enable 1500").expect("valid");
+        assert_eq!(
+            cmds,
+            vec![Command::Latency(
+                LatencyOp::Kernel(KernelOp::SriovEnable),
+                Duration::from_millis(1500)
+            )]
+        );
+    }
+
+    #[test]
+    fn parse_commands_unknown_command_fails() {
+        assert!(matches!(
+            parse_commands("frobnicate"),
+            Err(SimError::Control { .. })
+        ));
+    }
+
+    #[test]
+    fn parse_commands_bad_errno_fails() {
+        assert!(parse_commands("fail-next 1 EWHAT *").is_err());
+    }
+
+    #[test]
+    fn counters_render_lists_every_op() {
+        assert_eq!(
+            Counters::default().render(),
+            "lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n"
+        );
+    }
+}

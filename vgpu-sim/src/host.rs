@@ -1,0 +1,307 @@
+//! [`SimHost`]: a mounted simulator that unmounts when dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+
+use crate::control::{Command, Counters, Fault, LatencyOp, parse_commands};
+use crate::error::SimError;
+use crate::fs::{Shared, SimFs};
+use crate::kernel::Kernel;
+use crate::profile::{PciAddr, Profile};
+
+/// How long [`SimHost::mount_at`] waits for the mount to answer.
+const MOUNT_DEADLINE: Duration = Duration::from_secs(10);
+/// FUSE worker threads, so that injected latency on one path does not stall the others.
+const THREADS: usize = 4;
+
+/// A simulated host mounted on a directory; unmounted on drop (also while a test panics).
+#[derive(Debug)]
+pub struct SimHost {
+    shared: Arc<Shared>,
+    session: Option<BackgroundSession>,
+    root: PathBuf,
+    tempdir: Option<tempfile::TempDir>,
+}
+
+/// Why FUSE cannot be used here, or `None` when it can (`/dev/fuse` is there and openable,
+/// and we are root or have `fusermount3`).
+pub fn require_fuse() -> Option<String> {
+    let dev = Path::new("/dev/fuse");
+    if !dev.exists() {
+        return Some(
+            "/dev/fuse does not exist (load the fuse module or pass --device /dev/fuse)".into(),
+        );
+    }
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(dev) {
+        return Some(format!("/dev/fuse cannot be opened: {e}"));
+    }
+    let root = nix::unistd::geteuid().is_root();
+    let helper = [
+        "/usr/bin/fusermount3",
+        "/bin/fusermount3",
+        "/usr/bin/fusermount",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists());
+    if !root && !helper {
+        return Some("not root and no fusermount3 (install the fuse3 package)".into());
+    }
+    None
+}
+
+fn is_mountpoint(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Ok(canon) = dir.canonicalize() else {
+        return false;
+    };
+    let want = canon.to_string_lossy();
+    // Field 5 is the mount point (spaces escaped as \040).
+    text.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .is_some_and(|m| m.replace("\\040", " ") == want.as_ref())
+    })
+}
+
+impl SimHost {
+    /// Mounts `profile` on a fresh temporary directory.
+    ///
+    /// # Errors
+    /// [`SimError::MountPoint`] or [`SimError::Mount`].
+    pub fn mount(profile: Profile) -> Result<Self, SimError> {
+        let tmp = tempfile::Builder::new()
+            .prefix("vgpu-sim-")
+            .tempdir()
+            .map_err(|source| SimError::MountPoint {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let path = tmp.path().to_owned();
+        let mut host = Self::mount_at(profile, &path)?;
+        host.tempdir = Some(tmp);
+        Ok(host)
+    }
+
+    /// Mounts `profile` on `dir` (which must exist and should be empty).
+    ///
+    /// # Errors
+    /// [`SimError::MountPoint`] when `dir` is not a directory, [`SimError::Mount`] when FUSE
+    /// refuses (its errno says why).
+    pub fn mount_at(profile: Profile, dir: &Path) -> Result<Self, SimError> {
+        let meta = std::fs::metadata(dir).map_err(|source| SimError::MountPoint {
+            path: dir.to_owned(),
+            source,
+        })?;
+        if !meta.is_dir() {
+            return Err(SimError::MountPoint {
+                path: dir.to_owned(),
+                source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            });
+        }
+        let shared = Arc::new(Shared::new(Kernel::boot(profile)));
+        // First choice: allow_other (root tools in other namespaces) + auto_unmount (the
+        // fusermount3 helper unmounts even if this process is killed). Fallback for users
+        // without `user_allow_other`: a plain private mount.
+        let attempts = [
+            (SessionACL::All, vec![MountOption::AutoUnmount]),
+            (SessionACL::Owner, Vec::new()),
+        ];
+        let mut last = None;
+        for (acl, extra) in attempts {
+            let mut config = Config::default();
+            config.mount_options = vec![
+                MountOption::FSName("vgpu-sim".into()),
+                MountOption::Subtype("vgpu-sim".into()),
+                MountOption::RW,
+                MountOption::NoDev,
+                MountOption::NoSuid,
+                MountOption::NoExec,
+            ];
+            config.mount_options.extend(extra);
+            config.acl = acl;
+            config.n_threads = Some(THREADS);
+            match fuser::spawn_mount(SimFs::new(shared.clone()), dir, &config) {
+                Ok(session) => {
+                    let host = Self {
+                        shared,
+                        session: Some(session),
+                        root: dir.to_owned(),
+                        tempdir: None,
+                    };
+                    host.wait_ready()?;
+                    return Ok(host);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(SimError::Mount {
+            path: dir.to_owned(),
+            source: last.unwrap_or_else(|| std::io::Error::other("no mount attempt")),
+        })
+    }
+
+    fn wait_ready(&self) -> Result<(), SimError> {
+        let deadline = Instant::now() + MOUNT_DEADLINE;
+        let probe = self.root.join("sys");
+        loop {
+            if probe.is_dir() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(SimError::Mount {
+                    path: self.root.clone(),
+                    source: std::io::Error::from_raw_os_error(libc::ETIMEDOUT),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Mounts a built-in profile for a test: `None` (after printing why) when FUSE is not
+    /// usable here, so the test can return early.
+    ///
+    /// # Panics
+    /// When FUSE is not usable and `CI` is set: CI must run every simulator test.
+    pub fn mount_for_test(profile_name: &str) -> Option<Self> {
+        let ci = std::env::var_os("CI").is_some();
+        let reason = match require_fuse() {
+            Some(reason) => reason,
+            None => {
+                let profile = match Profile::builtin(profile_name) {
+                    Ok(p) => p,
+                    Err(e) => panic!("{e}"),
+                };
+                match Self::mount(profile) {
+                    Ok(host) => return Some(host),
+                    Err(e) => format!(
+                        "{e}: {}",
+                        std::error::Error::source(&e).map_or_else(String::new, |s| s.to_string())
+                    ),
+                }
+            }
+        };
+        if ci {
+            panic!("FUSE is required when CI is set: {reason}");
+        }
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skipped: FUSE unavailable: {reason}");
+        }
+        None
+    }
+
+    /// The directory that contains `sys/`, `proc/` and `dev/`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The name of the profile this host runs.
+    pub fn profile_name(&self) -> String {
+        self.shared.kernel().profile.name.clone()
+    }
+
+    /// Runs control commands, as written to `.vgpu-sim/control` (see [`crate::control`]).
+    ///
+    /// # Errors
+    /// [`SimError::Control`] for a malformed command or an unknown device; nothing is applied
+    /// when a line does not parse.
+    pub fn control(&self, text: &str) -> Result<(), SimError> {
+        let cmds = parse_commands(text)?;
+        self.shared
+            .apply(cmds)
+            .map_err(|(reason, _)| SimError::Control {
+                line: text.trim().to_owned(),
+                reason,
+            })
+    }
+
+    /// Makes the next `count` writes to paths matching `glob` fail with `errno`.
+    pub fn fail_next(&self, count: u32, errno: i32, glob: &str) {
+        self.shared.kernel().faults.push(Fault {
+            remaining: count,
+            errno,
+            glob: glob.to_owned(),
+        });
+    }
+
+    /// Adds `delay` to every `op` (zero removes it).
+    pub fn set_latency(&self, op: LatencyOp, delay: Duration) {
+        let cmd = Command::Latency(op, delay);
+        // Latency commands cannot fail.
+        let _ignored = self.shared.apply(vec![cmd]);
+    }
+
+    /// Hot-unplugs a PCI function (with its VFs and mdevs).
+    ///
+    /// # Errors
+    /// [`SimError::Control`] when no such function is present.
+    pub fn unplug(&self, addr: PciAddr) -> Result<(), SimError> {
+        self.shared
+            .kernel()
+            .unplug(addr)
+            .map_err(|_| SimError::Control {
+                line: format!("unplug {addr}"),
+                reason: "no such device".into(),
+            })
+    }
+
+    /// Operations served since mount or the last reset.
+    pub fn counters(&self) -> Counters {
+        self.shared.counters.snapshot()
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_counters(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// Unmounts now and reports a failure (drop does the same, silently).
+    ///
+    /// # Errors
+    /// [`SimError::Mount`] when the directory is still a mount point after the deadline.
+    pub fn unmount(mut self) -> Result<(), SimError> {
+        self.do_unmount()
+    }
+
+    fn do_unmount(&mut self) -> Result<(), SimError> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        // Detach synchronously ourselves (auto_unmount alone would leave it to the helper,
+        // racing with the removal of the temporary directory).
+        if nix::unistd::geteuid().is_root() {
+            let _ = nix::mount::umount2(&self.root, nix::mount::MntFlags::MNT_DETACH);
+        } else {
+            let _ = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.root)
+                .status();
+        }
+        drop(session);
+        let deadline = Instant::now() + MOUNT_DEADLINE;
+        while is_mountpoint(&self.root) {
+            if Instant::now() >= deadline {
+                return Err(SimError::Mount {
+                    path: self.root.clone(),
+                    source: std::io::Error::from_raw_os_error(libc::EBUSY),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SimHost {
+    fn drop(&mut self) {
+        if let Err(e) = self.do_unmount() {
+            tracing::warn!("{e}");
+        }
+    }
+}

@@ -1,0 +1,865 @@
+//! The filesystem view of the kernel model: directory listings, file contents and stores,
+//! laid out as sysfs, procfs and devtmpfs lay them out.
+
+use std::fmt::Write as _;
+
+use uuid::Uuid;
+
+use crate::control::KernelOp;
+use crate::kernel::{Dev, Errno, KResult, Kernel, kstrtoul, parse_bool};
+use crate::profile::{CpuVendor, IommuKind, PciAddr, VgpuMode};
+
+/// What a regular file is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FileRef {
+    Text(String),
+    Bin(Vec<u8>),
+    Control,
+    Counters,
+    Pci(PciAddr, PciAttr),
+    Type(PciAddr, String, TypeAttr),
+    MdevRemove(Uuid),
+    Driver(String, DrvAttr),
+    DriversProbe,
+    Rescan,
+    BusAutoprobe,
+    UnbindLock(PciAddr),
+    NvInfo(PciAddr),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PciAttr {
+    Vendor,
+    Device,
+    SubVendor,
+    SubDevice,
+    Class,
+    Numa,
+    DriverOverride,
+    Reset,
+    ResetMethod,
+    Remove,
+    Enable,
+    Uevent,
+    SriovTotal,
+    SriovNum,
+    SriovOffset,
+    SriovStride,
+    SriovVfDevice,
+    SriovAutoprobe,
+    NvCreatable,
+    NvCurrent,
+    NvParams,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TypeAttr {
+    Name,
+    Description,
+    Available,
+    DeviceApi,
+    Create,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DrvAttr {
+    Bind,
+    Unbind,
+    NewId,
+    RemoveId,
+}
+
+/// A directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Node {
+    Dir,
+    File(FileRef, u16),
+    Link(String),
+    CharDev(u32),
+}
+
+const RO: u16 = 0o444;
+const WO: u16 = 0o200;
+const RW: u16 = 0o644;
+
+/// A relative symlink target from directory `from` to `to` (both below the root).
+pub(crate) fn rel(from: &str, to: &str) -> String {
+    let f: Vec<&str> = from.split('/').filter(|s| !s.is_empty()).collect();
+    let t: Vec<&str> = to.split('/').filter(|s| !s.is_empty()).collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = "../".repeat(f.len() - common);
+    out.push_str(&t[common..].join("/"));
+    out
+}
+
+struct Dir {
+    path: String,
+    entries: Vec<(String, Node)>,
+}
+
+impl Dir {
+    fn new(path: &str) -> Self {
+        Self {
+            path: path.to_owned(),
+            entries: Vec::new(),
+        }
+    }
+    fn dir(&mut self, name: impl Into<String>) {
+        self.entries.push((name.into(), Node::Dir));
+    }
+    fn file(&mut self, name: impl Into<String>, f: FileRef, mode: u16) {
+        self.entries.push((name.into(), Node::File(f, mode)));
+    }
+    fn text(&mut self, name: impl Into<String>, text: String) {
+        self.file(name, FileRef::Text(text), RO);
+    }
+    /// A symlink to `to` (a path below the root), written relative as the kernel does.
+    fn link(&mut self, name: impl Into<String>, to: &str) {
+        let target = rel(&self.path, to);
+        self.entries.push((name.into(), Node::Link(target)));
+    }
+}
+
+fn acpi_table(sig: &[u8; 4]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(48);
+    t.extend_from_slice(sig);
+    t.extend_from_slice(&48u32.to_le_bytes());
+    t.push(1);
+    t.push(0);
+    t.extend_from_slice(b"VGPSIM");
+    t.extend_from_slice(b"VGPUSIM ");
+    t.extend_from_slice(&1u32.to_le_bytes());
+    t.extend_from_slice(b"VGPU");
+    t.extend_from_slice(&1u32.to_le_bytes());
+    t.resize(48, 0);
+    let sum = t.iter().fold(0u8, |a, b| a.wrapping_add(*b));
+    t[9] = 0u8.wrapping_sub(sum);
+    t
+}
+
+fn is_nv_proc(d: &Dev) -> bool {
+    d.driver.as_deref() == Some("nvidia") && d.physfn.is_none()
+}
+
+impl Kernel {
+    /// The entries of the directory at `path` (components below the root), or `None` when
+    /// it is not a directory.
+    pub(crate) fn list(&self, comps: &[&str]) -> Option<Vec<(String, Node)>> {
+        let path = comps.join("/");
+        let mut d = Dir::new(&path);
+        match comps {
+            [] => {
+                for n in ["sys", "proc", "dev", ".vgpu-sim"] {
+                    d.dir(n);
+                }
+            }
+            [".vgpu-sim"] => {
+                d.file("control", FileRef::Control, RW);
+                d.file("counters", FileRef::Counters, RO);
+            }
+            ["sys"] => {
+                for n in ["bus", "class", "devices", "firmware", "kernel", "module"] {
+                    d.dir(n);
+                }
+            }
+            ["sys", "bus"] => {
+                d.dir("mdev");
+                d.dir("pci");
+            }
+            ["sys", "bus", "pci"] => {
+                d.dir("devices");
+                d.dir("drivers");
+                d.file("drivers_autoprobe", FileRef::BusAutoprobe, RW);
+                d.file("drivers_probe", FileRef::DriversProbe, WO);
+                d.file("rescan", FileRef::Rescan, WO);
+            }
+            ["sys", "bus", "pci", "devices"] => {
+                for dev in self.devs.values() {
+                    d.link(dev.addr.to_string(), &dev.path());
+                }
+            }
+            ["sys", "bus", "pci", "drivers"] => {
+                for drv in &self.drivers {
+                    d.dir(drv.clone());
+                }
+            }
+            ["sys", "bus", "pci", "drivers", drv] => {
+                if !self.drivers.iter().any(|x| x == drv) {
+                    return None;
+                }
+                for (n, a) in [
+                    ("bind", DrvAttr::Bind),
+                    ("new_id", DrvAttr::NewId),
+                    ("remove_id", DrvAttr::RemoveId),
+                    ("unbind", DrvAttr::Unbind),
+                ] {
+                    d.file(n, FileRef::Driver((*drv).to_owned(), a), WO);
+                }
+                for dev in self
+                    .devs
+                    .values()
+                    .filter(|x| x.driver.as_deref() == Some(*drv))
+                {
+                    d.link(dev.addr.to_string(), &dev.path());
+                }
+                d.link("module", &format!("sys/module/{}", drv.replace('-', "_")));
+            }
+            ["sys", "bus", "mdev"] => {
+                d.dir("devices");
+            }
+            ["sys", "bus", "mdev", "devices"] => {
+                for (u, m) in &self.mdevs {
+                    if let Some(p) = self.devs.get(&m.parent) {
+                        d.link(u.to_string(), &format!("{}/{u}", p.path()));
+                    }
+                }
+            }
+            ["sys", "class"] => {
+                d.dir("iommu");
+                d.dir("mdev_bus");
+            }
+            ["sys", "class", "mdev_bus"] => {
+                for p in self.devs.values().filter(|x| x.is_mdev_parent()) {
+                    d.link(p.addr.to_string(), &p.path());
+                }
+            }
+            ["sys", "class", "iommu"] => {
+                if let Some(unit) = self.iommu_unit() {
+                    d.link(unit, &format!("sys/devices/virtual/iommu/{unit}"));
+                }
+            }
+            ["sys", "devices"] => {
+                for root in self.root_buses() {
+                    d.dir(root);
+                }
+                d.dir("system");
+                d.dir("virtual");
+            }
+            ["sys", "devices", "virtual"] => d.dir("iommu"),
+            ["sys", "devices", "virtual", "iommu"] => {
+                if let Some(unit) = self.iommu_unit() {
+                    d.dir(unit);
+                }
+            }
+            ["sys", "devices", "virtual", "iommu", unit] => {
+                if Some(*unit) != self.iommu_unit() {
+                    return None;
+                }
+                d.dir(if self.profile.iommu == IommuKind::Amd {
+                    "amd-iommu"
+                } else {
+                    "intel-iommu"
+                });
+            }
+            ["sys", "devices", "virtual", "iommu", unit, "intel-iommu"]
+                if Some(*unit) == self.iommu_unit() =>
+            {
+                let ecap = if self.profile.interrupt_remapping {
+                    "f050da"
+                } else {
+                    "f050d2"
+                };
+                d.text("cap", "d2008c40660462\n".to_owned());
+                d.text("ecap", format!("{ecap}\n"));
+                d.text("version", "1:0\n".to_owned());
+            }
+            ["sys", "devices", "virtual", "iommu", unit, "amd-iommu"]
+                if Some(*unit) == self.iommu_unit() =>
+            {
+                d.text("cap", "0x00190003\n".to_owned());
+                d.text("features", "25bf732fa2295afe:53d\n".to_owned());
+            }
+            ["sys", "devices", "system"] => d.dir("node"),
+            ["sys", "devices", "system", "node"] => {
+                for n in 0..self.profile.numa_nodes {
+                    d.dir(format!("node{n}"));
+                }
+                let last = self.profile.numa_nodes.saturating_sub(1);
+                d.text("online", format!("0-{last}\n"));
+                d.text("possible", format!("0-{last}\n"));
+            }
+            ["sys", "devices", "system", "node", node] => {
+                let n: u32 = node.strip_prefix("node")?.parse().ok()?;
+                if n >= self.profile.numa_nodes {
+                    return None;
+                }
+                let per = (self.profile.cpus / self.profile.numa_nodes.max(1)).max(1);
+                d.text("cpulist", format!("{}-{}\n", n * per, n * per + per - 1));
+            }
+            ["sys", "devices", rest @ ..] => return self.list_device_tree(&mut d, rest),
+            ["sys", "firmware"] => d.dir("acpi"),
+            ["sys", "firmware", "acpi"] => d.dir("tables"),
+            ["sys", "firmware", "acpi", "tables"] => {
+                for sig in [b"APIC", b"DSDT", b"FACP", b"MCFG"] {
+                    d.file(
+                        String::from_utf8_lossy(sig),
+                        FileRef::Bin(acpi_table(sig)),
+                        0o400,
+                    );
+                }
+                match self.profile.iommu {
+                    IommuKind::Intel => d.file("DMAR", FileRef::Bin(acpi_table(b"DMAR")), 0o400),
+                    IommuKind::Amd => d.file("IVRS", FileRef::Bin(acpi_table(b"IVRS")), 0o400),
+                    IommuKind::None => {}
+                }
+            }
+            ["sys", "kernel"] => d.dir("iommu_groups"),
+            ["sys", "kernel", "iommu_groups"] => {
+                for g in self.groups().keys() {
+                    d.dir(g.to_string());
+                }
+            }
+            ["sys", "kernel", "iommu_groups", g] => {
+                let g: u32 = g.parse().ok()?;
+                self.groups().get(&g)?;
+                d.dir("devices");
+                d.text(
+                    "reserved_regions",
+                    "0x00000000fee00000 0x00000000feefffff msi\n".into(),
+                );
+                let pt = self
+                    .profile
+                    .cmdline
+                    .split_whitespace()
+                    .any(|w| w == "iommu=pt");
+                d.text("type", if pt { "identity\n" } else { "DMA\n" }.to_owned());
+            }
+            ["sys", "kernel", "iommu_groups", g, "devices"] => {
+                let g: u32 = g.parse().ok()?;
+                for (name, target) in self.groups().get(&g)? {
+                    d.link(name.clone(), target);
+                }
+            }
+            ["sys", "module"] => {
+                for m in self.modules() {
+                    d.dir(m);
+                }
+            }
+            ["sys", "module", m] => {
+                if !self.modules().iter().any(|x| x == m) {
+                    return None;
+                }
+                d.text("initstate", "live\n".to_owned());
+            }
+            ["proc"] => {
+                d.text("cmdline", format!("{}\n", self.profile.cmdline));
+                d.text("cpuinfo", self.cpuinfo());
+                d.dir("driver");
+            }
+            ["proc", "driver"] => {
+                if self.drivers.iter().any(|x| x == "nvidia") {
+                    d.dir("nvidia");
+                }
+            }
+            ["proc", "driver", "nvidia"] if self.drivers.iter().any(|x| x == "nvidia") => {
+                d.dir("gpus");
+                d.text(
+                    "version",
+                    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.05  (vgpu-sim)\n"
+                        .to_owned(),
+                );
+            }
+            ["proc", "driver", "nvidia", "gpus"] if self.drivers.iter().any(|x| x == "nvidia") => {
+                for g in self.devs.values().filter(|x| is_nv_proc(x)) {
+                    d.dir(g.addr.to_string());
+                }
+            }
+            ["proc", "driver", "nvidia", "gpus", bdf] => {
+                let g = self.dev_by_name(bdf).filter(|x| is_nv_proc(x))?;
+                d.file("information", FileRef::NvInfo(g.addr), RO);
+                d.file("unbindLock", FileRef::UnbindLock(g.addr), RW);
+            }
+            ["dev"] => d.dir("vfio"),
+            ["dev", "vfio"] => {
+                d.entries
+                    .push(("vfio".to_owned(), Node::CharDev((10 << 8) | 196)));
+                let mut groups: Vec<u32> = self
+                    .devs
+                    .values()
+                    .filter(|x| x.driver.as_deref() == Some("vfio-pci"))
+                    .filter_map(|x| x.group)
+                    .collect();
+                groups.sort_unstable();
+                groups.dedup();
+                for g in groups {
+                    d.entries
+                        .push((g.to_string(), Node::CharDev((243 << 8) | (g & 0xff))));
+                }
+            }
+            _ => return None,
+        }
+        Some(d.entries)
+    }
+
+    fn iommu_unit(&self) -> Option<&'static str> {
+        match self.profile.iommu {
+            IommuKind::Intel => Some("dmar0"),
+            IommuKind::Amd => Some("ivhd0"),
+            IommuKind::None => None,
+        }
+    }
+
+    fn root_buses(&self) -> Vec<String> {
+        let mut roots: Vec<String> = self
+            .devs
+            .values()
+            .filter_map(|d| d.dir.split('/').next().map(str::to_owned))
+            .collect();
+        roots.sort();
+        roots.dedup();
+        roots
+    }
+
+    /// Group number -> (member name, member path).
+    fn groups(&self) -> std::collections::BTreeMap<u32, Vec<(String, String)>> {
+        let mut out: std::collections::BTreeMap<u32, Vec<(String, String)>> = Default::default();
+        for d in self.devs.values() {
+            if let Some(g) = d.group {
+                out.entry(g)
+                    .or_default()
+                    .push((d.addr.to_string(), d.path()));
+            }
+        }
+        for (u, m) in &self.mdevs {
+            if let (Some(g), Some(p)) = (m.group, self.devs.get(&m.parent)) {
+                out.entry(g)
+                    .or_default()
+                    .push((u.to_string(), format!("{}/{u}", p.path())));
+            }
+        }
+        out
+    }
+
+    fn modules(&self) -> Vec<String> {
+        let mut m: Vec<String> = ["kvm", "mdev", "vfio", "vfio_iommu_type1", "vfio_pci"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        m.push(match self.profile.cpu_vendor {
+            CpuVendor::Intel => "kvm_intel".to_owned(),
+            CpuVendor::Amd => "kvm_amd".to_owned(),
+        });
+        for drv in &self.drivers {
+            if drv != "pcieport" {
+                m.push(drv.replace('-', "_"));
+            }
+        }
+        if self.devs.values().any(|d| d.vgpu == Some(VgpuMode::Mdev)) {
+            m.push("nvidia_vgpu_vfio".to_owned());
+        }
+        m.sort();
+        m.dedup();
+        m
+    }
+
+    fn cpuinfo(&self) -> String {
+        let (vendor, model, flag) = match self.profile.cpu_vendor {
+            CpuVendor::Intel => (
+                "GenuineIntel",
+                "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+                "vmx",
+            ),
+            CpuVendor::Amd => ("AuthenticAMD", "AMD EPYC 9354 32-Core Processor", "svm"),
+        };
+        let mut s = String::new();
+        for cpu in 0..self.profile.cpus {
+            let _ = write!(
+                s,
+                "processor\t: {cpu}\nvendor_id\t: {vendor}\nmodel name\t: {model}\n\
+                 physical id\t: 0\ncore id\t\t: {cpu}\ncpu cores\t: {n}\n\
+                 flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat \
+                 pse36 clflush mmx fxsr sse sse2 ht syscall nx pdpe1gb rdtscp lm constant_tsc \
+                 nopl xtopology pni pclmulqdq {flag} ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe \
+                 popcnt aes xsave avx f16c rdrand hypervisor lahf_lm abm avx2\n\n",
+                n = self.profile.cpus
+            );
+        }
+        s
+    }
+
+    /// The part of the tree below `sys/devices/<root bus>`.
+    fn list_device_tree(&self, d: &mut Dir, rest: &[&str]) -> Option<Vec<(String, Node)>> {
+        let (root, below) = rest.split_first()?;
+        // Find the deepest device directory that prefixes the path.
+        let mut found: Option<(&Dev, usize)> = None;
+        for i in (1..=below.len()).rev() {
+            let Some(dev) = self.dev_by_name(below[i - 1]) else {
+                continue;
+            };
+            let mut want = String::from(*root);
+            for c in &below[..i] {
+                want.push('/');
+                want.push_str(c);
+            }
+            if dev.dir == want {
+                found = Some((dev, i));
+                break;
+            }
+        }
+        let (dir_path, inside) = match found {
+            Some((dev, i)) => (dev.dir.clone(), Some((dev, &below[i..]))),
+            None if below.is_empty() => {
+                if !self.root_buses().iter().any(|r| r == root) {
+                    return None;
+                }
+                ((*root).to_owned(), None)
+            }
+            None => return None,
+        };
+        match inside {
+            None => {
+                self.add_child_devices(d, &dir_path);
+                Some(std::mem::take(&mut d.entries))
+            }
+            Some((dev, [])) => {
+                self.add_device_attrs(d, dev);
+                self.add_child_devices(d, &dir_path);
+                Some(std::mem::take(&mut d.entries))
+            }
+            Some((dev, sub)) => {
+                self.list_inside_device(d, dev, sub)?;
+                Some(std::mem::take(&mut d.entries))
+            }
+        }
+    }
+
+    fn add_child_devices(&self, d: &mut Dir, dir_path: &str) {
+        for c in self.devs.values() {
+            if c.dir.rsplit_once('/').is_some_and(|(p, _)| p == dir_path) {
+                d.dir(c.addr.to_string());
+            }
+        }
+    }
+
+    fn add_device_attrs(&self, d: &mut Dir, dev: &Dev) {
+        let a = dev.addr;
+        for (n, attr) in [
+            ("class", PciAttr::Class),
+            ("device", PciAttr::Device),
+            ("numa_node", PciAttr::Numa),
+            ("subsystem_device", PciAttr::SubDevice),
+            ("subsystem_vendor", PciAttr::SubVendor),
+            ("vendor", PciAttr::Vendor),
+        ] {
+            d.file(n, FileRef::Pci(a, attr), RO);
+        }
+        d.file(
+            "driver_override",
+            FileRef::Pci(a, PciAttr::DriverOverride),
+            RW,
+        );
+        d.file("enable", FileRef::Pci(a, PciAttr::Enable), RW);
+        d.file("remove", FileRef::Pci(a, PciAttr::Remove), WO);
+        d.file("uevent", FileRef::Pci(a, PciAttr::Uevent), RW);
+        if !dev.reset_method.trim().is_empty() {
+            d.file("reset", FileRef::Pci(a, PciAttr::Reset), WO);
+            d.file("reset_method", FileRef::Pci(a, PciAttr::ResetMethod), RW);
+        }
+        d.link("subsystem", "sys/bus/pci");
+        if let Some(drv) = &dev.driver {
+            d.link("driver", &format!("sys/bus/pci/drivers/{drv}"));
+        }
+        if let Some(g) = dev.group {
+            d.link("iommu_group", &format!("sys/kernel/iommu_groups/{g}"));
+        }
+        if let Some((_, num)) = &dev.sriov {
+            for (n, attr, mode) in [
+                ("sriov_drivers_autoprobe", PciAttr::SriovAutoprobe, RW),
+                ("sriov_numvfs", PciAttr::SriovNum, RW),
+                ("sriov_offset", PciAttr::SriovOffset, RO),
+                ("sriov_stride", PciAttr::SriovStride, RO),
+                ("sriov_totalvfs", PciAttr::SriovTotal, RO),
+                ("sriov_vf_device", PciAttr::SriovVfDevice, RO),
+            ] {
+                d.file(n, FileRef::Pci(a, attr), mode);
+            }
+            if *num > 0 {
+                let mut vfs: Vec<&Dev> =
+                    self.devs.values().filter(|v| v.physfn == Some(a)).collect();
+                vfs.sort_by_key(|v| v.addr);
+                for (i, vf) in vfs.iter().enumerate() {
+                    d.link(format!("virtfn{i}"), &vf.path());
+                }
+            }
+        }
+        if let Some(pf) = dev.physfn.and_then(|p| self.devs.get(&p)) {
+            d.link("physfn", &pf.path());
+        }
+        if dev.is_mdev_parent() {
+            d.dir("mdev_supported_types");
+            for (u, _) in self.mdevs.iter().filter(|(_, m)| m.parent == a) {
+                d.dir(u.to_string());
+            }
+        }
+        if dev.is_vendor_vf() {
+            d.dir("nvidia");
+        }
+    }
+
+    fn list_inside_device(&self, d: &mut Dir, dev: &Dev, sub: &[&str]) -> Option<()> {
+        let a = dev.addr;
+        match sub {
+            ["mdev_supported_types"] if dev.is_mdev_parent() => {
+                for t in self.types_of(dev) {
+                    d.dir(t.id.clone());
+                }
+            }
+            ["mdev_supported_types", t] if dev.is_mdev_parent() => {
+                let t = self.type_of(dev, t)?;
+                let id = t.id.clone();
+                if dev.vgpu != Some(VgpuMode::Gvtg) {
+                    d.file("name", FileRef::Type(a, id.clone(), TypeAttr::Name), RO);
+                }
+                d.file(
+                    "available_instances",
+                    FileRef::Type(a, id.clone(), TypeAttr::Available),
+                    RO,
+                );
+                d.file("create", FileRef::Type(a, id.clone(), TypeAttr::Create), WO);
+                d.file(
+                    "description",
+                    FileRef::Type(a, id.clone(), TypeAttr::Description),
+                    RO,
+                );
+                d.file("device_api", FileRef::Type(a, id, TypeAttr::DeviceApi), RO);
+                d.dir("devices");
+            }
+            ["mdev_supported_types", t, "devices"] if dev.is_mdev_parent() => {
+                let t = self.type_of(dev, t)?;
+                for (u, _) in self
+                    .mdevs
+                    .iter()
+                    .filter(|(_, m)| m.parent == a && m.type_id == t.id)
+                {
+                    d.link(u.to_string(), &format!("{}/{u}", dev.path()));
+                }
+            }
+            ["nvidia"] if dev.is_vendor_vf() => {
+                d.file(
+                    "creatable_vgpu_types",
+                    FileRef::Pci(a, PciAttr::NvCreatable),
+                    RO,
+                );
+                d.file("current_vgpu_type", FileRef::Pci(a, PciAttr::NvCurrent), RW);
+                d.file("vgpu_params", FileRef::Pci(a, PciAttr::NvParams), RW);
+            }
+            [u] => {
+                let uuid = Uuid::try_parse(u).ok()?;
+                let m = self.mdevs.get(&uuid).filter(|m| m.parent == a)?;
+                if uuid.to_string() != *u {
+                    return None;
+                }
+                d.link(
+                    "mdev_type",
+                    &format!("{}/mdev_supported_types/{}", dev.path(), m.type_id),
+                );
+                d.link("subsystem", "sys/bus/mdev");
+                if let Some(g) = m.group {
+                    d.link("iommu_group", &format!("sys/kernel/iommu_groups/{g}"));
+                }
+                d.file("remove", FileRef::MdevRemove(uuid), WO);
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// The content of a file now.
+    pub(crate) fn read(&self, f: &FileRef) -> KResult<Vec<u8>> {
+        let s = match f {
+            FileRef::Text(t) => t.clone(),
+            FileRef::Bin(b) => return Ok(b.clone()),
+            FileRef::Control | FileRef::Counters => return Err(libc::EIO),
+            FileRef::Pci(a, attr) => self.read_pci(*a, *attr)?,
+            FileRef::Type(a, id, attr) => {
+                let p = self.devs.get(a).ok_or(libc::ENODEV)?;
+                let t = self.type_of(p, id).ok_or(libc::ENODEV)?;
+                match attr {
+                    TypeAttr::Name => format!("{}\n", t.name),
+                    TypeAttr::Available => format!("{}\n", self.available(p, t)),
+                    TypeAttr::DeviceApi => "vfio-pci\n".to_owned(),
+                    TypeAttr::Create => return Err(libc::EACCES),
+                    TypeAttr::Description if p.vgpu == Some(VgpuMode::Gvtg) => format!(
+                        "low_gm_size: {}MB\nhigh_gm_size: {}MB\nfence: {}\nresolution: {}\nweight: {}\n",
+                        t.low_gm_mib,
+                        t.high_gm_mib,
+                        t.fence,
+                        t.max_resolution.as_deref().unwrap_or("1920x1200"),
+                        t.weight
+                    ),
+                    TypeAttr::Description => format!(
+                        "num_heads={}, frl_config={}, framebuffer={}M, max_resolution={}, max_instance={}\n",
+                        t.heads.unwrap_or(1),
+                        t.frl.unwrap_or(60),
+                        t.framebuffer_mib,
+                        t.max_resolution.as_deref().unwrap_or("1280x1024"),
+                        t.max_instances
+                    ),
+                }
+            }
+            FileRef::MdevRemove(_)
+            | FileRef::Driver(..)
+            | FileRef::DriversProbe
+            | FileRef::Rescan => {
+                return Err(libc::EACCES);
+            }
+            FileRef::BusAutoprobe => format!("{}\n", u8::from(self.bus_autoprobe)),
+            FileRef::UnbindLock(a) => {
+                format!(
+                    "{}\n",
+                    u8::from(self.devs.get(a).ok_or(libc::ENODEV)?.unbind_lock)
+                )
+            }
+            FileRef::NvInfo(a) => {
+                let d = self.devs.get(a).ok_or(libc::ENODEV)?;
+                format!(
+                    "Model: \t\t {}\nIRQ:   \t\t 0\nGPU UUID: \t GPU-{}\nBus Type: \t PCIe\n\
+                     DMA Size: \t 47 bits\nBus Location: \t {}\nDevice Minor: \t 0\n",
+                    d.label,
+                    Uuid::from_u128(u128::from(d.addr.routing_id()) | (0x5eed << 64)),
+                    d.addr
+                )
+            }
+        };
+        Ok(s.into_bytes())
+    }
+
+    fn read_pci(&self, a: PciAddr, attr: PciAttr) -> KResult<String> {
+        let d = self.devs.get(&a).ok_or(libc::ENODEV)?;
+        let sriov = || d.sriov.as_ref().ok_or(libc::ENOENT);
+        Ok(match attr {
+            PciAttr::Vendor => format!("{:#06x}\n", d.vendor),
+            PciAttr::Device => format!("{:#06x}\n", d.device),
+            PciAttr::SubVendor => format!("{:#06x}\n", d.sub_vendor),
+            PciAttr::SubDevice => format!("{:#06x}\n", d.sub_device),
+            PciAttr::Class => format!("{:#08x}\n", d.class),
+            PciAttr::Numa => format!("{}\n", d.numa),
+            PciAttr::DriverOverride => {
+                format!("{}\n", d.driver_override.as_deref().unwrap_or("(null)"))
+            }
+            PciAttr::ResetMethod => format!("{}\n", d.reset_method),
+            PciAttr::Enable => format!("{}\n", u8::from(d.driver.is_some())),
+            PciAttr::Uevent => {
+                let mut s = String::new();
+                if let Some(drv) = &d.driver {
+                    let _ = writeln!(s, "DRIVER={drv}");
+                }
+                let _ = write!(
+                    s,
+                    "PCI_CLASS={:X}\nPCI_ID={:04X}:{:04X}\nPCI_SUBSYS_ID={:04X}:{:04X}\n\
+                     PCI_SLOT_NAME={}\nMODALIAS=pci:v{:08X}d{:08X}sv{:08X}sd{:08X}bc{:02X}sc{:02X}i{:02X}\n",
+                    d.class,
+                    d.vendor,
+                    d.device,
+                    d.sub_vendor,
+                    d.sub_device,
+                    d.addr,
+                    d.vendor,
+                    d.device,
+                    d.sub_vendor,
+                    d.sub_device,
+                    d.class >> 16,
+                    (d.class >> 8) & 0xff,
+                    d.class & 0xff
+                );
+                s
+            }
+            PciAttr::SriovTotal => format!("{}\n", sriov()?.0.total_vfs),
+            PciAttr::SriovNum => format!("{}\n", sriov()?.1),
+            PciAttr::SriovOffset => format!("{}\n", sriov()?.0.offset),
+            PciAttr::SriovStride => format!("{}\n", sriov()?.0.stride),
+            PciAttr::SriovVfDevice => format!("{:x}\n", sriov()?.0.vf_device),
+            PciAttr::SriovAutoprobe => format!("{}\n", u8::from(sriov()?.0.autoprobe)),
+            PciAttr::NvCreatable => {
+                let mut s = "ID    : vGPU Name\n".to_owned();
+                for t in self.creatable(d) {
+                    let id: u32 = t.id.parse().unwrap_or(0);
+                    let _ = writeln!(s, "{id:<5} : {}", t.name);
+                }
+                s
+            }
+            PciAttr::NvCurrent => format!("{}\n", d.nv.current),
+            PciAttr::NvParams => format!("{}\n", d.nv.params),
+            PciAttr::Reset | PciAttr::Remove => return Err(libc::EACCES),
+        })
+    }
+
+    /// The kernel operation a store stands for (for latency), if any.
+    pub(crate) fn op_of(f: &FileRef, data: &[u8]) -> Option<KernelOp> {
+        match f {
+            FileRef::Pci(_, PciAttr::SriovNum) => Some(Kernel::numvfs_op(data)),
+            FileRef::Pci(_, PciAttr::Reset) => Some(KernelOp::Reset),
+            FileRef::Pci(_, PciAttr::NvCurrent) => Some(match kstrtoul(data, u64::MAX) {
+                Ok(0) => KernelOp::VgpuDestroy,
+                _ => KernelOp::VgpuCreate,
+            }),
+            FileRef::Type(_, _, TypeAttr::Create) => Some(KernelOp::MdevCreate),
+            FileRef::MdevRemove(_) => Some(KernelOp::MdevRemove),
+            FileRef::Driver(_, DrvAttr::Bind) => Some(KernelOp::Bind),
+            FileRef::Driver(_, DrvAttr::Unbind) => Some(KernelOp::Unbind),
+            FileRef::DriversProbe => Some(KernelOp::Probe),
+            _ => None,
+        }
+    }
+
+    /// A store to a file: the errno of that store, as sysfs returns it.
+    pub(crate) fn write(&mut self, f: &FileRef, data: &[u8]) -> Result<(), Errno> {
+        match f {
+            FileRef::Pci(a, attr) => match attr {
+                PciAttr::SriovNum => self.set_numvfs(*a, data),
+                PciAttr::SriovAutoprobe => self.set_autoprobe(*a, data),
+                PciAttr::DriverOverride => self.set_driver_override(*a, data),
+                PciAttr::Reset => self.reset(*a, data),
+                PciAttr::Remove => {
+                    if kstrtoul(data, u64::MAX)? == 0 {
+                        Ok(())
+                    } else {
+                        self.remove_device(*a)
+                    }
+                }
+                PciAttr::NvCurrent => self.set_vgpu_type(*a, data),
+                PciAttr::NvParams => self.set_vgpu_params(*a, data),
+                PciAttr::ResetMethod | PciAttr::Enable | PciAttr::Uevent => {
+                    crate::kernel::sysfs_str(data).map(|_| ())
+                }
+                _ => Err(libc::EACCES),
+            },
+            FileRef::Type(a, id, TypeAttr::Create) => self.mdev_create(*a, id, data),
+            FileRef::MdevRemove(u) => self.mdev_remove(*u, data),
+            FileRef::Driver(drv, DrvAttr::Bind) => self.bind(drv, crate::kernel::sysfs_str(data)?),
+            FileRef::Driver(drv, DrvAttr::Unbind) => {
+                self.unbind(drv, crate::kernel::sysfs_str(data)?)
+            }
+            FileRef::Driver(_, DrvAttr::NewId | DrvAttr::RemoveId) => Err(libc::EINVAL),
+            FileRef::DriversProbe => self.drivers_probe(crate::kernel::sysfs_str(data)?),
+            FileRef::Rescan => self.rescan(data),
+            FileRef::BusAutoprobe => {
+                self.bus_autoprobe = parse_bool(data)?;
+                Ok(())
+            }
+            FileRef::UnbindLock(a) => self.set_unbind_lock(*a, data),
+            _ => Err(libc::EACCES),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rel_to_sibling_tree_climbs_to_common_prefix() {
+        assert_eq!(
+            rel("sys/bus/pci/devices", "sys/devices/pci0000:3a/0000:3a:00.0"),
+            "../../../devices/pci0000:3a/0000:3a:00.0"
+        );
+    }
+
+    #[test]
+    fn rel_to_sibling_dir_is_one_up() {
+        assert_eq!(
+            rel("sys/devices/pci0000:40/a/b", "sys/devices/pci0000:40/a/c"),
+            "../c"
+        );
+    }
+}
