@@ -170,24 +170,18 @@ pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()
 }
 
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
-    for cause in err.chain() {
-        if let Some(core) = cause.downcast_ref::<vgpu_core::Error>() {
-            return match core {
-                vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. } => {
-                    Some("run `vgpuctl list` to see the GPUs on this host")
-                }
-                _ => None,
-            };
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::PermissionDenied => Some("run as root"),
-                std::io::ErrorKind::NotFound => {
-                    Some("is --root (or VGPU_ROOT) the root of a host tree?")
-                }
-                _ => None,
-            };
-        }
+    let core = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<vgpu_core::Error>());
+    if let Some(vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. }) = core {
+        return Some("run `vgpuctl list` to see the GPUs on this host");
     }
-    None
+    let io = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<std::io::Error>())?;
+    match io.kind() {
+        std::io::ErrorKind::PermissionDenied => Some("run as root"),
+        std::io::ErrorKind::NotFound => Some("is --root (or VGPU_ROOT) the root of a host tree?"),
+        _ => None,
+    }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inventory::{Inventory, error_chain};
 use crate::paths::HostPaths;
 use crate::pci::PciAddress;
@@ -93,6 +93,8 @@ pub struct DeviceIsolation {
     pub blockers: Vec<GroupMember>,
     /// Other functions of the same slot (a GPU's audio function): assign them with it.
     pub companions: Vec<GroupMember>,
+    /// What could not be read while checking; a device with problems is not called isolated.
+    pub problems: Vec<String>,
 }
 
 /// Everything `check` reports.
@@ -189,9 +191,9 @@ enum Firmware {
 /// The facts the host checks are derived from, read once.
 struct HostFacts {
     firmware: Option<Firmware>,
-    units: Vec<String>,
+    units: Result<Vec<String>>,
     cmdline: Result<IommuCmdline>,
-    groups: Vec<String>,
+    groups: Result<Vec<String>>,
 }
 
 /// Runs every host check, and the isolation check of every GPU function in `inventory`.
@@ -215,6 +217,14 @@ pub fn check_host(paths: &HostPaths, inventory: &Inventory) -> Report {
     Report { checks, devices }
 }
 
+impl HostFacts {
+    /// The active IOMMU units; empty when they could not be listed (`iommu-enabled` reports
+    /// that error).
+    fn units(&self) -> &[String] {
+        self.units.as_deref().unwrap_or_default()
+    }
+}
+
 fn read_facts(paths: &HostPaths) -> HostFacts {
     let tables = paths.acpi_tables();
     let firmware = if sysfs::exists(&tables.join("DMAR")) {
@@ -228,16 +238,13 @@ fn read_facts(paths: &HostPaths) -> HostFacts {
     };
     let cmdline = read_attr(&paths.cmdline()).and_then(|text| {
         text.map(|t| parse_iommu_cmdline(&t))
-            .ok_or_else(|| Error::Read {
-                path: paths.cmdline(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })
+            .ok_or_else(|| sysfs::missing(&paths.cmdline()))
     });
     HostFacts {
         firmware,
-        units: sysfs::dir_names(&paths.iommu_class()).unwrap_or_default(),
+        units: sysfs::dir_names(&paths.iommu_class()),
         cmdline,
-        groups: sysfs::dir_names(&paths.iommu_groups()).unwrap_or_default(),
+        groups: sysfs::dir_names(&paths.iommu_groups()),
     }
 }
 
@@ -312,12 +319,12 @@ fn cmdline_disables(cmdline: &IommuCmdline) -> Option<&'static str> {
 
 fn iommu_enabled(facts: &HostFacts) -> Check {
     const ID: &str = "iommu-enabled";
-    if !facts.units.is_empty() {
-        let summary = format!(
-            "{} IOMMU unit(s) active: {}",
-            facts.units.len(),
-            facts.units.join(", ")
-        );
+    let units = match &facts.units {
+        Ok(units) => units,
+        Err(err) => return Check::new(ID, Status::Warn, error_chain(err), None),
+    };
+    if !units.is_empty() {
+        let summary = format!("{} IOMMU unit(s) active: {}", units.len(), units.join(", "));
         return Check::new(ID, Status::Pass, summary, None);
     }
     let cmdline = facts.cmdline.as_ref().ok();
@@ -364,7 +371,7 @@ fn iommu_cmdline(facts: &HostFacts) -> Check {
     .filter_map(|(key, value)| value.as_ref().map(|v| format!("{key}={v}")))
     .collect();
     if facts.firmware == Some(Firmware::Intel) && !has_option(&cmdline.intel_iommu, "on") {
-        if facts.units.is_empty() {
+        if facts.units().is_empty() {
             return Check::new(
                 ID,
                 Status::Fail,
@@ -392,7 +399,7 @@ fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
     .ok()
     .flatten()
     .is_some_and(|v| v.trim() == "Y" || v.trim() == "1");
-    if facts.units.is_empty() {
+    if facts.units().is_empty() {
         return Check::new(
             ID,
             Status::Fail,
@@ -413,7 +420,7 @@ fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
         );
     }
     let dmar_units: Vec<&String> = facts
-        .units
+        .units()
         .iter()
         .filter(|u| u.starts_with("dmar"))
         .collect();
@@ -469,7 +476,7 @@ fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
     let summary = if dmar_units.is_empty() {
         format!(
             "{} remap interrupts (intremap not disabled)",
-            facts.units.join(", ")
+            facts.units().join(", ")
         )
     } else {
         format!(
@@ -486,7 +493,11 @@ fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
 
 fn iommu_groups(facts: &HostFacts, devices: &[DeviceIsolation]) -> Check {
     const ID: &str = "iommu-groups";
-    if facts.groups.is_empty() {
+    let groups = match &facts.groups {
+        Ok(groups) => groups,
+        Err(err) => return Check::new(ID, Status::Warn, error_chain(err), None),
+    };
+    if groups.is_empty() {
         return Check::new(
             ID,
             Status::Fail,
@@ -502,7 +513,7 @@ fn iommu_groups(facts: &HostFacts, devices: &[DeviceIsolation]) -> Check {
     if shared.is_empty() {
         let summary = format!(
             "{} groups; all {} GPU function(s) isolated",
-            facts.groups.len(),
+            groups.len(),
             devices.len()
         );
         return Check::new(ID, Status::Pass, summary, None);
@@ -558,50 +569,68 @@ fn is_bridge(class: u32) -> bool {
 
 /// Whether the GPU function at `address` can be assigned on its own (REFERENCE.md §5).
 pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
-    let device = PciDevice::new(paths, address);
-    let group = device.iommu_group().ok().flatten();
-    let Some(group) = group else {
-        return DeviceIsolation {
-            address,
-            iommu_group: None,
-            isolated: false,
-            blockers: Vec::new(),
-            companions: Vec::new(),
-        };
+    let mut result = DeviceIsolation {
+        address,
+        iommu_group: None,
+        isolated: false,
+        blockers: Vec::new(),
+        companions: Vec::new(),
+        problems: Vec::new(),
     };
+    let device = PciDevice::new(paths, address);
+    let group = match device.iommu_group() {
+        Ok(Some(group)) => group,
+        Ok(None) => return result,
+        Err(err) => {
+            result.problems.push(error_chain(&err));
+            return result;
+        }
+    };
+    result.iommu_group = Some(group);
     let members_dir = paths.iommu_groups().join(group.to_string()).join("devices");
-    let mut blockers = Vec::new();
-    let mut companions = Vec::new();
-    for name in sysfs::dir_names(&members_dir).unwrap_or_default() {
-        let Ok(member) = name.parse::<PciAddress>() else {
-            continue;
+    let names = match sysfs::dir_names_required(&members_dir) {
+        Ok(names) => names,
+        Err(err) => {
+            result.problems.push(error_chain(&err));
+            return result;
+        }
+    };
+    for name in names {
+        let member = match name.parse::<PciAddress>() {
+            Ok(member) => member,
+            Err(_) => {
+                let err = sysfs::parse_error(&members_dir.join(&name), &name, "a PCI address");
+                result.problems.push(error_chain(&err));
+                continue;
+            }
         };
         if member == address {
             continue;
         }
         let other = PciDevice::new(paths, member);
+        let driver = other.driver().unwrap_or_else(|err| {
+            result.problems.push(error_chain(&err));
+            None
+        });
+        let class = other.class().unwrap_or_else(|err| {
+            result.problems.push(error_chain(&err));
+            None
+        });
         let info = GroupMember {
             address: member,
-            driver: other.driver().ok().flatten(),
-            class: other.class().ok().flatten(),
+            driver,
+            class,
         };
         if member.same_slot(&address) {
-            companions.push(info);
-        } else if info.class.is_some_and(is_bridge)
-            || info.driver.as_deref().is_none_or(is_harmless_driver)
+            result.companions.push(info);
+        } else if !(info.class.is_some_and(is_bridge)
+            || info.driver.as_deref().is_none_or(is_harmless_driver))
         {
-            continue;
-        } else {
-            blockers.push(info);
+            result.blockers.push(info);
         }
     }
-    DeviceIsolation {
-        address,
-        iommu_group: Some(group),
-        isolated: blockers.is_empty(),
-        blockers,
-        companions,
-    }
+    result.isolated = result.blockers.is_empty() && result.problems.is_empty();
+    result
 }
 
 #[cfg(test)]

@@ -19,6 +19,19 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A file or link that must exist does not.
+    #[error("{} is missing", path.display())]
+    Missing {
+        /// Where it should be.
+        path: PathBuf,
+    },
+    /// A link whose target does not exist (a device removed while being read, or a broken
+    /// tree).
+    #[error("{} is a dangling link", path.display())]
+    DanglingLink {
+        /// The link.
+        path: PathBuf,
+    },
     /// A file is larger than any kernel attribute should be.
     #[error("{} is larger than {limit} bytes", path.display())]
     TooLarge {

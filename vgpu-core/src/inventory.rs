@@ -272,13 +272,7 @@ fn is_gpu_class(class: u32) -> bool {
 /// become [`Inventory::warnings`].
 pub fn discover(paths: &HostPaths) -> Result<Inventory> {
     let devices_dir = paths.pci_devices();
-    let names = sysfs::dir_names(&devices_dir)?;
-    if !sysfs::is_dir(&devices_dir) {
-        return Err(Error::Read {
-            path: devices_dir,
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        });
-    }
+    let names = sysfs::dir_names_required(&devices_dir)?;
     let mut warnings = Warnings(Vec::new());
     let mdev_parents: BTreeSet<PciAddress> = sysfs::dir_names(&paths.mdev_bus())?
         .iter()
@@ -296,9 +290,8 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
         };
         let device = PciDevice::new(paths, address);
         if !device.exists() {
-            let err = Error::Read {
+            let err = Error::DanglingLink {
                 path: device.path().to_path_buf(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
             };
             warnings.push(address, &err);
             continue;
@@ -513,11 +506,10 @@ fn mdev_types(
             let available = match mdev_type.available_instances() {
                 Ok(Some(n)) => n,
                 Ok(None) => {
-                    let err = Error::Read {
-                        path: mdev_type.path().join("available_instances"),
-                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                    };
-                    warnings.push(*address, &err);
+                    warnings.push(
+                        *address,
+                        &sysfs::missing(&mdev_type.path().join("available_instances")),
+                    );
                     0
                 }
                 Err(err) => {

@@ -120,6 +120,21 @@ pub(crate) fn dir_names(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The sorted names in directory `path`, which must exist.
+pub(crate) fn dir_names_required(path: &Path) -> Result<Vec<String>> {
+    if let Err(err) = fs::read_dir(path) {
+        return Err(read_error(path, err));
+    }
+    dir_names(path)
+}
+
+/// [`Error::Missing`] for `path`.
+pub(crate) fn missing(path: &Path) -> Error {
+    Error::Missing {
+        path: path.to_path_buf(),
+    }
+}
+
 /// Whether `path` exists (following links); a dangling link does not.
 pub(crate) fn exists(path: &Path) -> bool {
     path.exists()

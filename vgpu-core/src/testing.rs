@@ -637,4 +637,71 @@ pub mod scenarios {
         }
         Ok(())
     }
+
+    /// A mixed host: a T4 with legacy mdev (two A-2Q vGPUs) on NUMA node 0, an A40 with four
+    /// VFs (one holding an A40-2Q), an L40S with four vendor-VFIO VFs (one holding an L40S-8Q)
+    /// on node 1, an Intel Flex 170 with SR-IOV and no VFs yet, and an Intel iGPU with GVT-g.
+    pub fn mixed(host: &FakeHost) -> io::Result<()> {
+        host.intel_iommu_host()?;
+        let used = [
+            (
+                "nvidia-231",
+                Uuid::from_u128(0x1f3a_5b7c_0000_4000_8000_0000_0000_0001),
+            ),
+            (
+                "nvidia-231",
+                Uuid::from_u128(0x1f3a_5b7c_0000_4000_8000_0000_0000_0002),
+            ),
+        ];
+        t4_legacy(host, addr("0000:3b:00.0"), 12, 0, &used)?;
+        a40_vf_mdev(host, addr("0000:41:00.0"), 4, 1)?;
+        l40s_vendor_vfio(host, addr("0000:81:00.0"), 60, 4, 1)?;
+        host.pci(
+            &PciSpec::new(addr("0000:4d:00.0"), INTEL, 0x56c0, 0x038000)
+                .driver("i915")
+                .numa(0)
+                .group(30)
+                .sriov(31, 0x56c0),
+        )?;
+        gvtg(host, 1)
+    }
+
+    /// A generated large host: `gpus` A40-like GPUs, each with `vfs` VFs that each offer
+    /// `types` mdev types (`nvidia-<500+n>`, `n+1` GiB each). Used to measure discovery.
+    pub fn large(host: &FakeHost, gpus: u32, vfs: u32, types: u32) -> io::Result<()> {
+        host.intel_iommu_host()?;
+        for g in 0..gpus {
+            let pf =
+                PciAddress::new(0, 0x10 + (g as u8) * 0x10, 0, 0).unwrap_or(addr("0000:10:00.0"));
+            host.pci(
+                &PciSpec::new(pf, NVIDIA, 0x2235, 0x030200)
+                    .driver("nvidia")
+                    .numa((g % 2) as i32)
+                    .group(1000 + g * 100)
+                    .sriov(vfs, 0x2235),
+            )?;
+            for index in 0..vfs {
+                let vf = vf_address(pf, index);
+                host.vf(
+                    pf,
+                    index,
+                    &PciSpec::new(vf, NVIDIA, 0x2235, 0x030200)
+                        .driver("nvidia")
+                        .group(1000 + g * 100 + 1 + index),
+                )?;
+                for t in 0..types {
+                    let fb = u64::from(t + 1) * 1024;
+                    let max = (48 / (t + 1)).max(1);
+                    let name = format!("NVIDIA A40-{}Q", t + 1);
+                    let description = nvidia_description(4, fb, max);
+                    host.mdev_type(
+                        vf,
+                        &format!("nvidia-{}", 500 + t),
+                        &TypeSpec::new(Some(&name), &description, 1),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -1,0 +1,124 @@
+//! `vgpuctl` as a process: exit codes and error messages.
+
+use std::process::{Command, Output};
+
+use vgpu_core::testing::{FakeHost, PciSpec, addr, scenarios};
+
+fn vgpuctl(root: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("VGPU_ROOT")
+        .output()
+        .expect("vgpuctl runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn mixed() -> FakeHost {
+    let host = FakeHost::new().unwrap();
+    scenarios::mixed(&host).unwrap();
+    host
+}
+
+#[test]
+fn list_on_mixed_host_exits_0() {
+    assert_eq!(vgpuctl(mixed().root(), &["list"]).status.code(), Some(0));
+}
+
+#[test]
+fn unknown_subcommand_exits_2() {
+    assert_eq!(
+        vgpuctl(mixed().root(), &["frobnicate"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn unknown_gpu_exits_1() {
+    assert_eq!(
+        vgpuctl(mixed().root(), &["types", "0000:99:00.0"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn unknown_gpu_error_names_it_once_with_hint() {
+    let host = mixed();
+    let out = vgpuctl(host.root(), &["types", "0000:99:00.0"]);
+    let expected = format!(
+        "vgpuctl: error: no GPU matches \"0000:99:00.0\" under {}/sys/bus/pci/devices\nhint: run `vgpuctl list` to see the GPUs on this host\n",
+        host.root().display()
+    );
+    assert_eq!(stderr(&out), expected);
+}
+
+#[test]
+fn missing_root_exits_1_with_errno() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = vgpuctl(&dir.path().join("absent"), &["list"]);
+    assert!(
+        out.status.code() == Some(1)
+            && stderr(&out).contains("No such file or directory (os error 2)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_gpu_sharing_group_with_nic_exits_3() {
+    let host = mixed();
+    host.pci(
+        &PciSpec::new(addr("0000:3b:00.1"), 0x8086, 0x1572, 0x020000)
+            .driver("i40e")
+            .group(12),
+    )
+    .unwrap();
+    host.remove("sys/devices/pci0000:3b/0000:3b:00.1").unwrap();
+    host.pci(
+        &PciSpec::new(addr("0000:3c:00.0"), 0x8086, 0x1572, 0x020000)
+            .driver("i40e")
+            .group(12),
+    )
+    .unwrap();
+    assert_eq!(
+        vgpuctl(host.root(), &["check", "0000:3b:00.0"])
+            .status
+            .code(),
+        Some(3)
+    );
+}
+
+#[test]
+fn check_host_with_shared_group_exits_0_with_warning() {
+    let host = mixed();
+    host.pci(
+        &PciSpec::new(addr("0000:3c:00.0"), 0x8086, 0x1572, 0x020000)
+            .driver("i40e")
+            .group(12),
+    )
+    .unwrap();
+    assert_eq!(vgpuctl(host.root(), &["check"]).status.code(), Some(0));
+}
+
+#[test]
+fn check_isolated_gpu_exits_0() {
+    assert_eq!(
+        vgpuctl(mixed().root(), &["check", "0000:81:00.0"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn json_flag_prints_parseable_json() {
+    let out = vgpuctl(mixed().root(), &["list", "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(value["gpus"][0]["address"], "0000:00:02.0");
+}
