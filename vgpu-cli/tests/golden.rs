@@ -90,8 +90,8 @@ fn no_iommu() -> FakeHost {
     host.cpu("fpu vmx sse").unwrap();
     host.write("proc/cmdline", "root=/dev/sda1 ro\n").unwrap();
     scenarios::t4_legacy(&host, vgpu_core::testing::addr("0000:3b:00.0"), 12, 0, &[]).unwrap();
-    host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group")
-        .unwrap();
+    host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group").unwrap();
+    host.remove("sys/kernel/iommu_groups/12").unwrap();
     host
 }
 
