@@ -1,0 +1,588 @@
+//! Kernel semantics through plain `std::fs`, as a shell user would drive a real host.
+
+mod common;
+
+use common::{cat, echo, host, link, link_name, ls, pci};
+
+const T4: &str = "0000:3b:00.0";
+const L40S: &str = "0000:5e:00.0";
+const FLEX: &str = "0001:03:00.0";
+const IGPU: &str = "0000:00:02.0";
+const A4000: &str = "0000:af:00.0";
+const A4000_AUDIO: &str = "0000:af:00.1";
+const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
+const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
+
+// ----- layout -----
+
+#[test]
+fn pci_device_link_is_relative_into_devices() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        link(&pci(&h, T4, "")),
+        Ok("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0".into())
+    );
+}
+
+#[test]
+fn pci_device_in_domain_1_sits_under_its_root_bus() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        link(&pci(&h, FLEX, "")),
+        Ok("../../../devices/pci0001:02/0001:02:00.0/0001:03:00.0".into())
+    );
+}
+
+#[test]
+fn pci_attributes_read_kernel_formats() {
+    let Some(h) = host("mixed") else { return };
+    let read = |f: &str| cat(&pci(&h, T4, f));
+    assert_eq!(
+        (read("vendor"), read("device"), read("class"), read("numa_node")),
+        (Ok("0x10de\n".into()), Ok("0x1eb8\n".into()), Ok("0x030200\n".into()), Ok("0\n".into()))
+    );
+}
+
+#[test]
+fn pci_driver_link_names_bound_driver() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(link(&pci(&h, T4, "driver")), Ok("../../../../bus/pci/drivers/nvidia".into()));
+}
+
+#[test]
+fn pci_driver_override_unset_reads_null() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&pci(&h, T4, "driver_override")), Ok("(null)\n".into()));
+}
+
+#[test]
+fn pci_read_only_attribute_open_for_write_is_eacces() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, T4, "vendor"), "0x8086"), Err(libc::EACCES));
+}
+
+#[test]
+fn iommu_group_shared_with_audio_lists_both_functions() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        ls(&h.root().join("sys/kernel/iommu_groups/141/devices")),
+        Ok(vec![A4000.to_owned(), A4000_AUDIO.to_owned()])
+    );
+}
+
+#[test]
+fn iommu_group_member_link_points_back_to_device() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        link(&h.root().join("sys/kernel/iommu_groups/31/devices").join(T4)),
+        Ok("../../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0".into())
+    );
+}
+
+#[test]
+fn iommu_intel_ecap_has_interrupt_remapping_bit() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&h.root().join("sys/class/iommu/dmar0/intel-iommu/ecap")), Ok("f050da\n".into()));
+}
+
+#[test]
+fn no_iommu_profile_has_no_groups() {
+    let Some(h) = host("no-iommu") else { return };
+    assert_eq!(ls(&h.root().join("sys/kernel/iommu_groups")), Ok(vec![]));
+}
+
+#[test]
+fn no_iommu_profile_device_has_no_iommu_group_link() {
+    let Some(h) = host("no-iommu") else { return };
+    assert_eq!(link(&pci(&h, T4, "iommu_group")), Err(libc::ENOENT));
+}
+
+#[test]
+fn no_iommu_profile_has_no_dmar_table() {
+    let Some(h) = host("no-iommu") else { return };
+    assert_eq!(
+        ls(&h.root().join("sys/firmware/acpi/tables")),
+        Ok(vec!["APIC".into(), "DSDT".into(), "FACP".into(), "MCFG".into()])
+    );
+}
+
+#[test]
+fn proc_cmdline_reads_profile_cmdline() {
+    let Some(h) = host("gvtg") else { return };
+    assert_eq!(
+        cat(&h.root().join("proc/cmdline")),
+        Ok("BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=/dev/nvme0n1p2 ro intel_iommu=on \
+            i915.enable_gvt=1 kvm.ignore_msrs=1\n"
+            .into())
+    );
+}
+
+#[test]
+fn dev_vfio_has_container_and_vfio_bound_group() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(ls(&h.root().join("dev/vfio")), Ok(vec!["141".into(), "vfio".into()]));
+}
+
+// ----- SR-IOV -----
+
+#[test]
+fn sriov_numvfs_write_creates_vfs_beside_pf() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("i915 enables VFs");
+    assert_eq!(
+        ls(&h.root().join("sys/devices/pci0001:02/0001:02:00.0")).map(|v| {
+            v.into_iter().filter(|n| n.starts_with("0001:")).collect::<Vec<_>>()
+        }),
+        Ok(vec!["0001:03:00.0".into(), "0001:03:00.1".into(), "0001:03:00.2".into()])
+    );
+}
+
+#[test]
+fn sriov_numvfs_write_reads_back_count() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "4\n").expect("enable");
+    assert_eq!(cat(&pci(&h, FLEX, "sriov_numvfs")), Ok("4\n".into()));
+}
+
+#[test]
+fn sriov_virtfn_link_points_to_sibling_vf() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    assert_eq!(link(&pci(&h, FLEX, "virtfn1")), Ok("../0001:03:00.2".into()));
+}
+
+#[test]
+fn sriov_vf_physfn_link_points_to_pf() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    assert_eq!(link(&pci(&h, "0001:03:00.1", "physfn")), Ok("../0001:03:00.0".into()));
+}
+
+#[test]
+fn sriov_vf_gets_its_own_iommu_group() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    let group = link_name(&pci(&h, "0001:03:00.1", "iommu_group"));
+    assert!(group.is_some_and(|g| g != "121"));
+}
+
+#[test]
+fn sriov_vf_autoprobe_binds_pf_driver() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    assert_eq!(link_name(&pci(&h, "0001:03:00.1", "driver")), Some("i915".into()));
+}
+
+#[test]
+fn sriov_autoprobe_off_leaves_vfs_unbound() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    assert_eq!(link(&pci(&h, "0001:03:00.1", "driver")), Err(libc::ENOENT));
+}
+
+#[test]
+fn sriov_numvfs_not_a_number_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "four"), Err(libc::EINVAL));
+}
+
+#[test]
+fn sriov_numvfs_above_total_is_erange() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "17"), Err(libc::ERANGE));
+}
+
+#[test]
+fn sriov_numvfs_nonzero_while_enabled_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "4"), Err(libc::EBUSY));
+}
+
+#[test]
+fn sriov_numvfs_equal_value_succeeds_without_change() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Ok(()));
+}
+
+#[test]
+fn sriov_numvfs_without_driver_is_enoent() {
+    let Some(h) = host("mixed") else { return };
+    echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), FLEX).expect("unbind");
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Err(libc::ENOENT));
+}
+
+#[test]
+fn sriov_numvfs_zero_removes_vfs() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "0").expect("disable");
+    assert_eq!(link(&pci(&h, "0001:03:00.1", "")), Err(libc::ENOENT));
+}
+
+#[test]
+fn sriov_numvfs_on_nvidia_pf_is_enoent() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, L40S, "sriov_numvfs"), "0"), Err(libc::ENOENT));
+}
+
+#[test]
+fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
+    let Some(h) = host("mixed") else { return };
+    let lock = h.root().join("proc/driver/nvidia/gpus").join(L40S).join("unbindLock");
+    let drivers = h.root().join("sys/bus/pci/drivers");
+    echo(&lock, "1").expect("take unbindLock");
+    assert_eq!(cat(&lock), Ok("1\n".into()));
+    echo(&drivers.join("nvidia/unbind"), L40S).expect("unbind nvidia");
+    echo(&pci(&h, L40S, "driver_override"), "pci-pf-stub").expect("override");
+    echo(&h.root().join("sys/bus/pci/drivers_probe"), L40S).expect("probe pf-stub");
+    echo(&pci(&h, L40S, "sriov_numvfs"), "0").expect("disable");
+    echo(&pci(&h, L40S, "sriov_numvfs"), "32").expect("enable");
+    echo(&drivers.join("pci-pf-stub/unbind"), L40S).expect("unbind pf-stub");
+    echo(&pci(&h, L40S, "driver_override"), "\n").expect("clear override");
+    echo(&h.root().join("sys/bus/pci/drivers_probe"), L40S).expect("probe nvidia");
+    assert_eq!(
+        (
+            link_name(&pci(&h, L40S, "driver")),
+            cat(&pci(&h, L40S, "sriov_numvfs")),
+            link_name(&pci(&h, "0000:5e:04.3", "driver"))
+        ),
+        (Some("nvidia".into()), Ok("32\n".into()), Some("nvidia".into()))
+    );
+}
+
+// ----- drivers -----
+
+#[test]
+fn bind_already_bound_device_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), T4), Err(libc::EBUSY));
+}
+
+#[test]
+fn bind_unknown_device_is_enodev() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers/nvidia/bind"), "0000:99:00.0"),
+        Err(libc::ENODEV)
+    );
+}
+
+#[test]
+fn bind_without_override_to_vfio_pci_is_enodev() {
+    let Some(h) = host("mixed") else { return };
+    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), A4000_AUDIO),
+        Err(libc::ENODEV)
+    );
+}
+
+#[test]
+fn unbind_from_other_driver_is_enodev() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), T4), Err(libc::ENODEV));
+}
+
+#[test]
+fn unbind_removes_driver_link() {
+    let Some(h) = host("mixed") else { return };
+    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    assert_eq!(link(&pci(&h, A4000_AUDIO, "driver")), Err(libc::ENOENT));
+}
+
+#[test]
+fn driver_override_then_probe_binds_vfio_pci() {
+    let Some(h) = host("mixed") else { return };
+    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    echo(&pci(&h, A4000_AUDIO, "driver_override"), "vfio-pci\n").expect("override");
+    echo(&h.root().join("sys/bus/pci/drivers_probe"), A4000_AUDIO).expect("probe");
+    assert_eq!(link_name(&pci(&h, A4000_AUDIO, "driver")), Some("vfio-pci".into()));
+}
+
+#[test]
+fn driver_override_does_not_unbind() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
+    assert_eq!(link_name(&pci(&h, T4, "driver")), Some("nvidia".into()));
+}
+
+#[test]
+fn drivers_probe_unknown_device_is_enodev() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers_probe"), "0000:99:00.0"), Err(libc::ENODEV));
+}
+
+#[test]
+fn reset_value_other_than_one_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, T4, "reset"), "2"), Err(libc::EINVAL));
+}
+
+#[test]
+fn reset_one_succeeds() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, T4, "reset"), "1"), Ok(()));
+}
+
+#[test]
+fn remove_then_rescan_restores_device() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, A4000_AUDIO, "remove"), "1").expect("remove");
+    echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
+    assert_eq!(link_name(&pci(&h, A4000_AUDIO, "driver")), Some("snd_hda_intel".into()));
+}
+
+// ----- mdev -----
+
+fn t4_type(h: &vgpu_sim::SimHost, id: &str, file: &str) -> std::path::PathBuf {
+    h.root().join("sys/class/mdev_bus").join(T4).join("mdev_supported_types").join(id).join(file)
+}
+
+#[test]
+fn mdev_type_nvidia_description_matches_driver_format() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        cat(&t4_type(&h, "nvidia-231", "description")),
+        Ok("num_heads=4, frl_config=60, framebuffer=2048M, max_resolution=7680x4320, max_instance=8\n"
+            .into())
+    );
+}
+
+#[test]
+fn mdev_type_nvidia_name_reads_grid_name() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&t4_type(&h, "nvidia-231", "name")), Ok("GRID T4-2Q\n".into()));
+}
+
+#[test]
+fn mdev_create_makes_device_under_parent_and_bus() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(
+        link(&h.root().join("sys/bus/mdev/devices").join(UUID_A)),
+        Ok(format!("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/{UUID_A}"))
+    );
+}
+
+#[test]
+fn mdev_create_sets_mdev_type_link() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(
+        link(&pci(&h, T4, &format!("{UUID_A}/mdev_type"))),
+        Ok("../mdev_supported_types/nvidia-231".into())
+    );
+}
+
+#[test]
+fn mdev_create_lists_device_under_type() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(ls(&t4_type(&h, "nvidia-231", "devices")), Ok(vec![UUID_A.to_owned()]));
+}
+
+#[test]
+fn mdev_create_lowers_available_instances() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(cat(&t4_type(&h, "nvidia-231", "available_instances")), Ok("7\n".into()));
+}
+
+#[test]
+fn mdev_create_drops_other_nvidia_types_to_zero() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(cat(&t4_type(&h, "nvidia-222", "available_instances")), Ok("0\n".into()));
+}
+
+#[test]
+fn mdev_create_bad_uuid_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&t4_type(&h, "nvidia-231", "create"), "not-a-uuid"), Err(libc::EINVAL));
+}
+
+#[test]
+fn mdev_create_duplicate_is_eexist() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(echo(&t4_type(&h, "nvidia-231", "create"), UUID_A), Err(libc::EEXIST));
+}
+
+#[test]
+fn mdev_create_beyond_capacity_is_eusers() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-234", "create"), UUID_A).expect("T4-16Q: one fits");
+    assert_eq!(echo(&t4_type(&h, "nvidia-234", "create"), UUID_B), Err(libc::EUSERS));
+}
+
+#[test]
+fn mdev_create_other_type_while_one_in_use_is_eusers() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(echo(&t4_type(&h, "nvidia-230", "create"), UUID_B), Err(libc::EUSERS));
+}
+
+#[test]
+fn mdev_remove_destroys_device() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&pci(&h, T4, &format!("{UUID_A}/remove")), "1").expect("remove");
+    assert_eq!(ls(&h.root().join("sys/bus/mdev/devices")), Ok(vec![]));
+}
+
+#[test]
+fn mdev_on_vf_parent_offers_one_instance() {
+    let Some(h) = host("a40-vf-mdev") else { return };
+    let avail = h
+        .root()
+        .join("sys/class/mdev_bus/0000:41:00.4/mdev_supported_types/nvidia-558/available_instances");
+    assert_eq!(cat(&avail), Ok("1\n".into()));
+}
+
+#[test]
+fn mdev_on_vf_capacity_counts_per_physical_gpu() {
+    let Some(h) = host("a40-vf-mdev") else { return };
+    let types = |vf: &str| h.root().join("sys/class/mdev_bus").join(vf).join("mdev_supported_types");
+    echo(&types("0000:41:00.4").join("nvidia-566/create"), UUID_A).expect("A40-48Q on VF0");
+    assert_eq!(cat(&types("0000:41:00.5").join("nvidia-566/available_instances")), Ok("0\n".into()));
+}
+
+#[test]
+fn mdev_gvtg_type_has_no_name_file() {
+    let Some(h) = host("gvtg") else { return };
+    let t = h.root().join("sys/class/mdev_bus").join(IGPU).join("mdev_supported_types/i915-GVTg_V5_4");
+    assert_eq!(
+        ls(&t),
+        Ok(vec![
+            "available_instances".into(),
+            "create".into(),
+            "description".into(),
+            "device_api".into(),
+            "devices".into()
+        ])
+    );
+}
+
+#[test]
+fn mdev_gvtg_description_is_multiline() {
+    let Some(h) = host("gvtg") else { return };
+    let t = h.root().join("sys/class/mdev_bus").join(IGPU).join("mdev_supported_types/i915-GVTg_V5_4");
+    assert_eq!(
+        cat(&t.join("description")),
+        Ok("low_gm_size: 128MB\nhigh_gm_size: 512MB\nfence: 4\nresolution: 1920x1200\nweight: 4\n"
+            .into())
+    );
+}
+
+#[test]
+fn mdev_parent_unbound_disappears_from_mdev_bus() {
+    let Some(h) = host("mixed") else { return };
+    echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), T4).expect("unbind");
+    assert_eq!(ls(&h.root().join("sys/class/mdev_bus")), Ok(vec![IGPU.to_owned()]));
+}
+
+// ----- NVIDIA vendor-specific VFIO -----
+
+fn vf_nv(h: &vgpu_sim::SimHost, vf: &str, file: &str) -> std::path::PathBuf {
+    pci(h, vf, &format!("nvidia/{file}"))
+}
+
+#[test]
+fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
+    let Some(h) = host("mixed") else { return };
+    let text = cat(&vf_nv(&h, "0000:5e:00.4", "creatable_vgpu_types")).expect("read");
+    assert_eq!(
+        text.lines().take(3).collect::<Vec<_>>(),
+        vec!["ID    : vGPU Name", "1147  : NVIDIA L40S-1Q", "1148  : NVIDIA L40S-2Q"]
+    );
+}
+
+#[test]
+fn vendor_vfio_current_type_reads_zero_when_unset() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("0\n".into()));
+}
+
+#[test]
+fn vendor_vfio_current_type_write_creates_vgpu() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("1145\n".into()));
+}
+
+#[test]
+fn vendor_vfio_used_vf_lists_only_header() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.4", "creatable_vgpu_types")),
+        Ok("ID    : vGPU Name\n".into())
+    );
+}
+
+#[test]
+fn vendor_vfio_other_vf_lists_only_type_in_use() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
+        Ok("ID    : vGPU Name\n1145  : NVIDIA L40S-1B\n".into())
+    );
+}
+
+#[test]
+fn vendor_vfio_full_card_lists_only_header() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1156").expect("L40S-48Q fills it");
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
+        Ok("ID    : vGPU Name\n".into())
+    );
+}
+
+#[test]
+fn vendor_vfio_set_while_set_is_eperm() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"), Err(libc::EPERM));
+}
+
+#[test]
+fn vendor_vfio_clear_when_unset_is_eperm() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0"), Err(libc::EPERM));
+}
+
+#[test]
+fn vendor_vfio_not_creatable_type_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.5", "current_vgpu_type"), "1147"), Err(libc::EINVAL));
+}
+
+#[test]
+fn vendor_vfio_clear_destroys_vgpu() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0").expect("destroy");
+    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("0\n".into()));
+}
+
+#[test]
+fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S), Err(libc::EBUSY));
+}
+
+#[test]
+fn nvidia_unbind_lock_on_busy_gpu_reads_back_zero() {
+    let Some(h) = host("mixed") else { return };
+    let lock = h.root().join("proc/driver/nvidia/gpus").join(L40S).join("unbindLock");
+    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&lock, "1").expect("write");
+    assert_eq!(cat(&lock), Ok("0\n".into()));
+}
