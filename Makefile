@@ -1,0 +1,26 @@
+# Every target installs missing Debian packages first (scripts/install-deps.sh).
+CARGO ?= cargo
+
+.PHONY: deps build test lint demo bench
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --workspace --all-targets
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## The whole test suite: formatting, lints, unit, integration and simulator tests.
+test: lint
+	$(CARGO) test --workspace
+
+## vgpuctl list, types and check on the simulated "mixed" host.
+demo: deps
+	scripts/demo.sh
+
+bench: deps
+	$(CARGO) bench -p vgpu-cli --bench list
+	$(CARGO) bench -p vgpu-sim --bench ops

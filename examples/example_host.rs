@@ -1,0 +1,44 @@
+//! Lays out a kernel-shaped example host tree under a directory, for trying `vgpuctl` without
+//! hardware or FUSE:
+//!
+//! ```text
+//! cargo run --example example_host -- /tmp/host [mixed|large]
+//! vgpuctl --root /tmp/host list
+//! ```
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use vgpu_core::testing::{FakeHost, scenarios};
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    let Some(dir) = args.next().map(PathBuf::from) else {
+        eprintln!("usage: example_host DIR [mixed|large]");
+        return ExitCode::from(2);
+    };
+    let kind = args
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "mixed".to_owned());
+    let built = FakeHost::at(&dir).and_then(|host| match kind.as_str() {
+        "mixed" => scenarios::mixed(&host),
+        "large" => scenarios::large(&host, 8, 32, 20),
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("unknown host {other:?}"),
+        )),
+    });
+    match built {
+        Ok(()) => {
+            println!("{kind} host laid out under {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("example_host: {}: {err}", dir.display());
+            ExitCode::from(1)
+        }
+    }
+}

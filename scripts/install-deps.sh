@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing vgpu need, only those missing.
+set -euo pipefail
+
+packages=(
+  pkg-config   # -sys crates find their C libraries
+  fuse3        # fusermount3 and /dev/fuse setup for the vgpu-sim host simulator
+  mdevctl      # the peer the simulator and lifecycle tests interoperate with
+  util-linux   # unshare, mount, mountpoint for running peers against a simulated host
+  procps       # ps, for the demo and process tests
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo is missing; install a Rust toolchain (1.85 or newer) with rustup" >&2
+  exit 1
+fi
