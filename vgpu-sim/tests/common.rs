@@ -5,15 +5,15 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use vgpu_sim::SimHost;
+pub(crate) use vgpu_sim::SimHost;
 
 /// Mounts a built-in profile, or `None` (skip) when FUSE is unavailable outside CI.
-pub fn host(profile: &str) -> Option<SimHost> {
+pub(crate) fn host(profile: &str) -> Option<SimHost> {
     SimHost::mount_for_test(profile)
 }
 
 /// `echo -n VALUE > PATH` (open with O_TRUNC, one write): the errno of the write, if any.
-pub fn echo(path: &Path, value: &str) -> Result<(), i32> {
+pub(crate) fn echo(path: &Path, value: &str) -> Result<(), i32> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
@@ -23,19 +23,19 @@ pub fn echo(path: &Path, value: &str) -> Result<(), i32> {
 }
 
 /// `cat PATH`, or the errno.
-pub fn cat(path: &Path) -> Result<String, i32> {
+pub(crate) fn cat(path: &Path) -> Result<String, i32> {
     std::fs::read_to_string(path).map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
 
 /// `readlink PATH` as a string, or the errno.
-pub fn link(path: &Path) -> Result<String, i32> {
+pub(crate) fn link(path: &Path) -> Result<String, i32> {
     std::fs::read_link(path)
         .map(|p| p.to_string_lossy().into_owned())
         .map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
 
 /// Sorted entry names of a directory, or the errno.
-pub fn ls(path: &Path) -> Result<Vec<String>, i32> {
+pub(crate) fn ls(path: &Path) -> Result<Vec<String>, i32> {
     let mut names: Vec<String> = std::fs::read_dir(path)
         .map_err(|e| e.raw_os_error().unwrap_or(-1))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -45,12 +45,12 @@ pub fn ls(path: &Path) -> Result<Vec<String>, i32> {
 }
 
 /// `<root>/sys/bus/pci/devices/<addr>/<rest>`.
-pub fn pci(host: &SimHost, addr: &str, rest: &str) -> PathBuf {
+pub(crate) fn pci(host: &SimHost, addr: &str, rest: &str) -> PathBuf {
     let p = host.root().join("sys/bus/pci/devices").join(addr);
     if rest.is_empty() { p } else { p.join(rest) }
 }
 
 /// The basename a link points to (`driver` -> `nvidia`), or `None` when absent.
-pub fn link_name(path: &Path) -> Option<String> {
+pub(crate) fn link_name(path: &Path) -> Option<String> {
     std::fs::read_link(path).ok()?.file_name().map(|n| n.to_string_lossy().into_owned())
 }

@@ -1,0 +1,144 @@
+//! The real `mdevctl` (an independent implementation) against the simulator, in a private
+//! mount namespace: `/sys` is the simulator's, `/etc/mdevctl.d` a temporary directory.
+
+// Printing why a test is skipped is the point of that line.
+#![allow(clippy::print_stderr)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{cat, host, ls};
+use vgpu_sim::SimHost;
+
+const T4: &str = "0000:3b:00.0";
+const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
+const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
+
+/// Why mdevctl cannot run here (not root, no mdevctl, no unshare), or `None`.
+fn mdevctl_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("mount namespaces need root".into());
+    }
+    for tool in ["/usr/bin/unshare", "/usr/sbin/mdevctl"] {
+        if !Path::new(tool).exists() && !Path::new(&tool.replace("/sbin/", "/bin/")).exists() {
+            return Some(format!("{tool} is missing (apt-get install mdevctl util-linux)"));
+        }
+    }
+    None
+}
+
+/// The simulator and a private mdevctl store, or `None` (skip) outside CI.
+fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
+    if let Some(reason) = mdevctl_unavailable() {
+        assert!(std::env::var_os("CI").is_none(), "mdevctl tests must run in CI: {reason}");
+        eprintln!("skipped: {reason}");
+        return None;
+    }
+    let h = host(profile)?;
+    let etc = tempfile::tempdir().expect("temporary mdevctl store");
+    std::fs::create_dir_all(etc.path().join("scripts.d/callouts")).expect("callouts dir");
+    std::fs::create_dir_all(etc.path().join("scripts.d/notifiers")).expect("notifiers dir");
+    Some((h, etc))
+}
+
+/// Runs `mdevctl ARGS` with the simulator's `sys` on `/sys`.
+fn mdevctl(h: &SimHost, etc: &Path, args: &[&str]) -> Output {
+    let script = format!(
+        "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d && shift 2 && exec mdevctl \"$@\""
+    );
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .arg(h.root())
+        .arg(etc)
+        .args(args)
+        .output()
+        .expect("run unshare")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn mdevctl_types_shows_type_with_name_description_and_count() {
+    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let out = mdevctl(&h, etc.path(), &["types", "-p", T4]);
+    assert!(
+        stdout(&out).starts_with(
+            "0000:3b:00.0\n  nvidia-222\n    Available instances: 16\n    Device API: vfio-pci\n    \
+             Name: GRID T4-1B\n    Description: num_heads=4, frl_config=45, framebuffer=1024M, \
+             max_resolution=5120x2880, max_instance=16\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn mdevctl_types_lists_every_parent() {
+    let Some((h, etc)) = setup("mixed") else { return };
+    let out = mdevctl(&h, etc.path(), &["types"]);
+    let parents: Vec<String> =
+        stdout(&out).lines().filter(|l| !l.is_empty() && !l.starts_with(' ')).map(str::to_owned).collect();
+    assert_eq!(parents, vec!["0000:00:02.0".to_owned(), T4.to_owned()]);
+}
+
+#[test]
+fn mdevctl_start_creates_device_that_list_shows() {
+    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let out = mdevctl(&h, etc.path(), &["list"]);
+    assert_eq!(stdout(&out), format!("{UUID_A} {T4} nvidia-231 manual\n\n"));
+}
+
+#[test]
+fn mdevctl_start_lowers_available_instances() {
+    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let avail = h
+        .root()
+        .join("sys/class/mdev_bus")
+        .join(T4)
+        .join("mdev_supported_types/nvidia-231/available_instances");
+    assert_eq!(cat(&avail), Ok("7\n".into()));
+}
+
+#[test]
+fn mdevctl_stop_removes_device() {
+    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let stopped = mdevctl(&h, etc.path(), &["stop", "-u", UUID_A]);
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert_eq!(ls(&h.root().join("sys/bus/mdev/devices")), Ok(vec![]));
+}
+
+#[test]
+fn mdevctl_start_beyond_capacity_fails() {
+    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let first = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-234"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let second = mdevctl(&h, etc.path(), &["start", "-u", UUID_B, "-p", T4, "-t", "nvidia-234"]);
+    assert_eq!(second.status.code(), Some(1));
+}
+
+#[test]
+fn mdevctl_define_and_start_writes_store_and_creates_device() {
+    let Some((h, etc)) = setup("gvtg") else { return };
+    let defined = mdevctl(
+        &h,
+        etc.path(),
+        &["define", "-u", UUID_A, "-p", "0000:00:02.0", "-t", "i915-GVTg_V5_4"],
+    );
+    assert!(defined.status.success(), "{}", String::from_utf8_lossy(&defined.stderr));
+    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    assert_eq!(
+        ls(&h.root().join("sys/class/mdev_bus/0000:00:02.0/mdev_supported_types/i915-GVTg_V5_4/devices")),
+        Ok(vec![UUID_A.to_owned()])
+    );
+}
