@@ -27,7 +27,9 @@ fn rss_kib() -> u64 {
 
 /// Walks the tree (no symlink following), returning the number of entries seen.
 fn walk(dir: &Path) -> usize {
-    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     let mut n = 0;
     for e in rd.flatten() {
         n += 1;
@@ -79,7 +81,11 @@ fn main() {
     let walk_time = t.elapsed();
     let walked = rss_kib();
     let vfs: Vec<String> = std::fs::read_dir(root.join("sys/bus/pci/devices"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     let vfs: Vec<String> = vfs.into_iter().filter(|a| !a.ends_with(":00.0")).collect();
 
@@ -96,8 +102,14 @@ fn main() {
     let c = host.counters();
     let after = rss_kib();
 
-    println!("vgpu-sim bench, profile large ({} VFs), {CLIENTS} client threads, {RUN:?}", vfs.len());
-    println!("  tree walk: {entries} entries under sys/ in {:.0} ms", walk_time.as_secs_f64() * 1e3);
+    println!(
+        "vgpu-sim bench, profile large ({} VFs), {CLIENTS} client threads, {RUN:?}",
+        vfs.len()
+    );
+    println!(
+        "  tree walk: {entries} entries under sys/ in {:.0} ms",
+        walk_time.as_secs_f64() * 1e3
+    );
     println!(
         "  served: {} ops in {elapsed:.2} s = {:.0} ops/s ({loops} client loops)",
         c.total(),

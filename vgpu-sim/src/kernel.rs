@@ -312,11 +312,10 @@ impl Kernel {
                     }
                 }
                 let per = |total: u64, used: u64, each: u64| {
-                    if each == 0 {
-                        u64::MAX
-                    } else {
-                        total.saturating_sub(used) / each
-                    }
+                    total
+                        .saturating_sub(used)
+                        .checked_div(each)
+                        .unwrap_or(u64::MAX)
                 };
                 let n = per(GVT_LOW_GM_MIB, low, t.low_gm_mib)
                     .min(per(GVT_HIGH_GM_MIB, high, t.high_gm_mib))

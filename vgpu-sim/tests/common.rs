@@ -19,7 +19,8 @@ pub(crate) fn echo(path: &Path, value: &str) -> Result<(), i32> {
         .truncate(true)
         .open(path)
         .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
-    f.write_all(value.as_bytes()).map_err(|e| e.raw_os_error().unwrap_or(-1))
+    f.write_all(value.as_bytes())
+        .map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
 
 /// `cat PATH`, or the errno.
@@ -52,5 +53,8 @@ pub(crate) fn pci(host: &SimHost, addr: &str, rest: &str) -> PathBuf {
 
 /// The basename a link points to (`driver` -> `nvidia`), or `None` when absent.
 pub(crate) fn link_name(path: &Path) -> Option<String> {
-    std::fs::read_link(path).ok()?.file_name().map(|n| n.to_string_lossy().into_owned())
+    std::fs::read_link(path)
+        .ok()?
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
 }

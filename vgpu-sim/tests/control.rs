@@ -18,7 +18,8 @@ fn control(h: &SimHost) -> std::path::PathBuf {
 fn is_mounted(dir: &std::path::Path) -> bool {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let want = dir.to_string_lossy();
-    text.lines().any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+    text.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
 }
 
 #[test]
@@ -60,7 +61,11 @@ fn control_unknown_command_is_einval() {
 #[test]
 fn control_read_shows_pending_fault() {
     let Some(h) = host("mixed") else { return };
-    echo(&control(&h), "fail-next 3 EBUSY */create\nlatency mdev-create 80\n").expect("command");
+    echo(
+        &control(&h),
+        "fail-next 3 EBUSY */create\nlatency mdev-create 80\n",
+    )
+    .expect("command");
     assert_eq!(
         cat(&control(&h)),
         Ok("# vgpu-sim profile mixed\nfail-next 3 EBUSY */create\nlatency mdev-create 80\n".into())
@@ -86,7 +91,10 @@ fn control_unplug_removes_device() {
 #[test]
 fn control_unplug_unknown_device_is_enodev() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&control(&h), "unplug 0000:99:00.0\n"), Err(libc::ENODEV));
+    assert_eq!(
+        echo(&control(&h), "unplug 0000:99:00.0\n"),
+        Err(libc::ENODEV)
+    );
 }
 
 #[test]
@@ -97,7 +105,10 @@ fn unplug_with_open_attribute_write_is_enodev() {
         .open(pci(&h, T4, "reset"))
         .expect("open reset");
     h.unplug(T4.parse().expect("addr")).expect("unplug");
-    assert_eq!(f.write_all(b"1").map_err(|e| e.raw_os_error()), Err(Some(libc::ENODEV)));
+    assert_eq!(
+        f.write_all(b"1").map_err(|e| e.raw_os_error()),
+        Err(Some(libc::ENODEV))
+    );
 }
 
 #[test]
@@ -107,14 +118,19 @@ fn counters_reset_reads_all_zero() {
     echo(&control(&h), "counters-reset\n").expect("command");
     assert_eq!(
         cat(&h.root().join(".vgpu-sim/counters")),
-        Ok("lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n".into())
+        Ok(
+            "lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n"
+                .into()
+        )
     );
 }
 
 #[test]
 fn counters_count_one_readlink() {
     let Some(h) = host("mixed") else { return };
-    let canonical = h.root().join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/driver");
+    let canonical = h
+        .root()
+        .join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/driver");
     h.reset_counters();
     let _ = link(&canonical);
     assert_eq!(h.counters().get(FsOp::Readlink), 1);
@@ -137,13 +153,19 @@ fn api_fail_next_fails_write() {
         .join("sys/class/mdev_bus")
         .join(T4)
         .join("mdev_supported_types/nvidia-231/create");
-    assert_eq!(echo(&create, "11111111-2222-3333-4444-555555555555"), Err(libc::ENOSPC));
+    assert_eq!(
+        echo(&create, "11111111-2222-3333-4444-555555555555"),
+        Err(libc::ENOSPC)
+    );
 }
 
 #[test]
 fn api_latency_delays_mdev_create() {
     let Some(h) = host("mixed") else { return };
-    h.set_latency(LatencyOp::Kernel(KernelOp::MdevCreate), Duration::from_millis(80));
+    h.set_latency(
+        LatencyOp::Kernel(KernelOp::MdevCreate),
+        Duration::from_millis(80),
+    );
     let create = h
         .root()
         .join("sys/class/mdev_bus")
@@ -157,7 +179,10 @@ fn api_latency_delays_mdev_create() {
 #[test]
 fn api_control_unknown_command_fails() {
     let Some(h) = host("mixed") else { return };
-    assert!(matches!(h.control("nope"), Err(vgpu_sim::SimError::Control { .. })));
+    assert!(matches!(
+        h.control("nope"),
+        Err(vgpu_sim::SimError::Control { .. })
+    ));
 }
 
 #[test]

@@ -23,7 +23,9 @@ fn mdevctl_unavailable() -> Option<String> {
     }
     for tool in ["/usr/bin/unshare", "/usr/sbin/mdevctl"] {
         if !Path::new(tool).exists() && !Path::new(&tool.replace("/sbin/", "/bin/")).exists() {
-            return Some(format!("{tool} is missing (apt-get install mdevctl util-linux)"));
+            return Some(format!(
+                "{tool} is missing (apt-get install mdevctl util-linux)"
+            ));
         }
     }
     None
@@ -32,7 +34,10 @@ fn mdevctl_unavailable() -> Option<String> {
 /// The simulator and a private mdevctl store, or `None` (skip) outside CI.
 fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
     if let Some(reason) = mdevctl_unavailable() {
-        assert!(std::env::var_os("CI").is_none(), "mdevctl tests must run in CI: {reason}");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "mdevctl tests must run in CI: {reason}"
+        );
         eprintln!("skipped: {reason}");
         return None;
     }
@@ -45,11 +50,10 @@ fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
 
 /// Runs `mdevctl ARGS` with the simulator's `sys` on `/sys`.
 fn mdevctl(h: &SimHost, etc: &Path, args: &[&str]) -> Output {
-    let script = format!(
-        "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d && shift 2 && exec mdevctl \"$@\""
-    );
+    let script = "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d \
+                  && shift 2 && exec mdevctl \"$@\"";
     Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
         .arg(h.root())
         .arg(etc)
         .args(args)
@@ -63,7 +67,9 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn mdevctl_types_shows_type_with_name_description_and_count() {
-    let Some((h, etc)) = setup("t4-legacy") else { return };
+    let Some((h, etc)) = setup("t4-legacy") else {
+        return;
+    };
     let out = mdevctl(&h, etc.path(), &["types", "-p", T4]);
     assert!(
         stdout(&out).starts_with(
@@ -78,27 +84,52 @@ fn mdevctl_types_shows_type_with_name_description_and_count() {
 
 #[test]
 fn mdevctl_types_lists_every_parent() {
-    let Some((h, etc)) = setup("mixed") else { return };
+    let Some((h, etc)) = setup("mixed") else {
+        return;
+    };
     let out = mdevctl(&h, etc.path(), &["types"]);
-    let parents: Vec<String> =
-        stdout(&out).lines().filter(|l| !l.is_empty() && !l.starts_with(' ')).map(str::to_owned).collect();
+    let parents: Vec<String> = stdout(&out)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(' '))
+        .map(str::to_owned)
+        .collect();
     assert_eq!(parents, vec!["0000:00:02.0".to_owned(), T4.to_owned()]);
 }
 
 #[test]
 fn mdevctl_start_creates_device_that_list_shows() {
-    let Some((h, etc)) = setup("t4-legacy") else { return };
-    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let Some((h, etc)) = setup("t4-legacy") else {
+        return;
+    };
+    let started = mdevctl(
+        &h,
+        etc.path(),
+        &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"],
+    );
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     let out = mdevctl(&h, etc.path(), &["list"]);
     assert_eq!(stdout(&out), format!("{UUID_A} {T4} nvidia-231 manual\n\n"));
 }
 
 #[test]
 fn mdevctl_start_lowers_available_instances() {
-    let Some((h, etc)) = setup("t4-legacy") else { return };
-    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let Some((h, etc)) = setup("t4-legacy") else {
+        return;
+    };
+    let started = mdevctl(
+        &h,
+        etc.path(),
+        &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"],
+    );
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     let avail = h
         .root()
         .join("sys/class/mdev_bus")
@@ -109,36 +140,84 @@ fn mdevctl_start_lowers_available_instances() {
 
 #[test]
 fn mdevctl_stop_removes_device() {
-    let Some((h, etc)) = setup("t4-legacy") else { return };
-    let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let Some((h, etc)) = setup("t4-legacy") else {
+        return;
+    };
+    let started = mdevctl(
+        &h,
+        etc.path(),
+        &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-231"],
+    );
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     let stopped = mdevctl(&h, etc.path(), &["stop", "-u", UUID_A]);
-    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
     assert_eq!(ls(&h.root().join("sys/bus/mdev/devices")), Ok(vec![]));
 }
 
 #[test]
 fn mdevctl_start_beyond_capacity_fails() {
-    let Some((h, etc)) = setup("t4-legacy") else { return };
-    let first = mdevctl(&h, etc.path(), &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-234"]);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let second = mdevctl(&h, etc.path(), &["start", "-u", UUID_B, "-p", T4, "-t", "nvidia-234"]);
+    let Some((h, etc)) = setup("t4-legacy") else {
+        return;
+    };
+    let first = mdevctl(
+        &h,
+        etc.path(),
+        &["start", "-u", UUID_A, "-p", T4, "-t", "nvidia-234"],
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let second = mdevctl(
+        &h,
+        etc.path(),
+        &["start", "-u", UUID_B, "-p", T4, "-t", "nvidia-234"],
+    );
     assert_eq!(second.status.code(), Some(1));
 }
 
 #[test]
 fn mdevctl_define_and_start_writes_store_and_creates_device() {
-    let Some((h, etc)) = setup("gvtg") else { return };
+    let Some((h, etc)) = setup("gvtg") else {
+        return;
+    };
     let defined = mdevctl(
         &h,
         etc.path(),
-        &["define", "-u", UUID_A, "-p", "0000:00:02.0", "-t", "i915-GVTg_V5_4"],
+        &[
+            "define",
+            "-u",
+            UUID_A,
+            "-p",
+            "0000:00:02.0",
+            "-t",
+            "i915-GVTg_V5_4",
+        ],
     );
-    assert!(defined.status.success(), "{}", String::from_utf8_lossy(&defined.stderr));
+    assert!(
+        defined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&defined.stderr)
+    );
     let started = mdevctl(&h, etc.path(), &["start", "-u", UUID_A]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
     assert_eq!(
-        ls(&h.root().join("sys/class/mdev_bus/0000:00:02.0/mdev_supported_types/i915-GVTg_V5_4/devices")),
+        ls(&h
+            .root()
+            .join("sys/class/mdev_bus/0000:00:02.0/mdev_supported_types/i915-GVTg_V5_4/devices")),
         Ok(vec![UUID_A.to_owned()])
     );
 }

@@ -38,15 +38,28 @@ fn pci_attributes_read_kernel_formats() {
     let Some(h) = host("mixed") else { return };
     let read = |f: &str| cat(&pci(&h, T4, f));
     assert_eq!(
-        (read("vendor"), read("device"), read("class"), read("numa_node")),
-        (Ok("0x10de\n".into()), Ok("0x1eb8\n".into()), Ok("0x030200\n".into()), Ok("0\n".into()))
+        (
+            read("vendor"),
+            read("device"),
+            read("class"),
+            read("numa_node")
+        ),
+        (
+            Ok("0x10de\n".into()),
+            Ok("0x1eb8\n".into()),
+            Ok("0x030200\n".into()),
+            Ok("0\n".into())
+        )
     );
 }
 
 #[test]
 fn pci_driver_link_names_bound_driver() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(link(&pci(&h, T4, "driver")), Ok("../../../../bus/pci/drivers/nvidia".into()));
+    assert_eq!(
+        link(&pci(&h, T4, "driver")),
+        Ok("../../../../bus/pci/drivers/nvidia".into())
+    );
 }
 
 #[test]
@@ -82,7 +95,10 @@ fn iommu_group_member_link_points_back_to_device() {
 #[test]
 fn iommu_intel_ecap_has_interrupt_remapping_bit() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(cat(&h.root().join("sys/class/iommu/dmar0/intel-iommu/ecap")), Ok("f050da\n".into()));
+    assert_eq!(
+        cat(&h.root().join("sys/class/iommu/dmar0/intel-iommu/ecap")),
+        Ok("f050da\n".into())
+    );
 }
 
 #[test]
@@ -102,7 +118,12 @@ fn no_iommu_profile_has_no_dmar_table() {
     let Some(h) = host("no-iommu") else { return };
     assert_eq!(
         ls(&h.root().join("sys/firmware/acpi/tables")),
-        Ok(vec!["APIC".into(), "DSDT".into(), "FACP".into(), "MCFG".into()])
+        Ok(vec![
+            "APIC".into(),
+            "DSDT".into(),
+            "FACP".into(),
+            "MCFG".into()
+        ])
     );
 }
 
@@ -111,16 +132,21 @@ fn proc_cmdline_reads_profile_cmdline() {
     let Some(h) = host("gvtg") else { return };
     assert_eq!(
         cat(&h.root().join("proc/cmdline")),
-        Ok("BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=/dev/nvme0n1p2 ro intel_iommu=on \
+        Ok(
+            "BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=/dev/nvme0n1p2 ro intel_iommu=on \
             i915.enable_gvt=1 kvm.ignore_msrs=1\n"
-            .into())
+                .into()
+        )
     );
 }
 
 #[test]
 fn dev_vfio_has_container_and_vfio_bound_group() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(ls(&h.root().join("dev/vfio")), Ok(vec!["141".into(), "vfio".into()]));
+    assert_eq!(
+        ls(&h.root().join("dev/vfio")),
+        Ok(vec!["141".into(), "vfio".into()])
+    );
 }
 
 // ----- SR-IOV -----
@@ -131,9 +157,15 @@ fn sriov_numvfs_write_creates_vfs_beside_pf() {
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("i915 enables VFs");
     assert_eq!(
         ls(&h.root().join("sys/devices/pci0001:02/0001:02:00.0")).map(|v| {
-            v.into_iter().filter(|n| n.starts_with("0001:")).collect::<Vec<_>>()
+            v.into_iter()
+                .filter(|n| n.starts_with("0001:"))
+                .collect::<Vec<_>>()
         }),
-        Ok(vec!["0001:03:00.0".into(), "0001:03:00.1".into(), "0001:03:00.2".into()])
+        Ok(vec![
+            "0001:03:00.0".into(),
+            "0001:03:00.1".into(),
+            "0001:03:00.2".into()
+        ])
     );
 }
 
@@ -148,14 +180,20 @@ fn sriov_numvfs_write_reads_back_count() {
 fn sriov_virtfn_link_points_to_sibling_vf() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
-    assert_eq!(link(&pci(&h, FLEX, "virtfn1")), Ok("../0001:03:00.2".into()));
+    assert_eq!(
+        link(&pci(&h, FLEX, "virtfn1")),
+        Ok("../0001:03:00.2".into())
+    );
 }
 
 #[test]
 fn sriov_vf_physfn_link_points_to_pf() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
-    assert_eq!(link(&pci(&h, "0001:03:00.1", "physfn")), Ok("../0001:03:00.0".into()));
+    assert_eq!(
+        link(&pci(&h, "0001:03:00.1", "physfn")),
+        Ok("../0001:03:00.0".into())
+    );
 }
 
 #[test]
@@ -170,7 +208,10 @@ fn sriov_vf_gets_its_own_iommu_group() {
 fn sriov_vf_autoprobe_binds_pf_driver() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
-    assert_eq!(link_name(&pci(&h, "0001:03:00.1", "driver")), Some("i915".into()));
+    assert_eq!(
+        link_name(&pci(&h, "0001:03:00.1", "driver")),
+        Some("i915".into())
+    );
 }
 
 #[test]
@@ -184,13 +225,19 @@ fn sriov_autoprobe_off_leaves_vfs_unbound() {
 #[test]
 fn sriov_numvfs_not_a_number_is_einval() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "four"), Err(libc::EINVAL));
+    assert_eq!(
+        echo(&pci(&h, FLEX, "sriov_numvfs"), "four"),
+        Err(libc::EINVAL)
+    );
 }
 
 #[test]
 fn sriov_numvfs_above_total_is_erange() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "17"), Err(libc::ERANGE));
+    assert_eq!(
+        echo(&pci(&h, FLEX, "sriov_numvfs"), "17"),
+        Err(libc::ERANGE)
+    );
 }
 
 #[test]
@@ -231,7 +278,11 @@ fn sriov_numvfs_on_nvidia_pf_is_enoent() {
 #[test]
 fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
     let Some(h) = host("mixed") else { return };
-    let lock = h.root().join("proc/driver/nvidia/gpus").join(L40S).join("unbindLock");
+    let lock = h
+        .root()
+        .join("proc/driver/nvidia/gpus")
+        .join(L40S)
+        .join("unbindLock");
     let drivers = h.root().join("sys/bus/pci/drivers");
     echo(&lock, "1").expect("take unbindLock");
     assert_eq!(cat(&lock), Ok("1\n".into()));
@@ -249,7 +300,11 @@ fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
             cat(&pci(&h, L40S, "sriov_numvfs")),
             link_name(&pci(&h, "0000:5e:04.3", "driver"))
         ),
-        (Some("nvidia".into()), Ok("32\n".into()), Some("nvidia".into()))
+        (
+            Some("nvidia".into()),
+            Ok("32\n".into()),
+            Some("nvidia".into())
+        )
     );
 }
 
@@ -258,14 +313,20 @@ fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
 #[test]
 fn bind_already_bound_device_is_ebusy() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), T4), Err(libc::EBUSY));
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), T4),
+        Err(libc::EBUSY)
+    );
 }
 
 #[test]
 fn bind_unknown_device_is_enodev() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        echo(&h.root().join("sys/bus/pci/drivers/nvidia/bind"), "0000:99:00.0"),
+        echo(
+            &h.root().join("sys/bus/pci/drivers/nvidia/bind"),
+            "0000:99:00.0"
+        ),
         Err(libc::ENODEV)
     );
 }
@@ -273,9 +334,16 @@ fn bind_unknown_device_is_enodev() {
 #[test]
 fn bind_without_override_to_vfio_pci_is_enodev() {
     let Some(h) = host("mixed") else { return };
-    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    echo(
+        &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
+        A4000_AUDIO,
+    )
+    .expect("unbind");
     assert_eq!(
-        echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), A4000_AUDIO),
+        echo(
+            &h.root().join("sys/bus/pci/drivers/vfio-pci/bind"),
+            A4000_AUDIO
+        ),
         Err(libc::ENODEV)
     );
 }
@@ -283,23 +351,37 @@ fn bind_without_override_to_vfio_pci_is_enodev() {
 #[test]
 fn unbind_from_other_driver_is_enodev() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), T4), Err(libc::ENODEV));
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), T4),
+        Err(libc::ENODEV)
+    );
 }
 
 #[test]
 fn unbind_removes_driver_link() {
     let Some(h) = host("mixed") else { return };
-    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    echo(
+        &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
+        A4000_AUDIO,
+    )
+    .expect("unbind");
     assert_eq!(link(&pci(&h, A4000_AUDIO, "driver")), Err(libc::ENOENT));
 }
 
 #[test]
 fn driver_override_then_probe_binds_vfio_pci() {
     let Some(h) = host("mixed") else { return };
-    echo(&h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"), A4000_AUDIO).expect("unbind");
+    echo(
+        &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
+        A4000_AUDIO,
+    )
+    .expect("unbind");
     echo(&pci(&h, A4000_AUDIO, "driver_override"), "vfio-pci\n").expect("override");
     echo(&h.root().join("sys/bus/pci/drivers_probe"), A4000_AUDIO).expect("probe");
-    assert_eq!(link_name(&pci(&h, A4000_AUDIO, "driver")), Some("vfio-pci".into()));
+    assert_eq!(
+        link_name(&pci(&h, A4000_AUDIO, "driver")),
+        Some("vfio-pci".into())
+    );
 }
 
 #[test]
@@ -312,7 +394,10 @@ fn driver_override_does_not_unbind() {
 #[test]
 fn drivers_probe_unknown_device_is_enodev() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers_probe"), "0000:99:00.0"), Err(libc::ENODEV));
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers_probe"), "0000:99:00.0"),
+        Err(libc::ENODEV)
+    );
 }
 
 #[test]
@@ -332,13 +417,21 @@ fn remove_then_rescan_restores_device() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, A4000_AUDIO, "remove"), "1").expect("remove");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
-    assert_eq!(link_name(&pci(&h, A4000_AUDIO, "driver")), Some("snd_hda_intel".into()));
+    assert_eq!(
+        link_name(&pci(&h, A4000_AUDIO, "driver")),
+        Some("snd_hda_intel".into())
+    );
 }
 
 // ----- mdev -----
 
 fn t4_type(h: &vgpu_sim::SimHost, id: &str, file: &str) -> std::path::PathBuf {
-    h.root().join("sys/class/mdev_bus").join(T4).join("mdev_supported_types").join(id).join(file)
+    h.root()
+        .join("sys/class/mdev_bus")
+        .join(T4)
+        .join("mdev_supported_types")
+        .join(id)
+        .join(file)
 }
 
 #[test]
@@ -354,7 +447,10 @@ fn mdev_type_nvidia_description_matches_driver_format() {
 #[test]
 fn mdev_type_nvidia_name_reads_grid_name() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(cat(&t4_type(&h, "nvidia-231", "name")), Ok("GRID T4-2Q\n".into()));
+    assert_eq!(
+        cat(&t4_type(&h, "nvidia-231", "name")),
+        Ok("GRID T4-2Q\n".into())
+    );
 }
 
 #[test]
@@ -363,7 +459,9 @@ fn mdev_create_makes_device_under_parent_and_bus() {
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         link(&h.root().join("sys/bus/mdev/devices").join(UUID_A)),
-        Ok(format!("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/{UUID_A}"))
+        Ok(format!(
+            "../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/{UUID_A}"
+        ))
     );
 }
 
@@ -381,48 +479,69 @@ fn mdev_create_sets_mdev_type_link() {
 fn mdev_create_lists_device_under_type() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
-    assert_eq!(ls(&t4_type(&h, "nvidia-231", "devices")), Ok(vec![UUID_A.to_owned()]));
+    assert_eq!(
+        ls(&t4_type(&h, "nvidia-231", "devices")),
+        Ok(vec![UUID_A.to_owned()])
+    );
 }
 
 #[test]
 fn mdev_create_lowers_available_instances() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
-    assert_eq!(cat(&t4_type(&h, "nvidia-231", "available_instances")), Ok("7\n".into()));
+    assert_eq!(
+        cat(&t4_type(&h, "nvidia-231", "available_instances")),
+        Ok("7\n".into())
+    );
 }
 
 #[test]
 fn mdev_create_drops_other_nvidia_types_to_zero() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
-    assert_eq!(cat(&t4_type(&h, "nvidia-222", "available_instances")), Ok("0\n".into()));
+    assert_eq!(
+        cat(&t4_type(&h, "nvidia-222", "available_instances")),
+        Ok("0\n".into())
+    );
 }
 
 #[test]
 fn mdev_create_bad_uuid_is_einval() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&t4_type(&h, "nvidia-231", "create"), "not-a-uuid"), Err(libc::EINVAL));
+    assert_eq!(
+        echo(&t4_type(&h, "nvidia-231", "create"), "not-a-uuid"),
+        Err(libc::EINVAL)
+    );
 }
 
 #[test]
 fn mdev_create_duplicate_is_eexist() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
-    assert_eq!(echo(&t4_type(&h, "nvidia-231", "create"), UUID_A), Err(libc::EEXIST));
+    assert_eq!(
+        echo(&t4_type(&h, "nvidia-231", "create"), UUID_A),
+        Err(libc::EEXIST)
+    );
 }
 
 #[test]
 fn mdev_create_beyond_capacity_is_eusers() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-234", "create"), UUID_A).expect("T4-16Q: one fits");
-    assert_eq!(echo(&t4_type(&h, "nvidia-234", "create"), UUID_B), Err(libc::EUSERS));
+    assert_eq!(
+        echo(&t4_type(&h, "nvidia-234", "create"), UUID_B),
+        Err(libc::EUSERS)
+    );
 }
 
 #[test]
 fn mdev_create_other_type_while_one_in_use_is_eusers() {
     let Some(h) = host("mixed") else { return };
     echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
-    assert_eq!(echo(&t4_type(&h, "nvidia-230", "create"), UUID_B), Err(libc::EUSERS));
+    assert_eq!(
+        echo(&t4_type(&h, "nvidia-230", "create"), UUID_B),
+        Err(libc::EUSERS)
+    );
 }
 
 #[test]
@@ -436,24 +555,36 @@ fn mdev_remove_destroys_device() {
 #[test]
 fn mdev_on_vf_parent_offers_one_instance() {
     let Some(h) = host("a40-vf-mdev") else { return };
-    let avail = h
-        .root()
-        .join("sys/class/mdev_bus/0000:41:00.4/mdev_supported_types/nvidia-558/available_instances");
+    let avail = h.root().join(
+        "sys/class/mdev_bus/0000:41:00.4/mdev_supported_types/nvidia-558/available_instances",
+    );
     assert_eq!(cat(&avail), Ok("1\n".into()));
 }
 
 #[test]
 fn mdev_on_vf_capacity_counts_per_physical_gpu() {
     let Some(h) = host("a40-vf-mdev") else { return };
-    let types = |vf: &str| h.root().join("sys/class/mdev_bus").join(vf).join("mdev_supported_types");
+    let types = |vf: &str| {
+        h.root()
+            .join("sys/class/mdev_bus")
+            .join(vf)
+            .join("mdev_supported_types")
+    };
     echo(&types("0000:41:00.4").join("nvidia-566/create"), UUID_A).expect("A40-48Q on VF0");
-    assert_eq!(cat(&types("0000:41:00.5").join("nvidia-566/available_instances")), Ok("0\n".into()));
+    assert_eq!(
+        cat(&types("0000:41:00.5").join("nvidia-566/available_instances")),
+        Ok("0\n".into())
+    );
 }
 
 #[test]
 fn mdev_gvtg_type_has_no_name_file() {
     let Some(h) = host("gvtg") else { return };
-    let t = h.root().join("sys/class/mdev_bus").join(IGPU).join("mdev_supported_types/i915-GVTg_V5_4");
+    let t = h
+        .root()
+        .join("sys/class/mdev_bus")
+        .join(IGPU)
+        .join("mdev_supported_types/i915-GVTg_V5_4");
     assert_eq!(
         ls(&t),
         Ok(vec![
@@ -469,11 +600,17 @@ fn mdev_gvtg_type_has_no_name_file() {
 #[test]
 fn mdev_gvtg_description_is_multiline() {
     let Some(h) = host("gvtg") else { return };
-    let t = h.root().join("sys/class/mdev_bus").join(IGPU).join("mdev_supported_types/i915-GVTg_V5_4");
+    let t = h
+        .root()
+        .join("sys/class/mdev_bus")
+        .join(IGPU)
+        .join("mdev_supported_types/i915-GVTg_V5_4");
     assert_eq!(
         cat(&t.join("description")),
-        Ok("low_gm_size: 128MB\nhigh_gm_size: 512MB\nfence: 4\nresolution: 1920x1200\nweight: 4\n"
-            .into())
+        Ok(
+            "low_gm_size: 128MB\nhigh_gm_size: 512MB\nfence: 4\nresolution: 1920x1200\nweight: 4\n"
+                .into()
+        )
     );
 }
 
@@ -481,7 +618,10 @@ fn mdev_gvtg_description_is_multiline() {
 fn mdev_parent_unbound_disappears_from_mdev_bus() {
     let Some(h) = host("mixed") else { return };
     echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), T4).expect("unbind");
-    assert_eq!(ls(&h.root().join("sys/class/mdev_bus")), Ok(vec![IGPU.to_owned()]));
+    assert_eq!(
+        ls(&h.root().join("sys/class/mdev_bus")),
+        Ok(vec![IGPU.to_owned()])
+    );
 }
 
 // ----- NVIDIA vendor-specific VFIO -----
@@ -496,21 +636,31 @@ fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
     let text = cat(&vf_nv(&h, "0000:5e:00.4", "creatable_vgpu_types")).expect("read");
     assert_eq!(
         text.lines().take(3).collect::<Vec<_>>(),
-        vec!["ID    : vGPU Name", "1147  : NVIDIA L40S-1Q", "1148  : NVIDIA L40S-2Q"]
+        vec![
+            "ID    : vGPU Name",
+            "1147  : NVIDIA L40S-1Q",
+            "1148  : NVIDIA L40S-2Q"
+        ]
     );
 }
 
 #[test]
 fn vendor_vfio_current_type_reads_zero_when_unset() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("0\n".into()));
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        Ok("0\n".into())
+    );
 }
 
 #[test]
 fn vendor_vfio_current_type_write_creates_vgpu() {
     let Some(h) = host("mixed") else { return };
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
-    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("1145\n".into()));
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        Ok("1145\n".into())
+    );
 }
 
 #[test]
@@ -547,20 +697,29 @@ fn vendor_vfio_full_card_lists_only_header() {
 fn vendor_vfio_set_while_set_is_eperm() {
     let Some(h) = host("mixed") else { return };
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
-    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"), Err(libc::EPERM));
+    assert_eq!(
+        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"),
+        Err(libc::EPERM)
+    );
 }
 
 #[test]
 fn vendor_vfio_clear_when_unset_is_eperm() {
     let Some(h) = host("mixed") else { return };
-    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0"), Err(libc::EPERM));
+    assert_eq!(
+        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0"),
+        Err(libc::EPERM)
+    );
 }
 
 #[test]
 fn vendor_vfio_not_creatable_type_is_einval() {
     let Some(h) = host("mixed") else { return };
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
-    assert_eq!(echo(&vf_nv(&h, "0000:5e:00.5", "current_vgpu_type"), "1147"), Err(libc::EINVAL));
+    assert_eq!(
+        echo(&vf_nv(&h, "0000:5e:00.5", "current_vgpu_type"), "1147"),
+        Err(libc::EINVAL)
+    );
 }
 
 #[test]
@@ -568,20 +727,30 @@ fn vendor_vfio_clear_destroys_vgpu() {
     let Some(h) = host("mixed") else { return };
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0").expect("destroy");
-    assert_eq!(cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")), Ok("0\n".into()));
+    assert_eq!(
+        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        Ok("0\n".into())
+    );
 }
 
 #[test]
 fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
     let Some(h) = host("mixed") else { return };
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
-    assert_eq!(echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S), Err(libc::EBUSY));
+    assert_eq!(
+        echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S),
+        Err(libc::EBUSY)
+    );
 }
 
 #[test]
 fn nvidia_unbind_lock_on_busy_gpu_reads_back_zero() {
     let Some(h) = host("mixed") else { return };
-    let lock = h.root().join("proc/driver/nvidia/gpus").join(L40S).join("unbindLock");
+    let lock = h
+        .root()
+        .join("proc/driver/nvidia/gpus")
+        .join(L40S)
+        .join("unbindLock");
     echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
     echo(&lock, "1").expect("write");
     assert_eq!(cat(&lock), Ok("0\n".into()));
