@@ -99,11 +99,7 @@ impl Shared {
         }
         let comps: Vec<&str> = path.split('/').collect();
         let (name, parent) = comps.split_last()?;
-        let entries = self.kernel().list(parent)?;
-        entries
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, node)| node)
+        self.kernel().lookup(parent, name)
     }
 }
 
