@@ -65,6 +65,77 @@ pub enum Error {
         #[source]
         source: crate::parse::ParseError,
     },
+    /// The kernel refused a write because the device is busy (`EBUSY`): in use, or VFs exist.
+    #[error("{} is busy: writing {value:?} was refused", path.display())]
+    Busy {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel refused a write as not permitted now (`EPERM`, `EACCES`).
+    #[error("writing {value:?} to {} is not permitted", path.display())]
+    Denied {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// The device or attribute went away or does not exist (`ENOENT`, `ENODEV`, `ENXIO`).
+    #[error("cannot write {value:?} to {}: no such device", path.display())]
+    Gone {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// The device has no room for another instance (`ENOSPC`, `EUSERS`, `EDQUOT`).
+    #[error("no capacity left: writing {value:?} to {} was refused", path.display())]
+    NoSpace {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// Any other write failure (`EINVAL`, `EIO`, ...).
+    #[error("cannot write {value:?} to {}", path.display())]
+    Write {
+        /// The attribute written.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel accepted a write but the device did not reach the expected state in time.
+    #[error("{what} did not happen within {waited_ms} ms (watching {})", path.display())]
+    Timeout {
+        /// What was expected.
+        what: String,
+        /// What was watched.
+        path: PathBuf,
+        /// How long it was waited for.
+        waited_ms: u128,
+    },
+    /// A request the host cannot satisfy as asked (unknown type, no capacity, wrong backend).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong, naming the device and what was asked.
+        message: String,
+    },
     /// No device answers to the name the caller gave.
     #[error("no GPU matches {name:?} under {}", path.display())]
     NoSuchDevice {
@@ -81,6 +152,55 @@ pub enum Error {
         /// The addresses it matched, comma separated.
         candidates: String,
     },
+}
+
+impl Error {
+    /// The error of writing `value` to `path`, classified by errno.
+    pub(crate) fn from_write(path: &std::path::Path, value: &str, source: io::Error) -> Self {
+        use nix::errno::Errno;
+        let path = path.to_path_buf();
+        let value = value.chars().take(80).collect();
+        match source.raw_os_error().map(Errno::from_raw) {
+            Some(Errno::EBUSY) => Error::Busy {
+                path,
+                value,
+                source,
+            },
+            Some(Errno::EPERM | Errno::EACCES) => Error::Denied {
+                path,
+                value,
+                source,
+            },
+            Some(Errno::ENOENT | Errno::ENODEV | Errno::ENXIO) => Error::Gone {
+                path,
+                value,
+                source,
+            },
+            Some(Errno::ENOSPC | Errno::EUSERS | Errno::EDQUOT) => Error::NoSpace {
+                path,
+                value,
+                source,
+            },
+            _ => Error::Write {
+                path,
+                value,
+                source,
+            },
+        }
+    }
+
+    /// The kernel's errno behind this error, if there is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Read { source, .. }
+            | Error::Busy { source, .. }
+            | Error::Denied { source, .. }
+            | Error::Gone { source, .. }
+            | Error::NoSpace { source, .. }
+            | Error::Write { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
 }
 
 /// `Result` with this crate's [`Error`].

@@ -28,8 +28,10 @@
 
 pub mod catalog;
 pub mod checks;
+pub mod driver;
 mod error;
 pub mod inventory;
+pub mod lifecycle;
 pub mod mdev;
 pub mod nvidia;
 pub mod parse;
@@ -37,6 +39,7 @@ mod paths;
 mod pci;
 pub mod pci_device;
 mod serde_hex;
+pub mod sriov;
 mod sysfs;
 #[cfg(feature = "test-support")]
 pub mod testing;

@@ -135,6 +135,43 @@ pub(crate) fn missing(path: &Path) -> Error {
     }
 }
 
+/// Writes `value` to the attribute at `path` in one `write(2)`, as `echo -n value > path` does.
+///
+/// Kernel attributes act on each write, so the value goes out whole, unbuffered, and the
+/// kernel's errno comes back classified ([`Error::Busy`], [`Error::Denied`], ...).
+pub(crate) fn write_attr(path: &Path, value: &str) -> Result<()> {
+    tracing::info!(path = %path.display(), value, "write");
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|err| Error::from_write(path, value, err))?;
+    io::Write::write_all(&mut file, value.as_bytes())
+        .map_err(|err| Error::from_write(path, value, err))
+}
+
+/// Polls `done` until it returns true or `timeout` passes; `Ok(false)` on timeout.
+///
+/// Used where the kernel finishes asynchronously (VFs appearing after `sriov_numvfs`). The
+/// interval grows from 1 ms to 50 ms, so fast changes are seen fast and slow ones cost little.
+pub(crate) fn poll_until(
+    timeout: std::time::Duration,
+    mut done: impl FnMut() -> Result<bool>,
+) -> Result<bool> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut interval = std::time::Duration::from_millis(1);
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(interval.min(deadline - now));
+        interval = (interval * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Whether `path` exists (following links); a dangling link does not.
 pub(crate) fn exists(path: &Path) -> bool {
     path.exists()

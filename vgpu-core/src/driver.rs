@@ -1,0 +1,148 @@
+//! Binding a PCI function to a driver, the way the kernel documents it: set `driver_override`,
+//! unbind from the current driver, then `drivers_probe` (never `new_id`, which captures every
+//! device with the same ids).
+
+use crate::error::{Error, Result};
+use crate::paths::HostPaths;
+use crate::pci::PciAddress;
+use crate::pci_device::PciDevice;
+use crate::sysfs::{self, write_attr};
+
+/// Checks that `driver` is a plausible driver name (it becomes a path component).
+pub fn validate_driver_name(driver: &str) -> Result<()> {
+    let ok = !driver.is_empty()
+        && driver.len() <= 64
+        && driver != "."
+        && driver != ".."
+        && driver
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid {
+            message: format!("{driver:?} is not a driver name"),
+        })
+    }
+}
+
+fn existing(paths: &HostPaths, address: PciAddress) -> Result<PciDevice> {
+    let device = PciDevice::new(paths, address);
+    if device.exists() {
+        Ok(device)
+    } else {
+        Err(Error::NoSuchDevice {
+            name: address.to_string(),
+            path: paths.pci_devices(),
+        })
+    }
+}
+
+/// Unbinds `address` from its driver; returns the driver it had (`None` if it was unbound).
+pub fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+    let device = existing(paths, address)?;
+    let current = device.driver()?;
+    if let Some(driver) = &current {
+        write_attr(
+            &paths.pci_drivers().join(driver).join("unbind"),
+            &address.to_string(),
+        )?;
+    }
+    Ok(current)
+}
+
+/// Sets `driver_override` (an empty value clears it).
+fn set_override(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> Result<()> {
+    // The kernel takes "\n" as "clear"; an empty write would be a no-op on some kernels.
+    write_attr(
+        &paths.pci_device(&address).join("driver_override"),
+        driver.unwrap_or("\n"),
+    )
+}
+
+fn probe(paths: &HostPaths, address: PciAddress) -> Result<()> {
+    write_attr(
+        &paths.sys().join("bus/pci/drivers_probe"),
+        &address.to_string(),
+    )
+}
+
+/// Binds `address` to `driver` and pins it there with `driver_override`; returns the driver
+/// it had before. Already bound to `driver`: nothing is written.
+///
+/// On failure after the unbind, the previous driver is bound again.
+pub fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Option<String>> {
+    validate_driver_name(driver)?;
+    let device = existing(paths, address)?;
+    let previous = device.driver()?;
+    if previous.as_deref() == Some(driver) {
+        return Ok(previous);
+    }
+    if !sysfs::is_dir(&paths.pci_drivers().join(driver)) {
+        return Err(Error::Invalid {
+            message: format!(
+                "driver {driver} is not loaded ({} is missing)",
+                paths.pci_drivers().join(driver).display()
+            ),
+        });
+    }
+    set_override(paths, address, Some(driver))?;
+    let attempt = (|| {
+        unbind(paths, address)?;
+        probe(paths, address)?;
+        match device.driver()? {
+            Some(bound) if bound == driver => Ok(()),
+            other => Err(Error::Invalid {
+                message: format!(
+                    "{address} did not bind to {driver} (bound to {})",
+                    other.as_deref().unwrap_or("no driver")
+                ),
+            }),
+        }
+    })();
+    if let Err(err) = attempt {
+        if let Err(undo) = restore(paths, address, previous.as_deref()) {
+            tracing::error!(%address, "cannot rebind the previous driver: {undo}");
+        }
+        return Err(err);
+    }
+    Ok(previous)
+}
+
+/// Returns `address` to `driver` (or leaves it unbound for `None`) and clears
+/// `driver_override`.
+pub fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> Result<()> {
+    if let Some(driver) = driver {
+        validate_driver_name(driver)?;
+    }
+    let device = existing(paths, address)?;
+    let current = device.driver()?;
+    if current.as_deref() == driver {
+        return set_override(paths, address, None);
+    }
+    set_override(paths, address, driver)?;
+    unbind(paths, address)?;
+    if driver.is_some() {
+        probe(paths, address)?;
+    }
+    set_override(paths, address, None)?;
+    match (device.driver()?, driver) {
+        (now, wanted) if now.as_deref() == wanted => Ok(()),
+        (now, wanted) => Err(Error::Invalid {
+            message: format!(
+                "{address} is bound to {} instead of {}",
+                now.as_deref().unwrap_or("no driver"),
+                wanted.unwrap_or("no driver")
+            ),
+        }),
+    }
+}
+
+/// Clears `driver_override`, unbinds `address` and lets the kernel probe its default driver.
+pub fn reprobe(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+    existing(paths, address)?;
+    set_override(paths, address, None)?;
+    unbind(paths, address)?;
+    probe(paths, address)?;
+    PciDevice::new(paths, address).driver()
+}

@@ -1,0 +1,282 @@
+//! Enabling and disabling SR-IOV virtual functions (`sriov_numvfs`, `drivers/pci/iov.c`).
+//!
+//! The kernel's rules: a count above `sriov_totalvfs` is refused, an equal count is a no-op,
+//! a non-zero count while VFs exist is `EBUSY` (go through `0`), a PF without an SR-IOV-capable
+//! driver is `ENOENT`, and a driver may enable fewer VFs than asked. NVIDIA PFs refuse the
+//! write while bound to `nvidia`: like NVIDIA's `sriov-manage`, this module takes the GPU's
+//! `unbindLock`, moves the PF to `pci-pf-stub`, writes the count, and rebinds the PF and every
+//! VF to `nvidia`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::mdev::MdevParent;
+use crate::nvidia::NvidiaVf;
+use crate::paths::HostPaths;
+use crate::pci::PciAddress;
+use crate::pci_device::PciDevice;
+use crate::sysfs::{self, read_attr, write_attr};
+
+/// How to change a VF count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SriovOptions {
+    /// Change the count even when VFs hold vGPUs or are bound to `vfio-pci`.
+    pub force: bool,
+    /// How long to wait for VFs to appear or go.
+    pub timeout: Duration,
+}
+
+impl Default for SriovOptions {
+    fn default() -> Self {
+        Self {
+            force: false,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a VF-count change did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SriovChange {
+    /// The physical function.
+    pub pf: PciAddress,
+    /// VFs before.
+    pub before: u32,
+    /// VFs asked for.
+    pub requested: u32,
+    /// VFs the driver enabled (it may enable fewer than asked).
+    pub enabled: u32,
+    /// The VFs now present.
+    pub vfs: Vec<PciAddress>,
+}
+
+/// Why a VF cannot be taken away now, if it cannot.
+pub fn vf_in_use(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
+    let device = PciDevice::new(paths, vf);
+    let parent = MdevParent::new(device.path());
+    if let Some(mdev) = parent.devices()?.first() {
+        return Ok(Some(format!("{vf} holds mediated device {}", mdev.uuid)));
+    }
+    if let Some(nvidia) = NvidiaVf::of(device.path()) {
+        if let Some(current) = nvidia.current_type()? {
+            return Ok(Some(format!("{vf} holds NVIDIA vGPU type {current}")));
+        }
+    }
+    if device.driver()?.as_deref() == Some("vfio-pci") {
+        return Ok(Some(format!("{vf} is bound to vfio-pci")));
+    }
+    Ok(None)
+}
+
+fn numvfs_path(device: &PciDevice) -> std::path::PathBuf {
+    device.path().join("sriov_numvfs")
+}
+
+fn read_numvfs(device: &PciDevice) -> Result<u32> {
+    let path = numvfs_path(device);
+    match read_attr(&path)? {
+        Some(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| sysfs::parse_error(&path, &text, "a VF count")),
+        None => Err(sysfs::missing(&path)),
+    }
+}
+
+/// Waits until the PF lists exactly `count` `virtfnN` links.
+fn wait_for_vfs(device: &PciDevice, count: u32, timeout: Duration) -> Result<Vec<PciAddress>> {
+    let mut vfs = Vec::new();
+    let arrived = sysfs::poll_until(timeout, || {
+        vfs = device.virtfns()?;
+        Ok(vfs.len() == count as usize)
+    })?;
+    if !arrived {
+        return Err(Error::Timeout {
+            what: format!("{count} VFs of {}", device.address()),
+            path: device.path().to_path_buf(),
+            waited_ms: timeout.as_millis(),
+        });
+    }
+    Ok(vfs)
+}
+
+/// Sets the number of enabled VFs of `pf` to `count`, following the kernel's rules (and
+/// NVIDIA's sequence for `nvidia`-bound PFs); reads back what the driver enabled and waits for
+/// the VFs to appear. A count change from non-zero to another non-zero count goes through 0,
+/// which is refused while a VF is in use unless `options.force`.
+///
+/// On failure it puts back the count it found.
+pub fn set_vf_count(
+    paths: &HostPaths,
+    pf: PciAddress,
+    count: u32,
+    options: SriovOptions,
+) -> Result<SriovChange> {
+    let device = PciDevice::new(paths, pf);
+    if !device.exists() {
+        return Err(Error::NoSuchDevice {
+            name: pf.to_string(),
+            path: paths.pci_devices(),
+        });
+    }
+    let Some(capability) = device.sriov()? else {
+        return Err(Error::Invalid {
+            message: format!("{pf} has no SR-IOV capability (no sriov_totalvfs)"),
+        });
+    };
+    if count > capability.total_vfs {
+        return Err(Error::Invalid {
+            message: format!(
+                "{pf} supports at most {} VFs, not {count}",
+                capability.total_vfs
+            ),
+        });
+    }
+    let before = read_numvfs(&device)?;
+    if before == count {
+        let vfs = device.virtfns()?;
+        return Ok(SriovChange {
+            pf,
+            before,
+            requested: count,
+            enabled: before,
+            vfs,
+        });
+    }
+    if before > 0 && !options.force {
+        for vf in device.virtfns()? {
+            if let Some(reason) = vf_in_use(paths, vf)? {
+                return Err(Error::Invalid {
+                    message: format!(
+                        "cannot change the VF count of {pf}: {reason} (use force to override)"
+                    ),
+                });
+            }
+        }
+    }
+    let nvidia = device.driver()?.as_deref() == Some("nvidia");
+    if nvidia && count != 0 && count != capability.total_vfs {
+        return Err(Error::Invalid {
+            message: format!(
+                "NVIDIA GPU {pf} enables all {} VFs or none, not {count}",
+                capability.total_vfs
+            ),
+        });
+    }
+    let result = if nvidia {
+        nvidia_set(paths, &device, before, count, options.timeout)
+    } else {
+        plain_set(&device, before, count)
+    };
+    let enabled = match result {
+        Ok(()) => read_numvfs(&device)?,
+        Err(err) => {
+            undo_count(paths, &device, before, nvidia, options.timeout);
+            return Err(err);
+        }
+    };
+    if enabled < count {
+        tracing::warn!(%pf, requested = count, enabled, "the driver enabled fewer VFs than asked");
+    }
+    let vfs = wait_for_vfs(&device, enabled, options.timeout)?;
+    if nvidia {
+        for vf in &vfs {
+            driver::bind(paths, *vf, "nvidia")?;
+        }
+    }
+    Ok(SriovChange {
+        pf,
+        before,
+        requested: count,
+        enabled,
+        vfs,
+    })
+}
+
+fn plain_set(device: &PciDevice, before: u32, count: u32) -> Result<()> {
+    let path = numvfs_path(device);
+    if before > 0 && count > 0 {
+        write_attr(&path, "0")?;
+    }
+    write_attr(&path, &count.to_string())
+}
+
+/// NVIDIA's `sriov-manage` sequence: unbindLock, `pci-pf-stub`, write, rebind `nvidia`.
+fn nvidia_set(
+    paths: &HostPaths,
+    device: &PciDevice,
+    before: u32,
+    count: u32,
+    timeout: Duration,
+) -> Result<()> {
+    let pf = device.address();
+    let lock = paths
+        .proc()
+        .join("driver/nvidia/gpus")
+        .join(pf.to_string())
+        .join("unbindLock");
+    write_attr(&lock, "1")?;
+    let granted = read_attr(&lock)?.is_some_and(|v| v.trim() == "1");
+    if !granted {
+        return Err(Error::Invalid {
+            message: format!(
+                "NVIDIA GPU {pf} is in use: its unbindLock was not granted ({})",
+                lock.display()
+            ),
+        });
+    }
+    driver::bind(paths, pf, "pci-pf-stub")?;
+    let written = plain_set(device, before, count);
+    let rebound = driver::restore(paths, pf, Some("nvidia"));
+    written?;
+    rebound?;
+    if count == 0 {
+        wait_for_vfs(device, 0, timeout)?;
+    }
+    Ok(())
+}
+
+/// Best effort to put back the VF count found before a failed change; logs what it cannot do.
+fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, timeout: Duration) {
+    let now = match read_numvfs(device) {
+        Ok(now) => now,
+        Err(err) => {
+            tracing::error!(pf = %device.address(), "cannot read back the VF count to undo: {err}");
+            return;
+        }
+    };
+    if nvidia && device.driver().ok().flatten().as_deref() != Some("nvidia") {
+        if let Err(err) = driver::restore(paths, device.address(), Some("nvidia")) {
+            tracing::error!(pf = %device.address(), "cannot rebind nvidia: {err}");
+        }
+    }
+    if now == before {
+        return;
+    }
+    let undo = if nvidia {
+        nvidia_set(paths, device, now, before, timeout)
+    } else {
+        plain_set(device, now, before)
+    };
+    if let Err(err) = undo {
+        tracing::error!(pf = %device.address(), before, now, "cannot restore the VF count: {err}");
+    }
+}
+
+/// Sets `sriov_drivers_autoprobe`: whether VFs enabled from now on are bound to a driver.
+pub fn set_autoprobe(paths: &HostPaths, pf: PciAddress, on: bool) -> Result<()> {
+    let device = PciDevice::new(paths, pf);
+    if !device.exists() {
+        return Err(Error::NoSuchDevice {
+            name: pf.to_string(),
+            path: paths.pci_devices(),
+        });
+    }
+    write_attr(
+        &device.path().join("sriov_drivers_autoprobe"),
+        if on { "1" } else { "0" },
+    )
+}
