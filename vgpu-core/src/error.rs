@@ -152,6 +152,59 @@ pub enum Error {
         /// The addresses it matched, comma separated.
         candidates: String,
     },
+    /// A persistent definition file is not JSON, or not the JSON expected there (a missing
+    /// field, an unknown `start`).
+    #[error("cannot parse definition {}", path.display())]
+    DefinitionJson {
+        /// The definition file.
+        path: PathBuf,
+        /// Where and why the JSON does not fit.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A persistent definition, or its file's name, is not valid (a name that is not a UUID or
+    /// PCI address, another format version, an attribute or driver name that is not a file
+    /// name).
+    #[error("invalid definition {}: {reason}", path.display())]
+    Definition {
+        /// The definition file (or the store directory, for a name refused before writing).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An mdev UUID is already defined under another parent.
+    #[error("mdev {uuid} is already defined under parent {parent} ({})", path.display())]
+    MdevDefinedElsewhere {
+        /// The UUID.
+        uuid: uuid::Uuid,
+        /// The parent it is defined under.
+        parent: String,
+        /// Its definition file.
+        path: PathBuf,
+    },
+    /// A file or directory of `vgpu`'s own (a definition, the lock, the audit log) could not be
+    /// created, written, flushed, renamed or removed.
+    #[error("cannot {action} {}", path.display())]
+    Update {
+        /// What was being done, as a verb: `create`, `write`, `flush`, `replace`, `remove`...
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// The host lock is held by another `vgpuctl`.
+    #[error(
+        "another vgpuctl holds {} (waited {waited_ms} ms)",
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// How long it was waited for.
+        waited_ms: u128,
+    },
 }
 
 impl Error {

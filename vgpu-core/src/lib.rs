@@ -26,12 +26,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod catalog;
 pub mod checks;
 pub mod driver;
 mod error;
 pub mod inventory;
 pub mod lifecycle;
+pub mod lock;
 pub mod mdev;
 pub mod nvidia;
 pub mod parse;
@@ -40,6 +42,7 @@ mod pci;
 pub mod pci_device;
 mod serde_hex;
 pub mod sriov;
+pub mod store;
 mod sysfs;
 #[cfg(feature = "test-support")]
 pub mod testing;

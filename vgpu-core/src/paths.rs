@@ -57,6 +57,11 @@ impl HostPaths {
         self.root.join("run")
     }
 
+    /// `<root>/var`.
+    pub fn var(&self) -> PathBuf {
+        self.root.join("var")
+    }
+
     /// `sys/bus/pci/devices`: one link per PCI function.
     pub fn pci_devices(&self) -> PathBuf {
         self.sys().join("bus/pci/devices")

@@ -1,0 +1,859 @@
+//! Persistent definitions: what `vgpuctl restore` re-creates after a reboot.
+//!
+//! Two stores live under the host's `etc/`:
+//!
+//! - **mdevctl's store**, `etc/mdevctl.d/<parent>/<uuid>`, one JSON file per mediated device,
+//!   written byte for byte as mdevctl 1.2 writes it, so that mdevctl and libvirt's node-device
+//!   driver see the definitions `vgpu` makes and `vgpu` sees theirs:
+//!
+//!   ```json
+//!   {
+//!     "mdev_type": "nvidia-222",
+//!     "start": "auto",
+//!     "attrs": [
+//!       {
+//!         "remap": "on"
+//!       }
+//!     ]
+//!   }
+//!   ```
+//!
+//!   `etc/mdevctl.d/scripts.d/` holds mdevctl's callouts, not a parent, and is skipped.
+//!   `attrs` may be absent (mdevctl reads that as none); other fields are ignored, as mdevctl
+//!   ignores them.
+//!
+//! - **`vgpu`'s own store**, `etc/vgpu/`, for what mdevctl cannot express, one file per device
+//!   named after its PCI address, each with `"version": 1`:
+//!   - `sriov/<pf>.json`: `{"version": 1, "num_vfs": 4, "drivers_autoprobe": false}`
+//!     (`drivers_autoprobe` is `null` when it is to be left as the kernel has it);
+//!   - `vf-vgpus/<vf>.json`: `{"version": 1, "gpu": "0000:41:00.0", "type_id": 1151,
+//!     "start": "auto"}`, a vGPU type set through NVIDIA's vendor-specific VFIO interface
+//!     (`nvidia/current_vgpu_type`) on a VF of `gpu`;
+//!   - `bindings/<address>.json`: `{"version": 1, "driver": "vfio-pci", "previous_driver":
+//!     "i915", "start": "auto"}`.
+//!
+//! Every write is atomic: a temporary file in the same directory is written, flushed to disk,
+//! renamed over the target, and the directory is flushed. Readers therefore see the old or the
+//! new definition, never half of one. Names beginning with `.` (temporary files, editors'
+//! backups) are skipped when listing. Any other file that is not a definition (a name that is
+//! not a UUID or a canonical PCI address, text that is not JSON, an unknown `start`, a foreign
+//! or newer format) is an error naming the file: the listing functions stop at the first one,
+//! the `*_lenient` ones return it beside the definitions they could read.
+//!
+//! `Store` does not lock: callers that change definitions hold a [`crate::lock::HostLock`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::paths::HostPaths;
+use crate::pci::PciAddress;
+use crate::sysfs::read_bounded;
+
+/// The largest definition file read.
+pub const DEFINITION_LIMIT: usize = 64 * 1024;
+
+/// The version of `vgpu`'s own definition files this code reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The directory of mdevctl's callout and notifier scripts, beside the parents.
+const MDEVCTL_SCRIPTS: &str = "scripts.d";
+
+const SRIOV_DIR: &str = "sriov";
+const VF_VGPU_DIR: &str = "vf-vgpus";
+const BINDING_DIR: &str = "bindings";
+
+/// Mode of definition files and their directories, as mdevctl creates them.
+const FILE_MODE: u32 = 0o644;
+const DIR_MODE: u32 = 0o755;
+
+/// When a definition is to be started: at boot (`vgpuctl restore`, mdevctl's udev rule) or
+/// only on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    /// Started when the parent device appears: `"auto"`.
+    Auto,
+    /// Started only on request: `"manual"`.
+    Manual,
+}
+
+impl Start {
+    /// The word written in definition files: `auto` or `manual`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Start::Auto => "auto",
+            Start::Manual => "manual",
+        }
+    }
+}
+
+impl fmt::Display for Start {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A persistent mediated device, as mdevctl stores it in `etc/mdevctl.d/<parent>/<uuid>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MdevDefinition {
+    /// The device's UUID, the file's name.
+    pub uuid: Uuid,
+    /// The parent device's name under `sys/class/mdev_bus` (usually a PCI address), the
+    /// directory's name.
+    pub parent: String,
+    /// The type's name under the parent's `mdev_supported_types` (e.g. `nvidia-222`).
+    pub mdev_type: String,
+    /// When the device is started.
+    pub start: Start,
+    /// Attributes written to the device's sysfs directory, in order, after it is created.
+    pub attrs: Vec<(String, String)>,
+}
+
+/// The number of SR-IOV VFs to enable on a PF (`sriov_numvfs`), in `etc/vgpu/sriov/<pf>.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SriovDefinition {
+    /// The physical function.
+    pub pf: PciAddress,
+    /// The value for `sriov_numvfs`.
+    pub num_vfs: u32,
+    /// The value for `sriov_drivers_autoprobe`, written before the VFs are enabled; `None`
+    /// leaves the kernel's setting.
+    pub drivers_autoprobe: Option<bool>,
+}
+
+/// A vGPU type set on an NVIDIA VF through the vendor-specific VFIO interface
+/// (`nvidia/current_vgpu_type`), in `etc/vgpu/vf-vgpus/<vf>.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct VfVgpuDefinition {
+    /// The virtual function.
+    pub vf: PciAddress,
+    /// The physical GPU the VF belongs to.
+    pub gpu: PciAddress,
+    /// The type's numeric id as `creatable_vgpu_types` lists it.
+    pub type_id: u32,
+    /// When the type is set.
+    pub start: Start,
+}
+
+/// A driver binding (`driver_override` and `drivers/<driver>/bind`), in
+/// `etc/vgpu/bindings/<address>.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BindingDefinition {
+    /// The PCI function.
+    pub address: PciAddress,
+    /// The driver to bind (usually `vfio-pci`).
+    pub driver: String,
+    /// The driver it was bound to before, to return it to; `None` when it had none.
+    pub previous_driver: Option<String>,
+    /// When the binding is applied.
+    pub start: Start,
+}
+
+/// The persistent definitions of one host.
+#[derive(Debug, Clone)]
+pub struct Store {
+    mdevctl: PathBuf,
+    vgpu: PathBuf,
+}
+
+/// A file as mdevctl writes it; field order is mdevctl's.
+#[derive(Serialize, Deserialize)]
+struct MdevctlFile {
+    mdev_type: String,
+    start: Start,
+    #[serde(default)]
+    attrs: Vec<BTreeMap<String, String>>,
+}
+
+/// Just enough of one of our files to check its version before reading the rest.
+#[derive(Deserialize)]
+struct VersionHeader {
+    version: Option<serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SriovFile {
+    version: u32,
+    num_vfs: u32,
+    drivers_autoprobe: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VfVgpuFile {
+    version: u32,
+    gpu: PciAddress,
+    type_id: u32,
+    start: Start,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BindingFile {
+    version: u32,
+    driver: String,
+    previous_driver: Option<String>,
+    start: Start,
+}
+
+impl Store {
+    /// The stores of the host at `paths`: `etc/mdevctl.d` and `etc/vgpu`.
+    pub fn new(paths: &HostPaths) -> Self {
+        let etc = paths.etc();
+        Self {
+            mdevctl: etc.join("mdevctl.d"),
+            vgpu: etc.join("vgpu"),
+        }
+    }
+
+    /// mdevctl's store, `etc/mdevctl.d`.
+    pub fn mdevctl_dir(&self) -> &Path {
+        &self.mdevctl
+    }
+
+    /// `vgpu`'s own store, `etc/vgpu`.
+    pub fn vgpu_dir(&self) -> &Path {
+        &self.vgpu
+    }
+
+    // ---- mediated devices (mdevctl's store) ----
+
+    /// Every mdev definition, sorted by parent then UUID; the first unreadable or malformed
+    /// file is an error.
+    pub fn mdevs(&self) -> Result<Vec<MdevDefinition>> {
+        strict(self.mdevs_lenient())
+    }
+
+    /// Every mdev definition that can be read, sorted by parent then UUID, and an error for
+    /// each file or directory that cannot.
+    pub fn mdevs_lenient(&self) -> (Vec<MdevDefinition>, Vec<Error>) {
+        let mut defs = Vec::new();
+        let mut errors = Vec::new();
+        let parents = match self.parents() {
+            Ok(parents) => parents,
+            Err(err) => return (defs, vec![err]),
+        };
+        for parent in parents {
+            let (name, dir) = match parent {
+                Ok(parent) => parent,
+                Err(err) => {
+                    errors.push(err);
+                    continue;
+                }
+            };
+            let entries = match list_dir(&dir) {
+                Ok(entries) => entries,
+                Err(err) => {
+                    errors.push(err);
+                    continue;
+                }
+            };
+            for (path, file_name) in entries {
+                match read_mdev(&path, file_name.as_deref(), &name) {
+                    Ok(Some(def)) => defs.push(def),
+                    Ok(None) => {}
+                    Err(err) => errors.push(err),
+                }
+            }
+        }
+        defs.sort_by(|a, b| (&a.parent, a.uuid).cmp(&(&b.parent, b.uuid)));
+        (defs, errors)
+    }
+
+    /// The definition of the mdev `uuid`, under whichever parent it is; `None` when there is
+    /// none. Were it defined under several parents (by another tool), the first parent in name
+    /// order wins.
+    pub fn mdev(&self, uuid: Uuid) -> Result<Option<MdevDefinition>> {
+        for (name, dir) in self.parent_dirs()? {
+            let path = dir.join(uuid_name(uuid));
+            if let Some(def) = read_mdev(&path, Some(&uuid_name(uuid)), &name)? {
+                return Ok(Some(def));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes the definition to `etc/mdevctl.d/<parent>/<uuid>`, replacing one under the same
+    /// parent. A definition of the same UUID under another parent is refused
+    /// ([`Error::MdevDefinedElsewhere`]): undefine it first.
+    pub fn define_mdev(&self, def: &MdevDefinition) -> Result<()> {
+        check_name(&self.mdevctl, "parent", &def.parent)?;
+        if def.parent == MDEVCTL_SCRIPTS {
+            return Err(definition(
+                &self.mdevctl,
+                format!("parent {MDEVCTL_SCRIPTS:?} is mdevctl's scripts directory"),
+            ));
+        }
+        let path = self.mdevctl.join(&def.parent).join(uuid_name(def.uuid));
+        check_name(&path, "mdev type", &def.mdev_type)?;
+        for (name, _) in &def.attrs {
+            check_name(&path, "attribute", name)?;
+        }
+        for (parent, dir) in self.parent_dirs()? {
+            let other = dir.join(uuid_name(def.uuid));
+            if parent != def.parent && present(&other)? {
+                return Err(Error::MdevDefinedElsewhere {
+                    uuid: def.uuid,
+                    parent,
+                    path: other,
+                });
+            }
+        }
+        let file = MdevctlFile {
+            mdev_type: def.mdev_type.clone(),
+            start: def.start,
+            attrs: def
+                .attrs
+                .iter()
+                .map(|(name, value)| BTreeMap::from([(name.clone(), value.clone())]))
+                .collect(),
+        };
+        // mdevctl writes pretty JSON with two-space indents and no final newline.
+        write_atomic(&path, &encode(&path, &file)?)
+    }
+
+    /// Removes the definition of the mdev `uuid` from every parent it is under, and each
+    /// parent directory left empty; `false` when there was none.
+    pub fn undefine_mdev(&self, uuid: Uuid) -> Result<bool> {
+        let mut removed = false;
+        for (_, dir) in self.parent_dirs()? {
+            let path = dir.join(uuid_name(uuid));
+            if remove_durably(&path)? {
+                removed = true;
+                remove_dir_if_empty(&dir)?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The parent directories, each with its name, or an error for an entry that is not one.
+    fn parents(&self) -> Result<Vec<Result<(String, PathBuf)>>> {
+        let mut parents = Vec::new();
+        for (path, name) in list_dir(&self.mdevctl)? {
+            let parent = match name {
+                Some(name) if name == MDEVCTL_SCRIPTS => continue,
+                Some(name) if is_dir(&path)? => Ok((name, path)),
+                Some(_) => Err(definition(&path, "not a parent directory".to_owned())),
+                None => Err(definition(&path, "the name is not UTF-8".to_owned())),
+            };
+            parents.push(parent);
+        }
+        Ok(parents)
+    }
+
+    /// The parent directories that are well named, skipping any entry that is not one.
+    fn parent_dirs(&self) -> Result<Vec<(String, PathBuf)>> {
+        Ok(self.parents()?.into_iter().filter_map(Result::ok).collect())
+    }
+
+    // ---- SR-IOV ----
+
+    /// Every SR-IOV definition, sorted by PF; the first bad file is an error.
+    pub fn sriov(&self) -> Result<Vec<SriovDefinition>> {
+        strict(self.sriov_lenient())
+    }
+
+    /// Every SR-IOV definition that can be read, sorted by PF, and an error for each file that
+    /// cannot.
+    pub fn sriov_lenient(&self) -> (Vec<SriovDefinition>, Vec<Error>) {
+        self.list_own(SRIOV_DIR, sriov_from_file)
+    }
+
+    /// The SR-IOV definition of `pf`; `None` when there is none.
+    pub fn sriov_of(&self, pf: PciAddress) -> Result<Option<SriovDefinition>> {
+        self.read_own(SRIOV_DIR, pf, sriov_from_file)
+    }
+
+    /// Writes the SR-IOV definition of `d.pf`, replacing any.
+    pub fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
+        let file = SriovFile {
+            version: FORMAT_VERSION,
+            num_vfs: d.num_vfs,
+            drivers_autoprobe: d.drivers_autoprobe,
+        };
+        self.write_own(SRIOV_DIR, d.pf, &file)
+    }
+
+    /// Removes the SR-IOV definition of `pf`; `false` when there was none.
+    pub fn undefine_sriov(&self, pf: PciAddress) -> Result<bool> {
+        remove_durably(&self.own_path(SRIOV_DIR, pf))
+    }
+
+    // ---- NVIDIA vendor-specific VFIO types on VFs ----
+
+    /// Every VF vGPU definition, sorted by VF; the first bad file is an error.
+    pub fn vf_vgpus(&self) -> Result<Vec<VfVgpuDefinition>> {
+        strict(self.vf_vgpus_lenient())
+    }
+
+    /// Every VF vGPU definition that can be read, sorted by VF, and an error for each file
+    /// that cannot.
+    pub fn vf_vgpus_lenient(&self) -> (Vec<VfVgpuDefinition>, Vec<Error>) {
+        self.list_own(VF_VGPU_DIR, vf_vgpu_from_file)
+    }
+
+    /// The vGPU definition of `vf`; `None` when there is none.
+    pub fn vf_vgpu(&self, vf: PciAddress) -> Result<Option<VfVgpuDefinition>> {
+        self.read_own(VF_VGPU_DIR, vf, vf_vgpu_from_file)
+    }
+
+    /// Writes the vGPU definition of `d.vf`, replacing any.
+    pub fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
+        let file = VfVgpuFile {
+            version: FORMAT_VERSION,
+            gpu: d.gpu,
+            type_id: d.type_id,
+            start: d.start,
+        };
+        self.write_own(VF_VGPU_DIR, d.vf, &file)
+    }
+
+    /// Removes the vGPU definition of `vf`; `false` when there was none.
+    pub fn undefine_vf_vgpu(&self, vf: PciAddress) -> Result<bool> {
+        remove_durably(&self.own_path(VF_VGPU_DIR, vf))
+    }
+
+    // ---- driver bindings ----
+
+    /// Every binding definition, sorted by address; the first bad file is an error.
+    pub fn bindings(&self) -> Result<Vec<BindingDefinition>> {
+        strict(self.bindings_lenient())
+    }
+
+    /// Every binding definition that can be read, sorted by address, and an error for each
+    /// file that cannot.
+    pub fn bindings_lenient(&self) -> (Vec<BindingDefinition>, Vec<Error>) {
+        self.list_own(BINDING_DIR, binding_from_file)
+    }
+
+    /// The binding definition of `a`; `None` when there is none.
+    pub fn binding(&self, a: PciAddress) -> Result<Option<BindingDefinition>> {
+        self.read_own(BINDING_DIR, a, binding_from_file)
+    }
+
+    /// Writes the binding definition of `d.address`, replacing any.
+    pub fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
+        let path = self.own_path(BINDING_DIR, d.address);
+        check_name(&path, "driver", &d.driver)?;
+        if let Some(previous) = &d.previous_driver {
+            check_name(&path, "previous driver", previous)?;
+        }
+        let file = BindingFile {
+            version: FORMAT_VERSION,
+            driver: d.driver.clone(),
+            previous_driver: d.previous_driver.clone(),
+            start: d.start,
+        };
+        self.write_own(BINDING_DIR, d.address, &file)
+    }
+
+    /// Removes the binding definition of `a`; `false` when there was none.
+    pub fn undefine_binding(&self, a: PciAddress) -> Result<bool> {
+        remove_durably(&self.own_path(BINDING_DIR, a))
+    }
+
+    // ---- our own files ----
+
+    fn own_path(&self, kind: &str, address: PciAddress) -> PathBuf {
+        self.vgpu.join(kind).join(format!("{address}.json"))
+    }
+
+    fn list_own<F: DeserializeOwned, D>(
+        &self,
+        kind: &str,
+        convert: fn(&Path, PciAddress, F) -> Result<D>,
+    ) -> (Vec<D>, Vec<Error>) {
+        let mut found = Vec::new();
+        let mut errors = Vec::new();
+        let entries = match list_dir(&self.vgpu.join(kind)) {
+            Ok(entries) => entries,
+            Err(err) => return (Vec::new(), vec![err]),
+        };
+        for (path, name) in entries {
+            let read = address_name(&path, name.as_deref()).and_then(|address| {
+                read_own_file(&path)?
+                    .map(|file| convert(&path, address, file).map(|def| (address, def)))
+                    .transpose()
+            });
+            match read {
+                Ok(Some(def)) => found.push(def),
+                Ok(None) => {}
+                Err(err) => errors.push(err),
+            }
+        }
+        found.sort_by_key(|(address, _)| *address);
+        (found.into_iter().map(|(_, def)| def).collect(), errors)
+    }
+
+    fn read_own<F: DeserializeOwned, D>(
+        &self,
+        kind: &str,
+        address: PciAddress,
+        convert: fn(&Path, PciAddress, F) -> Result<D>,
+    ) -> Result<Option<D>> {
+        let path = self.own_path(kind, address);
+        read_own_file(&path)?
+            .map(|file| convert(&path, address, file))
+            .transpose()
+    }
+
+    fn write_own<F: Serialize>(&self, kind: &str, address: PciAddress, file: &F) -> Result<()> {
+        let path = self.own_path(kind, address);
+        let mut bytes = encode(&path, file)?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes)
+    }
+}
+
+/// The definitions, or the first error.
+fn strict<T>((defs, errors): (Vec<T>, Vec<Error>)) -> Result<Vec<T>> {
+    match errors.into_iter().next() {
+        Some(err) => Err(err),
+        None => Ok(defs),
+    }
+}
+
+fn uuid_name(uuid: Uuid) -> String {
+    uuid.hyphenated().to_string()
+}
+
+/// Reads `etc/mdevctl.d/<parent>/<name>`; `None` when it is gone or is not a definition
+/// (a hidden file).
+fn read_mdev(path: &Path, name: Option<&str>, parent: &str) -> Result<Option<MdevDefinition>> {
+    let name = name.ok_or_else(|| definition(path, "the name is not UTF-8".to_owned()))?;
+    let uuid = Uuid::try_parse(name)
+        .ok()
+        .filter(|uuid| uuid_name(*uuid) == name)
+        .ok_or_else(|| {
+            definition(
+                path,
+                "the name is not a lowercase hyphenated UUID".to_owned(),
+            )
+        })?;
+    let Some(text) = read_definition(path)? else {
+        return Ok(None);
+    };
+    let file: MdevctlFile = decode(path, &text)?;
+    check_name(path, "mdev type", &file.mdev_type)?;
+    let mut attrs = Vec::with_capacity(file.attrs.len());
+    for (index, attr) in file.attrs.into_iter().enumerate() {
+        let mut entries = attr.into_iter();
+        match (entries.next(), entries.next()) {
+            (Some((name, value)), None) => {
+                check_name(path, "attribute", &name)?;
+                attrs.push((name, value));
+            }
+            _ => {
+                return Err(definition(
+                    path,
+                    format!("attribute {index} is not one name and its value"),
+                ));
+            }
+        }
+    }
+    Ok(Some(MdevDefinition {
+        uuid,
+        parent: parent.to_owned(),
+        mdev_type: file.mdev_type,
+        start: file.start,
+        attrs,
+    }))
+}
+
+/// The address a file `<address>.json` of our store is named after.
+fn address_name(path: &Path, name: Option<&str>) -> Result<PciAddress> {
+    let name = name.ok_or_else(|| definition(path, "the name is not UTF-8".to_owned()))?;
+    name.strip_suffix(".json")
+        .and_then(|stem| stem.parse::<PciAddress>().ok())
+        .filter(|address| format!("{address}.json") == name)
+        .ok_or_else(|| {
+            definition(
+                path,
+                "the name is not a canonical PCI address with .json (dddd:bb:dd.f.json)".to_owned(),
+            )
+        })
+}
+
+/// Reads one of our files, checking its version before its fields.
+fn read_own_file<F: DeserializeOwned>(path: &Path) -> Result<Option<F>> {
+    let Some(text) = read_definition(path)? else {
+        return Ok(None);
+    };
+    let header: VersionHeader = decode(path, &text)?;
+    match header.version {
+        None => Err(definition(
+            path,
+            "no \"version\" field: not a vgpu definition".to_owned(),
+        )),
+        Some(version) if version.as_u64() == Some(u64::from(FORMAT_VERSION)) => {
+            decode(path, &text).map(Some)
+        }
+        Some(version) => Err(definition(
+            path,
+            format!("format version {version} is not supported (this vgpu reads {FORMAT_VERSION})"),
+        )),
+    }
+}
+
+fn sriov_from_file(_: &Path, pf: PciAddress, file: SriovFile) -> Result<SriovDefinition> {
+    Ok(SriovDefinition {
+        pf,
+        num_vfs: file.num_vfs,
+        drivers_autoprobe: file.drivers_autoprobe,
+    })
+}
+
+fn vf_vgpu_from_file(_: &Path, vf: PciAddress, file: VfVgpuFile) -> Result<VfVgpuDefinition> {
+    Ok(VfVgpuDefinition {
+        vf,
+        gpu: file.gpu,
+        type_id: file.type_id,
+        start: file.start,
+    })
+}
+
+fn binding_from_file(
+    path: &Path,
+    address: PciAddress,
+    file: BindingFile,
+) -> Result<BindingDefinition> {
+    check_name(path, "driver", &file.driver)?;
+    if let Some(previous) = &file.previous_driver {
+        check_name(path, "previous driver", previous)?;
+    }
+    Ok(BindingDefinition {
+        address,
+        driver: file.driver,
+        previous_driver: file.previous_driver,
+        start: file.start,
+    })
+}
+
+/// Reads a definition file, bounded; `None` when it does not exist.
+fn read_definition(path: &Path) -> Result<Option<String>> {
+    read_bounded(path, DEFINITION_LIMIT)
+}
+
+fn decode<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
+    serde_json::from_str(text).map_err(|source| Error::DefinitionJson {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn encode<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(file).map_err(|err| update_error("encode", path, err.into()))
+}
+
+fn definition(path: &Path, reason: String) -> Error {
+    Error::Definition {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no
+/// NUL, not `.` or `..`.
+fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
+    let bad = value.is_empty()
+        || value == "."
+        || value == ".."
+        || value.contains('/')
+        || value.contains('\0');
+    if bad {
+        let shown: String = value.chars().take(80).collect();
+        return Err(definition(
+            path,
+            format!("{what} {shown:?} is not a file name"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn update_error(action: &'static str, path: &Path, source: io::Error) -> Error {
+    Error::Update {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_error(path: &Path, source: io::Error) -> Error {
+    Error::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn is_absent(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// The entries of `dir` not beginning with `.`, sorted by name, each with its name when that is
+/// UTF-8; empty when `dir` does not exist.
+fn list_dir(dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if is_absent(&err) => return Ok(Vec::new()),
+        Err(err) => return Err(read_error(dir, err)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|err| read_error(dir, err))?;
+        let name = entry.file_name();
+        if name.as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        found.push((entry.path(), name.into_string().ok()));
+    }
+    found.sort();
+    tracing::trace!(path = %dir.display(), entries = found.len(), "listed");
+    Ok(found)
+}
+
+/// Whether `path` is a directory, following links; `false` when it does not exist.
+fn is_dir(path: &Path) -> Result<bool> {
+    match fs::metadata(path) {
+        Ok(meta) => Ok(meta.is_dir()),
+        Err(err) if is_absent(&err) => Ok(false),
+        Err(err) => Err(read_error(path, err)),
+    }
+}
+
+/// Whether anything (a file, a link, even a dangling one) is at `path`.
+fn present(path: &Path) -> Result<bool> {
+    match fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(err) if is_absent(&err) => Ok(false),
+        Err(err) => Err(read_error(path, err)),
+    }
+}
+
+/// Flushes a directory's entries to disk, so that a rename or removal in it survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|file| file.sync_all())
+        .map_err(|err| update_error("flush directory", dir, err))
+}
+
+/// Creates `dir` and its missing ancestors with `mode`, flushing each new entry to disk.
+pub(crate) fn create_dirs(dir: &Path, mode: u32) -> Result<()> {
+    if is_dir(dir)? {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs(parent, mode)?;
+    }
+    match DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {
+            tracing::info!(path = %dir.display(), "created directory");
+            match dir.parent() {
+                Some(parent) => sync_dir(parent),
+                None => Ok(()),
+            }
+        }
+        // Another process created it between the check and here.
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists && is_dir(dir)? => Ok(()),
+        Err(err) => Err(update_error("create directory", dir, err)),
+    }
+}
+
+/// Distinguishes the temporary files of concurrent writers within one process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Replaces `path` with `bytes` atomically and durably: a temporary file beside it is written
+/// and flushed, renamed over it, and the directory is flushed.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(definition(path, "not a file path".to_owned()));
+    };
+    create_dirs(dir, DIR_MODE)?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let temp = dir.join(temp_name);
+    let written = write_new_file(&temp, bytes)
+        .and_then(|()| fs::rename(&temp, path).map_err(|err| update_error("replace", path, err)));
+    if let Err(err) = written {
+        match fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(cleanup) if is_absent(&cleanup) => {}
+            // The write's error is the one to report; a leftover hidden file is skipped by
+            // readers, so say it once here.
+            Err(cleanup) => {
+                tracing::warn!(path = %temp.display(), error = %cleanup, "cannot remove temporary file");
+            }
+        }
+        return Err(err);
+    }
+    tracing::info!(path = %path.display(), bytes = bytes.len(), "wrote definition");
+    sync_dir(dir)
+}
+
+fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(|err| update_error("create", path, err))?;
+    file.write_all(bytes)
+        .map_err(|err| update_error("write", path, err))?;
+    file.sync_all()
+        .map_err(|err| update_error("flush", path, err))
+}
+
+/// Removes the file at `path` and flushes its directory; `false` when there was none.
+fn remove_durably(path: &Path) -> Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(err) if is_absent(&err) => return Ok(false),
+        Err(err) => return Err(update_error("remove", path, err)),
+    }
+    tracing::info!(path = %path.display(), "removed definition");
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(true)
+}
+
+/// Removes `dir` if it is empty, and flushes its parent.
+fn remove_dir_if_empty(dir: &Path) -> Result<()> {
+    match fs::remove_dir(dir) {
+        Ok(()) => {
+            tracing::info!(path = %dir.display(), "removed empty directory");
+            match dir.parent() {
+                Some(parent) => sync_dir(parent),
+                None => Ok(()),
+            }
+        }
+        // Not empty (another definition, or one written meanwhile), or already gone.
+        Err(err)
+            if matches!(
+                err.kind(),
+                io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::NotFound
+            ) =>
+        {
+            Ok(())
+        }
+        Err(err) => Err(update_error("remove directory", dir, err)),
+    }
+}
