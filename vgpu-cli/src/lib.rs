@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use vgpu_core::HostPaths;
 use vgpu_core::checks::{self, Status};
 
+mod mutate;
 mod render;
 
 /// Success.
@@ -44,6 +45,10 @@ pub struct Cli {
         default_value = "/"
     )]
     pub root: PathBuf,
+    /// Keep definitions, the lock and the audit log (etc/, run/, var/) under DIR instead of
+    /// under --root (a simulated host serves only sys/, proc/ and dev/).
+    #[arg(long, global = true, env = "VGPU_STATE_ROOT", value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -70,6 +75,95 @@ pub enum Command {
         /// Check only this GPU (and its VFs); exit 3 unless it can be assigned.
         gpu: Option<String>,
     },
+    /// Set the number of SR-IOV VFs of a GPU (NVIDIA GPUs: all or none).
+    Sriov {
+        /// The GPU's PCI address.
+        gpu: String,
+        /// How many VFs to enable (0 disables them).
+        #[arg(long)]
+        vfs: u32,
+        /// Change the count even when VFs hold vGPUs or are bound to vfio-pci.
+        #[arg(long)]
+        force: bool,
+        /// Whether VFs enabled from now on are bound to a driver.
+        #[arg(long, value_parser = ["on", "off"])]
+        autoprobe: Option<String>,
+        /// Also persist the count, so that `restore` sets it after a reboot.
+        #[arg(long)]
+        define: bool,
+    },
+    /// Create a vGPU of a type on a GPU: a mediated device or a VF-based vGPU.
+    Create {
+        /// The GPU's PCI address.
+        gpu: String,
+        /// The type: id (nvidia-231, 1152), name (GRID T4-2Q, T4-2Q), or `vf` for a whole VF.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: String,
+        /// The mediated device's UUID (a random one otherwise).
+        #[arg(long)]
+        uuid: Option<uuid::Uuid>,
+        /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs).
+        #[arg(long)]
+        define: bool,
+        /// With --define: start it at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
+    },
+    /// Stop a vGPU and remove its definition.
+    Destroy {
+        /// A mediated device UUID or a VF address.
+        id: String,
+    },
+    /// Persist a vGPU without creating it.
+    Define {
+        /// The GPU's PCI address.
+        gpu: String,
+        /// The type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: String,
+        /// The mediated device's UUID (a random one otherwise).
+        #[arg(long)]
+        uuid: Option<uuid::Uuid>,
+        /// Start it at boot (`restore`).
+        #[arg(long)]
+        auto: bool,
+    },
+    /// Remove a vGPU's definition (a running vGPU keeps running).
+    Undefine {
+        /// A mediated device UUID or a VF address.
+        id: String,
+    },
+    /// Start a defined vGPU.
+    Start {
+        /// A mediated device UUID or a VF address.
+        id: String,
+    },
+    /// Stop a running vGPU, keeping its definition.
+    Stop {
+        /// A mediated device UUID or a VF address.
+        id: String,
+    },
+    /// Bind a PCI function to a driver (vfio-pci by default) with driver_override.
+    Bind {
+        /// The function's PCI address.
+        address: vgpu_core::PciAddress,
+        /// The driver.
+        #[arg(long, default_value = "vfio-pci")]
+        driver: String,
+        /// Also persist the binding.
+        #[arg(long)]
+        define: bool,
+        /// With --define: bind at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
+    },
+    /// Give a PCI function back to the driver it had before `bind` (or its default driver).
+    Unbind {
+        /// The function's PCI address.
+        address: vgpu_core::PciAddress,
+    },
+    /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
+    Restore,
 }
 
 /// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.
@@ -91,11 +185,17 @@ pub fn init_logging(verbose: u8) {
 
 /// Runs `cli`, writing its output to `out`; returns the exit code.
 pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let paths = HostPaths::new(&cli.root);
-    let inventory = vgpu_core::discover(&paths)
-        .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
+    let mut paths = HostPaths::new(&cli.root);
+    if let Some(state) = &cli.state_root {
+        paths = paths.with_state_root(state);
+    }
+    let discover = || {
+        vgpu_core::discover(&paths)
+            .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))
+    };
     match &cli.command {
         Command::List => {
+            let inventory = discover()?;
             if cli.json {
                 render::json(
                     out,
@@ -110,6 +210,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             Ok(EXIT_OK)
         }
         Command::Types { gpu } => {
+            let inventory = discover()?;
             let gpus = match gpu {
                 Some(name) => vec![inventory.gpu(name, &paths)?],
                 None => inventory.gpus.iter().collect(),
@@ -129,7 +230,18 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             }
             Ok(EXIT_OK)
         }
+        Command::Sriov { .. }
+        | Command::Create { .. }
+        | Command::Destroy { .. }
+        | Command::Define { .. }
+        | Command::Undefine { .. }
+        | Command::Start { .. }
+        | Command::Stop { .. }
+        | Command::Bind { .. }
+        | Command::Unbind { .. }
+        | Command::Restore => mutate::run(cli, &paths, out),
         Command::Check { gpu } => {
+            let inventory = discover()?;
             let mut report = checks::check_host(&paths, &inventory);
             if let Some(name) = gpu {
                 let target = inventory.gpu(name, &paths)?;

@@ -219,3 +219,23 @@ pub(crate) fn check_table(
     }
     warnings(out, warns)
 }
+
+/// `restore` as a table of steps.
+pub(crate) fn restore_table(
+    out: &mut dyn Write,
+    report: &vgpu_core::manager::RestoreReport,
+) -> io::Result<()> {
+    if report.steps.is_empty() {
+        return writeln!(out, "Nothing is defined.");
+    }
+    let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "ERROR"]);
+    for step in &report.steps {
+        table.row(vec![
+            step.action.to_owned(),
+            step.device.clone(),
+            step.outcome.to_owned(),
+            step.error.clone().unwrap_or_default(),
+        ]);
+    }
+    table.write(out)
+}

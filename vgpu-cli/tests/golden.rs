@@ -25,7 +25,9 @@ fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
     let mut out = Vec::new();
     let code = run(&cli, &mut out).expect("command succeeds");
     // Paths under the temporary root differ between runs; golden files show them as <root>.
-    let text = String::from_utf8(out).expect("UTF-8 output").replace(&root, "<root>");
+    let text = String::from_utf8(out)
+        .expect("UTF-8 output")
+        .replace(&root, "<root>");
     (code, text)
 }
 
@@ -90,7 +92,8 @@ fn no_iommu() -> FakeHost {
     host.cpu("fpu vmx sse").unwrap();
     host.write("proc/cmdline", "root=/dev/sda1 ro\n").unwrap();
     scenarios::t4_legacy(&host, vgpu_core::testing::addr("0000:3b:00.0"), 12, 0, &[]).unwrap();
-    host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group").unwrap();
+    host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group")
+        .unwrap();
     host.remove("sys/kernel/iommu_groups/12").unwrap();
     host
 }

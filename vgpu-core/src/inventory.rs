@@ -175,6 +175,22 @@ impl fmt::Display for VgpuHandle {
     }
 }
 
+impl std::str::FromStr for VgpuHandle {
+    type Err = Error;
+
+    /// A mediated device's UUID, or a VF's PCI address.
+    fn from_str(text: &str) -> Result<Self> {
+        if let Ok(uuid) = Uuid::try_parse(text) {
+            return Ok(VgpuHandle::Mdev(uuid));
+        }
+        text.parse::<PciAddress>()
+            .map(VgpuHandle::Vf)
+            .map_err(|_| Error::Invalid {
+                message: format!("{text:?} is neither a mediated device UUID nor a PCI address"),
+            })
+    }
+}
+
 impl Serialize for VgpuHandle {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)

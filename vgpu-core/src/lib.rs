@@ -34,6 +34,7 @@ mod error;
 pub mod inventory;
 pub mod lifecycle;
 pub mod lock;
+pub mod manager;
 pub mod mdev;
 pub mod nvidia;
 pub mod parse;

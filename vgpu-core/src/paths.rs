@@ -4,27 +4,43 @@ use std::path::{Path, PathBuf};
 
 use crate::pci::PciAddress;
 
-/// Where a host's `sys/`, `proc/`, `dev/`, `etc/` and `run/` trees are.
+/// Where a host's `sys/`, `proc/`, `dev/`, `etc/`, `run/` and `var/` trees are.
 ///
 /// Every path `vgpu` touches is derived from one root: `/` on a real host, a temporary tree in
-/// tests, or a mounted `vgpu-sim` host. No other code spells `/sys`.
+/// tests, or a mounted `vgpu-sim` host. No other code spells `/sys`. The state trees (`etc/`,
+/// `run/`, `var/`: definitions, the lock, the audit log) may live under a root of their own,
+/// since a simulated kernel serves only `sys/`, `proc/` and `dev/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPaths {
     root: PathBuf,
+    state_root: PathBuf,
 }
 
 impl Default for HostPaths {
     fn default() -> Self {
-        Self {
-            root: PathBuf::from("/"),
-        }
+        Self::new("/")
     }
 }
 
 impl HostPaths {
-    /// A host laid out under `root`.
+    /// A host laid out under `root`, state included.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        let root = root.into();
+        Self {
+            state_root: root.clone(),
+            root,
+        }
+    }
+
+    /// The same host with its `etc/`, `run/` and `var/` under `state_root`.
+    pub fn with_state_root(mut self, state_root: impl Into<PathBuf>) -> Self {
+        self.state_root = state_root.into();
+        self
+    }
+
+    /// The root of `etc/`, `run/` and `var/`.
+    pub fn state_root(&self) -> &Path {
+        &self.state_root
     }
 
     /// The root every other path is derived from.
@@ -47,19 +63,19 @@ impl HostPaths {
         self.root.join("dev")
     }
 
-    /// `<root>/etc`.
+    /// `<state root>/etc`.
     pub fn etc(&self) -> PathBuf {
-        self.root.join("etc")
+        self.state_root.join("etc")
     }
 
-    /// `<root>/run`.
+    /// `<state root>/run`.
     pub fn run(&self) -> PathBuf {
-        self.root.join("run")
+        self.state_root.join("run")
     }
 
-    /// `<root>/var`.
+    /// `<state root>/var`.
     pub fn var(&self) -> PathBuf {
-        self.root.join("var")
+        self.state_root.join("var")
     }
 
     /// `sys/bus/pci/devices`: one link per PCI function.

@@ -1,0 +1,221 @@
+//! The commands that change the host: each goes through `vgpu_core::manager::Manager`, which
+//! holds the host lock, writes the audit log, and undoes what a failed command did.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use vgpu_core::HostPaths;
+use vgpu_core::manager::Manager;
+use vgpu_core::store::Start;
+
+use crate::render;
+use crate::{Cli, Command, EXIT_ERROR, EXIT_OK};
+
+/// The command line as typed, for the audit log.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn start(auto: bool) -> Start {
+    if auto { Start::Auto } else { Start::Manual }
+}
+
+fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
+    text.parse()
+        .with_context(|| format!("cannot use {text:?} as a vGPU id"))
+}
+
+/// Writes `value` as JSON, or `line` for people.
+fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
+    if cli.json {
+        render::json(out, value)?;
+    } else {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Done<'a> {
+    id: &'a str,
+    action: &'a str,
+}
+
+/// Runs a mutating command; returns the exit code.
+pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
+    let manager = Manager::new(paths, command_line());
+    match &cli.command {
+        Command::Sriov {
+            gpu,
+            vfs,
+            force,
+            autoprobe,
+            define,
+        } => {
+            let options = vgpu_core::sriov::SriovOptions {
+                force: *force,
+                ..Default::default()
+            };
+            let autoprobe = autoprobe.as_deref().map(|a| a == "on");
+            let change = manager
+                .with_sriov_options(options)
+                .set_vfs(gpu, *vfs, autoprobe, *define)
+                .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
+            let line = format!(
+                "{}: {} VFs enabled (was {}, asked {})",
+                change.pf, change.enabled, change.before, change.requested
+            );
+            emit(cli, out, &change, &line)?;
+        }
+        Command::Create {
+            gpu,
+            type_name,
+            uuid,
+            define,
+            auto,
+        } => {
+            let define = define.then(|| start(*auto));
+            let created = manager
+                .create(gpu, type_name, *uuid, define)
+                .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
+            emit(cli, out, &created, &created.id.to_string())?;
+        }
+        Command::Define {
+            gpu,
+            type_name,
+            uuid,
+            auto,
+        } => {
+            let defined = manager
+                .define(gpu, type_name, *uuid, start(*auto))
+                .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
+            emit(cli, out, &defined, &defined.id.to_string())?;
+        }
+        Command::Destroy { id } => {
+            let destroyed = manager
+                .destroy(handle(id)?)
+                .with_context(|| format!("cannot destroy {id}"))?;
+            let line = format!(
+                "{id}: {}{}",
+                if destroyed.stopped.is_some() {
+                    "stopped"
+                } else {
+                    "was not running"
+                },
+                if destroyed.undefined {
+                    ", definition removed"
+                } else {
+                    ""
+                }
+            );
+            emit(cli, out, &destroyed, &line)?;
+        }
+        Command::Undefine { id } => {
+            let removed = manager
+                .undefine(handle(id)?)
+                .with_context(|| format!("cannot undefine {id}"))?;
+            if !removed {
+                anyhow::bail!("{id} is not defined");
+            }
+            emit(
+                cli,
+                out,
+                &Done {
+                    id,
+                    action: "undefined",
+                },
+                &format!("{id}: undefined"),
+            )?;
+        }
+        Command::Start { id } => {
+            manager
+                .start(handle(id)?)
+                .with_context(|| format!("cannot start {id}"))?;
+            emit(
+                cli,
+                out,
+                &Done {
+                    id,
+                    action: "started",
+                },
+                &format!("{id}: started"),
+            )?;
+        }
+        Command::Stop { id } => {
+            let stopped = manager
+                .stop(handle(id)?)
+                .with_context(|| format!("cannot stop {id}"))?;
+            emit(cli, out, &stopped, &format!("{id}: stopped"))?;
+        }
+        Command::Bind {
+            address,
+            driver,
+            define,
+            auto,
+        } => {
+            let define = define.then(|| start(*auto));
+            let previous = manager
+                .bind(*address, driver, define)
+                .with_context(|| format!("cannot bind {address} to {driver}"))?;
+            #[derive(Serialize)]
+            struct Bound<'a> {
+                address: String,
+                driver: &'a str,
+                previous_driver: Option<String>,
+            }
+            let line = format!(
+                "{address}: bound to {driver} (was {})",
+                previous.as_deref().unwrap_or("unbound")
+            );
+            emit(
+                cli,
+                out,
+                &Bound {
+                    address: address.to_string(),
+                    driver,
+                    previous_driver: previous,
+                },
+                &line,
+            )?;
+        }
+        Command::Unbind { address } => {
+            let now = manager
+                .unbind(*address)
+                .with_context(|| format!("cannot unbind {address}"))?;
+            #[derive(Serialize)]
+            struct Unbound {
+                address: String,
+                driver: Option<String>,
+            }
+            let line = format!("{address}: now {}", now.as_deref().unwrap_or("unbound"));
+            emit(
+                cli,
+                out,
+                &Unbound {
+                    address: address.to_string(),
+                    driver: now,
+                },
+                &line,
+            )?;
+        }
+        Command::Restore => {
+            let report = manager
+                .restore()
+                .context("cannot restore the host's definitions")?;
+            if cli.json {
+                render::json(out, &report)?;
+            } else {
+                render::restore_table(out, &report)?;
+            }
+            if report.failed() > 0 {
+                return Ok(EXIT_ERROR);
+            }
+        }
+        Command::List | Command::Types { .. } | Command::Check { .. } => {
+            anyhow::bail!("{:?} does not change the host", cli.command)
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,497 @@
+//! Creating and destroying vGPUs and VFs on the simulated host (`vgpu-sim`): the production
+//! code path writes to a FUSE filesystem that answers like the kernel.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+use vgpu_core::lifecycle::{self, Placement, Running};
+use vgpu_core::sriov::{self, SriovOptions};
+use vgpu_core::{Error, Gpu, HostPaths, Inventory, PciAddress, VgpuHandle, discover, driver};
+use vgpu_sim::SimHost;
+
+const T4: &str = "0000:3b:00.0";
+const A40: &str = "0000:41:00.0";
+const L40S: &str = "0000:41:00.0";
+const FLEX: &str = "0000:4d:00.0";
+const EBUSY: i32 = 16;
+const EIO: i32 = 5;
+
+fn addr(text: &str) -> PciAddress {
+    text.parse().unwrap()
+}
+
+fn paths(host: &SimHost) -> HostPaths {
+    HostPaths::new(host.root())
+}
+
+fn inventory(host: &SimHost) -> Inventory {
+    discover(&paths(host)).unwrap()
+}
+
+fn gpu(host: &SimHost, address: &str) -> Gpu {
+    inventory(host)
+        .gpus
+        .into_iter()
+        .find(|g| g.address == addr(address))
+        .unwrap()
+}
+
+fn available(host: &SimHost, address: &str, type_id: &str) -> (u32, u32) {
+    let gpu = gpu(host, address);
+    let t = gpu.types.iter().find(|t| t.id == type_id).unwrap();
+    (t.available, t.in_use)
+}
+
+const FIXED: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0001);
+
+#[test]
+fn t4_create_by_name_makes_mdev_on_pf() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let created =
+        lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-2Q", Some(FIXED)).unwrap();
+    assert_eq!(
+        (created.id, created.placement),
+        (
+            VgpuHandle::Mdev(FIXED),
+            Placement::Mdev {
+                parent: addr(T4),
+                type_id: "nvidia-231".to_owned()
+            }
+        )
+    );
+}
+
+#[test]
+fn t4_create_lowers_available_instances() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
+    assert_eq!(available(&host, T4, "nvidia-231"), (7, 1));
+}
+
+#[test]
+fn t4_create_shows_in_mdev_bus() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-2Q", Some(FIXED)).unwrap();
+    assert_eq!(
+        lifecycle::mdev_parent(&paths(&host), FIXED).unwrap(),
+        Some(addr(T4))
+    );
+}
+
+#[test]
+fn t4_destroy_removes_mdev() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap();
+    assert_eq!(available(&host, T4, "nvidia-231"), (8, 0));
+}
+
+#[test]
+fn t4_second_type_refused_while_one_in_use() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-222", None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "GPU 0000:3b:00.0 has no capacity left for vGPU type nvidia-222"
+    );
+}
+
+#[test]
+fn t4_full_type_is_refused_and_creates_nothing() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
+    let before = inventory(&host);
+    assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).is_err());
+    assert_eq!(inventory(&host), before);
+}
+
+#[test]
+fn t4_duplicate_uuid_is_refused() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    let err =
+        lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("mediated device {FIXED} already exists")
+    );
+}
+
+#[test]
+fn t4_unknown_type_names_what_is_offered() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-3Q", None).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "GPU 0000:3b:00.0 offers no vGPU type \"T4-3Q\"; it offers: nvidia-222 (GRID T4-1B)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn t4_path_like_type_is_rejected() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "../x", None).unwrap_err();
+    assert_eq!(err.to_string(), "\"../x\" is not a vGPU type id or name");
+}
+
+#[test]
+fn t4_injected_create_failure_keeps_errno_and_path() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    host.fail_next(1, EIO, "*/nvidia-231/create");
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
+    assert!(
+        matches!(&err, Error::Write { path, .. } if path.ends_with("nvidia-231/create"))
+            && err.errno() == Some(EIO),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn t4_injected_create_failure_leaves_host_unchanged() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EBUSY, "*/nvidia-231/create");
+    assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).is_err());
+    assert_eq!(inventory(&host), before);
+}
+
+#[test]
+fn t4_injected_remove_failure_is_busy() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    host.fail_next(1, EBUSY, "*/remove");
+    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
+    assert!(matches!(err, Error::Busy { .. }), "{err:?}");
+}
+
+#[test]
+fn unknown_mdev_destroy_is_no_such_device() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
+    assert!(matches!(err, Error::NoSuchDevice { .. }), "{err:?}");
+}
+
+#[test]
+fn a40_create_goes_on_first_free_vf() {
+    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
+        return;
+    };
+    let created =
+        lifecycle::create(&paths(&host), &gpu(&host, A40), "NVIDIA A40-2Q", None).unwrap();
+    assert_eq!(
+        created.placement,
+        Placement::Mdev {
+            parent: addr("0000:41:00.4"),
+            type_id: "nvidia-558".to_owned()
+        }
+    );
+}
+
+#[test]
+fn a40_second_create_skips_used_vf() {
+    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
+    let created = lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
+    assert_eq!(
+        created.placement,
+        Placement::Mdev {
+            parent: addr("0000:41:00.5"),
+            type_id: "nvidia-558".to_owned()
+        }
+    );
+}
+
+#[test]
+fn a40_capacity_counts_per_gpu() {
+    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
+    assert_eq!(available(&host, A40, "nvidia-558"), (23, 1));
+}
+
+#[test]
+fn l40s_create_sets_vf_type() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let created =
+        lifecycle::create(&paths(&host), &gpu(&host, L40S), "NVIDIA L40S-8Q", None).unwrap();
+    assert_eq!(created.id, VgpuHandle::Vf(addr("0000:41:00.4")));
+}
+
+#[test]
+fn l40s_created_vgpu_runs_as_vendor_vf() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
+    let Placement::VendorVf { type_id, .. } = created.placement else {
+        panic!("{created:?}")
+    };
+    assert_eq!(
+        lifecycle::running(&paths(&host), created.id).unwrap(),
+        Some(Running::VendorVf { type_id })
+    );
+}
+
+#[test]
+fn l40s_uuid_for_vf_vgpu_is_refused() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let err =
+        lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", Some(FIXED)).unwrap_err();
+    assert!(err.to_string().contains("a UUID does not apply"), "{err}");
+}
+
+#[test]
+fn l40s_destroy_clears_vf_type() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let before = inventory(&host);
+    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
+    lifecycle::destroy(&paths(&host), created.id).unwrap();
+    assert_eq!(inventory(&host), before);
+}
+
+#[test]
+fn l40s_injected_type_write_failure_leaves_host_unchanged() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EIO, "*/current_vgpu_type");
+    assert!(lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).is_err());
+    assert_eq!(inventory(&host), before);
+}
+
+#[test]
+fn l40s_disable_vfs_through_nvidia_sequence() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    assert_eq!(
+        (change.before, change.enabled, change.vfs.len()),
+        (32, 0, 0)
+    );
+}
+
+#[test]
+fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
+    let gpu = gpu(&host, L40S);
+    let drivers: Vec<Option<&str>> = gpu
+        .vfs
+        .iter()
+        .map(|v| v.driver.as_deref())
+        .filter(|d| *d != Some("nvidia"))
+        .collect();
+    assert_eq!(
+        (gpu.driver.as_deref(), gpu.vfs.len(), drivers),
+        (Some("nvidia"), 32, Vec::new())
+    );
+}
+
+#[test]
+fn l40s_partial_vf_count_is_refused_for_nvidia() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 4, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "NVIDIA GPU 0000:41:00.0 enables all 32 VFs or none, not 4"
+    );
+}
+
+#[test]
+fn l40s_vf_in_use_blocks_disable_without_force() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot change the VF count of 0000:41:00.0: 0000:41:00.4 holds NVIDIA vGPU type 1152 (use force to override)"
+    );
+}
+
+#[test]
+fn l40s_failed_stub_bind_rebinds_nvidia() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    host.fail_next(1, EIO, "*/sriov_numvfs");
+    assert!(sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).is_err());
+    let gpu = gpu(&host, L40S);
+    assert_eq!((gpu.driver.as_deref(), gpu.vfs.len()), (Some("nvidia"), 0));
+}
+
+#[test]
+fn flex_enable_vfs_appear() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
+    assert_eq!(
+        (
+            change.before,
+            change.requested,
+            change.enabled,
+            change.vfs.len()
+        ),
+        (0, 4, 4, 4)
+    );
+}
+
+#[test]
+fn flex_change_count_goes_through_zero() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
+    assert_eq!((change.before, change.enabled, change.vfs.len()), (4, 2, 2));
+}
+
+#[test]
+fn flex_count_above_total_is_refused_before_writing() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 17, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0000:4d:00.0 supports at most 16 VFs, not 17"
+    );
+}
+
+#[test]
+fn flex_injected_disable_failure_keeps_vfs_and_errno() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
+    host.fail_next(1, EIO, "*/sriov_numvfs");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap_err();
+    assert_eq!((err.errno(), gpu(&host, FLEX).vfs.len()), (Some(EIO), 4));
+}
+
+#[test]
+fn flex_plain_vf_create_binds_vfio() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
+    let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
+    let vf = gpu(&host, FLEX).vfs[0].clone();
+    assert_eq!(
+        (created.id, vf.driver.as_deref()),
+        (VgpuHandle::Vf(vf.address), Some("vfio-pci"))
+    );
+}
+
+#[test]
+fn flex_plain_vf_destroy_returns_default_driver() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
+    let before = inventory(&host);
+    let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
+    lifecycle::destroy(&paths(&host), created.id).unwrap();
+    assert_eq!(inventory(&host), before);
+}
+
+#[test]
+fn flex_plain_vf_without_vfs_says_enable_first() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    let err = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "GPU 0000:4d:00.0 has no VFs enabled: enable them first (vgpuctl sriov)"
+    );
+}
+
+#[test]
+fn flex_injected_probe_failure_rebinds_previous_driver() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
+    let vf = gpu(&host, FLEX).vfs[0].clone();
+    host.fail_next(1, EIO, "*drivers_probe");
+    assert!(driver::bind(&paths(&host), vf.address, "vfio-pci").is_err());
+    assert_eq!(gpu(&host, FLEX).vfs[0].driver, vf.driver);
+}
+
+#[test]
+fn autoprobe_off_leaves_new_vfs_unbound() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    sriov::set_autoprobe(&paths(&host), addr(FLEX), false).unwrap();
+    sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
+    assert_eq!(gpu(&host, FLEX).vfs[0].driver, None);
+}
+
+#[test]
+fn sriov_slow_enable_is_waited_for() {
+    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
+        return;
+    };
+    host.control("latency sriov-enable 300").unwrap();
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
+    assert_eq!(change.vfs.len(), 2);
+}
