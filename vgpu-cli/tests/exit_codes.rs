@@ -1,5 +1,7 @@
 //! `vgpuctl` as a process: exit codes and error messages.
 
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
 use std::process::{Command, Output};
 
 use vgpu_core::testing::{FakeHost, PciSpec, addr, scenarios};

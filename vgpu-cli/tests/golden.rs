@@ -3,6 +3,8 @@
 //! Run with `VGPU_REGENERATE=1` to rewrite the files after an intended change, then review the
 //! diff.
 
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
 use std::path::{Path, PathBuf};
 
 use clap::Parser;

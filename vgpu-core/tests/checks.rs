@@ -1,5 +1,7 @@
 //! IOMMU and DMA-remapping checks on fake host trees.
 
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
 use vgpu_core::checks::{Check, Report, Status, check_host};
 use vgpu_core::testing::scenarios::{self, NVIDIA};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};

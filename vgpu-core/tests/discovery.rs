@@ -1,5 +1,7 @@
 //! Discovery on fake host trees laid out as the kernel does.
 
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
 use uuid::Uuid;
 use vgpu_core::testing::scenarios::{self, INTEL, NVIDIA, vf_address};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};

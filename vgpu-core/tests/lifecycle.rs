@@ -1,7 +1,8 @@
 //! Creating and destroying vGPUs and VFs on the simulated host (`vgpu-sim`): the production
 //! code path writes to a FUSE filesystem that answers like the kernel.
 
-use std::time::Duration;
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
 
 use uuid::Uuid;
 use vgpu_core::lifecycle::{self, Placement, Running};
