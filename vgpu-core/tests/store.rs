@@ -3,10 +3,13 @@
 
 // clippy's allow-unwrap-in-tests covers #[test] functions only, not this file's fixtures.
 #![allow(clippy::unwrap_used)]
+// Printing why an mdevctl interop test is skipped is the point of that line.
+#![allow(clippy::print_stderr)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tempfile::TempDir;
@@ -528,6 +531,105 @@ fn undefine_mdev_last_of_parent_removes_parent_dir() {
     store.define_mdev(&manual(UUID_A, PARENT)).unwrap();
     store.undefine_mdev(UUID_A).unwrap();
     assert_eq!(names(&mdevctl_dir(&paths)), vec!["scripts.d".to_owned()]);
+}
+
+// ---- mdevctl itself on our store ----
+
+/// Why mdevctl cannot run here (not root, no mdevctl, no unshare), or `None`.
+fn mdevctl_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("mount namespaces need root".into());
+    }
+    let missing = ["unshare", "mdevctl"].into_iter().find(|tool| {
+        !["/usr/bin", "/usr/sbin", "/bin", "/sbin"]
+            .iter()
+            .any(|dir| Path::new(dir).join(tool).exists())
+    });
+    missing.map(|tool| format!("{tool} is missing (apt-get install mdevctl util-linux)"))
+}
+
+/// A host whose `etc/mdevctl.d` mdevctl 1.2 accepts, or `None` (skip) outside CI.
+fn mdevctl_host() -> Option<(TempDir, HostPaths)> {
+    if let Some(reason) = mdevctl_unavailable() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "mdevctl tests must run in CI: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return None;
+    }
+    let (dir, paths) = host();
+    fs::create_dir_all(mdevctl_dir(&paths).join("scripts.d/callouts")).unwrap();
+    fs::create_dir_all(mdevctl_dir(&paths).join("scripts.d/notifiers")).unwrap();
+    Some((dir, paths))
+}
+
+/// Runs `mdevctl ARGS` with the host's `etc/mdevctl.d` on `/etc/mdevctl.d`.
+fn mdevctl(paths: &HostPaths, args: &[&str]) -> Output {
+    let script = "mount --bind \"$1\" /etc/mdevctl.d && shift && exec mdevctl \"$@\"";
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(mdevctl_dir(paths))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn mdevctl_lists_definitions_written_by_store() {
+    let Some((_dir, paths)) = mdevctl_host() else {
+        return;
+    };
+    let store = Store::new(&paths);
+    store.define_mdev(&with_attrs(UUID_A, PARENT)).unwrap();
+    store.define_mdev(&manual(UUID_B, PARENT)).unwrap();
+    let out = mdevctl(&paths, &["list", "--defined", "--dumpjson"]);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        listed,
+        serde_json::json!([{ PARENT: [
+            { NAME_A: { "mdev_type": "nvidia-222", "start": "auto",
+                        "attrs": [{ "remap": "on" }, { "x": "y" }] } },
+            { NAME_B: { "mdev_type": "nvidia-223", "start": "manual", "attrs": [] } },
+        ] }])
+    );
+}
+
+#[test]
+fn store_reads_definition_written_by_mdevctl() {
+    let Some((_dir, paths)) = mdevctl_host() else {
+        return;
+    };
+    let out = mdevctl(
+        &paths,
+        &["define", "-u", NAME_B, "-p", PARENT, "-t", "nvidia-223"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        Store::new(&paths).mdevs().unwrap(),
+        vec![manual(UUID_B, PARENT)]
+    );
+}
+
+#[test]
+fn mdevctl_undefine_of_store_definition_empties_store() {
+    let Some((_dir, paths)) = mdevctl_host() else {
+        return;
+    };
+    Store::new(&paths)
+        .define_mdev(&with_attrs(UUID_A, PARENT))
+        .unwrap();
+    let out = mdevctl(&paths, &["undefine", "-u", NAME_A]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(Store::new(&paths).mdevs().unwrap(), Vec::new());
 }
 
 // ---- our store: SR-IOV ----
