@@ -250,7 +250,8 @@ impl Error {
             | Error::Denied { source, .. }
             | Error::Gone { source, .. }
             | Error::NoSpace { source, .. }
-            | Error::Write { source, .. } => source.raw_os_error(),
+            | Error::Write { source, .. }
+            | Error::Update { source, .. } => source.raw_os_error(),
             _ => None,
         }
     }

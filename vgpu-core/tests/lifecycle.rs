@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-
 use uuid::Uuid;
 use vgpu_core::lifecycle::{self, Placement, Running};
 use vgpu_core::sriov::{self, SriovOptions};

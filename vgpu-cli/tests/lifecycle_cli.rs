@@ -1,0 +1,572 @@
+//! `vgpuctl` changing a simulated host (`vgpu-sim`) as an operator would: processes, exit
+//! codes, JSON, persistence, concurrency, crashes, and the real mdevctl as a peer.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+#![allow(clippy::print_stderr)] // printing why a test is skipped is the point of that line
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use vgpu_sim::SimHost;
+
+const T4: &str = "0000:3b:00.0";
+const FLEX: &str = "0000:4d:00.0";
+const UUID: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
+const UUID_PEER: &str = "7d0f6a2e-5b3c-4e1d-8a9f-0c1b2d3e4f5a";
+
+struct Host {
+    sim: SimHost,
+    state: tempfile::TempDir,
+}
+
+fn host(profile: &str) -> Option<Host> {
+    let sim = SimHost::mount_for_test(profile)?;
+    let state = tempfile::tempdir().unwrap();
+    Some(Host { sim, state })
+}
+
+fn command(host: &Host, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vgpuctl"));
+    cmd.arg("--root")
+        .arg(host.sim.root())
+        .arg("--state-root")
+        .arg(host.state.path());
+    cmd.args(args)
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT");
+    cmd
+}
+
+fn vgpuctl(host: &Host, args: &[&str]) -> Output {
+    command(host, args).output().unwrap()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn list(host: &Host) -> serde_json::Value {
+    json(&vgpuctl(host, &["list", "--json"]))
+}
+
+fn gpu<'a>(list: &'a serde_json::Value, address: &str) -> &'a serde_json::Value {
+    list["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["address"] == address)
+        .unwrap()
+}
+
+fn vgpu_ids(host: &Host, address: &str) -> Vec<String> {
+    let list = list(host);
+    gpu(&list, address)["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn create_json_names_uuid_and_parent() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(
+        &h,
+        &["create", T4, "--type", "T4-2Q", "--uuid", UUID, "--json"],
+    );
+    let value = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["id"],
+            &value["placement"]["parent"],
+            &value["placement"]["type_id"]
+        ),
+        (
+            Some(0),
+            &serde_json::json!(UUID),
+            &serde_json::json!(T4),
+            &serde_json::json!("nvidia-231")
+        )
+    );
+}
+
+#[test]
+fn create_then_destroy_leaves_no_vgpu() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
+    let out = vgpuctl(&h, &["destroy", UUID]);
+    assert_eq!(
+        (out.status.code(), vgpu_ids(&h, T4)),
+        (Some(0), Vec::<String>::new())
+    );
+}
+
+#[test]
+fn create_define_auto_writes_mdevctl_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+            "--auto",
+        ],
+    );
+    let file = h.state.path().join("etc/mdevctl.d").join(T4).join(UUID);
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(
+        value,
+        serde_json::json!({"mdev_type": "nvidia-231", "start": "auto", "attrs": []})
+    );
+}
+
+#[test]
+fn malformed_type_exits_1_and_changes_nothing() {
+    let Some(h) = host("t4-legacy") else { return };
+    let before = list(&h);
+    let out = vgpuctl(&h, &["create", T4, "--type", "../x"]);
+    assert_eq!((out.status.code(), list(&h)), (Some(1), before));
+}
+
+#[test]
+fn malformed_type_error_is_clear() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["create", T4, "--type", "../x"]);
+    assert_eq!(
+        stderr(&out),
+        "vgpuctl: error: cannot create a ../x vGPU on 0000:3b:00.0: \"../x\" is not a vGPU type id or name\n"
+    );
+}
+
+#[test]
+fn malformed_uuid_exits_2() {
+    let Some(h) = host("t4-legacy") else { return };
+    assert_eq!(
+        vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", "x"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn unknown_gpu_exits_1_with_hint() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["create", "0000:99:00.0", "--type", "nvidia-231"]);
+    assert!(
+        out.status.code() == Some(1) && stderr(&out).contains("hint: run `vgpuctl list`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn destroy_of_unknown_id_exits_1() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["destroy", UUID]);
+    assert!(
+        out.status.code() == Some(1) && stderr(&out).contains("no GPU matches"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn destroy_of_garbage_id_exits_1() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["destroy", "garbage"]);
+    assert_eq!(
+        stderr(&out),
+        "vgpuctl: error: cannot use \"garbage\" as a vGPU id: \"garbage\" is neither a mediated device UUID nor a PCI address\n"
+    );
+}
+
+#[test]
+fn injected_ebusy_is_reported_with_path_and_errno() {
+    let Some(h) = host("t4-legacy") else { return };
+    h.sim.fail_next(1, 16, "*/nvidia-231/create");
+    let out = vgpuctl(&h, &["create", T4, "--type", "nvidia-231"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("mdev_supported_types/nvidia-231/create is busy")
+            && err.contains("(os error 16)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn injected_failure_with_define_leaves_no_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    h.sim.fail_next(1, 5, "*/nvidia-231/create");
+    vgpuctl(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+        ],
+    );
+    assert!(
+        !h.state
+            .path()
+            .join("etc/mdevctl.d")
+            .join(T4)
+            .join(UUID)
+            .exists()
+    );
+}
+
+#[test]
+fn audit_log_records_create_with_uid_and_result() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231"]);
+    let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &entry["action"],
+            &entry["device"],
+            &entry["result"],
+            &entry["uid"]
+        ),
+        (
+            &serde_json::json!("create"),
+            &serde_json::json!(T4),
+            &serde_json::json!("ok"),
+            &serde_json::json!(nix::unistd::getuid().as_raw())
+        )
+    );
+}
+
+#[test]
+fn sriov_then_plain_vf_create_and_destroy_on_flex() {
+    let Some(h) = host("flex-sriov") else { return };
+    vgpuctl(&h, &["sriov", FLEX, "--vfs", "2"]);
+    let created = json(&vgpuctl(&h, &["create", FLEX, "--type", "vf", "--json"]));
+    let vf = created["id"].as_str().unwrap().to_owned();
+    let bound = gpu(&list(&h), FLEX)["vfs"][0]["driver"].clone();
+    vgpuctl(&h, &["destroy", &vf]);
+    let back = gpu(&list(&h), FLEX)["vfs"][0]["driver"].clone();
+    assert_eq!(
+        (bound, back),
+        (serde_json::json!("vfio-pci"), serde_json::json!("i915"))
+    );
+}
+
+/// Eight processes at once ask for a T4-8Q (two fit on a T4): exactly two succeed.
+#[test]
+fn concurrent_creates_allocate_exactly_capacity() {
+    let Some(h) = host("t4-legacy") else { return };
+    h.sim.control("latency mdev-create 30").unwrap();
+    let children: Vec<Child> = (0..8)
+        .map(|_| {
+            command(&h, &["create", T4, "--type", "GRID T4-8Q"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let succeeded = outputs.iter().filter(|o| o.status.success()).count();
+    let refused = outputs
+        .iter()
+        .filter(|o| stderr(o).contains("has no capacity left for vGPU type nvidia-233"))
+        .count();
+    assert_eq!((succeeded, refused, vgpu_ids(&h, T4).len()), (2, 6, 2));
+}
+
+#[test]
+fn concurrent_creates_are_all_audited() {
+    let Some(h) = host("t4-legacy") else { return };
+    let children: Vec<Child> = (0..8)
+        .map(|_| {
+            command(&h, &["create", T4, "--type", "GRID T4-8Q"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        child.wait().unwrap();
+    }
+    let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
+    let results: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["result"].to_string())
+        .collect();
+    assert_eq!(
+        (
+            results.len(),
+            results.iter().filter(|r| *r == "\"ok\"").count()
+        ),
+        (8, 2)
+    );
+}
+
+/// Polls until `path` exists (the killed command got that far), with a deadline.
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn sigkill_during_create_then_restore_matches_definitions() {
+    let Some(h) = host("t4-legacy") else { return };
+    h.sim.control("latency mdev-create 1500").unwrap();
+    let mut child = command(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+            "--auto",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(&h.state.path().join("etc/mdevctl.d").join(T4).join(UUID));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), vgpu_ids(&h, T4)),
+        (Some(0), vec![UUID.to_owned()])
+    );
+}
+
+#[test]
+fn sigkill_during_vf_enable_then_restore_matches_definitions() {
+    let Some(h) = host("flex-sriov") else { return };
+    h.sim.control("latency sriov-enable 1500").unwrap();
+    let mut child = command(&h, &["sriov", FLEX, "--vfs", "4", "--define"])
+        .spawn()
+        .unwrap();
+    wait_for(
+        &h.state
+            .path()
+            .join("etc/vgpu/sriov")
+            .join(format!("{FLEX}.json")),
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), &gpu(&list(&h), FLEX)["sriov"]["num_vfs"]),
+        (Some(0), &serde_json::json!(4))
+    );
+}
+
+#[test]
+fn restore_twice_changes_nothing_the_second_time() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    vgpuctl(&h, &["restore"]);
+    let second = json(&vgpuctl(&h, &["restore", "--json"]));
+    assert_eq!(second["steps"][0]["outcome"], "unchanged");
+}
+
+#[test]
+fn restore_carries_on_past_a_corrupt_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    let bad = h
+        .state
+        .path()
+        .join("etc/mdevctl.d")
+        .join(T4)
+        .join(UUID_PEER);
+    std::fs::write(&bad, "nvidia-231 auto\n").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), vgpu_ids(&h, T4)),
+        (Some(1), vec![UUID.to_owned()])
+    );
+}
+
+#[test]
+fn restore_names_the_corrupt_definition_file() {
+    let Some(h) = host("t4-legacy") else { return };
+    let dir = h.state.path().join("etc/mdevctl.d").join(T4);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(UUID_PEER), "nvidia-231 auto\n").unwrap();
+    let report = json(&vgpuctl(&h, &["restore", "--json"]));
+    let error = report["steps"][0]["error"].as_str().unwrap();
+    assert!(error.contains(&format!("{T4}/{UUID_PEER}")), "{error}");
+}
+
+#[test]
+fn stop_keeps_definition_and_start_brings_it_back() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+        ],
+    );
+    vgpuctl(&h, &["stop", UUID]);
+    let stopped = vgpu_ids(&h, T4);
+    vgpuctl(&h, &["start", UUID]);
+    assert_eq!(
+        (stopped, vgpu_ids(&h, T4)),
+        (Vec::<String>::new(), vec![UUID.to_owned()])
+    );
+}
+
+// ----- the real mdevctl as a peer -----
+
+fn mdevctl(h: &Host, args: &[&str]) -> Option<Output> {
+    if !nix::unistd::geteuid().is_root()
+        || !Path::new("/usr/sbin/mdevctl").exists() && !Path::new("/usr/bin/mdevctl").exists()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "mdevctl interop must run in CI"
+        );
+        eprintln!("skipped: mdevctl or root missing");
+        return None;
+    }
+    let etc = h.state.path().join("etc/mdevctl.d");
+    std::fs::create_dir_all(etc.join("scripts.d/callouts")).unwrap();
+    std::fs::create_dir_all(etc.join("scripts.d/notifiers")).unwrap();
+    let script = "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d && shift 2 && exec mdevctl \"$@\"";
+    let output = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(h.sim.root())
+        .arg(&etc)
+        .args(args)
+        .output()
+        .unwrap();
+    Some(output)
+}
+
+#[test]
+fn mdevctl_lists_a_definition_made_by_vgpuctl() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    let Some(out) = mdevctl(&h, &["list", "-d"]) else {
+        return;
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{UUID} {T4} nvidia-231 auto\n\n")
+    );
+}
+
+#[test]
+fn vgpuctl_restore_starts_a_definition_made_by_mdevctl() {
+    let Some(h) = host("t4-legacy") else { return };
+    let Some(out) = mdevctl(
+        &h,
+        &[
+            "define",
+            "-u",
+            UUID_PEER,
+            "-p",
+            T4,
+            "-t",
+            "nvidia-231",
+            "--auto",
+        ],
+    ) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    vgpuctl(&h, &["restore"]);
+    assert_eq!(vgpu_ids(&h, T4), vec![UUID_PEER.to_owned()]);
+}
+
+#[test]
+fn mdevctl_sees_a_device_created_by_vgpuctl() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
+    let Some(out) = mdevctl(&h, &["list"]) else {
+        return;
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{UUID} {T4} nvidia-231 manual\n\n")
+    );
+}
