@@ -23,4 +23,5 @@ demo: deps
 
 bench: deps
 	$(CARGO) bench -p vgpu-cli --bench list
+	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops

@@ -164,6 +164,25 @@ pub enum Command {
     },
     /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
     Restore,
+    /// Fill GPUs with vGPUs of one type, enabling VFs first if asked: all GPUs in parallel,
+    /// each GPU's steps in order.
+    Provision {
+        /// The GPUs (PCI addresses); none with --all.
+        #[arg(required_unless_present = "all")]
+        gpus: Vec<String>,
+        /// Every GPU on the host.
+        #[arg(long, conflicts_with = "gpus")]
+        all: bool,
+        /// The type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: String,
+        /// Enable this many VFs on each GPU first.
+        #[arg(long)]
+        vfs: Option<u32>,
+        /// vGPUs per GPU (default: as many as fit).
+        #[arg(long)]
+        count: Option<u32>,
+    },
 }
 
 /// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.
@@ -239,7 +258,8 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Stop { .. }
         | Command::Bind { .. }
         | Command::Unbind { .. }
-        | Command::Restore => mutate::run(cli, &paths, out),
+        | Command::Restore
+        | Command::Provision { .. } => mutate::run(cli, &paths, out),
         Command::Check { gpu } => {
             let inventory = discover()?;
             let mut report = checks::check_host(&paths, &inventory);

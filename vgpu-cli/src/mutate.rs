@@ -213,6 +213,54 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 return Ok(EXIT_ERROR);
             }
         }
+        Command::Provision {
+            gpus,
+            all,
+            type_name,
+            vfs,
+            count,
+        } => {
+            let addresses: Vec<vgpu_core::PciAddress> = if *all {
+                vgpu_core::discover(paths)?
+                    .gpus
+                    .iter()
+                    .map(|g| g.address)
+                    .collect()
+            } else {
+                let inventory = vgpu_core::discover(paths)?;
+                gpus.iter()
+                    .map(|name| inventory.gpu(name, paths).map(|g| g.address))
+                    .collect::<Result<_, _>>()?
+            };
+            let targets = addresses
+                .into_iter()
+                .map(|gpu| vgpu_core::provision::Target {
+                    gpu,
+                    vfs: *vfs,
+                    type_name: type_name.clone(),
+                    count: *count,
+                })
+                .collect();
+            let options = vgpu_core::provision::ProvisionOptions {
+                command: command_line(),
+                ..Default::default()
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let reports = runtime
+                .block_on(vgpu_core::provision::provision(paths, targets, options))
+                .context("cannot provision")?;
+            if cli.json {
+                render::json(out, &reports)?;
+            } else {
+                render::provision_table(out, &reports)?;
+            }
+            if reports.iter().any(|r| r.error.is_some()) {
+                return Ok(EXIT_ERROR);
+            }
+        }
         Command::List | Command::Types { .. } | Command::Check { .. } => {
             anyhow::bail!("{:?} does not change the host", cli.command)
         }

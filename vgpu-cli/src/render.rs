@@ -239,3 +239,21 @@ pub(crate) fn restore_table(
     }
     table.write(out)
 }
+
+/// `provision` as a table, one row per GPU.
+pub(crate) fn provision_table(
+    out: &mut dyn Write,
+    reports: &[vgpu_core::provision::GpuReport],
+) -> io::Result<()> {
+    let mut table = Table::new(&["GPU", "VFS", "CREATED", "SECONDS", "ERROR"]);
+    for r in reports {
+        table.row(vec![
+            r.gpu.to_string(),
+            opt(r.sriov.as_ref().map(|s| s.enabled)),
+            r.created.len().to_string(),
+            format!("{:.2}", r.elapsed_ms as f64 / 1000.0),
+            r.error.clone().unwrap_or_default(),
+        ]);
+    }
+    table.write(out)
+}

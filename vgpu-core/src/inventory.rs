@@ -327,6 +327,27 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
     })
 }
 
+/// Reads one GPU physical function, with the problems met; fails when `address` is not a
+/// GPU PF on this host.
+pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<Warning>)> {
+    let device = PciDevice::new(paths, address);
+    let not_gpu = || Error::NoSuchDevice {
+        name: address.to_string(),
+        path: paths.pci_devices(),
+    };
+    if !device.exists() || device.physfn()?.is_some() {
+        return Err(not_gpu());
+    }
+    let class = device.class()?;
+    let parent = sysfs::exists(&paths.mdev_bus().join(address.to_string()));
+    if !(class.is_some_and(is_gpu_class) || parent) {
+        return Err(not_gpu());
+    }
+    let mut warnings = Warnings(Vec::new());
+    let gpu = read_gpu(paths, &device, class, &mut warnings);
+    Ok((gpu, warnings.0))
+}
+
 fn read_gpu(
     paths: &HostPaths,
     device: &PciDevice,

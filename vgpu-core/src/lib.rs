@@ -41,6 +41,7 @@ pub mod parse;
 mod paths;
 mod pci;
 pub mod pci_device;
+pub mod provision;
 mod serde_hex;
 pub mod sriov;
 pub mod store;
@@ -49,6 +50,8 @@ mod sysfs;
 pub mod testing;
 
 pub use error::{Error, Result};
-pub use inventory::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning, discover};
+pub use inventory::{
+    Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning, discover, discover_gpu,
+};
 pub use paths::HostPaths;
 pub use pci::{PciAddress, PciAddressError};

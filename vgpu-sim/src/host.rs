@@ -15,7 +15,7 @@ use crate::profile::{PciAddr, Profile};
 /// How long [`SimHost::mount_at`] waits for the mount to answer.
 const MOUNT_DEADLINE: Duration = Duration::from_secs(10);
 /// FUSE worker threads, so that injected latency on one path does not stall the others.
-const THREADS: usize = 4;
+const THREADS: usize = 16;
 
 /// A simulated host mounted on a directory; unmounted on drop (also while a test panics).
 #[derive(Debug)]

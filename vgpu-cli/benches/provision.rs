@@ -1,0 +1,150 @@
+//! Benchmark: provision the simulator's `large` host completely (enable 32 VFs on each of 8
+//! L40S, then create a vGPU on every VF) with realistic latencies (VF enable 1.5 s per GPU,
+//! vGPU create 80 ms), three ways, each on a freshly mounted host:
+//!
+//! 1. `vgpu_core::provision`: all GPUs in parallel, each GPU's steps in order;
+//! 2. the critical path: the same sequence on one GPU alone;
+//! 3. the way operators do it today: a sequential shell loop of NVIDIA's `sriov-manage`
+//!    steps and `current_vgpu_type` writes.
+//!
+//! `cargo bench -p vgpu-cli --bench provision` prints the three times and the ratios. It
+//! asserts nothing about speed.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vgpu_core::provision::{ProvisionOptions, Target, provision};
+use vgpu_core::sriov::{SriovOptions, set_vf_count};
+use vgpu_core::{HostPaths, PciAddress, discover};
+use vgpu_sim::{Profile, SimHost};
+
+const TYPE: &str = "NVIDIA L40S-1B";
+const LATENCY: &str = "latency sriov-enable 1500\nlatency vgpu-create 80\n";
+
+/// A `large` host with every GPU's VFs disabled, latencies on. Returns it, its GPUs and the
+/// numeric id of `TYPE`.
+fn prepared() -> (SimHost, Vec<PciAddress>, String) {
+    let host = SimHost::mount(Profile::builtin("large").unwrap()).unwrap();
+    let paths = HostPaths::new(host.root());
+    let inventory = discover(&paths).unwrap();
+    let id = inventory.gpus[0]
+        .types
+        .iter()
+        .find(|t| t.name.as_deref() == Some(TYPE))
+        .unwrap()
+        .id
+        .clone();
+    let gpus: Vec<PciAddress> = inventory.gpus.iter().map(|g| g.address).collect();
+    for gpu in &gpus {
+        set_vf_count(&paths, *gpu, 0, SriovOptions::default()).unwrap();
+    }
+    host.control(LATENCY).unwrap();
+    (host, gpus, id)
+}
+
+fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
+    let paths = HostPaths::new(host.root()).with_state_root(tempfile::tempdir().unwrap().keep());
+    let targets = gpus
+        .iter()
+        .map(|gpu| Target {
+            gpu: *gpu,
+            vfs: Some(32),
+            type_name: TYPE.to_owned(),
+            count: None,
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let reports = runtime
+        .block_on(provision(&paths, targets, ProvisionOptions::default()))
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+    let slowest = reports.iter().map(|r| r.elapsed_ms).max().unwrap_or(0);
+    (
+        elapsed,
+        reports.iter().map(|r| r.created.len()).sum(),
+        slowest,
+    )
+}
+
+fn run_shell(host: &SimHost, gpus: &[PciAddress], id: &str) -> (Duration, usize) {
+    let script = r#"set -e
+R=$1; ID=$2; shift 2
+S=$R/sys/bus/pci
+for pf in "$@"; do
+  echo 1 > "$R/proc/driver/nvidia/gpus/$pf/unbindLock"
+  echo pci-pf-stub > "$S/devices/$pf/driver_override"
+  echo "$pf" > "$S/drivers/nvidia/unbind"
+  echo "$pf" > "$S/drivers_probe"
+  echo 32 > "$S/devices/$pf/sriov_numvfs"
+  echo nvidia > "$S/devices/$pf/driver_override"
+  echo "$pf" > "$S/drivers/pci-pf-stub/unbind"
+  echo "$pf" > "$S/drivers_probe"
+  echo > "$S/devices/$pf/driver_override"
+  for vf in "$S/devices/$pf"/virtfn*; do
+    echo "$ID" > "$vf/nvidia/current_vgpu_type"
+  done
+done"#;
+    let start = Instant::now();
+    let status = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(host.root())
+        .arg(id)
+        .args(gpus.iter().map(|g| g.to_string()))
+        .status()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(status.success());
+    let paths = HostPaths::new(host.root());
+    let made = discover(&paths)
+        .unwrap()
+        .gpus
+        .iter()
+        .map(|g| g.vgpus.len())
+        .sum();
+    (elapsed, made)
+}
+
+fn main() {
+    let (host, gpus, _) = prepared();
+    let (ours, made, slowest_task) = run_ours(&host, &gpus);
+    drop(host);
+
+    let (host, gpus, _) = prepared();
+    let (critical, made_one, _) = run_ours(&host, &gpus[..1]);
+    drop(host);
+
+    let (host, gpus, id) = prepared();
+    let (shell, made_shell) = run_shell(&host, &gpus, &id);
+    drop(host);
+
+    let secs = |d: Duration| d.as_secs_f64();
+    println!(
+        "large host: {} GPUs x 32 VFs, {TYPE}, latencies: VF enable 1.5 s, vGPU create 80 ms",
+        gpus.len()
+    );
+    println!(
+        "vgpu provision (parallel):      {:7.2} s, {made} vGPUs (slowest GPU task {:.2} s)",
+        secs(ours),
+        slowest_task as f64 / 1000.0
+    );
+    println!(
+        "critical path (one GPU alone):  {:7.2} s, {made_one} vGPUs",
+        secs(critical)
+    );
+    println!(
+        "shell loop (sequential):        {:7.2} s, {made_shell} vGPUs",
+        secs(shell)
+    );
+    println!(
+        "ratio to critical path: {:.2}x; shell loop / vgpu: {:.1}x",
+        secs(ours) / secs(critical),
+        secs(shell) / secs(ours)
+    );
+}
