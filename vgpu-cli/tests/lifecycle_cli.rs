@@ -570,3 +570,121 @@ fn mdevctl_sees_a_device_created_by_vgpuctl() {
         format!("{UUID} {T4} nvidia-231 manual\n\n")
     );
 }
+
+// ----- provision -----
+
+#[test]
+fn provision_count_creates_exactly_that_many() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["provision", T4, "--type", "T4-2Q", "--count", "3"]);
+    assert_eq!((out.status.code(), vgpu_ids(&h, T4).len()), (Some(0), 3));
+}
+
+#[test]
+fn provision_all_fills_every_gpu() {
+    let Some(h) = host("t4-legacy") else { return };
+    let report = json(&vgpuctl(
+        &h,
+        &["provision", "--all", "--type", "GRID T4-8Q", "--json"],
+    ));
+    let created: Vec<usize> = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["created"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(created, [2, 2]);
+}
+
+#[test]
+fn provision_beyond_capacity_creates_nothing() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(
+        &h,
+        &["provision", T4, "--type", "GRID T4-8Q", "--count", "3"],
+    );
+    assert!(
+        out.status.code() == Some(1) && vgpu_ids(&h, T4).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn provision_failing_midway_rolls_back_its_vgpus() {
+    let Some(h) = host("a40-vf-mdev") else { return };
+    // vGPUs go on VFs in order: the third VF's create fails, the two made before are removed.
+    h.sim
+        .control("fail-next 1 EIO */0000:41:00.6/mdev_supported_types/nvidia-558/create")
+        .unwrap();
+    let out = vgpuctl(
+        &h,
+        &[
+            "provision",
+            "0000:41:00.0",
+            "--type",
+            "A40-2Q",
+            "--count",
+            "4",
+            "--json",
+        ],
+    );
+    let report = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            report[0]["created"].as_array().unwrap().len(),
+            vgpu_ids(&h, "0000:41:00.0").len()
+        ),
+        (Some(1), 0, 0)
+    );
+}
+
+#[test]
+fn provision_failure_names_path_and_errno() {
+    let Some(h) = host("a40-vf-mdev") else { return };
+    h.sim
+        .control("fail-next 1 EIO */0000:41:00.6/mdev_supported_types/nvidia-558/create")
+        .unwrap();
+    let report = json(&vgpuctl(
+        &h,
+        &[
+            "provision",
+            "0000:41:00.0",
+            "--type",
+            "A40-2Q",
+            "--count",
+            "4",
+            "--json",
+        ],
+    ));
+    let error = report[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("0000:41:00.6/mdev_supported_types/nvidia-558/create")
+            && error.contains("os error 5"),
+        "{error}"
+    );
+}
+
+#[test]
+fn provision_enables_vfs_then_binds_them_on_flex() {
+    let Some(h) = host("flex-sriov") else { return };
+    let out = vgpuctl(&h, &["provision", FLEX, "--vfs", "2", "--type", "vf"]);
+    let list = list(&h);
+    let drivers: Vec<&serde_json::Value> = gpu(&list, FLEX)["vfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["driver"])
+        .collect();
+    assert_eq!(
+        (out.status.code(), drivers),
+        (
+            Some(0),
+            vec![
+                &serde_json::json!("vfio-pci"),
+                &serde_json::json!("vfio-pci")
+            ]
+        )
+    );
+}

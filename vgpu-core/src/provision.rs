@@ -72,7 +72,7 @@ impl Default for ProvisionOptions {
 }
 
 /// Carries out `targets`, one task per GPU, all GPUs at once. A GPU whose sequence fails
-/// keeps what it made (each vGPU is a complete device) and reports the error; the others go
+/// undoes what it made (its vGPUs, then its VF change) and reports the error; the others go
 /// on. Fails as a whole only when the lock or the audit log cannot be had.
 pub async fn provision(
     paths: &HostPaths,
@@ -142,6 +142,7 @@ fn run_one(
     };
     if let Err(err) = fill(paths, target, options, audit, &mut report) {
         report.error = Some(error_chain(&err));
+        rollback(paths, options, audit, &mut report);
     }
     report.elapsed_ms = started.elapsed().as_millis();
     report
@@ -168,6 +169,24 @@ fn fill(
     } else {
         lifecycle::resolve_type(&gpu, &target.type_name)?.id.clone()
     };
+    if let Some(count) = target.count {
+        let available = if gpu.backend == Backend::Sriov {
+            gpu.vfs
+                .iter()
+                .filter(|vf| vf.driver.as_deref() != Some("vfio-pci"))
+                .count() as u32
+        } else {
+            lifecycle::resolve_type(&gpu, &wanted)?.available
+        };
+        if count > available {
+            return Err(Error::Invalid {
+                message: format!(
+                    "GPU {} has room for {available} more {wanted}, not {count}",
+                    target.gpu
+                ),
+            });
+        }
+    }
     let limit = target.count.map_or(usize::MAX, |c| c as usize);
     let create = |placement: &Placement, report: &mut GpuReport| -> Result<()> {
         let result = match placement {
@@ -266,6 +285,41 @@ fn still_fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
             .driver()?
             .as_deref()
             != Some("vfio-pci")),
+    }
+}
+
+/// Undoes what a failed GPU sequence made: its vGPUs, newest first, then its VF change.
+fn rollback(
+    paths: &HostPaths,
+    options: &ProvisionOptions,
+    audit: &AuditLog,
+    report: &mut GpuReport,
+) {
+    while let Some(id) = report.created.pop() {
+        let result = lifecycle::destroy(paths, id).map(|_| ());
+        record(audit, options, "rollback-destroy", &id.to_string(), &result);
+        if let Err(err) = result {
+            report.created.push(id);
+            tracing::error!(%id, "cannot undo: {}", error_chain(&err));
+            return;
+        }
+    }
+    if let Some(change) = report.sriov.take() {
+        if change.before != change.enabled {
+            let result =
+                sriov::set_vf_count(paths, change.pf, change.before, options.sriov).map(|_| ());
+            record(
+                audit,
+                options,
+                "rollback-sriov",
+                &change.pf.to_string(),
+                &result,
+            );
+            if let Err(err) = result {
+                tracing::error!(pf = %change.pf, "cannot undo the VF change: {}", error_chain(&err));
+                report.sriov = Some(change);
+            }
+        }
     }
 }
 
