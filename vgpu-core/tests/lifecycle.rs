@@ -495,3 +495,174 @@ fn sriov_slow_enable_is_waited_for() {
         sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
     assert_eq!(change.vfs.len(), 2);
 }
+
+// ----- a failure injected at each write step leaves the host as it was -----
+
+const ENOSPC: i32 = 28;
+const ENODEV: i32 = 19;
+const EPERM: i32 = 1;
+
+/// The L40S host with its VFs disabled: the start of NVIDIA's enable sequence.
+fn l40s_without_vfs() -> Option<SimHost> {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio")?;
+    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    Some(host)
+}
+
+fn override_of(host: &SimHost, address: &str) -> String {
+    std::fs::read_to_string(
+        paths(host)
+            .pci_device(&addr(address))
+            .join("driver_override"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn nvidia_enable_failing_at_unbind_lock_leaves_host_unchanged() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EPERM, "*/unbindLock");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!((err.errno(), inventory(&host)), (Some(EPERM), before));
+}
+
+#[test]
+fn nvidia_enable_failing_at_driver_override_leaves_host_unchanged() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!((err.errno(), inventory(&host)), (Some(ENOSPC), before));
+}
+
+#[test]
+fn nvidia_enable_failing_at_unbind_leaves_host_unchanged() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EBUSY, "*/drivers/nvidia/unbind");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.errno(), inventory(&host), override_of(&host, L40S)),
+        (Some(EBUSY), before, "(null)\n".to_owned())
+    );
+}
+
+#[test]
+fn nvidia_enable_failing_at_probe_leaves_host_unchanged() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, ENODEV, "*drivers_probe");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.errno(), inventory(&host), override_of(&host, L40S)),
+        (Some(ENODEV), before, "(null)\n".to_owned())
+    );
+}
+
+#[test]
+fn nvidia_enable_failing_at_numvfs_leaves_host_unchanged() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EIO, "*/sriov_numvfs");
+    let err =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!(
+        (err.errno(), inventory(&host), override_of(&host, L40S)),
+        (Some(EIO), before, "(null)\n".to_owned())
+    );
+}
+
+fn flex_with_vf() -> Option<(SimHost, PciAddress)> {
+    let host = SimHost::mount_for_test("flex-sriov")?;
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
+    Some((host, change.vfs[0]))
+}
+
+#[test]
+fn vf_bind_failing_at_driver_override_leaves_host_unchanged() {
+    let Some((host, vf)) = flex_with_vf() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EPERM, "*/driver_override");
+    let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
+    assert_eq!((err.errno(), inventory(&host)), (Some(EPERM), before));
+}
+
+#[test]
+fn vf_bind_failing_at_unbind_leaves_host_unchanged() {
+    let Some((host, vf)) = flex_with_vf() else {
+        return;
+    };
+    let before = inventory(&host);
+    host.fail_next(1, EBUSY, "*/unbind");
+    let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
+    assert_eq!(
+        (
+            err.errno(),
+            inventory(&host),
+            override_of(&host, &vf.to_string())
+        ),
+        (Some(EBUSY), before, "(null)\n".to_owned())
+    );
+}
+
+#[test]
+fn vf_bind_failing_at_probe_clears_override() {
+    let Some((host, vf)) = flex_with_vf() else {
+        return;
+    };
+    host.fail_next(1, ENODEV, "*drivers_probe");
+    driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
+    assert_eq!(override_of(&host, &vf.to_string()), "(null)\n");
+}
+
+#[test]
+fn vendor_vf_destroy_failing_keeps_the_vgpu() {
+    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
+        return;
+    };
+    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
+    let before = inventory(&host);
+    host.fail_next(1, EBUSY, "*/current_vgpu_type");
+    let err = lifecycle::destroy(&paths(&host), created.id).unwrap_err();
+    assert_eq!((err.errno(), inventory(&host)), (Some(EBUSY), before));
+}
+
+#[test]
+fn mdev_remove_failing_keeps_the_mdev() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    let before = inventory(&host);
+    host.fail_next(1, ENODEV, "*/remove");
+    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
+    assert_eq!((err.errno(), inventory(&host)), (Some(ENODEV), before));
+}
+
+#[test]
+fn mdev_create_refused_for_capacity_is_no_space() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    host.fail_next(1, ENOSPC, "*/nvidia-231/create");
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
+    assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
+}
