@@ -94,14 +94,9 @@ pub enum Command {
     },
     /// Create a vGPU of a type on a GPU: a mediated device or a VF-based vGPU.
     Create {
-        /// The GPU's PCI address.
-        gpu: String,
-        /// The type: id (nvidia-231, 1152), name (GRID T4-2Q, T4-2Q), or `vf` for a whole VF.
-        #[arg(long = "type", value_name = "TYPE")]
-        type_name: String,
-        /// The mediated device's UUID (a random one otherwise).
-        #[arg(long)]
-        uuid: Option<uuid::Uuid>,
+        /// Which vGPU.
+        #[command(flatten)]
+        vgpu: VgpuArgs,
         /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs).
         #[arg(long)]
         define: bool,
@@ -116,14 +111,9 @@ pub enum Command {
     },
     /// Persist a vGPU without creating it.
     Define {
-        /// The GPU's PCI address.
-        gpu: String,
-        /// The type, as for `create`.
-        #[arg(long = "type", value_name = "TYPE")]
-        type_name: String,
-        /// The mediated device's UUID (a random one otherwise).
-        #[arg(long)]
-        uuid: Option<uuid::Uuid>,
+        /// Which vGPU.
+        #[command(flatten)]
+        vgpu: VgpuArgs,
         /// Start it at boot (`restore`).
         #[arg(long)]
         auto: bool,
@@ -183,6 +173,19 @@ pub enum Command {
         #[arg(long)]
         count: Option<u32>,
     },
+}
+
+/// A vGPU to create or define.
+#[derive(Debug, clap::Args)]
+pub struct VgpuArgs {
+    /// The GPU's PCI address.
+    pub gpu: String,
+    /// The type: id (nvidia-231, 1152), name (GRID T4-2Q, T4-2Q), or `vf` for a whole VF.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub type_name: String,
+    /// The mediated device's UUID (a random one otherwise).
+    #[arg(long)]
+    pub uuid: Option<uuid::Uuid>,
 }
 
 /// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.

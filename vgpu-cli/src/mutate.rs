@@ -11,7 +11,7 @@ use vgpu_core::manager::Manager;
 use vgpu_core::store::Start;
 
 use crate::render;
-use crate::{Cli, Command, EXIT_ERROR, EXIT_OK};
+use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
 
 /// The command line as typed, for the audit log.
 fn command_line() -> String {
@@ -70,9 +70,12 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             emit(cli, out, &change, &line)?;
         }
         Command::Create {
-            gpu,
-            type_name,
-            uuid,
+            vgpu:
+                VgpuArgs {
+                    gpu,
+                    type_name,
+                    uuid,
+                },
             define,
             auto,
         } => {
@@ -83,9 +86,12 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             emit(cli, out, &created, &created.id.to_string())?;
         }
         Command::Define {
-            gpu,
-            type_name,
-            uuid,
+            vgpu:
+                VgpuArgs {
+                    gpu,
+                    type_name,
+                    uuid,
+                },
             auto,
         } => {
             let defined = manager
