@@ -124,4 +124,35 @@ fn main() {
         walked as f64 / 1024.0,
         after as f64 / 1024.0
     );
+    drop(host);
+
+    // The peer: the same client loop against this machine's own kernel sysfs, in the same
+    // run. Its PCI functions have no `nvidia/` directory, so that read is a failed lookup.
+    let real: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if real.is_empty() {
+        println!("  kernel sysfs peer: no PCI devices under /sys/bus/pci/devices");
+        return;
+    }
+    let start = Instant::now();
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|n| {
+            let real = real.clone();
+            std::thread::spawn(move || client(PathBuf::from("/"), real, n * 31))
+        })
+        .collect();
+    let kernel_loops: u64 = threads.into_iter().map(|t| t.join().unwrap_or(0)).sum();
+    let kernel_elapsed = start.elapsed().as_secs_f64();
+    let sim_rate = loops as f64 / elapsed;
+    let kernel_rate = kernel_loops as f64 / kernel_elapsed;
+    println!(
+        "  client loops/s: simulator {sim_rate:.0}, kernel sysfs {kernel_rate:.0} \
+         (simulator at {:.0}% of the kernel's rate)",
+        100.0 * sim_rate / kernel_rate
+    );
 }
