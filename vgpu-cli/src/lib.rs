@@ -211,28 +211,34 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     if let Some(state) = &cli.state_root {
         paths = paths.with_state_root(state);
     }
-    let discover = || {
-        vgpu_core::discover(&paths)
-            .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))
+    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::nvml::NvmlStatus)> {
+        let mut inventory = vgpu_core::discover(&paths).with_context(|| {
+            format!("cannot discover GPUs on the host at {}", cli.root.display())
+        })?;
+        let nvml = vgpu_core::nvml::Nvml::load(&paths);
+        for gpu in &mut inventory.gpus {
+            let warnings = nvml.enrich(gpu);
+            inventory.warnings.extend(warnings);
+        }
+        Ok((inventory, nvml.status().clone()))
     };
     match &cli.command {
         Command::List => {
-            let inventory = discover()?;
+            let (inventory, nvml) = discover()?;
             if cli.json {
-                render::json(
-                    out,
-                    &render::ListJson {
-                        gpus: &inventory.gpus,
-                        warnings: &inventory.warnings,
-                    },
-                )?;
+                let list = render::ListJson {
+                    gpus: &inventory.gpus,
+                    warnings: &inventory.warnings,
+                    nvml: &nvml,
+                };
+                render::json(out, &list)?;
             } else {
-                render::list_table(out, &inventory)?;
+                render::list_table(out, &inventory, &nvml)?;
             }
             Ok(EXIT_OK)
         }
         Command::Types { gpu } => {
-            let inventory = discover()?;
+            let (inventory, _nvml) = discover()?;
             let gpus = match gpu {
                 Some(name) => vec![inventory.gpu(name, &paths)?],
                 None => inventory.gpus.iter().collect(),
@@ -264,7 +270,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Restore
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
         Command::Check { gpu } => {
-            let inventory = discover()?;
+            let (inventory, _nvml) = discover()?;
             let mut report = checks::check_host(&paths, &inventory);
             if let Some(name) = gpu {
                 let target = inventory.gpu(name, &paths)?;

@@ -14,6 +14,7 @@ use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
 pub(crate) struct ListJson<'a> {
     pub(crate) gpus: &'a [Gpu],
     pub(crate) warnings: &'a [Warning],
+    pub(crate) nvml: &'a vgpu_core::nvml::NvmlStatus,
 }
 
 /// One GPU in `types --json`.
@@ -96,7 +97,11 @@ fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
 }
 
 /// `list` as a table.
-pub(crate) fn list_table(out: &mut dyn Write, inventory: &Inventory) -> io::Result<()> {
+pub(crate) fn list_table(
+    out: &mut dyn Write,
+    inventory: &Inventory,
+    nvml: &vgpu_core::nvml::NvmlStatus,
+) -> io::Result<()> {
     let mut table = Table::new(&[
         "ADDRESS", "IDS", "MODEL", "DRIVER", "NUMA", "GROUP", "BACKEND", "VFS", "TYPES", "VGPUS",
     ]);
@@ -127,6 +132,14 @@ pub(crate) fn list_table(out: &mut dyn Write, inventory: &Inventory) -> io::Resu
         writeln!(out, "No GPUs found.")?;
     } else {
         table.write(out)?;
+    }
+    let nvidia = inventory.gpus.iter().any(|g| g.vendor_id == Some(0x10de));
+    if let (true, Some(reason)) = (nvidia, &nvml.reason) {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "NVML not used ({reason}); vGPU facts come from sysfs and the built-in catalog."
+        )?;
     }
     warnings(out, &inventory.warnings)
 }

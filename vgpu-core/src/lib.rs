@@ -37,6 +37,7 @@ pub mod lock;
 pub mod manager;
 pub mod mdev;
 pub mod nvidia;
+pub mod nvml;
 pub mod parse;
 mod paths;
 mod pci;
