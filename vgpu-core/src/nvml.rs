@@ -69,7 +69,7 @@ impl Nvml {
                 }
             }
             Err(err) => {
-                let reason = format!("{LIBRARY}: {}", crate::inventory::error_chain(&err));
+                let reason = format!("cannot load NVML: {}", crate::inventory::error_chain(&err));
                 tracing::info!("NVML not available, using sysfs only: {reason}");
                 Self::absent(reason)
             }
@@ -160,7 +160,9 @@ mod tests {
         let nvml = Nvml::load(&HostPaths::default());
         let reason = nvml.status().reason.clone().unwrap_or_default();
         assert!(
-            !nvml.status().loaded && reason.starts_with("libnvidia-ml.so.1: "),
+            !nvml.status().loaded
+                && reason.starts_with("cannot load NVML: ")
+                && reason.contains("libnvidia-ml.so.1"),
             "{reason}"
         );
     }
