@@ -146,11 +146,17 @@ pub enum Command {
         /// With --define: bind at boot (`restore`).
         #[arg(long, requires = "define")]
         auto: bool,
+        /// Bind a device that is neither a GPU nor a VF of one.
+        #[arg(long)]
+        force: bool,
     },
-    /// Give a PCI function back to the driver it had before `bind` (or its default driver).
+    /// Give a PCI function back to the driver it had before `bind`.
     Unbind {
         /// The function's PCI address.
         address: vgpu_core::PciAddress,
+        /// Reprobe a device `vgpuctl bind` did not bind (it goes to its default driver).
+        #[arg(long)]
+        force: bool,
     },
     /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
     Restore,
@@ -270,7 +276,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Restore
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
         Command::Check { gpu } => {
-            let (inventory, _nvml) = discover()?;
+            let inventory = vgpu_core::discover(&paths).with_context(|| {
+                format!("cannot discover GPUs on the host at {}", cli.root.display())
+            })?;
             let mut report = checks::check_host(&paths, &inventory);
             if let Some(name) = gpu {
                 let target = inventory.gpu(name, &paths)?;

@@ -24,13 +24,15 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match run(&cli, &mut out) {
-        Ok(code) => {
-            if out.flush().is_err() {
-                return ExitCode::from(1);
-            }
-            ExitCode::from(code)
-        }
+        Ok(code) => match out.flush() {
+            Ok(()) => ExitCode::from(code),
+            // The reader went away (`vgpuctl list | head`): what it read was complete.
+            Err(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(code),
+            Err(_) => ExitCode::from(1),
+        },
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
+            // The error report matters more than output a closed stdout could not take.
             let _flushed = out.flush();
             let mut stderr = io::stderr().lock();
             // Nothing more can be done if stderr is gone.
@@ -38,4 +40,11 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `err` is stdout's reader having gone away (`vgpuctl list | head`).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<io::Error>())
+        .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
 }

@@ -160,10 +160,11 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             driver,
             define,
             auto,
+            force,
         } => {
             let define = define.then(|| start(*auto));
             let previous = manager
-                .bind(*address, driver, define)
+                .bind(*address, driver, define, *force)
                 .with_context(|| format!("cannot bind {address} to {driver}"))?;
             #[derive(Serialize)]
             struct Bound<'a> {
@@ -186,9 +187,9 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 &line,
             )?;
         }
-        Command::Unbind { address } => {
+        Command::Unbind { address, force } => {
             let now = manager
-                .unbind(*address)
+                .unbind(*address, *force)
                 .with_context(|| format!("cannot unbind {address}"))?;
             #[derive(Serialize)]
             struct Unbound {

@@ -216,11 +216,17 @@ pub(crate) fn check_table(
                 detail.push(format!("blocked by {}", members(&d.blockers)));
             }
             if !d.companions.is_empty() {
-                detail.push(format!("assign with {}", members(&d.companions)));
+                let detach = if d.isolated && !d.ready {
+                    " (detach them from their host drivers first)"
+                } else {
+                    ""
+                };
+                detail.push(format!("assign with {}{detach}", members(&d.companions)));
             }
             if d.iommu_group.is_none() {
                 detail.push("no IOMMU group".to_owned());
             }
+            detail.extend(d.problems.iter().cloned());
             devices.row(vec![
                 d.address.to_string(),
                 opt(d.iommu_group),

@@ -239,7 +239,7 @@ fn audit_log_records_create_with_uid_and_result() {
     let Some(h) = host("t4-legacy") else { return };
     vgpuctl(&h, &["create", T4, "--type", "nvidia-231"]);
     let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
-    let entry: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(
         (
             &entry["action"],
@@ -313,14 +313,16 @@ fn concurrent_creates_are_all_audited() {
         child.wait().unwrap();
     }
     let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
-    let results: Vec<String> = log
+    let outcomes: Vec<String> = log
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["result"].to_string())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["action"] == "create" && e["result"] != "started")
+        .map(|e| e["result"].to_string())
         .collect();
     assert_eq!(
         (
-            results.len(),
-            results.iter().filter(|r| *r == "\"ok\"").count()
+            outcomes.len(),
+            outcomes.iter().filter(|r| *r == "\"ok\"").count()
         ),
         (8, 2)
     );
@@ -686,5 +688,194 @@ fn provision_enables_vfs_then_binds_them_on_flex() {
                 &serde_json::json!("vfio-pci")
             ]
         )
+    );
+}
+
+// ----- definitions are never replaced; bind/unbind stay on what vgpuctl owns -----
+
+#[test]
+fn define_of_a_defined_uuid_is_refused_and_keeps_the_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    let out = vgpuctl(&h, &["define", T4, "--type", "nvidia-222", "--uuid", UUID]);
+    let file = h.state.path().join("etc/mdevctl.d").join(T4).join(UUID);
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(
+        (out.status.code(), &value["mdev_type"], &value["start"]),
+        (
+            Some(1),
+            &serde_json::json!("nvidia-231"),
+            &serde_json::json!("auto")
+        )
+    );
+}
+
+#[test]
+fn failed_create_of_a_defined_uuid_keeps_the_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    h.sim.fail_next(1, 5, "*/create");
+    vgpuctl(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+        ],
+    );
+    assert!(
+        h.state
+            .path()
+            .join("etc/mdevctl.d")
+            .join(T4)
+            .join(UUID)
+            .exists()
+    );
+}
+
+#[test]
+fn create_skips_a_vf_reserved_by_a_definition() {
+    let Some(h) = host("l40s-vendor-vfio") else {
+        return;
+    };
+    let defined = json(&vgpuctl(
+        &h,
+        &[
+            "define",
+            "0000:41:00.0",
+            "--type",
+            "L40S-8Q",
+            "--auto",
+            "--json",
+        ],
+    ));
+    let created = json(&vgpuctl(
+        &h,
+        &["create", "0000:41:00.0", "--type", "L40S-8Q", "--json"],
+    ));
+    assert_eq!(
+        (defined["id"].as_str(), created["id"].as_str()),
+        (Some("0000:41:00.4"), Some("0000:41:00.5"))
+    );
+}
+
+#[test]
+fn bind_of_a_non_gpu_is_refused_without_force() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["bind", "0000:3a:00.0"]);
+    assert_eq!(
+        stderr(&out),
+        "vgpuctl: error: cannot bind 0000:3a:00.0 to vfio-pci: 0000:3a:00.0 is not a GPU or a VF of one (use force to bind it anyway)\n"
+    );
+}
+
+#[test]
+fn unbind_of_a_device_vgpuctl_did_not_bind_is_refused() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(&h, &["unbind", "0000:d8:00.0"]);
+    let driver = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
+    assert_eq!(
+        (out.status.code(), driver),
+        (Some(1), serde_json::json!("nvidia"))
+    );
+}
+
+#[test]
+fn bind_then_unbind_returns_the_previous_driver() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(&h, &["bind", "0000:d8:00.0"]);
+    let bound = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
+    vgpuctl(&h, &["unbind", "0000:d8:00.0"]);
+    let back = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
+    assert_eq!(
+        (bound, back),
+        (serde_json::json!("vfio-pci"), serde_json::json!("nvidia"))
+    );
+}
+
+#[test]
+fn plain_vf_destroy_restores_no_driver_when_it_had_none() {
+    let Some(h) = host("flex-sriov") else { return };
+    vgpuctl(&h, &["sriov", FLEX, "--vfs", "1", "--autoprobe", "off"]);
+    let created = json(&vgpuctl(&h, &["create", FLEX, "--type", "vf", "--json"]));
+    vgpuctl(&h, &["destroy", created["id"].as_str().unwrap()]);
+    assert_eq!(
+        gpu(&list(&h), FLEX)["vfs"][0]["driver"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
+fn provision_naming_a_gpu_twice_is_refused() {
+    let Some(h) = host("t4-legacy") else { return };
+    let out = vgpuctl(
+        &h,
+        &[
+            "provision",
+            T4,
+            "3b:00.0",
+            "--type",
+            "nvidia-231",
+            "--count",
+            "2",
+        ],
+    );
+    assert!(
+        out.status.code() == Some(1) && stderr(&out).contains("GPU 0000:3b:00.0 is named twice"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn audit_log_records_start_step_and_outcome() {
+    let Some(h) = host("t4-legacy") else { return };
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
+    let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
+    let entries: Vec<(String, String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["device"].as_str().unwrap().to_owned(),
+                e["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("create".to_owned(), T4.to_owned(), "started".to_owned()),
+            ("start".to_owned(), UUID.to_owned(), "ok".to_owned()),
+            ("create".to_owned(), T4.to_owned(), "ok".to_owned()),
+        ]
     );
 }

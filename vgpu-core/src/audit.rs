@@ -1,8 +1,11 @@
-//! The audit log: one JSON object per line in `var/log/vgpu/audit.jsonl`, one line per change
-//! `vgpuctl` makes to the host.
+//! The audit log: one JSON object per line in `var/log/vgpu/audit.jsonl`. A command that
+//! changes the host writes a record when it starts (`result: "started"`), one per change it
+//! makes (the device named by its handle), and one with its outcome:
 //!
 //! ```json
-//! {"time":"2026-11-30T01:02:03.456Z","uid":0,"command":"vgpuctl create 0000:41:00.0 nvidia-222","action":"create-mdev","device":"0000:41:00.0/6a8f0a3c-1111-4d2e-9b7a-000000000001","result":"ok"}
+//! {"time":"2026-11-30T01:02:03.456Z","uid":0,"command":"vgpuctl create 0000:3b:00.0 --type T4-2Q","action":"create","device":"0000:3b:00.0","result":"started"}
+//! {"time":"2026-11-30T01:02:03.541Z","uid":0,"command":"vgpuctl create 0000:3b:00.0 --type T4-2Q","action":"start","device":"6a8f0a3c-1111-4d2e-9b7a-000000000001","result":"ok"}
+//! {"time":"2026-11-30T01:02:03.542Z","uid":0,"command":"vgpuctl create 0000:3b:00.0 --type T4-2Q","action":"create","device":"0000:3b:00.0","result":"ok"}
 //! ```
 //!
 //! The file is opened with `O_APPEND` and each record is a single `write(2)` of one whole line,
@@ -30,9 +33,9 @@ pub struct AuditEntry {
     pub uid: u32,
     /// The command line, as the user gave it.
     pub command: String,
-    /// What was done (`create-mdev`, `set-numvfs`, `bind`...).
+    /// What was done (`create`, `start`, `define`, `sriov`, `bind`, `restore`...).
     pub action: String,
-    /// The device it was done to (a PCI address, `<parent>/<uuid>`...).
+    /// The device it was done to (a PCI address, an mdev UUID, `<parent>/<uuid>`...).
     pub device: String,
     /// `ok`, or the error chain.
     pub result: String,

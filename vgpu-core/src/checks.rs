@@ -95,6 +95,10 @@ pub struct DeviceIsolation {
     pub companions: Vec<GroupMember>,
     /// What could not be read while checking; a device with problems is not called isolated.
     pub problems: Vec<String>,
+    /// True when the group can be handed to VFIO now: isolated, and every companion already
+    /// unbound or bound to a passthrough driver (libvirt detaches only the devices it is
+    /// given; a companion left on its host driver keeps the group from being viable).
+    pub ready: bool,
 }
 
 /// Everything `check` reports.
@@ -555,14 +559,6 @@ fn vfio(paths: &HostPaths) -> Check {
     Check::new(ID, Status::Pass, "VFIO and vfio-pci are loaded", None)
 }
 
-/// Drivers whose devices do not stand in the way of assigning a group.
-fn is_harmless_driver(driver: &str) -> bool {
-    driver == "pci-stub"
-        || driver == "vfio-pci"
-        || driver.ends_with("vfio_pci")
-        || driver.ends_with("vfio-pci")
-}
-
 fn is_bridge(class: u32) -> bool {
     matches!(class >> 8, 0x0600 | 0x0604)
 }
@@ -576,6 +572,7 @@ pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
         blockers: Vec::new(),
         companions: Vec::new(),
         problems: Vec::new(),
+        ready: false,
     };
     let device = PciDevice::new(paths, address);
     let group = match device.iommu_group() {
@@ -624,12 +621,21 @@ pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
         if member.same_slot(&address) {
             result.companions.push(info);
         } else if !(info.class.is_some_and(is_bridge)
-            || info.driver.as_deref().is_none_or(is_harmless_driver))
+            || info
+                .driver
+                .as_deref()
+                .is_none_or(crate::driver::is_passthrough_driver))
         {
             result.blockers.push(info);
         }
     }
     result.isolated = result.blockers.is_empty() && result.problems.is_empty();
+    result.ready = result.isolated
+        && result.companions.iter().all(|c| {
+            c.driver
+                .as_deref()
+                .is_none_or(crate::driver::is_passthrough_driver)
+        });
     result
 }
 

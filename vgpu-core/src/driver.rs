@@ -8,6 +8,55 @@ use crate::pci::PciAddress;
 use crate::pci_device::PciDevice;
 use crate::sysfs::{self, write_attr};
 
+/// Whether `driver` holds a device for assignment to a guest rather than for the host:
+/// `vfio-pci`, a vfio variant driver (`mlx5_vfio_pci`, `xe-vfio-pci`...), or `pci-stub`.
+pub fn is_passthrough_driver(driver: &str) -> bool {
+    driver == "pci-stub"
+        || driver == "vfio-pci"
+        || driver.ends_with("vfio_pci")
+        || driver.ends_with("vfio-pci")
+}
+
+fn previous_path(paths: &HostPaths, address: PciAddress) -> std::path::PathBuf {
+    paths
+        .run()
+        .join("vgpu/previous-driver")
+        .join(address.to_string())
+}
+
+/// Records, until the next reboot (under `run/`), which driver `address` had before `vgpu`
+/// bound it for a guest, so that giving it back restores exactly that (an empty record: none).
+pub fn remember_previous(
+    paths: &HostPaths,
+    address: PciAddress,
+    driver: Option<&str>,
+) -> Result<()> {
+    crate::store::write_atomic(
+        &previous_path(paths, address),
+        driver.unwrap_or("").as_bytes(),
+    )
+}
+
+/// The driver recorded by [`remember_previous`]: `None` when nothing is recorded,
+/// `Some(None)` when the device had no driver.
+pub fn recalled_previous(paths: &HostPaths, address: PciAddress) -> Result<Option<Option<String>>> {
+    let path = previous_path(paths, address);
+    match sysfs::read_attr(&path)? {
+        None => Ok(None),
+        Some(text) if text.trim().is_empty() => Ok(Some(None)),
+        Some(text) => {
+            let name = text.trim().to_owned();
+            validate_driver_name(&name)?;
+            Ok(Some(Some(name)))
+        }
+    }
+}
+
+/// Forgets the record of [`remember_previous`].
+pub fn forget_previous(paths: &HostPaths, address: PciAddress) -> Result<()> {
+    crate::store::remove_durably(&previous_path(paths, address)).map(|_| ())
+}
+
 /// Checks that `driver` is a plausible driver name (it becomes a path component).
 pub fn validate_driver_name(driver: &str) -> Result<()> {
     let ok = !driver.is_empty()

@@ -143,6 +143,9 @@ pub struct VgpuType {
     pub device_api: Option<String>,
     /// The raw `description`.
     pub description: Option<String>,
+    /// What the parents offer, summed (before the per-GPU cap).
+    #[serde(skip)]
+    offered: u32,
 }
 
 /// An existing vGPU.
@@ -494,19 +497,51 @@ fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     let (framebuffer_mib, max_instances) = type_facts(&id, &tally);
     // Parents each report what they could take; the physical GPU can take no more than its
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
-    let available = match max_instances {
-        Some(max) => tally.offered.min(max.saturating_sub(tally.in_use)),
-        None => tally.offered,
-    };
-    VgpuType {
+    let mut ty = VgpuType {
         id,
         name: tally.name,
         framebuffer_mib,
         max_instances,
-        available,
+        available: 0,
         in_use: tally.in_use,
         device_api: tally.device_api,
         description: tally.description,
+        offered: tally.offered,
+    };
+    ty.recount();
+    ty
+}
+
+/// Warns about a description in a known vendor format with a field that does not parse, so
+/// that a capacity figure silently missing from it does not go unnoticed.
+fn check_description(
+    text: &str,
+    path: &std::path::Path,
+    parent: PciAddress,
+    warnings: &mut Warnings,
+) {
+    let failed = match (parse_nvidia_description(text), parse_gvtg_description(text)) {
+        (Err(err @ crate::parse::ParseError::Field { .. }), _)
+        | (_, Err(err @ crate::parse::ParseError::Field { .. })) => err,
+        _ => return,
+    };
+    warnings.push(
+        parent,
+        &Error::Format {
+            path: path.to_path_buf(),
+            source: failed,
+        },
+    );
+}
+
+impl VgpuType {
+    /// Recomputes `available` from what the parents offer, capped at `max_instances` less the
+    /// vGPUs in use (an A40's 32 VFs still hold 24 A40-2Q).
+    pub fn recount(&mut self) {
+        self.available = match self.max_instances {
+            Some(max) => self.offered.min(max.saturating_sub(self.in_use)),
+            None => self.offered,
+        };
     }
 }
 
@@ -540,6 +575,14 @@ fn mdev_types(
             }
             if tally.description.is_none() {
                 tally.description = warnings.ok(*address, mdev_type.description());
+                if let Some(text) = &tally.description {
+                    check_description(
+                        text,
+                        &mdev_type.path().join("description"),
+                        *address,
+                        warnings,
+                    );
+                }
             }
             if tally.device_api.is_none() {
                 tally.device_api = warnings.ok(*address, mdev_type.device_api());

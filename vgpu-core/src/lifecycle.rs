@@ -20,6 +20,9 @@ use crate::pci::PciAddress;
 use crate::pci_device::PciDevice;
 use crate::sysfs::{self, write_attr};
 
+/// NVIDIA's PCI vendor id.
+const NVIDIA: u16 = 0x10de;
+
 /// The type name that asks for a whole plain SR-IOV VF on a GPU whose backend is `sriov`.
 pub const PLAIN_VF_TYPE: &str = "vf";
 
@@ -110,6 +113,26 @@ pub enum Placement {
 /// Chooses where a vGPU of type `wanted` goes on `gpu`: the PF for mdev on the PF, otherwise
 /// the first VF (in `virtfnN` order) that can take it. Fails when the GPU has no capacity left.
 pub fn place(paths: &HostPaths, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+    place_excluding(paths, gpu, wanted, &[])
+}
+
+/// Like [`place`], but never on one of the VFs in `reserved` (VFs that definitions hold for
+/// vGPUs that are not running now).
+pub fn place_excluding(
+    paths: &HostPaths,
+    gpu: &Gpu,
+    wanted: &str,
+    reserved: &[PciAddress],
+) -> Result<Placement> {
+    let free = |vf: &&crate::inventory::Vf| !reserved.contains(&vf.address);
+    if gpu.backend == Backend::Sriov && gpu.vendor_id == Some(NVIDIA) {
+        return Err(Error::Invalid {
+            message: format!(
+                "NVIDIA GPU {} shows no vGPU types: enable its VFs (vgpuctl sriov {} --vfs N) with the NVIDIA vGPU manager running",
+                gpu.address, gpu.address
+            ),
+        });
+    }
     if gpu.backend == Backend::Sriov {
         if wanted != PLAIN_VF_TYPE {
             return Err(Error::Invalid {
@@ -119,11 +142,12 @@ pub fn place(paths: &HostPaths, gpu: &Gpu, wanted: &str) -> Result<Placement> {
                 ),
             });
         }
-        let free = gpu
-            .vfs
-            .iter()
-            .find(|vf| vf.driver.as_deref() != Some("vfio-pci"));
-        return match free {
+        let unclaimed = gpu.vfs.iter().filter(free).find(|vf| {
+            !vf.driver
+                .as_deref()
+                .is_some_and(driver::is_passthrough_driver)
+        });
+        return match unclaimed {
             Some(vf) => Ok(Placement::PlainVf { vf: vf.address }),
             None if gpu.vfs.is_empty() => Err(Error::Invalid {
                 message: format!(
@@ -144,7 +168,7 @@ pub fn place(paths: &HostPaths, gpu: &Gpu, wanted: &str) -> Result<Placement> {
             type_id: ty.id.clone(),
         }),
         Backend::VfMdev => {
-            for vf in &gpu.vfs {
+            for vf in gpu.vfs.iter().filter(free) {
                 let parent = MdevParent::new(paths.pci_device(&vf.address));
                 let offered = parent.types()?.into_iter().find(|t| t.id() == ty.id);
                 if let Some(mdev_type) = offered {
@@ -160,7 +184,7 @@ pub fn place(paths: &HostPaths, gpu: &Gpu, wanted: &str) -> Result<Placement> {
         }
         Backend::NvidiaVfio => {
             let type_id = parse_vendor_type_id(&ty.id)?;
-            for vf in &gpu.vfs {
+            for vf in gpu.vfs.iter().filter(free) {
                 let Some(nvidia) = NvidiaVf::of(&paths.pci_device(&vf.address)) else {
                     continue;
                 };
@@ -349,10 +373,7 @@ pub fn create(paths: &HostPaths, gpu: &Gpu, wanted: &str, uuid: Option<Uuid>) ->
             set_vf_type(paths, *vf, *type_id)?;
             (VgpuHandle::Vf(*vf), None)
         }
-        Placement::PlainVf { vf } => {
-            let previous = driver::bind(paths, *vf, "vfio-pci")?;
-            (VgpuHandle::Vf(*vf), previous)
-        }
+        Placement::PlainVf { vf } => (VgpuHandle::Vf(*vf), bind_plain_vf(paths, *vf)?),
     };
     Ok(Created {
         id,
@@ -360,6 +381,36 @@ pub fn create(paths: &HostPaths, gpu: &Gpu, wanted: &str, uuid: Option<Uuid>) ->
         placement,
         previous_driver,
     })
+}
+
+/// Binds a plain VF to `vfio-pci` for a guest and records the driver it had; returns that
+/// driver. If the record cannot be written, the VF goes back to that driver.
+pub fn bind_plain_vf(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
+    let previous = driver::bind(paths, vf, "vfio-pci")?;
+    if let Err(err) = driver::remember_previous(paths, vf, previous.as_deref()) {
+        if let Err(undo) = driver::restore(paths, vf, previous.as_deref()) {
+            tracing::error!(%vf, "cannot give the VF back after failing to record its driver: {undo}");
+        }
+        return Err(err);
+    }
+    Ok(previous)
+}
+
+/// Gives a plain VF back to the driver recorded when it was bound for a guest, or, with no
+/// record, to `fallback` when given, else to its default driver.
+pub fn release_plain_vf(
+    paths: &HostPaths,
+    vf: PciAddress,
+    fallback: Option<Option<&str>>,
+) -> Result<()> {
+    match driver::recalled_previous(paths, vf)? {
+        Some(previous) => driver::restore(paths, vf, previous.as_deref())?,
+        None => match fallback {
+            Some(previous) => driver::restore(paths, vf, previous)?,
+            None => driver::reprobe(paths, vf).map(|_| ())?,
+        },
+    }
+    driver::forget_previous(paths, vf)
 }
 
 /// What kind of vGPU a handle names now.
@@ -404,7 +455,7 @@ pub fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Running>>
 }
 
 /// Destroys the vGPU named by `handle`: removes the mediated device, clears the VF's vendor
-/// type, or gives a plain VF back to its default driver. Returns what it was.
+/// type, or gives a plain VF back to the driver it had (its default driver if unrecorded). Returns what it was.
 pub fn destroy(paths: &HostPaths, handle: VgpuHandle) -> Result<Running> {
     let Some(what) = running(paths, handle)? else {
         return Err(Error::NoSuchDevice {
@@ -420,7 +471,7 @@ pub fn destroy(paths: &HostPaths, handle: VgpuHandle) -> Result<Running> {
             clear_vf_type(paths, vf)?;
         }
         (Running::PlainVf, VgpuHandle::Vf(vf)) => {
-            driver::reprobe(paths, vf)?;
+            release_plain_vf(paths, vf, None)?;
         }
         _ => {
             return Err(Error::NoSuchDevice {

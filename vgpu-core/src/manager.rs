@@ -82,19 +82,36 @@ impl RestoreReport {
     pub fn failed(&self) -> usize {
         self.steps.iter().filter(|s| s.outcome == "failed").count()
     }
+}
 
-    fn push(&mut self, action: &'static str, device: String, result: Result<bool>) {
-        let (outcome, error) = match result {
-            Ok(true) => ("created", None),
-            Ok(false) => ("unchanged", None),
-            Err(err) => ("failed", Some(error_chain(&err))),
-        };
-        self.steps.push(RestoreStep {
-            action,
-            device,
-            outcome,
-            error,
-        });
+/// The audit log of one command: a record when it starts, one per change it makes, and one
+/// with its outcome.
+struct Audit<'a> {
+    log: AuditLog,
+    command: &'a str,
+}
+
+impl Audit<'_> {
+    fn record(&self, action: &str, device: &str, outcome: &str) {
+        if let Err(err) = self
+            .log
+            .record(&AuditEntry::now(self.command, action, device, outcome))
+        {
+            // The change is made (or not) either way; say loudly that it went unrecorded.
+            tracing::error!(
+                action,
+                device,
+                "cannot write the audit log: {}",
+                error_chain(&err)
+            );
+        }
+    }
+
+    fn result<T>(&self, action: &str, device: &str, result: &Result<T>) {
+        match result {
+            Ok(_) => self.record(action, device, "ok"),
+            Err(err) => self.record(action, device, &error_chain(err)),
+        }
     }
 }
 
@@ -110,6 +127,18 @@ fn gpu_of<'a>(gpus: &'a [Gpu], name: &str, paths: &HostPaths) -> Result<&'a Gpu>
             name: name.to_owned(),
             path: paths.pci_devices(),
         })
+}
+
+/// Whether `address` is a GPU function (display or accelerator class) or a VF of one.
+fn is_gpu_function(paths: &HostPaths, address: PciAddress) -> Result<bool> {
+    let device = PciDevice::new(paths, address);
+    let function = match device.physfn()? {
+        Some(pf) => PciDevice::new(paths, pf),
+        None => device,
+    };
+    Ok(function
+        .class()?
+        .is_some_and(|class| matches!(class >> 16, 0x03 | 0x12)))
 }
 
 impl Manager {
@@ -142,24 +171,22 @@ impl Manager {
         &self.store
     }
 
-    /// Runs `f` under the host lock and records its outcome in the audit log.
-    fn mutate<T>(&self, action: &str, device: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// Runs `f` under the host lock, recording in the audit log that it starts, what it
+    /// changes (through the [`Audit`] it is given), and how it ends.
+    fn mutate<T>(
+        &self,
+        action: &str,
+        device: &str,
+        f: impl FnOnce(&Audit<'_>) -> Result<T>,
+    ) -> Result<T> {
         let _lock = HostLock::acquire(&self.paths, self.lock_timeout)?;
-        let audit = AuditLog::open(&self.paths)?;
-        let result = f();
-        let outcome = match &result {
-            Ok(_) => "ok".to_owned(),
-            Err(err) => error_chain(err),
+        let audit = Audit {
+            log: AuditLog::open(&self.paths)?,
+            command: &self.command,
         };
-        if let Err(err) = audit.record(&AuditEntry::now(&self.command, action, device, outcome)) {
-            // The change is made (or not) either way; say loudly that it went unrecorded.
-            tracing::error!(
-                action,
-                device,
-                "cannot write the audit log: {}",
-                error_chain(&err)
-            );
-        }
+        audit.record(action, device, "started");
+        let result = f(&audit);
+        audit.result(action, device, &result);
         result
     }
 
@@ -167,8 +194,30 @@ impl Manager {
         Ok(discover(&self.paths)?.gpus)
     }
 
+    /// VFs of `gpu` that definitions hold for vGPUs that are not running: new vGPUs must not
+    /// take them, or `restore` could not bring the defined ones back.
+    fn reserved_vfs(&self, gpu: &Gpu) -> Result<Vec<PciAddress>> {
+        let mut reserved: Vec<PciAddress> = self.store.vf_vgpus()?.iter().map(|d| d.vf).collect();
+        reserved.extend(self.store.bindings()?.iter().map(|d| d.address));
+        for def in self.store.mdevs()? {
+            if let Ok(parent) = def.parent.parse::<PciAddress>() {
+                if parent != gpu.address {
+                    reserved.push(parent);
+                }
+            }
+        }
+        reserved.retain(|vf| gpu.vfs.iter().any(|v| v.address == *vf));
+        Ok(reserved)
+    }
+
+    fn placement(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+        let reserved = self.reserved_vfs(gpu)?;
+        lifecycle::place_excluding(&self.paths, gpu, wanted, &reserved)
+    }
+
     /// Creates a vGPU of type `wanted` on GPU `gpu` (see [`lifecycle::create`]); with
-    /// `define`, persists it first so that `restore` brings it back after a reboot.
+    /// `define`, persists it first so that `restore` brings it back after a reboot. Never
+    /// replaces an existing definition.
     pub fn create(
         &self,
         gpu: &str,
@@ -176,19 +225,31 @@ impl Manager {
         uuid: Option<Uuid>,
         define: Option<Start>,
     ) -> Result<Created> {
-        self.mutate("create", gpu, || {
+        self.mutate("create", gpu, |audit| {
             let gpus = self.gpus()?;
             let gpu = gpu_of(&gpus, gpu, &self.paths)?;
-            let Some(start) = define else {
-                return lifecycle::create(&self.paths, gpu, wanted, uuid);
+            let placement = self.placement(gpu, wanted)?;
+            let id = match (&placement, uuid) {
+                (Placement::Mdev { .. }, uuid) => VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4)),
+                (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => VgpuHandle::Vf(*vf),
+                (_, Some(_)) => return Err(self.uuid_does_not_apply(gpu)),
             };
-            let placement = lifecycle::place(&self.paths, gpu, wanted)?;
-            let (id, _) = self.define_placement(gpu, &placement, uuid, start)?;
-            match self.start_placement(&placement, id) {
+            if let Some(start) = define {
+                self.define_placement(gpu, &placement, id, start)?;
+                audit.record("define", &id.to_string(), "ok");
+            }
+            let started = self.start_placement(&placement, id);
+            audit.result("start", &id.to_string(), &started);
+            match started {
                 Ok(previous_driver) => Ok(Created { id, gpu: gpu.address, placement, previous_driver }),
                 Err(err) => {
-                    if let Err(undo) = self.undefine_handle(id) {
-                        tracing::error!(%id, "cannot remove the definition after a failed create: {undo}");
+                    if define.is_some() {
+                        // The definition was written by this command a moment ago.
+                        let undone = self.undefine_handle(id);
+                        audit.result("undefine", &id.to_string(), &undone);
+                        if let Err(undo) = undone {
+                            tracing::error!(%id, "cannot remove the definition after a failed create: {undo}");
+                        }
                     }
                     Err(err)
                 }
@@ -196,7 +257,8 @@ impl Manager {
         })
     }
 
-    /// Persists a vGPU of type `wanted` on `gpu` without creating it.
+    /// Persists a vGPU of type `wanted` on `gpu` without creating it. Never replaces an
+    /// existing definition.
     pub fn define(
         &self,
         gpu: &str,
@@ -204,11 +266,21 @@ impl Manager {
         uuid: Option<Uuid>,
         start: Start,
     ) -> Result<Defined> {
-        self.mutate("define", gpu, || {
+        self.mutate("define", gpu, |audit| {
             let gpus = self.gpus()?;
             let gpu = gpu_of(&gpus, gpu, &self.paths)?;
-            let placement = lifecycle::place(&self.paths, gpu, wanted)?;
-            let (id, placement) = self.define_placement(gpu, &placement, uuid, start)?;
+            let placement = self.placement(gpu, wanted)?;
+            let id = match (&placement, uuid) {
+                (Placement::Mdev { .. }, uuid) => {
+                    VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4))
+                }
+                (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => {
+                    VgpuHandle::Vf(*vf)
+                }
+                (_, Some(_)) => return Err(self.uuid_does_not_apply(gpu)),
+            };
+            self.define_placement(gpu, &placement, id, start)?;
+            audit.record("define", &id.to_string(), "ok");
             Ok(Defined {
                 id,
                 placement,
@@ -217,16 +289,38 @@ impl Manager {
         })
     }
 
+    fn uuid_does_not_apply(&self, gpu: &Gpu) -> Error {
+        Error::Invalid {
+            message: format!(
+                "GPU {} makes VF-based vGPUs, named by their VF: a UUID does not apply",
+                gpu.address
+            ),
+        }
+    }
+
+    fn already_defined(&self, id: VgpuHandle) -> Result<bool> {
+        Ok(match id {
+            VgpuHandle::Mdev(uuid) => self.store.mdev(uuid)?.is_some(),
+            VgpuHandle::Vf(vf) => {
+                self.store.vf_vgpu(vf)?.is_some() || self.store.binding(vf)?.is_some()
+            }
+        })
+    }
+
     fn define_placement(
         &self,
         gpu: &Gpu,
         placement: &Placement,
-        uuid: Option<Uuid>,
+        id: VgpuHandle,
         start: Start,
-    ) -> Result<(VgpuHandle, Placement)> {
-        match placement {
-            Placement::Mdev { parent, type_id } => {
-                let uuid = uuid.unwrap_or_else(Uuid::new_v4);
+    ) -> Result<()> {
+        if self.already_defined(id)? {
+            return Err(Error::Invalid {
+                message: format!("{id} is already defined: undefine it first"),
+            });
+        }
+        match (placement, id) {
+            (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
                 if lifecycle::mdev_parent(&self.paths, uuid)?.is_some() {
                     return Err(Error::Invalid {
                         message: format!("mediated device {uuid} already exists"),
@@ -238,43 +332,29 @@ impl Manager {
                     mdev_type: type_id.clone(),
                     start,
                     attrs: Vec::new(),
-                })?;
-                Ok((VgpuHandle::Mdev(uuid), placement.clone()))
+                })
             }
-            Placement::VendorVf { vf, type_id } => {
-                self.reject_uuid(uuid, gpu)?;
+            (Placement::VendorVf { vf, type_id }, _) => {
                 self.store.define_vf_vgpu(&VfVgpuDefinition {
                     vf: *vf,
                     gpu: gpu.address,
                     type_id: *type_id,
                     start,
-                })?;
-                Ok((VgpuHandle::Vf(*vf), placement.clone()))
+                })
             }
-            Placement::PlainVf { vf } => {
-                self.reject_uuid(uuid, gpu)?;
+            (Placement::PlainVf { vf }, _) => {
                 // The driver it has now is the one to give it back to on destroy.
                 let previous = PciDevice::new(&self.paths, *vf).driver()?;
                 self.store.define_binding(&BindingDefinition {
                     address: *vf,
                     driver: "vfio-pci".to_owned(),
-                    previous_driver: previous.filter(|d| d != "vfio-pci"),
+                    previous_driver: previous.filter(|d| !driver::is_passthrough_driver(d)),
                     start,
-                })?;
-                Ok((VgpuHandle::Vf(*vf), placement.clone()))
+                })
             }
-        }
-    }
-
-    fn reject_uuid(&self, uuid: Option<Uuid>, gpu: &Gpu) -> Result<()> {
-        match uuid {
-            Some(_) => Err(Error::Invalid {
-                message: format!(
-                    "GPU {} makes VF-based vGPUs, named by their VF: a UUID does not apply",
-                    gpu.address
-                ),
+            (Placement::Mdev { .. }, VgpuHandle::Vf(_)) => Err(Error::Invalid {
+                message: format!("{id} is not a mediated device"),
             }),
-            None => Ok(()),
         }
     }
 
@@ -289,7 +369,7 @@ impl Manager {
                 lifecycle::set_vf_type(&self.paths, *vf, *type_id)?;
                 Ok(None)
             }
-            (Placement::PlainVf { vf }, _) => driver::bind(&self.paths, *vf, "vfio-pci"),
+            (Placement::PlainVf { vf }, _) => lifecycle::bind_plain_vf(&self.paths, *vf),
             (Placement::Mdev { .. }, VgpuHandle::Vf(_)) => Err(Error::Invalid {
                 message: format!("{id} is not a mediated device"),
             }),
@@ -309,15 +389,19 @@ impl Manager {
 
     /// Removes the definition of `id` (the device keeps running). False when none existed.
     pub fn undefine(&self, id: VgpuHandle) -> Result<bool> {
-        self.mutate("undefine", &id.to_string(), || self.undefine_handle(id))
+        self.mutate("undefine", &id.to_string(), |_| self.undefine_handle(id))
     }
 
     /// Stops the running vGPU `id` and removes its definition: the inverse of
     /// `create --define`. Fails when `id` is neither running nor defined.
     pub fn destroy(&self, id: VgpuHandle) -> Result<Destroyed> {
-        self.mutate("destroy", &id.to_string(), || {
+        self.mutate("destroy", &id.to_string(), |audit| {
             let stopped = match lifecycle::running(&self.paths, id)? {
-                Some(_) => Some(self.stop_running(id)?),
+                Some(_) => {
+                    let stopped = self.stop_running(id);
+                    audit.result("stop", &id.to_string(), &stopped);
+                    Some(stopped?)
+                }
                 None => None,
             };
             let undefined = self.undefine_handle(id)?;
@@ -337,11 +421,14 @@ impl Manager {
 
     fn stop_running(&self, id: VgpuHandle) -> Result<Running> {
         if let VgpuHandle::Vf(vf) = id {
-            if let Some(binding) = self.store.binding(vf)? {
-                if lifecycle::running(&self.paths, id)? == Some(Running::PlainVf) {
-                    driver::restore(&self.paths, vf, binding.previous_driver.as_deref())?;
-                    return Ok(Running::PlainVf);
-                }
+            if lifecycle::running(&self.paths, id)? == Some(Running::PlainVf) {
+                let fallback = self.store.binding(vf)?.map(|b| b.previous_driver);
+                lifecycle::release_plain_vf(
+                    &self.paths,
+                    vf,
+                    fallback.as_ref().map(|d| d.as_deref()),
+                )?;
+                return Ok(Running::PlainVf);
             }
         }
         lifecycle::destroy(&self.paths, id)
@@ -349,12 +436,12 @@ impl Manager {
 
     /// Stops the running vGPU `id`, keeping its definition.
     pub fn stop(&self, id: VgpuHandle) -> Result<Running> {
-        self.mutate("stop", &id.to_string(), || self.stop_running(id))
+        self.mutate("stop", &id.to_string(), |_| self.stop_running(id))
     }
 
     /// Starts the defined vGPU `id`.
     pub fn start(&self, id: VgpuHandle) -> Result<()> {
-        self.mutate("start", &id.to_string(), || {
+        self.mutate("start", &id.to_string(), |_| {
             if lifecycle::running(&self.paths, id)?.is_some() {
                 return Err(Error::Invalid {
                     message: format!("{id} is already running"),
@@ -370,7 +457,7 @@ impl Manager {
                         return lifecycle::set_vf_type(&self.paths, vf, def.type_id);
                     }
                     if let Some(def) = self.store.binding(vf)? {
-                        return driver::bind(&self.paths, vf, &def.driver).map(|_| ());
+                        return self.apply_binding(&def).map(|_| ());
                     }
                     Err(self.not_defined(id))
                 }
@@ -382,6 +469,16 @@ impl Manager {
         Error::Invalid {
             message: format!("{id} is not defined (see vgpuctl define)"),
         }
+    }
+
+    /// Binds a defined binding, recording the driver it had; true when something changed.
+    fn apply_binding(&self, def: &BindingDefinition) -> Result<bool> {
+        let previous = driver::bind(&self.paths, def.address, &def.driver)?;
+        if previous.as_deref() == Some(def.driver.as_str()) {
+            return Ok(false);
+        }
+        driver::remember_previous(&self.paths, def.address, previous.as_deref())?;
+        Ok(true)
     }
 
     /// Creates a defined mediated device and writes its attributes in order; removes it again
@@ -396,7 +493,7 @@ impl Manager {
         lifecycle::create_mdev(&self.paths, parent, &def.mdev_type, def.uuid)?;
         let dir = self.paths.pci_device(&parent).join(def.uuid.to_string());
         for (name, value) in &def.attrs {
-            let attempt = crate::driver::validate_driver_name(name)
+            let attempt = driver::validate_driver_name(name)
                 .and_then(|()| write_attr(&dir.join(name), value));
             if let Err(err) = attempt {
                 if let Err(undo) = lifecycle::remove_mdev(&self.paths, def.uuid) {
@@ -409,7 +506,7 @@ impl Manager {
     }
 
     /// Sets the VF count of `gpu` (see [`sriov::set_vf_count`]); with `define`, persists it
-    /// (and `autoprobe`) first.
+    /// (and `autoprobe`) first. On failure the definition and autoprobe are put back.
     pub fn set_vfs(
         &self,
         gpu: &str,
@@ -417,16 +514,19 @@ impl Manager {
         autoprobe: Option<bool>,
         define: bool,
     ) -> Result<SriovChange> {
-        self.mutate("sriov", gpu, || {
+        self.mutate("sriov", gpu, |audit| {
             let gpus = self.gpus()?;
-            let pf = gpu_of(&gpus, gpu, &self.paths)?.address;
-            let previous = self.store.sriov_of(pf)?;
+            let gpu = gpu_of(&gpus, gpu, &self.paths)?;
+            let pf = gpu.address;
+            let previous_definition = self.store.sriov_of(pf)?;
+            let previous_autoprobe = gpu.sriov.as_ref().and_then(|s| s.drivers_autoprobe);
             if define {
                 self.store.define_sriov(&SriovDefinition {
                     pf,
                     num_vfs: count,
                     drivers_autoprobe: autoprobe,
                 })?;
+                audit.record("define-sriov", &pf.to_string(), "ok");
             }
             let result = (|| {
                 if let Some(on) = autoprobe {
@@ -434,38 +534,66 @@ impl Manager {
                 }
                 sriov::set_vf_count(&self.paths, pf, count, self.sriov)
             })();
-            if result.is_err() && define {
-                let undo = match &previous {
-                    Some(def) => self.store.define_sriov(def),
-                    None => self.store.undefine_sriov(pf).map(|_| ()),
-                };
-                if let Err(undo) = undo {
-                    tracing::error!(%pf, "cannot put back the SR-IOV definition: {undo}");
+            if result.is_err() {
+                if let (Some(_), Some(was)) = (autoprobe, previous_autoprobe) {
+                    let undone = sriov::set_autoprobe(&self.paths, pf, was);
+                    audit.result("undo-autoprobe", &pf.to_string(), &undone);
+                }
+                if define {
+                    let undone = match &previous_definition {
+                        Some(def) => self.store.define_sriov(def),
+                        None => self.store.undefine_sriov(pf).map(|_| ()),
+                    };
+                    audit.result("undo-define-sriov", &pf.to_string(), &undone);
                 }
             }
             result
         })
     }
 
-    /// Binds `address` to `driver`; with `define`, persists the binding.
+    /// Binds `address` to `driver`; with `define`, persists the binding. Only GPU functions
+    /// and their VFs unless `force`.
     pub fn bind(
         &self,
         address: PciAddress,
         driver_name: &str,
         define: Option<Start>,
+        force: bool,
     ) -> Result<Option<String>> {
-        self.mutate("bind", &address.to_string(), || {
+        self.mutate("bind", &address.to_string(), |_| {
             driver::validate_driver_name(driver_name)?;
-            let current = PciDevice::new(&self.paths, address).driver()?;
-            if let Some(start) = define {
-                self.store.define_binding(&BindingDefinition {
-                    address,
-                    driver: driver_name.to_owned(),
-                    previous_driver: current.clone().filter(|d| d != driver_name),
-                    start,
-                })?;
+            let device = PciDevice::new(&self.paths, address);
+            if !device.exists() {
+                return Err(Error::NoSuchDevice {
+                    name: address.to_string(),
+                    path: self.paths.pci_devices(),
+                });
             }
-            let result = driver::bind(&self.paths, address, driver_name);
+            if !force && !is_gpu_function(&self.paths, address)? {
+                return Err(Error::Invalid {
+                    message: format!(
+                        "{address} is not a GPU or a VF of one (use force to bind it anyway)"
+                    ),
+                });
+            }
+            let current = device.driver()?;
+            let def = BindingDefinition {
+                address,
+                driver: driver_name.to_owned(),
+                previous_driver: current.filter(|d| d != driver_name),
+                start: define.unwrap_or(Start::Manual),
+            };
+            if define.is_some() {
+                if self.store.binding(address)?.is_some() {
+                    return Err(Error::Invalid {
+                        message: format!("{address} already has a binding defined"),
+                    });
+                }
+                self.store.define_binding(&def)?;
+            }
+            let result = self
+                .apply_binding(&def)
+                .map(|_| def.previous_driver.clone());
             if result.is_err() && define.is_some() {
                 if let Err(undo) = self.store.undefine_binding(address) {
                     tracing::error!(%address, "cannot remove the binding definition: {undo}");
@@ -475,48 +603,76 @@ impl Manager {
         })
     }
 
-    /// Returns `address` to the driver it had before `bind` (when recorded) or to its default
-    /// driver, and removes the binding definition.
-    pub fn unbind(&self, address: PciAddress) -> Result<Option<String>> {
-        self.mutate("unbind", &address.to_string(), || {
-            let now = match self.store.binding(address)? {
-                Some(def) => {
-                    driver::restore(&self.paths, address, def.previous_driver.as_deref())?;
-                    PciDevice::new(&self.paths, address).driver()?
-                }
-                None => driver::reprobe(&self.paths, address)?,
+    /// Returns `address` to the driver it had before `vgpuctl bind` and removes the binding
+    /// definition. A device `vgpuctl` did not bind is refused unless `force` (then it goes to
+    /// its default driver).
+    pub fn unbind(&self, address: PciAddress, force: bool) -> Result<Option<String>> {
+        self.mutate("unbind", &address.to_string(), |_| {
+            let recorded = driver::recalled_previous(&self.paths, address)?;
+            let defined = self.store.binding(address)?.map(|b| b.previous_driver);
+            let previous = match (recorded, defined) {
+                (Some(previous), _) | (None, Some(previous)) => Some(previous),
+                (None, None) => None,
             };
+            match previous {
+                Some(previous) => driver::restore(&self.paths, address, previous.as_deref())?,
+                None if force => {
+                    driver::reprobe(&self.paths, address)?;
+                }
+                None => {
+                    return Err(Error::Invalid {
+                        message: format!(
+                            "{address} was not bound by vgpuctl (use force to reprobe it anyway)"
+                        ),
+                    });
+                }
+            }
+            driver::forget_previous(&self.paths, address)?;
             self.store.undefine_binding(address)?;
-            Ok(now)
+            PciDevice::new(&self.paths, address).driver()
         })
     }
 
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first, then
     /// driver bindings, then auto-start mediated devices, then NVIDIA VF types. Idempotent:
-    /// what is already in place is left alone. Carries on past failures and reports each step.
+    /// what is already in place is left alone. Carries on past failures and reports (and
+    /// audits) each step; fails as a whole when any step failed.
     pub fn restore(&self) -> Result<RestoreReport> {
-        self.mutate("restore", "host", || {
-            let mut report = RestoreReport::default();
+        let mut report = RestoreReport::default();
+        let outcome = self.mutate("restore", "host", |audit| {
+            let mut push = |action: &'static str, device: String, result: Result<bool>| {
+                let (outcome, error) = match &result {
+                    Ok(true) => ("created", None),
+                    Ok(false) => ("unchanged", None),
+                    Err(err) => ("failed", Some(error_chain(err))),
+                };
+                if outcome != "unchanged" {
+                    audit.record(action, &device, error.as_deref().unwrap_or("ok"));
+                }
+                report.steps.push(RestoreStep {
+                    action,
+                    device,
+                    outcome,
+                    error,
+                });
+            };
             let (sriov_defs, errors) = self.store.sriov_lenient();
             for err in errors {
-                report.push("sriov", "definition".to_owned(), Err(err));
+                push("sriov", "definition".to_owned(), Err(err));
             }
             for def in sriov_defs {
-                let result = self.restore_sriov(&def);
-                report.push("sriov", def.pf.to_string(), result);
+                push("sriov", def.pf.to_string(), self.restore_sriov(&def));
             }
             let (bindings, errors) = self.store.bindings_lenient();
             for err in errors {
-                report.push("bind", "definition".to_owned(), Err(err));
+                push("bind", "definition".to_owned(), Err(err));
             }
             for def in bindings.iter().filter(|d| d.start == Start::Auto) {
-                let result = driver::bind(&self.paths, def.address, &def.driver)
-                    .map(|previous| previous.as_deref() != Some(def.driver.as_str()));
-                report.push("bind", def.address.to_string(), result);
+                push("bind", def.address.to_string(), self.apply_binding(def));
             }
             let (mdevs, errors) = self.store.mdevs_lenient();
             for err in errors {
-                report.push("mdev", "definition".to_owned(), Err(err));
+                push("mdev", "definition".to_owned(), Err(err));
             }
             for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
                 let result = match lifecycle::mdev_parent(&self.paths, def.uuid) {
@@ -524,11 +680,11 @@ impl Manager {
                     Ok(None) => self.start_mdev(def).map(|()| true),
                     Err(err) => Err(err),
                 };
-                report.push("mdev", format!("{}/{}", def.parent, def.uuid), result);
+                push("mdev", format!("{}/{}", def.parent, def.uuid), result);
             }
             let (vf_vgpus, errors) = self.store.vf_vgpus_lenient();
             for err in errors {
-                report.push("vf-vgpu", "definition".to_owned(), Err(err));
+                push("vf-vgpu", "definition".to_owned(), Err(err));
             }
             for def in vf_vgpus.iter().filter(|d| d.start == Start::Auto) {
                 let result = match lifecycle::running(&self.paths, VgpuHandle::Vf(def.vf)) {
@@ -544,16 +700,31 @@ impl Manager {
                     }
                     Err(err) => Err(err),
                 };
-                report.push("vf-vgpu", def.vf.to_string(), result);
+                push("vf-vgpu", def.vf.to_string(), result);
             }
-            Ok(report)
-        })
+            let failed = report.failed();
+            if failed > 0 {
+                return Err(Error::Invalid {
+                    message: format!("{failed} restore step(s) failed"),
+                });
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => Ok(report),
+            // A failed step is in the report; only a failure to run at all is an error here.
+            Err(_) if report.failed() > 0 => Ok(report),
+            Err(err) => Err(err),
+        }
     }
 
     fn restore_sriov(&self, def: &SriovDefinition) -> Result<bool> {
         let device = PciDevice::new(&self.paths, def.pf);
         let current = device.sriov()?.map(|s| s.num_vfs);
-        if current == Some(def.num_vfs) {
+        // An NVIDIA PF left on pci-pf-stub by an interrupted sequence needs finishing even
+        // when its count is already right.
+        let stubbed = device.driver()?.as_deref() == Some("pci-pf-stub");
+        if current == Some(def.num_vfs) && !stubbed {
             return Ok(false);
         }
         if let Some(on) = def.drivers_autoprobe {

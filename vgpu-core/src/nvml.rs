@@ -133,6 +133,7 @@ impl Nvml {
             }
             if ty.max_instances.is_none() {
                 ty.max_instances = nvml_type.max_instances().ok();
+                ty.recount();
             }
         }
         Vec::new()

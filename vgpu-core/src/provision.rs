@@ -81,6 +81,15 @@ pub async fn provision(
 ) -> Result<Vec<GpuReport>> {
     let lock = HostLock::acquire(paths, options.lock_timeout)?;
     let audit = std::sync::Arc::new(AuditLog::open(paths)?);
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = targets.iter().find(|t| !seen.insert(t.gpu)) {
+        return Err(Error::Invalid {
+            message: format!(
+                "GPU {} is named twice: each GPU's steps must run in order",
+                twice.gpu
+            ),
+        });
+    }
     let mut tasks = Vec::new();
     for target in targets {
         let paths = paths.clone();
@@ -90,18 +99,21 @@ pub async fn provision(
             run_one(&paths, &target, &options, &audit)
         }));
     }
+    // Every task is awaited before the lock goes, even when one of them died.
     let mut reports = Vec::new();
+    let mut lost = Vec::new();
     for task in tasks {
         match task.await {
             Ok(report) => reports.push(report),
-            Err(join) => {
-                return Err(Error::Invalid {
-                    message: format!("a provisioning task did not finish: {join}"),
-                });
-            }
+            Err(join) => lost.push(join.to_string()),
         }
     }
     drop(lock);
+    if !lost.is_empty() {
+        return Err(Error::Invalid {
+            message: format!("provisioning task(s) did not finish: {}", lost.join("; ")),
+        });
+    }
     Ok(reports)
 }
 
@@ -165,6 +177,8 @@ fn fill(
     // none); then each parent in order, as `lifecycle::place` would choose them.
     let (gpu, _warnings) = discover_gpu(paths, target.gpu)?;
     let wanted = if gpu.backend == Backend::Sriov {
+        // Whole VFs: only when asked for by name, and never raw NVIDIA VFs.
+        lifecycle::place(paths, &gpu, &target.type_name)?;
         lifecycle::PLAIN_VF_TYPE.to_owned()
     } else {
         lifecycle::resolve_type(&gpu, &target.type_name)?.id.clone()
@@ -173,7 +187,11 @@ fn fill(
         let available = if gpu.backend == Backend::Sriov {
             gpu.vfs
                 .iter()
-                .filter(|vf| vf.driver.as_deref() != Some("vfio-pci"))
+                .filter(|vf| {
+                    !vf.driver
+                        .as_deref()
+                        .is_some_and(driver::is_passthrough_driver)
+                })
                 .count() as u32
         } else {
             lifecycle::resolve_type(&gpu, &wanted)?.available
@@ -199,7 +217,7 @@ fn fill(
                 lifecycle::set_vf_type(paths, *vf, *type_id).map(|()| VgpuHandle::Vf(*vf))
             }
             Placement::PlainVf { vf } => {
-                driver::bind(paths, *vf, "vfio-pci").map(|_| VgpuHandle::Vf(*vf))
+                lifecycle::bind_plain_vf(paths, *vf).map(|_| VgpuHandle::Vf(*vf))
             }
         };
         let audited = result.as_ref().map(|_| ()).map_err(clone_error);
@@ -281,10 +299,10 @@ fn still_fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
                 && nvidia.creatable_types()?.iter().any(|c| c.id == *type_id)),
             None => Ok(false),
         },
-        Placement::PlainVf { vf } => Ok(crate::pci_device::PciDevice::new(paths, *vf)
+        Placement::PlainVf { vf } => Ok(!crate::pci_device::PciDevice::new(paths, *vf)
             .driver()?
             .as_deref()
-            != Some("vfio-pci")),
+            .is_some_and(driver::is_passthrough_driver)),
     }
 }
 

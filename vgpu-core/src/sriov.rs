@@ -20,6 +20,9 @@ use crate::pci::PciAddress;
 use crate::pci_device::PciDevice;
 use crate::sysfs::{self, read_attr, write_attr};
 
+/// NVIDIA's PCI vendor id.
+const NVIDIA: u16 = 0x10de;
+
 /// How to change a VF count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SriovOptions {
@@ -65,8 +68,11 @@ pub fn vf_in_use(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
             return Ok(Some(format!("{vf} holds NVIDIA vGPU type {current}")));
         }
     }
-    if device.driver()?.as_deref() == Some("vfio-pci") {
-        return Ok(Some(format!("{vf} is bound to vfio-pci")));
+    if let Some(driver) = device
+        .driver()?
+        .filter(|d| driver::is_passthrough_driver(d))
+    {
+        return Ok(Some(format!("{vf} is bound to {driver}")));
     }
     Ok(None)
 }
@@ -104,11 +110,13 @@ fn wait_for_vfs(device: &PciDevice, count: u32, timeout: Duration) -> Result<Vec
 }
 
 /// Sets the number of enabled VFs of `pf` to `count`, following the kernel's rules (and
-/// NVIDIA's sequence for `nvidia`-bound PFs); reads back what the driver enabled and waits for
-/// the VFs to appear. A count change from non-zero to another non-zero count goes through 0,
-/// which is refused while a VF is in use unless `options.force`.
+/// NVIDIA's sequence for NVIDIA PFs); reads back what the driver enabled and waits for the VFs
+/// to appear. A count change from non-zero to another non-zero count goes through 0, which is
+/// refused while a VF is in use unless `options.force`.
 ///
-/// On failure it puts back the count it found.
+/// On failure at any step after the first write, it puts back the count it found (and the PF
+/// on `nvidia`). An NVIDIA PF left on `pci-pf-stub` by an interrupted sequence is finished:
+/// the count is written if needed and the PF and its VFs go back to `nvidia`.
 pub fn set_vf_count(
     paths: &HostPaths,
     pf: PciAddress,
@@ -135,8 +143,12 @@ pub fn set_vf_count(
             ),
         });
     }
+    let driver = device.driver()?;
+    let nvidia = device.vendor_id()? == Some(NVIDIA)
+        && matches!(driver.as_deref(), Some("nvidia" | "pci-pf-stub"));
+    let interrupted = nvidia && driver.as_deref() == Some("pci-pf-stub");
     let before = read_numvfs(&device)?;
-    if before == count {
+    if before == count && !interrupted {
         let vfs = device.virtfns()?;
         return Ok(SriovChange {
             pf,
@@ -146,7 +158,15 @@ pub fn set_vf_count(
             vfs,
         });
     }
-    if before > 0 && !options.force {
+    if nvidia && count != 0 && count != capability.total_vfs {
+        return Err(Error::Invalid {
+            message: format!(
+                "NVIDIA GPU {pf} enables all {} VFs or none, not {count}",
+                capability.total_vfs
+            ),
+        });
+    }
+    if before > 0 && before != count && !options.force {
         for vf in device.virtfns()? {
             if let Some(reason) = vf_in_use(paths, vf)? {
                 return Err(Error::Invalid {
@@ -157,112 +177,123 @@ pub fn set_vf_count(
             }
         }
     }
-    let nvidia = device.driver()?.as_deref() == Some("nvidia");
-    if nvidia && count != 0 && count != capability.total_vfs {
-        return Err(Error::Invalid {
-            message: format!(
-                "NVIDIA GPU {pf} enables all {} VFs or none, not {count}",
-                capability.total_vfs
-            ),
-        });
-    }
-    let result = if nvidia {
-        nvidia_set(paths, &device, before, count, options.timeout)
-    } else {
-        plain_set(&device, before, count)
-    };
-    let enabled = match result {
-        Ok(()) => read_numvfs(&device)?,
-        Err(err) => {
-            undo_count(paths, &device, before, nvidia, options.timeout);
-            return Err(err);
+    let attempt = (|| {
+        if nvidia {
+            nvidia_set(paths, &device, before, count, interrupted)?;
+        } else {
+            plain_set(&device, before, count)?;
         }
-    };
-    if enabled < count {
-        tracing::warn!(%pf, requested = count, enabled, "the driver enabled fewer VFs than asked");
-    }
-    let vfs = wait_for_vfs(&device, enabled, options.timeout)?;
-    if nvidia {
-        for vf in &vfs {
-            driver::bind(paths, *vf, "nvidia")?;
+        let enabled = read_numvfs(&device)?;
+        if enabled < count {
+            tracing::warn!(%pf, requested = count, enabled, "the driver enabled fewer VFs than asked");
         }
+        let vfs = wait_for_vfs(&device, enabled, options.timeout)?;
+        if nvidia {
+            for vf in &vfs {
+                driver::bind(paths, *vf, "nvidia")?;
+            }
+        }
+        Ok(SriovChange {
+            pf,
+            before,
+            requested: count,
+            enabled,
+            vfs,
+        })
+    })();
+    if attempt.is_err() {
+        undo_count(paths, &device, before, nvidia, options.timeout);
     }
-    Ok(SriovChange {
-        pf,
-        before,
-        requested: count,
-        enabled,
-        vfs,
-    })
+    attempt
 }
 
 fn plain_set(device: &PciDevice, before: u32, count: u32) -> Result<()> {
     let path = numvfs_path(device);
+    if before == count {
+        return Ok(());
+    }
     if before > 0 && count > 0 {
         write_attr(&path, "0")?;
     }
     write_attr(&path, &count.to_string())
 }
 
-/// NVIDIA's `sriov-manage` sequence: unbindLock, `pci-pf-stub`, write, rebind `nvidia`.
+/// NVIDIA's `sriov-manage` sequence: take the unbindLock, move the PF to `pci-pf-stub`, write
+/// the count, rebind `nvidia`. With `resume`, the PF is already on the stub (a sequence that was
+/// interrupted): only the rest is done. The lock is released again if the PF cannot be moved.
 fn nvidia_set(
     paths: &HostPaths,
     device: &PciDevice,
     before: u32,
     count: u32,
-    timeout: Duration,
+    resume: bool,
 ) -> Result<()> {
     let pf = device.address();
-    let lock = paths
-        .proc()
-        .join("driver/nvidia/gpus")
-        .join(pf.to_string())
-        .join("unbindLock");
-    write_attr(&lock, "1")?;
-    let granted = read_attr(&lock)?.is_some_and(|v| v.trim() == "1");
-    if !granted {
-        return Err(Error::Invalid {
-            message: format!(
-                "NVIDIA GPU {pf} is in use: its unbindLock was not granted ({})",
-                lock.display()
-            ),
-        });
+    if !resume {
+        let lock = unbind_lock_path(paths, pf);
+        write_attr(&lock, "1")?;
+        let granted = read_attr(&lock)?.is_some_and(|v| v.trim() == "1");
+        if !granted {
+            return Err(Error::Invalid {
+                message: format!(
+                    "NVIDIA GPU {pf} is in use: its unbindLock was not granted ({})",
+                    lock.display()
+                ),
+            });
+        }
+        if let Err(err) = driver::bind(paths, pf, "pci-pf-stub") {
+            release_unbind_lock(paths, pf);
+            return Err(err);
+        }
     }
-    driver::bind(paths, pf, "pci-pf-stub")?;
     let written = plain_set(device, before, count);
     let rebound = driver::restore(paths, pf, Some("nvidia"));
     written?;
-    rebound?;
-    if count == 0 {
-        wait_for_vfs(device, 0, timeout)?;
-    }
-    Ok(())
+    rebound
 }
 
-/// Best effort to put back the VF count found before a failed change; logs what it cannot do.
+fn unbind_lock_path(paths: &HostPaths, pf: PciAddress) -> std::path::PathBuf {
+    paths
+        .proc()
+        .join("driver/nvidia/gpus")
+        .join(pf.to_string())
+        .join("unbindLock")
+}
+
+/// Gives the unbindLock back while the PF is still on `nvidia`; logs when it cannot.
+fn release_unbind_lock(paths: &HostPaths, pf: PciAddress) {
+    if let Err(err) = write_attr(&unbind_lock_path(paths, pf), "0") {
+        tracing::error!(%pf, "cannot release the unbindLock: {err}");
+    }
+}
+
+/// Best effort to put back the VF count found before a failed change, with the PF on
+/// `nvidia` for NVIDIA GPUs; logs what it cannot do.
 fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, timeout: Duration) {
+    let pf = device.address();
+    if nvidia && device.driver().ok().flatten().as_deref() != Some("nvidia") {
+        if let Err(err) = driver::restore(paths, pf, Some("nvidia")) {
+            tracing::error!(%pf, "cannot rebind nvidia: {err}");
+        }
+    }
     let now = match read_numvfs(device) {
         Ok(now) => now,
         Err(err) => {
-            tracing::error!(pf = %device.address(), "cannot read back the VF count to undo: {err}");
+            tracing::error!(%pf, "cannot read back the VF count to undo: {err}");
             return;
         }
     };
-    if nvidia && device.driver().ok().flatten().as_deref() != Some("nvidia") {
-        if let Err(err) = driver::restore(paths, device.address(), Some("nvidia")) {
-            tracing::error!(pf = %device.address(), "cannot rebind nvidia: {err}");
-        }
-    }
     if now == before {
         return;
     }
     let undo = if nvidia {
-        nvidia_set(paths, device, now, before, timeout)
+        nvidia_set(paths, device, now, before, false)
     } else {
         plain_set(device, now, before)
     };
-    if let Err(err) = undo {
-        tracing::error!(pf = %device.address(), before, now, "cannot restore the VF count: {err}");
+    let waited = undo.and_then(|()| wait_for_vfs(device, before, timeout));
+    if let Err(err) = waited {
+        tracing::error!(%pf, before, now, "cannot restore the VF count: {err}");
     }
 }
 

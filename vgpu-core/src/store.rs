@@ -777,7 +777,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Replaces `path` with `bytes` atomically and durably: a temporary file beside it is written
 /// and flushed, renamed over it, and the directory is flushed.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(definition(path, "not a file path".to_owned()));
     };
@@ -822,7 +822,7 @@ fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Removes the file at `path` and flushes its directory; `false` when there was none.
-fn remove_durably(path: &Path) -> Result<bool> {
+pub(crate) fn remove_durably(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(err) if is_absent(&err) => return Ok(false),

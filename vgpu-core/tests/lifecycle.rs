@@ -20,8 +20,12 @@ fn addr(text: &str) -> PciAddress {
     text.parse().unwrap()
 }
 
+/// The simulated kernel, with the state trees (run/ records of previous drivers) in this test
+/// binary's scratch directory: the simulator serves only sys/, proc/ and dev/.
 fn paths(host: &SimHost) -> HostPaths {
+    let name = host.root().file_name().unwrap().to_owned();
     HostPaths::new(host.root())
+        .with_state_root(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name))
 }
 
 fn inventory(host: &SimHost) -> Inventory {
@@ -665,4 +669,64 @@ fn mdev_create_refused_for_capacity_is_no_space() {
     host.fail_next(1, ENOSPC, "*/nvidia-231/create");
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
     assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
+}
+
+fn unbind_lock(host: &SimHost) -> String {
+    std::fs::read_to_string(
+        paths(host)
+            .proc()
+            .join("driver/nvidia/gpus")
+            .join(L40S)
+            .join("unbindLock"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn nvidia_enable_failing_at_stub_bind_releases_unbind_lock() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
+    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    assert_eq!(unbind_lock(&host), "0\n");
+}
+
+#[test]
+fn nvidia_enable_failing_at_vf_rebind_puts_count_back() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    sriov::set_autoprobe(&paths(&host), addr(L40S), false).unwrap();
+    host.fail_next(1, EIO, "*/0000:41:00.5/driver_override");
+    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
+    let gpu = gpu(&host, L40S);
+    assert_eq!(
+        (
+            gpu.driver.as_deref(),
+            gpu.vfs.len(),
+            override_of(&host, L40S)
+        ),
+        (Some("nvidia"), 0, "(null)\n".to_owned())
+    );
+}
+
+/// A sequence interrupted with the PF on pci-pf-stub (as after a SIGKILL) is finished.
+#[test]
+fn nvidia_pf_left_on_stub_is_finished() {
+    let Some(host) = l40s_without_vfs() else {
+        return;
+    };
+    driver::bind(&paths(&host), addr(L40S), "pci-pf-stub").unwrap();
+    let change =
+        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
+    let gpu = gpu(&host, L40S);
+    assert_eq!(
+        (
+            change.enabled,
+            gpu.driver.as_deref(),
+            override_of(&host, L40S)
+        ),
+        (32, Some("nvidia"), "(null)\n".to_owned())
+    );
 }
