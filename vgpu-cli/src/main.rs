@@ -32,6 +32,13 @@ fn main() -> ExitCode {
         },
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
+            if cli.json {
+                // Programs reading --json get the error as JSON too (the text goes to stderr).
+                let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
+                let value = serde_json::json!({ "error": chain.join(": ") });
+                // stdout may be the very thing that failed; stderr still says it.
+                let _printed = writeln!(out, "{value}");
+            }
             // The error report matters more than output a closed stdout could not take.
             let _flushed = out.flush();
             let mut stderr = io::stderr().lock();

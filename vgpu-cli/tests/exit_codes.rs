@@ -124,3 +124,18 @@ fn json_flag_prints_parseable_json() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(value["gpus"][0]["address"], "0000:00:02.0");
 }
+
+#[test]
+fn json_error_is_printed_as_json_on_stdout() {
+    let out = vgpuctl(mixed().root(), &["types", "0000:99:00.0", "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (
+            out.status.code(),
+            value["error"]
+                .as_str()
+                .map(|e| e.starts_with("no GPU matches \"0000:99:00.0\""))
+        ),
+        (Some(1), Some(true))
+    );
+}

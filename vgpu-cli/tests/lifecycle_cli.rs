@@ -879,3 +879,59 @@ fn audit_log_records_start_step_and_outcome() {
         ]
     );
 }
+
+#[test]
+fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
+    let Some(h) = host("l40s-vendor-vfio") else {
+        return;
+    };
+    const L40S: &str = "0000:41:00.0";
+    vgpuctl(&h, &["sriov", L40S, "--vfs", "0"]);
+    h.sim.control("latency sriov-enable 1500").unwrap();
+    let mut child = command(&h, &["sriov", L40S, "--vfs", "32", "--define"])
+        .spawn()
+        .unwrap();
+    // Killed while the count is being written, with the PF on pci-pf-stub.
+    let driver = h
+        .sim
+        .root()
+        .join("sys/bus/pci/devices")
+        .join(L40S)
+        .join("driver");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_link(&driver)
+        .ok()
+        .and_then(|t| t.file_name().map(|n| n.to_os_string()))
+        != Some("pci-pf-stub".into())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the PF never reached pci-pf-stub"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    let list = list(&h);
+    let gpu = gpu(&list, L40S);
+    assert_eq!(
+        (
+            out.status.code(),
+            &gpu["driver"],
+            &gpu["sriov"]["num_vfs"],
+            gpu["vfs"].as_array().unwrap().len()
+        ),
+        (
+            Some(0),
+            &serde_json::json!("nvidia"),
+            &serde_json::json!(32),
+            32
+        )
+    );
+}
