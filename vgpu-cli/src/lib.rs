@@ -322,8 +322,17 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
     let core = err
         .chain()
         .find_map(|c| c.downcast_ref::<vgpu_core::Error>());
-    if let Some(vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. }) = core {
-        return Some("run `vgpuctl list` to see the GPUs on this host");
+    match core {
+        Some(vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. }) => {
+            return Some("run `vgpuctl list` to see the GPUs on this host");
+        }
+        Some(vgpu_core::Error::NoCapacity { .. }) => {
+            return Some("`vgpuctl types GPU` shows what each GPU can still take");
+        }
+        Some(vgpu_core::Error::Locked { .. }) => {
+            return Some("another vgpuctl is changing this host; try again when it is done");
+        }
+        _ => {}
     }
     let io = err
         .chain()

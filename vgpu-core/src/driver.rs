@@ -141,11 +141,10 @@ pub fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Opti
         probe(paths, address)?;
         match device.driver()? {
             Some(bound) if bound == driver => Ok(()),
-            other => Err(Error::Invalid {
-                message: format!(
-                    "{address} did not bind to {driver} (bound to {})",
-                    other.as_deref().unwrap_or("no driver")
-                ),
+            found => Err(Error::NotBound {
+                path: device.path().to_path_buf(),
+                wanted: driver.to_owned(),
+                found,
             }),
         }
     })();
@@ -177,12 +176,10 @@ pub fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> 
     set_override(paths, address, None)?;
     match (device.driver()?, driver) {
         (now, wanted) if now.as_deref() == wanted => Ok(()),
-        (now, wanted) => Err(Error::Invalid {
-            message: format!(
-                "{address} is bound to {} instead of {}",
-                now.as_deref().unwrap_or("no driver"),
-                wanted.unwrap_or("no driver")
-            ),
+        (found, wanted) => Err(Error::NotBound {
+            path: device.path().to_path_buf(),
+            wanted: wanted.unwrap_or("no driver").to_owned(),
+            found,
         }),
     }
 }

@@ -130,6 +130,32 @@ pub enum Error {
         /// How long it was waited for.
         waited_ms: u128,
     },
+    /// The GPU has no room for another vGPU of this type: try another GPU or type.
+    #[error("GPU {gpu} has no capacity left for vGPU type {type_id}")]
+    NoCapacity {
+        /// The physical GPU (or the mdev parent).
+        gpu: crate::pci::PciAddress,
+        /// The type asked for.
+        type_id: String,
+        /// The device directory whose attributes say so.
+        path: PathBuf,
+    },
+    /// A device did not end up on the driver it was being bound to.
+    #[error("{} is bound to {} instead of {wanted}", path.display(), found.as_deref().unwrap_or("no driver"))]
+    NotBound {
+        /// The device directory.
+        path: PathBuf,
+        /// The driver wanted.
+        wanted: String,
+        /// The driver it has.
+        found: Option<String>,
+    },
+    /// NVIDIA's driver did not grant the GPU's unbind lock: the GPU is in use.
+    #[error("{} was not granted: the NVIDIA GPU is in use", path.display())]
+    UnbindLockRefused {
+        /// The `unbindLock` file.
+        path: PathBuf,
+    },
     /// A request the host cannot satisfy as asked (unknown type, no capacity, wrong backend).
     #[error("{message}")]
     Invalid {

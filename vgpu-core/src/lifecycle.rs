@@ -79,9 +79,11 @@ pub fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuType> {
     })
 }
 
-fn no_capacity(gpu: PciAddress, type_id: &str) -> Error {
-    Error::Invalid {
-        message: format!("GPU {gpu} has no capacity left for vGPU type {type_id}"),
+fn no_capacity(paths: &HostPaths, gpu: PciAddress, type_id: &str) -> Error {
+    Error::NoCapacity {
+        gpu,
+        type_id: type_id.to_owned(),
+        path: paths.pci_device(&gpu),
     }
 }
 
@@ -155,12 +157,12 @@ pub fn place_excluding(
                     gpu.address
                 ),
             }),
-            None => Err(no_capacity(gpu.address, PLAIN_VF_TYPE)),
+            None => Err(no_capacity(paths, gpu.address, PLAIN_VF_TYPE)),
         };
     }
     let ty = resolve_type(gpu, wanted)?;
     if ty.available == 0 {
-        return Err(no_capacity(gpu.address, &ty.id));
+        return Err(no_capacity(paths, gpu.address, &ty.id));
     }
     match gpu.backend {
         Backend::Mdev => Ok(Placement::Mdev {
@@ -180,7 +182,7 @@ pub fn place_excluding(
                     }
                 }
             }
-            Err(no_capacity(gpu.address, &ty.id))
+            Err(no_capacity(paths, gpu.address, &ty.id))
         }
         Backend::NvidiaVfio => {
             let type_id = parse_vendor_type_id(&ty.id)?;
@@ -197,7 +199,7 @@ pub fn place_excluding(
                     });
                 }
             }
-            Err(no_capacity(gpu.address, &ty.id))
+            Err(no_capacity(paths, gpu.address, &ty.id))
         }
         Backend::Sriov | Backend::None => Err(Error::Invalid {
             message: format!(
@@ -239,7 +241,7 @@ pub fn create_mdev(paths: &HostPaths, parent: PciAddress, type_id: &str, uuid: U
         });
     }
     if mdev_type.available_instances()?.unwrap_or(0) == 0 {
-        return Err(no_capacity(parent, type_id));
+        return Err(no_capacity(paths, parent, type_id));
     }
     write_attr(&mdev_type.path().join("create"), &uuid.to_string())?;
     let created = parent_dir.join(uuid.to_string());

@@ -234,12 +234,7 @@ fn nvidia_set(
         write_attr(&lock, "1")?;
         let granted = read_attr(&lock)?.is_some_and(|v| v.trim() == "1");
         if !granted {
-            return Err(Error::Invalid {
-                message: format!(
-                    "NVIDIA GPU {pf} is in use: its unbindLock was not granted ({})",
-                    lock.display()
-                ),
-            });
+            return Err(Error::UnbindLockRefused { path: lock });
         }
         if let Err(err) = driver::bind(paths, pf, "pci-pf-stub") {
             release_unbind_lock(paths, pf);

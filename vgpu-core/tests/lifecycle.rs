@@ -730,3 +730,16 @@ fn nvidia_pf_left_on_stub_is_finished() {
         (32, Some("nvidia"), "(null)\n".to_owned())
     );
 }
+
+#[test]
+fn no_capacity_is_its_own_error_naming_gpu_and_type() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
+    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap_err();
+    assert!(
+        matches!(&err, Error::NoCapacity { gpu, type_id, .. } if *gpu == addr(T4) && type_id == "nvidia-234"),
+        "{err:?}"
+    );
+}
