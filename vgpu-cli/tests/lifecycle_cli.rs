@@ -489,28 +489,17 @@ fn stop_keeps_definition_and_start_brings_it_back() {
 // ----- the real mdevctl as a peer -----
 
 fn mdevctl(h: &Host, args: &[&str]) -> Option<Output> {
-    if !nix::unistd::geteuid().is_root()
-        || !Path::new("/usr/sbin/mdevctl").exists() && !Path::new("/usr/bin/mdevctl").exists()
-    {
+    if let Some(reason) = vgpu_sim::peer::mdevctl_unavailable() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "mdevctl interop must run in CI"
+            "mdevctl interop must run in CI: {reason}"
         );
-        eprintln!("skipped: mdevctl or root missing");
+        eprintln!("skipped: {reason}");
         return None;
     }
     let etc = h.state.path().join("etc/mdevctl.d");
-    std::fs::create_dir_all(etc.join("scripts.d/callouts")).unwrap();
-    std::fs::create_dir_all(etc.join("scripts.d/notifiers")).unwrap();
-    let script = "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d && shift 2 && exec mdevctl \"$@\"";
-    let output = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
-        .arg(h.sim.root())
-        .arg(&etc)
-        .args(args)
-        .output()
-        .unwrap();
-    Some(output)
+    vgpu_sim::peer::prepare_mdevctl_store(&etc).unwrap();
+    Some(vgpu_sim::peer::mdevctl(Some(h.sim.root()), &etc, args).unwrap())
 }
 
 #[test]

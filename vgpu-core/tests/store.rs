@@ -9,7 +9,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tempfile::TempDir;
@@ -535,22 +535,9 @@ fn undefine_mdev_last_of_parent_removes_parent_dir() {
 
 // ---- mdevctl itself on our store ----
 
-/// Why mdevctl cannot run here (not root, no mdevctl, no unshare), or `None`.
-fn mdevctl_unavailable() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("mount namespaces need root".into());
-    }
-    let missing = ["unshare", "mdevctl"].into_iter().find(|tool| {
-        !["/usr/bin", "/usr/sbin", "/bin", "/sbin"]
-            .iter()
-            .any(|dir| Path::new(dir).join(tool).exists())
-    });
-    missing.map(|tool| format!("{tool} is missing (apt-get install mdevctl util-linux)"))
-}
-
 /// A host whose `etc/mdevctl.d` mdevctl 1.2 accepts, or `None` (skip) outside CI.
 fn mdevctl_host() -> Option<(TempDir, HostPaths)> {
-    if let Some(reason) = mdevctl_unavailable() {
+    if let Some(reason) = vgpu_sim::peer::mdevctl_unavailable() {
         assert!(
             std::env::var_os("CI").is_none(),
             "mdevctl tests must run in CI: {reason}"
@@ -559,20 +546,13 @@ fn mdevctl_host() -> Option<(TempDir, HostPaths)> {
         return None;
     }
     let (dir, paths) = host();
-    fs::create_dir_all(mdevctl_dir(&paths).join("scripts.d/callouts")).unwrap();
-    fs::create_dir_all(mdevctl_dir(&paths).join("scripts.d/notifiers")).unwrap();
+    vgpu_sim::peer::prepare_mdevctl_store(&mdevctl_dir(&paths)).unwrap();
     Some((dir, paths))
 }
 
 /// Runs `mdevctl ARGS` with the host's `etc/mdevctl.d` on `/etc/mdevctl.d`.
 fn mdevctl(paths: &HostPaths, args: &[&str]) -> Output {
-    let script = "mount --bind \"$1\" /etc/mdevctl.d && shift && exec mdevctl \"$@\"";
-    Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
-        .arg(mdevctl_dir(paths))
-        .args(args)
-        .output()
-        .unwrap()
+    vgpu_sim::peer::mdevctl(None, &mdevctl_dir(paths), args).unwrap()
 }
 
 #[test]

@@ -75,6 +75,7 @@ mod error;
 mod fs;
 mod host;
 mod kernel;
+pub mod peer;
 pub mod profile;
 mod tree;
 

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{cat, host, ls};
 use vgpu_sim::SimHost;
@@ -16,24 +16,9 @@ const T4: &str = "0000:3b:00.0";
 const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
 const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
 
-/// Why mdevctl cannot run here (not root, no mdevctl, no unshare), or `None`.
-fn mdevctl_unavailable() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("mount namespaces need root".into());
-    }
-    for tool in ["/usr/bin/unshare", "/usr/sbin/mdevctl"] {
-        if !Path::new(tool).exists() && !Path::new(&tool.replace("/sbin/", "/bin/")).exists() {
-            return Some(format!(
-                "{tool} is missing (apt-get install mdevctl util-linux)"
-            ));
-        }
-    }
-    None
-}
-
 /// The simulator and a private mdevctl store, or `None` (skip) outside CI.
 fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
-    if let Some(reason) = mdevctl_unavailable() {
+    if let Some(reason) = vgpu_sim::peer::mdevctl_unavailable() {
         assert!(
             std::env::var_os("CI").is_none(),
             "mdevctl tests must run in CI: {reason}"
@@ -43,22 +28,13 @@ fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
     }
     let h = host(profile)?;
     let etc = tempfile::tempdir().expect("temporary mdevctl store");
-    std::fs::create_dir_all(etc.path().join("scripts.d/callouts")).expect("callouts dir");
-    std::fs::create_dir_all(etc.path().join("scripts.d/notifiers")).expect("notifiers dir");
+    vgpu_sim::peer::prepare_mdevctl_store(etc.path()).expect("mdevctl store");
     Some((h, etc))
 }
 
 /// Runs `mdevctl ARGS` with the simulator's `sys` on `/sys`.
 fn mdevctl(h: &SimHost, etc: &Path, args: &[&str]) -> Output {
-    let script = "mount --bind \"$1/sys\" /sys && mount --bind \"$2\" /etc/mdevctl.d \
-                  && shift 2 && exec mdevctl \"$@\"";
-    Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
-        .arg(h.root())
-        .arg(etc)
-        .args(args)
-        .output()
-        .expect("run unshare")
+    vgpu_sim::peer::mdevctl(Some(h.root()), etc, args).expect("run unshare")
 }
 
 fn stdout(o: &Output) -> String {
