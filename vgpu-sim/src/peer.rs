@@ -44,3 +44,23 @@ pub fn mdevctl(root: Option<&Path>, store: &Path, args: &[&str]) -> io::Result<O
     }
     command.args(args).output()
 }
+
+/// For tests: whether mdevctl can run here. When it cannot, prints why and returns false (the
+/// test returns early), or panics when `CI` is set, since CI must run every interop test.
+///
+/// # Panics
+/// When mdevctl cannot run and `CI` is set.
+pub fn mdevctl_for_test() -> bool {
+    let Some(reason) = mdevctl_unavailable() else {
+        return true;
+    };
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "mdevctl tests must run in CI: {reason}"
+    );
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("skipped: {reason}");
+    }
+    false
+}
