@@ -3,7 +3,6 @@
 
 // clippy's allow-unwrap-in-tests covers #[test] functions only, not this file's fixtures.
 #![allow(clippy::unwrap_used)]
-// Printing why an mdevctl interop test is skipped is the point of that line.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
