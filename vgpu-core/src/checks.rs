@@ -395,14 +395,15 @@ fn iommu_cmdline(facts: &HostFacts) -> Check {
 
 fn interrupt_remapping(paths: &HostPaths, facts: &HostFacts) -> Check {
     const ID: &str = "interrupt-remapping";
-    let unsafe_allowed = read_attr(
-        &paths
-            .module("vfio_iommu_type1")
-            .join("parameters/allow_unsafe_interrupts"),
-    )
-    .ok()
-    .flatten()
-    .is_some_and(|v| v.trim() == "Y" || v.trim() == "1");
+    let unsafe_path = paths
+        .module("vfio_iommu_type1")
+        .join("parameters/allow_unsafe_interrupts");
+    let unsafe_allowed = match read_attr(&unsafe_path) {
+        Ok(value) => value.is_some_and(|v| v.trim() == "Y" || v.trim() == "1"),
+        Err(err) => {
+            return Check::new(ID, Status::Warn, error_chain(&err), None);
+        }
+    };
     if facts.units().is_empty() {
         return Check::new(
             ID,

@@ -266,7 +266,11 @@ fn release_unbind_lock(paths: &HostPaths, pf: PciAddress) {
 /// `nvidia` for NVIDIA GPUs; logs what it cannot do.
 fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, timeout: Duration) {
     let pf = device.address();
-    if nvidia && device.driver().ok().flatten().as_deref() != Some("nvidia") {
+    let driver = device.driver().unwrap_or_else(|err| {
+        tracing::error!(%pf, "cannot read the PF's driver while undoing: {err}");
+        None
+    });
+    if nvidia && driver.as_deref() != Some("nvidia") {
         if let Err(err) = driver::restore(paths, pf, Some("nvidia")) {
             tracing::error!(%pf, "cannot rebind nvidia: {err}");
         }
