@@ -918,3 +918,91 @@ fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
         )
     );
 }
+
+// ----- undo of what a failed command changed besides the device itself -----
+
+#[test]
+fn failed_sriov_puts_autoprobe_and_definition_back() {
+    let Some(h) = host("flex-sriov") else { return };
+    h.sim.fail_next(1, 5, "*/sriov_numvfs");
+    let out = vgpuctl(
+        &h,
+        &[
+            "sriov",
+            FLEX,
+            "--vfs",
+            "2",
+            "--autoprobe",
+            "off",
+            "--define",
+        ],
+    );
+    let list = list(&h);
+    let sriov = &gpu(&list, FLEX)["sriov"];
+    let defined = h
+        .state
+        .path()
+        .join("etc/vgpu/sriov")
+        .join(format!("{FLEX}.json"))
+        .exists();
+    assert_eq!(
+        (
+            out.status.code(),
+            &sriov["drivers_autoprobe"],
+            &sriov["num_vfs"],
+            defined
+        ),
+        (
+            Some(1),
+            &serde_json::json!(true),
+            &serde_json::json!(0),
+            false
+        )
+    );
+}
+
+#[test]
+fn provision_failing_midway_rolls_back_its_vf_change() {
+    let Some(h) = host("flex-sriov") else { return };
+    // The second VF's bind fails: the first VF is given back and the VFs are disabled again.
+    h.sim.fail_next(1, 5, "*/0000:4d:00.2/driver_override");
+    let out = vgpuctl(
+        &h,
+        &[
+            "provision",
+            FLEX,
+            "--vfs",
+            "2",
+            "--type",
+            "vf",
+            "--count",
+            "2",
+        ],
+    );
+    let list = list(&h);
+    assert_eq!(
+        (
+            out.status.code(),
+            &gpu(&list, FLEX)["sriov"]["num_vfs"],
+            gpu(&list, FLEX)["vfs"].as_array().unwrap().len()
+        ),
+        (Some(1), &serde_json::json!(0), 0)
+    );
+}
+
+#[test]
+fn failed_bind_with_define_leaves_no_binding_definition() {
+    let Some(h) = host("t4-legacy") else { return };
+    h.sim.fail_next(1, 19, "*drivers_probe");
+    let out = vgpuctl(&h, &["bind", "0000:d8:00.0", "--define", "--auto"]);
+    let defined = h
+        .state
+        .path()
+        .join("etc/vgpu/bindings/0000:d8:00.0.json")
+        .exists();
+    let driver = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
+    assert_eq!(
+        (out.status.code(), defined, driver),
+        (Some(1), false, serde_json::json!("nvidia"))
+    );
+}

@@ -112,6 +112,16 @@ pub enum Placement {
     },
 }
 
+impl Placement {
+    /// The PCI device it sits on: the mdev parent (PF or VF), or the VF.
+    pub fn device(&self) -> Option<PciAddress> {
+        match self {
+            Placement::Mdev { parent, .. } => Some(*parent),
+            Placement::VendorVf { vf, .. } | Placement::PlainVf { vf } => Some(*vf),
+        }
+    }
+}
+
 /// Chooses where a vGPU of type `wanted` goes on `gpu`: the PF for mdev on the PF, otherwise
 /// the first VF (in `virtfnN` order) that can take it. Fails when the GPU has no capacity left.
 pub fn place(paths: &HostPaths, gpu: &Gpu, wanted: &str) -> Result<Placement> {
@@ -126,87 +136,145 @@ pub fn place_excluding(
     wanted: &str,
     reserved: &[PciAddress],
 ) -> Result<Placement> {
-    let free = |vf: &&crate::inventory::Vf| !reserved.contains(&vf.address);
-    if gpu.backend == Backend::Sriov && gpu.vendor_id == Some(NVIDIA) {
+    let type_id = placement_type(gpu, wanted)?;
+    if gpu.backend == Backend::Sriov && gpu.vfs.is_empty() {
         return Err(Error::Invalid {
+            message: format!(
+                "GPU {} has no VFs enabled: enable them first (vgpuctl sriov)",
+                gpu.address
+            ),
+        });
+    }
+    let available = gpu
+        .types
+        .iter()
+        .find(|t| t.id == type_id)
+        .map(|t| t.available);
+    if available == Some(0) {
+        return Err(no_capacity(paths, gpu.address, &type_id));
+    }
+    for placement in candidates(gpu, &type_id)? {
+        if placement.device().is_some_and(|vf| reserved.contains(&vf)) {
+            continue;
+        }
+        if fits(paths, &placement)? {
+            return Ok(placement);
+        }
+    }
+    Err(no_capacity(paths, gpu.address, &type_id))
+}
+
+/// The type id a vGPU of `wanted` has on `gpu`: the id of the type `wanted` names, or
+/// [`PLAIN_VF_TYPE`] for a plain SR-IOV GPU (which must be asked for by that name).
+pub fn placement_type(gpu: &Gpu, wanted: &str) -> Result<String> {
+    match gpu.backend {
+        Backend::Sriov if gpu.vendor_id == Some(NVIDIA) => Err(Error::Invalid {
             message: format!(
                 "NVIDIA GPU {} shows no vGPU types: enable its VFs (vgpuctl sriov {} --vfs N) with the NVIDIA vGPU manager running",
                 gpu.address, gpu.address
             ),
-        });
-    }
-    if gpu.backend == Backend::Sriov {
-        if wanted != PLAIN_VF_TYPE {
-            return Err(Error::Invalid {
-                message: format!(
-                    "GPU {} offers whole SR-IOV VFs: use type {PLAIN_VF_TYPE:?}, not {wanted:?}",
-                    gpu.address
-                ),
-            });
-        }
-        let unclaimed = gpu.vfs.iter().filter(free).find(|vf| {
-            !vf.driver
-                .as_deref()
-                .is_some_and(driver::is_passthrough_driver)
-        });
-        return match unclaimed {
-            Some(vf) => Ok(Placement::PlainVf { vf: vf.address }),
-            None if gpu.vfs.is_empty() => Err(Error::Invalid {
-                message: format!(
-                    "GPU {} has no VFs enabled: enable them first (vgpuctl sriov)",
-                    gpu.address
-                ),
-            }),
-            None => Err(no_capacity(paths, gpu.address, PLAIN_VF_TYPE)),
-        };
-    }
-    let ty = resolve_type(gpu, wanted)?;
-    if ty.available == 0 {
-        return Err(no_capacity(paths, gpu.address, &ty.id));
-    }
-    match gpu.backend {
-        Backend::Mdev => Ok(Placement::Mdev {
-            parent: gpu.address,
-            type_id: ty.id.clone(),
         }),
-        Backend::VfMdev => {
-            for vf in gpu.vfs.iter().filter(free) {
-                let parent = MdevParent::new(paths.pci_device(&vf.address));
-                let offered = parent.types()?.into_iter().find(|t| t.id() == ty.id);
-                if let Some(mdev_type) = offered {
-                    if mdev_type.available_instances()?.unwrap_or(0) > 0 {
-                        return Ok(Placement::Mdev {
-                            parent: vf.address,
-                            type_id: ty.id.clone(),
-                        });
-                    }
-                }
-            }
-            Err(no_capacity(paths, gpu.address, &ty.id))
-        }
-        Backend::NvidiaVfio => {
-            let type_id = parse_vendor_type_id(&ty.id)?;
-            for vf in gpu.vfs.iter().filter(free) {
-                let Some(nvidia) = NvidiaVf::of(&paths.pci_device(&vf.address)) else {
-                    continue;
-                };
-                if nvidia.current_type()?.is_none()
-                    && nvidia.creatable_types()?.iter().any(|c| c.id == type_id)
-                {
-                    return Ok(Placement::VendorVf {
-                        vf: vf.address,
-                        type_id,
-                    });
-                }
-            }
-            Err(no_capacity(paths, gpu.address, &ty.id))
-        }
-        Backend::Sriov | Backend::None => Err(Error::Invalid {
+        Backend::Sriov if wanted != PLAIN_VF_TYPE => Err(Error::Invalid {
+            message: format!(
+                "GPU {} offers whole SR-IOV VFs: use type {PLAIN_VF_TYPE:?}, not {wanted:?}",
+                gpu.address
+            ),
+        }),
+        Backend::Sriov => Ok(PLAIN_VF_TYPE.to_owned()),
+        Backend::None => Err(Error::Invalid {
             message: format!(
                 "GPU {} offers no vGPUs (backend {})",
                 gpu.address, gpu.backend
             ),
         }),
+        Backend::Mdev | Backend::VfMdev | Backend::NvidiaVfio => {
+            Ok(resolve_type(gpu, wanted)?.id.clone())
+        }
+    }
+}
+
+/// Every place a vGPU of `type_id` could go on `gpu`, in the order they are tried: the PF for
+/// mdev on the PF, otherwise each VF in `virtfnN` order.
+pub fn candidates(gpu: &Gpu, type_id: &str) -> Result<Vec<Placement>> {
+    let mdev_on = |parent: PciAddress| Placement::Mdev {
+        parent,
+        type_id: type_id.to_owned(),
+    };
+    Ok(match gpu.backend {
+        Backend::Mdev => vec![mdev_on(gpu.address)],
+        Backend::VfMdev => gpu.vfs.iter().map(|vf| mdev_on(vf.address)).collect(),
+        Backend::NvidiaVfio => {
+            let type_id = parse_vendor_type_id(type_id)?;
+            gpu.vfs
+                .iter()
+                .map(|vf| Placement::VendorVf {
+                    vf: vf.address,
+                    type_id,
+                })
+                .collect()
+        }
+        Backend::Sriov => gpu
+            .vfs
+            .iter()
+            .map(|vf| Placement::PlainVf { vf: vf.address })
+            .collect(),
+        Backend::None => Vec::new(),
+    })
+}
+
+/// Whether `placement` can take one more vGPU now, as the kernel shows it: the mdev type has
+/// an instance available on that parent; the vendor VF is free and lists the type as
+/// creatable; the plain VF is not held by a passthrough driver.
+pub fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
+    match placement {
+        Placement::Mdev { parent, type_id } => {
+            let parent = MdevParent::new(paths.pci_device(parent));
+            match parent.types()?.into_iter().find(|t| t.id() == type_id) {
+                Some(t) => Ok(t.available_instances()?.unwrap_or(0) > 0),
+                None => Ok(false),
+            }
+        }
+        Placement::VendorVf { vf, type_id } => match NvidiaVf::of(&paths.pci_device(vf)) {
+            Some(nvidia) => Ok(nvidia.current_type()?.is_none()
+                && nvidia.creatable_types()?.iter().any(|c| c.id == *type_id)),
+            None => Ok(false),
+        },
+        Placement::PlainVf { vf } => Ok(!PciDevice::new(paths, *vf)
+            .driver()?
+            .as_deref()
+            .is_some_and(driver::is_passthrough_driver)),
+    }
+}
+
+/// Carries out `placement`: creates the mediated device (named `uuid`, or a new random UUID),
+/// sets the vendor type, or binds the plain VF for a guest. Returns the vGPU's handle and,
+/// for a plain VF, the driver it had.
+pub fn realize(
+    paths: &HostPaths,
+    placement: &Placement,
+    uuid: Option<Uuid>,
+) -> Result<(VgpuHandle, Option<String>)> {
+    match placement {
+        Placement::Mdev { parent, type_id } => {
+            let uuid = uuid.unwrap_or_else(Uuid::new_v4);
+            create_mdev(paths, *parent, type_id, uuid)?;
+            Ok((VgpuHandle::Mdev(uuid), None))
+        }
+        Placement::VendorVf { .. } | Placement::PlainVf { .. } if uuid.is_some() => {
+            Err(Error::Invalid {
+                message: format!(
+                    "the vGPU on {} is named by its VF: a UUID does not apply",
+                    placement
+                        .device()
+                        .map_or_else(String::new, |d| d.to_string())
+                ),
+            })
+        }
+        Placement::VendorVf { vf, type_id } => {
+            set_vf_type(paths, *vf, *type_id)?;
+            Ok((VgpuHandle::Vf(*vf), None))
+        }
+        Placement::PlainVf { vf } => Ok((VgpuHandle::Vf(*vf), bind_plain_vf(paths, *vf)?)),
     }
 }
 
@@ -357,26 +425,7 @@ pub struct Created {
 /// mediated device (a random one is made when `None`); it is refused for VF-based vGPUs.
 pub fn create(paths: &HostPaths, gpu: &Gpu, wanted: &str, uuid: Option<Uuid>) -> Result<Created> {
     let placement = place(paths, gpu, wanted)?;
-    if uuid.is_some() && !matches!(placement, Placement::Mdev { .. }) {
-        return Err(Error::Invalid {
-            message: format!(
-                "GPU {} makes VF-based vGPUs, named by their VF: a UUID does not apply",
-                gpu.address
-            ),
-        });
-    }
-    let (id, previous_driver) = match &placement {
-        Placement::Mdev { parent, type_id } => {
-            let uuid = uuid.unwrap_or_else(Uuid::new_v4);
-            create_mdev(paths, *parent, type_id, uuid)?;
-            (VgpuHandle::Mdev(uuid), None)
-        }
-        Placement::VendorVf { vf, type_id } => {
-            set_vf_type(paths, *vf, *type_id)?;
-            (VgpuHandle::Vf(*vf), None)
-        }
-        Placement::PlainVf { vf } => (VgpuHandle::Vf(*vf), bind_plain_vf(paths, *vf)?),
-    };
+    let (id, previous_driver) = realize(paths, &placement, uuid)?;
     Ok(Created {
         id,
         gpu: gpu.address,

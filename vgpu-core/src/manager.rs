@@ -229,11 +229,7 @@ impl Manager {
             let gpus = self.gpus()?;
             let gpu = gpu_of(&gpus, gpu, &self.paths)?;
             let placement = self.placement(gpu, wanted)?;
-            let id = match (&placement, uuid) {
-                (Placement::Mdev { .. }, uuid) => VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4)),
-                (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => VgpuHandle::Vf(*vf),
-                (_, Some(_)) => return Err(self.uuid_does_not_apply(gpu)),
-            };
+            let id = self.handle_for(gpu, &placement, uuid)?;
             if let Some(start) = define {
                 self.define_placement(gpu, &placement, id, start)?;
                 audit.record("define", &id.to_string(), "ok");
@@ -270,15 +266,7 @@ impl Manager {
             let gpus = self.gpus()?;
             let gpu = gpu_of(&gpus, gpu, &self.paths)?;
             let placement = self.placement(gpu, wanted)?;
-            let id = match (&placement, uuid) {
-                (Placement::Mdev { .. }, uuid) => {
-                    VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4))
-                }
-                (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => {
-                    VgpuHandle::Vf(*vf)
-                }
-                (_, Some(_)) => return Err(self.uuid_does_not_apply(gpu)),
-            };
+            let id = self.handle_for(gpu, &placement, uuid)?;
             self.define_placement(gpu, &placement, id, start)?;
             audit.record("define", &id.to_string(), "ok");
             Ok(Defined {
@@ -287,6 +275,25 @@ impl Manager {
                 start,
             })
         })
+    }
+
+    /// The handle a vGPU at `placement` will have: the UUID given (or a new one) for a
+    /// mediated device, the VF's address otherwise (where a UUID does not apply).
+    fn handle_for(
+        &self,
+        gpu: &Gpu,
+        placement: &Placement,
+        uuid: Option<Uuid>,
+    ) -> Result<VgpuHandle> {
+        match (placement, uuid) {
+            (Placement::Mdev { .. }, uuid) => {
+                Ok(VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4)))
+            }
+            (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => {
+                Ok(VgpuHandle::Vf(*vf))
+            }
+            (_, Some(_)) => Err(self.uuid_does_not_apply(gpu)),
+        }
     }
 
     fn uuid_does_not_apply(&self, gpu: &Gpu) -> Error {
@@ -358,22 +365,14 @@ impl Manager {
         }
     }
 
-    /// Carries out a placement; returns the driver a plain VF had before.
+    /// Carries out a placement under the handle chosen for it; returns the driver a plain VF
+    /// had before.
     fn start_placement(&self, placement: &Placement, id: VgpuHandle) -> Result<Option<String>> {
-        match (placement, id) {
-            (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
-                lifecycle::create_mdev(&self.paths, *parent, type_id, uuid)?;
-                Ok(None)
-            }
-            (Placement::VendorVf { vf, type_id }, _) => {
-                lifecycle::set_vf_type(&self.paths, *vf, *type_id)?;
-                Ok(None)
-            }
-            (Placement::PlainVf { vf }, _) => lifecycle::bind_plain_vf(&self.paths, *vf),
-            (Placement::Mdev { .. }, VgpuHandle::Vf(_)) => Err(Error::Invalid {
-                message: format!("{id} is not a mediated device"),
-            }),
-        }
+        let uuid = match id {
+            VgpuHandle::Mdev(uuid) => Some(uuid),
+            VgpuHandle::Vf(_) => None,
+        };
+        lifecycle::realize(&self.paths, placement, uuid).map(|(_, previous)| previous)
     }
 
     fn undefine_handle(&self, id: VgpuHandle) -> Result<bool> {

@@ -17,7 +17,6 @@ use crate::inventory::{Backend, VgpuHandle, discover_gpu, error_chain};
 use crate::lifecycle;
 use crate::lifecycle::Placement;
 use crate::lock::HostLock;
-use crate::nvidia::NvidiaVf;
 use crate::paths::HostPaths;
 use crate::pci::PciAddress;
 use crate::sriov::{self, SriovChange, SriovOptions};
@@ -176,13 +175,7 @@ fn fill(
     // One read of the GPU, while the type still shows its name (a full vendor-VFIO card lists
     // none); then each parent in order, as `lifecycle::place` would choose them.
     let (gpu, _warnings) = discover_gpu(paths, target.gpu)?;
-    let wanted = if gpu.backend == Backend::Sriov {
-        // Whole VFs: only when asked for by name, and never raw NVIDIA VFs.
-        lifecycle::place(paths, &gpu, &target.type_name)?;
-        lifecycle::PLAIN_VF_TYPE.to_owned()
-    } else {
-        lifecycle::resolve_type(&gpu, &target.type_name)?.id.clone()
-    };
+    let wanted = lifecycle::placement_type(&gpu, &target.type_name)?;
     if let Some(count) = target.count {
         let available = if gpu.backend == Backend::Sriov {
             gpu.vfs
@@ -207,29 +200,17 @@ fn fill(
     }
     let limit = target.count.map_or(usize::MAX, |c| c as usize);
     let create = |placement: &Placement, report: &mut GpuReport| -> Result<()> {
-        let result = match placement {
-            Placement::Mdev { parent, type_id } => {
-                let uuid = uuid::Uuid::new_v4();
-                lifecycle::create_mdev(paths, *parent, type_id, uuid)
-                    .map(|()| VgpuHandle::Mdev(uuid))
-            }
-            Placement::VendorVf { vf, type_id } => {
-                lifecycle::set_vf_type(paths, *vf, *type_id).map(|()| VgpuHandle::Vf(*vf))
-            }
-            Placement::PlainVf { vf } => {
-                lifecycle::bind_plain_vf(paths, *vf).map(|_| VgpuHandle::Vf(*vf))
-            }
-        };
+        let result = lifecycle::realize(paths, placement, None).map(|(id, _)| id);
         let audited = result.as_ref().map(|_| ()).map_err(clone_error);
         record(audit, options, "create", &target.gpu.to_string(), &audited);
         report.created.push(result?);
         Ok(())
     };
-    for placement in candidates(&gpu, &wanted)? {
+    for placement in lifecycle::candidates(&gpu, &wanted)? {
         if report.created.len() >= limit {
             break;
         }
-        while report.created.len() < limit && still_fits(paths, &placement)? {
+        while report.created.len() < limit && lifecycle::fits(paths, &placement)? {
             create(&placement, report)?;
             if !matches!(placement, Placement::Mdev { parent, .. } if parent == gpu.address) {
                 break;
@@ -245,64 +226,6 @@ fn fill(
             ),
         }),
         _ => Ok(()),
-    }
-}
-
-/// Every place a vGPU of `type_id` could go on `gpu`, in the order `lifecycle::place` tries.
-fn candidates(gpu: &crate::inventory::Gpu, type_id: &str) -> Result<Vec<Placement>> {
-    Ok(match gpu.backend {
-        Backend::Mdev => vec![Placement::Mdev {
-            parent: gpu.address,
-            type_id: type_id.to_owned(),
-        }],
-        Backend::VfMdev => gpu
-            .vfs
-            .iter()
-            .map(|vf| Placement::Mdev {
-                parent: vf.address,
-                type_id: type_id.to_owned(),
-            })
-            .collect(),
-        Backend::NvidiaVfio => {
-            let id = type_id.parse::<u32>().map_err(|_| Error::Invalid {
-                message: format!("{type_id:?} is not an NVIDIA vendor-VFIO type id"),
-            })?;
-            gpu.vfs
-                .iter()
-                .map(|vf| Placement::VendorVf {
-                    vf: vf.address,
-                    type_id: id,
-                })
-                .collect()
-        }
-        Backend::Sriov => gpu
-            .vfs
-            .iter()
-            .map(|vf| Placement::PlainVf { vf: vf.address })
-            .collect(),
-        Backend::None => Vec::new(),
-    })
-}
-
-/// Whether `placement` can take one more vGPU now, as the kernel shows it.
-fn still_fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
-    match placement {
-        Placement::Mdev { parent, type_id } => {
-            let parent = crate::mdev::MdevParent::new(paths.pci_device(parent));
-            match parent.types()?.into_iter().find(|t| t.id() == type_id) {
-                Some(t) => Ok(t.available_instances()?.unwrap_or(0) > 0),
-                None => Ok(false),
-            }
-        }
-        Placement::VendorVf { vf, type_id } => match NvidiaVf::of(&paths.pci_device(vf)) {
-            Some(nvidia) => Ok(nvidia.current_type()?.is_none()
-                && nvidia.creatable_types()?.iter().any(|c| c.id == *type_id)),
-            None => Ok(false),
-        },
-        Placement::PlainVf { vf } => Ok(!crate::pci_device::PciDevice::new(paths, *vf)
-            .driver()?
-            .as_deref()
-            .is_some_and(driver::is_passthrough_driver)),
     }
 }
 
