@@ -41,9 +41,13 @@ const CATALOG_TOML: &str = include_str!("../data/vgpu-types.toml");
 static CATALOG: LazyLock<Vec<CatalogType>> = LazyLock::new(|| {
     // The file is part of this crate and checked by a unit test, so a parse failure here is a
     // build defect; degrade to an empty catalog rather than abort a production process.
-    toml::from_str::<CatalogFile>(CATALOG_TOML)
-        .map(|file| file.types)
-        .unwrap_or_default()
+    match toml::from_str::<CatalogFile>(CATALOG_TOML) {
+        Ok(file) => file.types,
+        Err(err) => {
+            tracing::error!("the built-in vGPU type catalog does not parse: {err}");
+            Vec::new()
+        }
+    }
 });
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CatalogType>> = LazyLock::new(|| {

@@ -115,20 +115,6 @@ impl Audit<'_> {
     }
 }
 
-fn gpu_of<'a>(gpus: &'a [Gpu], name: &str, paths: &HostPaths) -> Result<&'a Gpu> {
-    let inventory = crate::inventory::Inventory {
-        gpus: gpus.to_vec(),
-        warnings: Vec::new(),
-    };
-    let address = inventory.gpu(name, paths)?.address;
-    gpus.iter()
-        .find(|g| g.address == address)
-        .ok_or_else(|| Error::NoSuchDevice {
-            name: name.to_owned(),
-            path: paths.pci_devices(),
-        })
-}
-
 /// Whether `address` is a GPU function (display or accelerator class) or a VF of one.
 fn is_gpu_function(paths: &HostPaths, address: PciAddress) -> Result<bool> {
     let device = PciDevice::new(paths, address);
@@ -190,10 +176,6 @@ impl Manager {
         result
     }
 
-    fn gpus(&self) -> Result<Vec<Gpu>> {
-        Ok(discover(&self.paths)?.gpus)
-    }
-
     /// VFs of `gpu` that definitions hold for vGPUs that are not running: new vGPUs must not
     /// take them, or `restore` could not bring the defined ones back.
     fn reserved_vfs(&self, gpu: &Gpu) -> Result<Vec<PciAddress>> {
@@ -226,8 +208,8 @@ impl Manager {
         define: Option<Start>,
     ) -> Result<Created> {
         self.mutate("create", gpu, |audit| {
-            let gpus = self.gpus()?;
-            let gpu = gpu_of(&gpus, gpu, &self.paths)?;
+            let inventory = discover(&self.paths)?;
+            let gpu = inventory.gpu(gpu, &self.paths)?;
             let placement = self.placement(gpu, wanted)?;
             let id = self.handle_for(gpu, &placement, uuid)?;
             if let Some(start) = define {
@@ -263,8 +245,8 @@ impl Manager {
         start: Start,
     ) -> Result<Defined> {
         self.mutate("define", gpu, |audit| {
-            let gpus = self.gpus()?;
-            let gpu = gpu_of(&gpus, gpu, &self.paths)?;
+            let inventory = discover(&self.paths)?;
+            let gpu = inventory.gpu(gpu, &self.paths)?;
             let placement = self.placement(gpu, wanted)?;
             let id = self.handle_for(gpu, &placement, uuid)?;
             self.define_placement(gpu, &placement, id, start)?;
@@ -514,8 +496,8 @@ impl Manager {
         define: bool,
     ) -> Result<SriovChange> {
         self.mutate("sriov", gpu, |audit| {
-            let gpus = self.gpus()?;
-            let gpu = gpu_of(&gpus, gpu, &self.paths)?;
+            let inventory = discover(&self.paths)?;
+            let gpu = inventory.gpu(gpu, &self.paths)?;
             let pf = gpu.address;
             let previous_definition = self.store.sriov_of(pf)?;
             let previous_autoprobe = gpu.sriov.as_ref().and_then(|s| s.drivers_autoprobe);
