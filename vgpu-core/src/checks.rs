@@ -248,8 +248,22 @@ fn read_facts(paths: &HostPaths) -> HostFacts {
         firmware,
         units: sysfs::dir_names(&paths.iommu_class()),
         cmdline,
-        groups: sysfs::dir_names(&paths.iommu_groups()),
+        groups: pci_groups(paths),
     }
+}
+
+/// The IOMMU groups that hold at least one PCI function. Mediated devices get emulated
+/// groups of their own even without an IOMMU, so a group alone proves nothing.
+fn pci_groups(paths: &HostPaths) -> Result<Vec<String>> {
+    let root = paths.iommu_groups();
+    let mut groups = Vec::new();
+    for group in sysfs::dir_names(&root)? {
+        let members = sysfs::dir_names(&root.join(&group).join("devices"))?;
+        if members.iter().any(|m| m.parse::<PciAddress>().is_ok()) {
+            groups.push(group);
+        }
+    }
+    Ok(groups)
 }
 
 fn cpu_virtualization(paths: &HostPaths) -> Check {
@@ -506,7 +520,7 @@ fn iommu_groups(facts: &HostFacts, devices: &[DeviceIsolation]) -> Check {
         return Check::new(
             ID,
             Status::Fail,
-            "no IOMMU groups (sys/kernel/iommu_groups is empty)",
+            "no IOMMU group holds a PCI device (sys/kernel/iommu_groups has none)",
             Some("enable the IOMMU (see iommu-enabled)"),
         );
     }
@@ -517,7 +531,7 @@ fn iommu_groups(facts: &HostFacts, devices: &[DeviceIsolation]) -> Check {
         .collect();
     if shared.is_empty() {
         let summary = format!(
-            "{} groups; all {} GPU function(s) isolated",
+            "{} groups with PCI devices; all {} GPU function(s) isolated",
             groups.len(),
             devices.len()
         );

@@ -385,3 +385,17 @@ fn vfs_are_checked_after_their_pf() {
         .collect();
     assert_eq!(groups, [Some(60), Some(61), Some(62)]);
 }
+
+#[test]
+fn only_mdev_groups_without_iommu_is_fail() {
+    let host = no_iommu_host();
+    // An mdev's emulated group exists without any IOMMU.
+    host.write("sys/kernel/iommu_groups/300/devices/.keep", "")
+        .unwrap();
+    host.link(
+        "sys/kernel/iommu_groups/300/devices/6a8f0a3c-1111-4d2e-9b7a-000000000001",
+        "sys/devices/virtual/mdev",
+    )
+    .unwrap();
+    assert_eq!(status(&host, "iommu-groups"), Status::Fail);
+}
