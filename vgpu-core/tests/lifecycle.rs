@@ -743,3 +743,34 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
         "{err:?}"
     );
 }
+
+/// On a static tree the VFs never appear after the write: the wait ends at its deadline with
+/// an error naming the PF, and the count is put back.
+#[test]
+fn vfs_that_never_appear_time_out_and_count_is_put_back() {
+    use vgpu_core::testing::{FakeHost, PciSpec};
+    let host = FakeHost::new().unwrap();
+    let pf = addr("0000:4d:00.0");
+    host.pci(
+        &PciSpec::new(pf, 0x8086, 0x56c0, 0x038000)
+            .driver("i915")
+            .sriov(16, 0x56c0),
+    )
+    .unwrap();
+    let options = SriovOptions {
+        force: false,
+        timeout: std::time::Duration::from_millis(50),
+    };
+    let err = sriov::set_vf_count(&host.paths(), pf, 2, options).unwrap_err();
+    let numvfs =
+        std::fs::read_to_string(host.paths().pci_device(&pf).join("sriov_numvfs")).unwrap();
+    assert_eq!(
+        (err.to_string(), numvfs),
+        (
+            "2 VFs of 0000:4d:00.0 did not happen within 50 ms (watching ".to_owned()
+                + &host.paths().pci_device(&pf).display().to_string()
+                + ")",
+            "0".to_owned()
+        )
+    );
+}
