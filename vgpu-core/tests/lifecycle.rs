@@ -770,7 +770,7 @@ fn vfs_that_never_appear_time_out_and_count_is_put_back() {
             "2 VFs of 0000:4d:00.0 did not happen within 50 ms (watching ".to_owned()
                 + &host.paths().pci_device(&pf).display().to_string()
                 + ")",
-            "0".to_owned()
+            "0\n".to_owned()
         )
     );
 }
