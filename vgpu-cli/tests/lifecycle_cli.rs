@@ -1006,3 +1006,24 @@ fn failed_bind_with_define_leaves_no_binding_definition() {
         (Some(1), false, serde_json::json!("nvidia"))
     );
 }
+
+#[test]
+fn restore_removes_an_mdev_whose_attribute_is_refused() {
+    let Some(h) = host("t4-legacy") else { return };
+    let dir = h.state.path().join("etc/mdevctl.d").join(T4);
+    std::fs::create_dir_all(&dir).unwrap();
+    let definition =
+        r#"{"mdev_type": "nvidia-231", "start": "auto", "attrs": [{"no_such_attr": "1"}]}"#;
+    std::fs::write(dir.join(UUID), definition).unwrap();
+    let report = json(&vgpuctl(&h, &["restore", "--json"]));
+    let error = report["steps"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        report["steps"][0]["outcome"] == "failed"
+            && error.contains(&format!("{UUID}/no_such_attr"))
+            && vgpu_ids(&h, T4).is_empty(),
+        "{report}"
+    );
+}
