@@ -127,6 +127,13 @@ pub(crate) fn kstrtoul(data: &[u8], max: u64) -> KResult<u64> {
     if v > max { Err(libc::ERANGE) } else { Ok(v) }
 }
 
+/// A number written to a store: every `kstrto*` failure, overflow included, is `EINVAL`, as
+/// the stores the simulator models return it (`if (kstrtoul(buf, 0, &val) < 0) return
+/// -EINVAL;` in `drivers/pci/pci-sysfs.c`, `iov.c`, `drivers/vfio/mdev/mdev_sysfs.c`).
+pub(crate) fn store_ul(data: &[u8], max: u64) -> KResult<u64> {
+    kstrtoul(data, max).map_err(|_| libc::EINVAL)
+}
+
 /// A sysfs string value: the write minus one trailing newline.
 pub(crate) fn sysfs_str(data: &[u8]) -> KResult<&str> {
     let s = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
@@ -143,6 +150,11 @@ fn id_match(driver: &str, d: &Dev) -> bool {
         "pcieport" => d.class >> 8 == 0x0604,
         _ => false,
     }
+}
+
+/// An NVIDIA PF that offers vGPUs: the one the `unbindLock` and `sriov-manage` rules apply to.
+fn is_nvidia_vgpu_pf(d: &Dev) -> bool {
+    d.vendor == 0x10de && d.vgpu.is_some() && d.physfn.is_none()
 }
 
 /// `pci_match_device`: with `driver_override` set, only that driver matches.
@@ -285,6 +297,11 @@ impl Kernel {
         !self.usage(gpu).is_empty()
     }
 
+    /// Whether the physical GPU's `unbindLock` is held (no vGPU may be created then).
+    fn unbind_locked(&self, gpu: PciAddr) -> bool {
+        self.devs.get(&gpu).is_some_and(|g| g.unbind_lock)
+    }
+
     /// `available_instances` of a type on a parent.
     pub(crate) fn available(&self, parent: &Dev, t: &TypeSpec) -> u32 {
         let used = self.usage(parent.gpu);
@@ -360,19 +377,51 @@ impl Kernel {
 
     // ----- drivers -----
 
-    /// `bind_store` (drivers/base/bus.c): `ENODEV` when no such device or no match,
-    /// `EBUSY` when already bound.
+    /// `bind_store` (drivers/base/bus.c): `ENODEV` for no such device or a driver that does not
+    /// match it (checked first), then `EBUSY` when the device is bound; then the probe
+    /// ([`Kernel::probe_error`]): `ENODEV` when `pci_device_can_probe` says no, `EINVAL` from
+    /// `vfio-pci` without an IOMMU group.
     pub(crate) fn bind(&mut self, driver: &str, name: &str) -> KResult<()> {
         let d = self.dev_by_name(name).ok_or(libc::ENODEV)?;
+        if !driver_matches(driver, d) {
+            return Err(libc::ENODEV);
+        }
         if d.driver.is_some() {
             return Err(libc::EBUSY);
         }
-        if !driver_matches(driver, d) {
-            return Err(libc::ENODEV);
+        if let Some(e) = self.probe_error(driver, d) {
+            return Err(e);
         }
         let addr = d.addr;
         self.attach(addr, driver);
         Ok(())
+    }
+
+    /// `pci_device_can_probe` (drivers/pci/pci-driver.c): a VF is probed only when its PF
+    /// has `sriov_drivers_autoprobe` set or the VF has a `driver_override`.
+    fn can_probe(&self, d: &Dev) -> bool {
+        let Some(pf) = d.physfn else {
+            return true;
+        };
+        d.driver_override.is_some()
+            || self
+                .devs
+                .get(&pf)
+                .and_then(|p| p.sriov.as_ref())
+                .is_some_and(|(spec, _)| spec.autoprobe)
+    }
+
+    /// Why probing `driver` on a matching, unbound device fails, if it does: `ENODEV` from
+    /// `pci_device_probe` when the device cannot be probed, `EINVAL` from `vfio-pci` on a
+    /// device without an IOMMU group (`vfio_group_find_or_alloc` without `noiommu`).
+    fn probe_error(&self, driver: &str, d: &Dev) -> Option<Errno> {
+        if !self.can_probe(d) {
+            Some(libc::ENODEV)
+        } else if driver == "vfio-pci" && d.group.is_none() {
+            Some(libc::EINVAL)
+        } else {
+            None
+        }
     }
 
     fn attach(&mut self, addr: PciAddr, driver: &str) {
@@ -382,15 +431,18 @@ impl Kernel {
         }
     }
 
-    /// `unbind_store`: `ENODEV` unless the device is bound to this driver. The NVIDIA driver
-    /// does not let go of a GPU with vGPUs (the real one blocks; the simulator says `EBUSY`).
+    /// `unbind_store`: `ENODEV` unless the device is bound to this driver.
+    ///
+    /// Deviation: the NVIDIA driver lets go of a vGPU-capable PF only while its `unbindLock`
+    /// is held, and a GPU with vGPUs cannot take the lock; the real driver's remove blocks
+    /// until `nvidia-vgpu-mgr` releases the GPU, the simulator answers `EBUSY` at once.
     pub(crate) fn unbind(&mut self, driver: &str, name: &str) -> KResult<()> {
         let d = self.dev_by_name(name).ok_or(libc::ENODEV)?;
         if d.driver.as_deref() != Some(driver) {
             return Err(libc::ENODEV);
         }
         let addr = d.addr;
-        if driver == "nvidia" && d.physfn.is_none() && self.gpu_busy(addr) {
+        if driver == "nvidia" && is_nvidia_vgpu_pf(d) && (!d.unbind_lock || self.gpu_busy(addr)) {
             return Err(libc::EBUSY);
         }
         self.detach(addr);
@@ -416,7 +468,9 @@ impl Kernel {
         }
     }
 
-    /// `drivers_probe`: `ENODEV` for an unknown device, success otherwise (bound or not).
+    /// `drivers_probe`: `ENODEV` for an unknown device, success otherwise (bound or not: a
+    /// VF that cannot be probed, or `vfio-pci` failing without an IOMMU group, leaves it
+    /// unbound).
     pub(crate) fn drivers_probe(&mut self, name: &str) -> KResult<()> {
         let addr = self.dev_by_name(name).ok_or(libc::ENODEV)?.addr;
         self.probe(addr);
@@ -430,10 +484,11 @@ impl Kernel {
         if d.driver.is_some() {
             return;
         }
+        // A probe that fails lets the next matching driver try (`__device_attach_driver`).
         let found = self
             .drivers
             .iter()
-            .find(|drv| driver_matches(drv, d))
+            .find(|drv| driver_matches(drv, d) && self.probe_error(drv, d).is_none())
             .cloned();
         if let Some(drv) = found {
             self.attach(addr, &drv);
@@ -457,7 +512,7 @@ impl Kernel {
 
     /// `reset_store`: value must be 1; `ENOTTY` without a reset method.
     pub(crate) fn reset(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
-        let v = kstrtoul(data, u64::MAX)?;
+        let v = store_ul(data, u64::MAX)?;
         if v != 1 {
             return Err(libc::EINVAL);
         }
@@ -470,9 +525,15 @@ impl Kernel {
 
     // ----- SR-IOV -----
 
-    /// `sriov_numvfs_store` (drivers/pci/iov.c).
+    /// `sriov_numvfs_store` (drivers/pci/iov.c): `EINVAL` for anything `kstrtou16` refuses
+    /// (a u16 overflow included), `ERANGE` above `sriov_totalvfs`.
+    ///
+    /// Deviation: an NVIDIA vGPU PF on `pci-pf-stub` takes only `0` or `sriov_totalvfs`
+    /// (`EINVAL` otherwise). The kernel's `pci_sriov_configure_simple` would enable any
+    /// count, but NVIDIA's vGPU manager supports only the full set, which is all `sriov-manage`
+    /// writes; the simulator refuses the rest so that a client writing a partial count fails.
     pub(crate) fn set_numvfs(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
-        let n = u16::try_from(kstrtoul(data, u64::from(u16::MAX))?).map_err(|_| libc::ERANGE)?;
+        let n = u16::try_from(store_ul(data, u64::from(u16::MAX))?).map_err(|_| libc::EINVAL)?;
         let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
         let Some((spec, cur)) = &d.sriov else {
             return Err(libc::ENOENT);
@@ -486,6 +547,9 @@ impl Kernel {
         match d.driver.as_deref() {
             Some(drv) if SRIOV_DRIVERS.contains(&drv) => {}
             _ => return Err(libc::ENOENT),
+        }
+        if is_nvidia_vgpu_pf(d) && n != 0 && n != spec.total_vfs {
+            return Err(libc::EINVAL);
         }
         if n == 0 {
             self.disable_vfs(addr);
@@ -613,7 +677,7 @@ impl Kernel {
 
     /// `rescan` (bus/pci/rescan): removed functions come back and are probed.
     pub(crate) fn rescan(&mut self, data: &[u8]) -> KResult<()> {
-        if kstrtoul(data, u64::MAX)? == 0 {
+        if store_ul(data, u64::MAX)? == 0 {
             return Ok(());
         }
         let back: Vec<Dev> = std::mem::take(&mut self.removed).into_values().collect();
@@ -632,7 +696,8 @@ impl Kernel {
     // ----- mdev -----
 
     /// `create_store` + `mdev_device_create` (drivers/vfio/mdev): `EINVAL` for a bad UUID,
-    /// `EEXIST` for a duplicate, `EUSERS` (NVIDIA) / `ENOSPC` (GVT-g) without capacity.
+    /// `EEXIST` for a duplicate, `EBUSY` while the GPU's `unbindLock` is held (NVIDIA),
+    /// `EUSERS` (NVIDIA) / `ENOSPC` (GVT-g) without capacity.
     pub(crate) fn mdev_create(
         &mut self,
         parent: PciAddr,
@@ -652,6 +717,9 @@ impl Kernel {
             return Err(libc::ENODEV);
         }
         let t = self.type_of(p, type_id).ok_or(libc::ENODEV)?;
+        if self.unbind_locked(p.gpu) {
+            return Err(libc::EBUSY);
+        }
         if self.available(p, t) == 0 {
             return Err(if p.vgpu == Some(VgpuMode::Gvtg) {
                 libc::ENOSPC
@@ -673,7 +741,7 @@ impl Kernel {
 
     /// `remove_store` of an mdev: `0` does nothing, non-numbers are `EINVAL`.
     pub(crate) fn mdev_remove(&mut self, uuid: Uuid, data: &[u8]) -> KResult<()> {
-        if kstrtoul(data, u64::MAX)? == 0 {
+        if store_ul(data, u64::MAX)? == 0 {
             return Ok(());
         }
         self.mdevs.remove(&uuid).map(|_| ()).ok_or(libc::ENODEV)
@@ -682,10 +750,14 @@ impl Kernel {
     // ----- NVIDIA vendor VFIO -----
 
     /// `current_vgpu_type` store: an id creates, `0` destroys; `EPERM` when one is already set
-    /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`.
+    /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`;
+    /// `EBUSY` while the GPU's `unbindLock` is held.
     pub(crate) fn set_vgpu_type(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
-        let id = u32::try_from(kstrtoul(data, u64::from(u32::MAX))?).map_err(|_| libc::EINVAL)?;
+        let id = u32::try_from(store_ul(data, u64::from(u32::MAX))?).map_err(|_| libc::EINVAL)?;
         let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
+        if self.unbind_locked(d.gpu) {
+            return Err(libc::EBUSY);
+        }
         if id == 0 {
             if d.nv.current == 0 {
                 return Err(libc::EPERM);
@@ -719,7 +791,7 @@ impl Kernel {
     /// `/proc/driver/nvidia/gpus/<bdf>/unbindLock`: taking it (1) succeeds only on an idle
     /// GPU; read it back to know.
     pub(crate) fn set_unbind_lock(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
-        let v = kstrtoul(data, u64::MAX)?;
+        let v = store_ul(data, u64::MAX)?;
         let busy = self.gpu_busy(addr);
         let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
         d.unbind_lock = v != 0 && !busy;

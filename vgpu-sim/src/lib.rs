@@ -11,22 +11,34 @@
 //!   `subsystem_*`, `class` (`0x030200`), `numa_node`, `driver_override` (reads `(null)` when
 //!   unset), `reset`, `reset_method`, `remove`, and relative links `driver`, `iommu_group`,
 //!   `subsystem`; `sys/bus/pci/devices/<addr>` links to it. `drivers/<drv>/bind` answers
-//!   `ENODEV` for an unknown device or one the driver does not match, `EBUSY` when bound;
-//!   `unbind` answers `ENODEV` unless bound to that driver; `drivers_probe` binds the first
-//!   matching driver (only `driver_override` when set). `reset` takes `1` (`EINVAL`
-//!   otherwise), `ENOTTY` without a reset method. `remove` / `rescan` hot-remove and restore.
-//! * **SR-IOV** (`sriov_numvfs_store`, `drivers/pci/iov.c`): `EINVAL` for a non-number,
-//!   `ERANGE` above `sriov_totalvfs` or a u16, equal value a no-op, `ENOENT` without a driver
-//!   with `sriov_configure` (`pci-pf-stub`, `i915`, `xe`; not `nvidia`, nor `vfio-pci` without
-//!   `enable_sriov`), `EBUSY` for non-zero while VFs exist. VFs sit beside their PF, at
-//!   routing id `PF + offset + stride * i`, with `physfn`/`virtfnN` links, their own IOMMU
-//!   groups, and are probed when `sriov_drivers_autoprobe` is 1. `vfio-pci`, `i915` and `xe`
-//!   disable VFs when unbound from the PF; `pci-pf-stub` and `nvidia` leave them.
+//!   `ENODEV` for an unknown device or one the driver does not match, then `EBUSY` when the
+//!   device is bound, then the probe's errno: `ENODEV` when `pci_device_can_probe` refuses (a
+//!   VF whose PF has `sriov_drivers_autoprobe` 0 and no `driver_override`), `EINVAL` from
+//!   `vfio-pci` on a device without an IOMMU group. `unbind` answers `ENODEV` unless bound to
+//!   that driver; `drivers_probe` binds the first matching driver that probes (only
+//!   `driver_override` when set) and succeeds even when none does. Every number a store
+//!   parses (`kstrtoul`, `kstrtou16`) answers `EINVAL` when it does not parse or overflows.
+//!   `reset` takes `1` (`EINVAL` otherwise), `ENOTTY` without a reset method. `remove` /
+//!   `rescan` hot-remove and restore (a restored function has no `driver_override`, its VFs
+//!   disabled and `sriov_drivers_autoprobe` 1); an `unplug` (control interface) is physical
+//!   and no rescan brings it back.
+//! * **SR-IOV** (`sriov_numvfs_store`, `drivers/pci/iov.c`): `EINVAL` for what `kstrtou16`
+//!   refuses (a non-number, or above 65535), `ERANGE` above `sriov_totalvfs`, equal value a
+//!   no-op, `ENOENT` without a driver with `sriov_configure` (`pci-pf-stub`, `i915`, `xe`;
+//!   not `nvidia`, nor `vfio-pci` without `enable_sriov`), `EBUSY` for non-zero while VFs
+//!   exist. VFs sit beside their PF, at routing id `PF + offset + stride * i`, with
+//!   `physfn`/`virtfnN` links, their own IOMMU groups, and are probed when
+//!   `sriov_drivers_autoprobe` is 1. `vfio-pci`, `i915` and `xe` disable VFs when unbound
+//!   from the PF; `pci-pf-stub` and `nvidia` leave them.
 //! * **NVIDIA** (REFERENCE §3): the PF rejects `sriov_numvfs` while bound to `nvidia`
 //!   (`ENOENT`); `sriov-manage`'s sequence works: write `1` to
 //!   `proc/driver/nvidia/gpus/<bdf>/unbindLock` (reads back `1` only on an idle GPU), unbind,
-//!   bind `pci-pf-stub`, write `sriov_totalvfs`, rebind `nvidia`. Unbinding `nvidia` from a GPU
-//!   with vGPUs is refused with `EBUSY` (the real driver blocks instead).
+//!   bind `pci-pf-stub`, write `sriov_totalvfs`, rebind `nvidia`. While the lock is held, no
+//!   vGPU can be created on that GPU (`create` and `current_vgpu_type` answer `EBUSY`).
+//!   Deviations, so that a client skipping a step fails: unbinding `nvidia` from a vGPU PF
+//!   without the lock answers `EBUSY` (the real driver blocks until `nvidia-vgpu-mgr` lets
+//!   go), and on `pci-pf-stub` such a PF takes only `0` or `sriov_totalvfs` (`EINVAL`; the
+//!   kernel would enable any count, NVIDIA's vGPU manager supports only the full set).
 //! * **mdev** (`drivers/vfio/mdev`): an mdev parent exists while its vendor driver is bound
 //!   (legacy PF, VF of an mdev-on-VF GPU, GVT-g iGPU). `create` takes a 36-character UUID (one
 //!   trailing character allowed; `EINVAL` otherwise), `EEXIST` for a duplicate anywhere,

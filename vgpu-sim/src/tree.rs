@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use uuid::Uuid;
 
 use crate::control::KernelOp;
-use crate::kernel::{Dev, Errno, KResult, Kernel, kstrtoul, parse_bool};
+use crate::kernel::{Dev, Errno, KResult, Kernel, kstrtoul, parse_bool, store_ul};
 use crate::profile::{CpuVendor, IommuKind, PciAddr, VgpuMode};
 
 /// What a regular file is.
@@ -838,7 +838,7 @@ impl Kernel {
                 PciAttr::DriverOverride => self.set_driver_override(*a, data),
                 PciAttr::Reset => self.reset(*a, data),
                 PciAttr::Remove => {
-                    if kstrtoul(data, u64::MAX)? == 0 {
+                    if store_ul(data, u64::MAX)? == 0 {
                         Ok(())
                     } else {
                         self.remove_device(*a)

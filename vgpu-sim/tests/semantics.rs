@@ -2,11 +2,12 @@
 
 mod common;
 
-use common::{cat, echo, host, link, link_name, ls, pci};
+use common::{cat, driver_file, drivers_probe, echo, host, link, link_name, ls, pci, unbind_lock};
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
 const FLEX: &str = "0001:03:00.0";
+const FLEX_VF0: &str = "0001:03:00.1";
 const IGPU: &str = "0000:00:02.0";
 const A4000: &str = "0000:af:00.0";
 const A4000_AUDIO: &str = "0000:af:00.1";
@@ -232,6 +233,15 @@ fn sriov_numvfs_not_a_number_is_einval() {
 }
 
 #[test]
+fn sriov_numvfs_above_u16_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&pci(&h, FLEX, "sriov_numvfs"), "70000"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
 fn sriov_numvfs_above_total_is_erange() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
@@ -311,11 +321,59 @@ fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
 // ----- drivers -----
 
 #[test]
-fn bind_already_bound_device_is_ebusy() {
+fn bind_not_matching_driver_to_bound_device_is_enodev() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        echo(&h.root().join("sys/bus/pci/drivers/vfio-pci/bind"), T4),
+        echo(&driver_file(&h, "vfio-pci", "bind"), T4),
+        Err(libc::ENODEV)
+    );
+}
+
+#[test]
+fn bind_matching_driver_to_bound_device_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&driver_file(&h, "nvidia", "bind"), T4),
         Err(libc::EBUSY)
+    );
+}
+
+#[test]
+fn bind_vf_without_autoprobe_or_override_is_enodev() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    assert_eq!(
+        echo(&driver_file(&h, "i915", "bind"), FLEX_VF0),
+        Err(libc::ENODEV)
+    );
+}
+
+#[test]
+fn drivers_probe_vf_without_autoprobe_or_override_leaves_it_unbound() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    echo(&drivers_probe(&h), FLEX_VF0).expect("probe succeeds");
+    assert_eq!(
+        (
+            link(&pci(&h, FLEX_VF0, "")).is_ok(),
+            link(&pci(&h, FLEX_VF0, "driver"))
+        ),
+        (true, Err(libc::ENOENT))
+    );
+}
+
+#[test]
+fn drivers_probe_vf_with_override_binds_without_autoprobe() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
+    echo(&pci(&h, FLEX_VF0, "driver_override"), "vfio-pci").expect("override");
+    echo(&drivers_probe(&h), FLEX_VF0).expect("probe");
+    assert_eq!(
+        link_name(&pci(&h, FLEX_VF0, "driver")),
+        Some("vfio-pci".into())
     );
 }
 
@@ -404,6 +462,36 @@ fn drivers_probe_unknown_device_is_enodev() {
 fn reset_value_other_than_one_is_einval() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(echo(&pci(&h, T4, "reset"), "2"), Err(libc::EINVAL));
+}
+
+#[test]
+fn reset_number_above_u64_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&pci(&h, T4, "reset"), "99999999999999999999999"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn remove_number_above_u64_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&pci(&h, A4000_AUDIO, "remove"), "99999999999999999999999"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn rescan_number_above_u64_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(
+            &h.root().join("sys/bus/pci/rescan"),
+            "99999999999999999999999"
+        ),
+        Err(libc::EINVAL)
+    );
 }
 
 #[test]
@@ -553,6 +641,19 @@ fn mdev_remove_destroys_device() {
 }
 
 #[test]
+fn mdev_remove_number_above_u64_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(
+        echo(
+            &pci(&h, T4, &format!("{UUID_A}/remove")),
+            "99999999999999999999999"
+        ),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
 fn mdev_on_vf_parent_offers_one_instance() {
     let Some(h) = host("a40-vf-mdev") else { return };
     let avail = h.root().join(
@@ -617,7 +718,8 @@ fn mdev_gvtg_description_is_multiline() {
 #[test]
 fn mdev_parent_unbound_disappears_from_mdev_bus() {
     let Some(h) = host("mixed") else { return };
-    echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), T4).expect("unbind");
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind");
     assert_eq!(
         ls(&h.root().join("sys/class/mdev_bus")),
         Ok(vec![IGPU.to_owned()])
@@ -741,6 +843,65 @@ fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
         echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S),
         Err(libc::EBUSY)
     );
+}
+
+#[test]
+fn nvidia_unbind_pf_without_unbind_lock_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&driver_file(&h, "nvidia", "unbind"), T4),
+        Err(libc::EBUSY)
+    );
+}
+
+#[test]
+fn nvidia_unbind_pf_with_unbind_lock_unbinds() {
+    let Some(h) = host("mixed") else { return };
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind");
+    assert_eq!(link(&pci(&h, T4, "driver")), Err(libc::ENOENT));
+}
+
+#[test]
+fn nvidia_unbind_pf_after_unbind_lock_released_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    echo(&unbind_lock(&h, T4), "0").expect("release unbindLock");
+    assert_eq!(
+        echo(&driver_file(&h, "nvidia", "unbind"), T4),
+        Err(libc::EBUSY)
+    );
+}
+
+#[test]
+fn nvidia_mdev_create_while_unbind_lock_held_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    assert_eq!(
+        echo(&t4_type(&h, "nvidia-231", "create"), UUID_A),
+        Err(libc::EBUSY)
+    );
+}
+
+#[test]
+fn nvidia_current_vgpu_type_while_unbind_lock_held_is_ebusy() {
+    let Some(h) = host("mixed") else { return };
+    echo(&unbind_lock(&h, L40S), "1").expect("take unbindLock");
+    assert_eq!(
+        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"),
+        Err(libc::EBUSY)
+    );
+}
+
+#[test]
+fn nvidia_sriov_numvfs_partial_count_on_pf_stub_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    echo(&unbind_lock(&h, L40S), "1").expect("take unbindLock");
+    echo(&driver_file(&h, "nvidia", "unbind"), L40S).expect("unbind nvidia");
+    echo(&pci(&h, L40S, "driver_override"), "pci-pf-stub").expect("override");
+    echo(&drivers_probe(&h), L40S).expect("probe pf-stub");
+    echo(&pci(&h, L40S, "sriov_numvfs"), "0").expect("disable");
+    assert_eq!(echo(&pci(&h, L40S, "sriov_numvfs"), "4"), Err(libc::EINVAL));
 }
 
 #[test]

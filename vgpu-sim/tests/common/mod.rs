@@ -58,3 +58,24 @@ pub(crate) fn link_name(path: &Path) -> Option<String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
 }
+
+/// `<root>/sys/bus/pci/drivers/<driver>/<file>` (`bind`, `unbind`).
+pub(crate) fn driver_file(host: &SimHost, driver: &str, file: &str) -> PathBuf {
+    host.root()
+        .join("sys/bus/pci/drivers")
+        .join(driver)
+        .join(file)
+}
+
+/// `<root>/sys/bus/pci/drivers_probe`.
+pub(crate) fn drivers_probe(host: &SimHost) -> PathBuf {
+    host.root().join("sys/bus/pci/drivers_probe")
+}
+
+/// `<root>/proc/driver/nvidia/gpus/<addr>/unbindLock`.
+pub(crate) fn unbind_lock(host: &SimHost, addr: &str) -> PathBuf {
+    host.root()
+        .join("proc/driver/nvidia/gpus")
+        .join(addr)
+        .join("unbindLock")
+}
