@@ -10,14 +10,18 @@
 //! clear                                   drop every pending fault and latency
 //! ```
 //!
-//! `<errno>` is a name (`EBUSY`, `EIO`, ...) or a number. `<path-glob>` is matched against the
+//! `<errno>` is a name (`EBUSY`, `EIO`, ...) or a number from 1 to 133 ([`MAX_ERRNO`]). At most
+//! [`MAX_FAULTS`] faults may be pending. `<millis>` is at most 60 000 ([`MAX_LATENCY`]).
+//! `<path-glob>` is matched against the
 //! canonical path below the root (symlinks resolved, as the kernel hands them to the
 //! filesystem), e.g. `sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/sriov_numvfs`; `*`
 //! matches any run of characters including `/`, `?` one character. `<op>` is a kernel
 //! operation (`sriov-enable`, `sriov-disable`, `mdev-create`, `mdev-remove`, `vgpu-create`,
 //! `vgpu-destroy`, `bind`, `unbind`, `probe`, `reset`) or a filesystem operation (`lookup`,
-//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`). A write with an unknown command
-//! or a malformed line fails with `EINVAL` and applies none of its lines.
+//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`). A write with an unknown command,
+//! a malformed line, an errno or latency out of range, or more faults than fit fails with
+//! `EINVAL` and applies none of its lines; one that unplugs an absent device fails with
+//! `ENODEV`, also applying none.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,6 +30,13 @@ use std::time::Duration;
 
 use crate::error::SimError;
 use crate::profile::PciAddr;
+
+/// The largest errno Linux defines (`EHWPOISON`); injected errnos are 1 to this.
+pub const MAX_ERRNO: i32 = 133;
+/// The most latency one operation can be given.
+pub const MAX_LATENCY: Duration = Duration::from_millis(60_000);
+/// The most faults that can be pending at once.
+pub const MAX_FAULTS: usize = 1024;
 
 /// A kernel operation that latency can be added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,10 +219,15 @@ const ERRNOS: [(&str, i32); 22] = [
     ("ENOLCK", libc::ENOLCK),
 ];
 
-/// The errno for a name such as `EBUSY`, or a positive number.
+/// Whether `errno` is one Linux defines (1 to [`MAX_ERRNO`]).
+pub fn is_valid_errno(errno: i32) -> bool {
+    (1..=MAX_ERRNO).contains(&errno)
+}
+
+/// The errno for a name such as `EBUSY`, or a number from 1 to [`MAX_ERRNO`].
 pub fn errno_from_name(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
-        return (n > 0 && n < 4096).then_some(n);
+        return is_valid_errno(n).then_some(n);
     }
     ERRNOS.iter().find(|(n, _)| *n == s).map(|(_, e)| *e)
 }
@@ -245,8 +261,9 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                 let remaining = count
                     .parse::<u32>()
                     .map_err(|_| bad(format!("bad count {count:?}")))?;
-                let errno =
-                    errno_from_name(errno).ok_or_else(|| bad(format!("bad errno {errno:?}")))?;
+                let errno = errno_from_name(errno).ok_or_else(|| {
+                    bad(format!("bad errno {errno:?} (a name or 1 to {MAX_ERRNO})"))
+                })?;
                 Command::FailNext(Fault {
                     remaining,
                     errno,
@@ -255,10 +272,18 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
             }
             ["latency", op, millis] => {
                 let op = op.parse::<LatencyOp>().map_err(bad)?;
-                let ms = millis
+                let delay = millis
                     .parse::<u64>()
-                    .map_err(|_| bad(format!("bad millis {millis:?}")))?;
-                Command::Latency(op, Duration::from_millis(ms))
+                    .ok()
+                    .map(Duration::from_millis)
+                    .filter(|d| *d <= MAX_LATENCY)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "bad millis {millis:?} (0 to {})",
+                            MAX_LATENCY.as_millis()
+                        ))
+                    })?;
+                Command::Latency(op, delay)
             }
             ["unplug", addr] => Command::Unplug(addr.parse().map_err(|e| bad(format!("{e}")))?),
             ["counters-reset"] => Command::CountersReset,
@@ -416,6 +441,44 @@ mod tests {
     #[test]
     fn parse_commands_bad_errno_fails() {
         assert!(parse_commands("fail-next 1 EWHAT *").is_err());
+    }
+
+    #[test]
+    fn parse_commands_errno_zero_fails() {
+        assert!(parse_commands("fail-next 1 0 *").is_err());
+    }
+
+    #[test]
+    fn parse_commands_errno_above_133_fails() {
+        assert!(parse_commands("fail-next 1 134 *").is_err());
+    }
+
+    #[test]
+    fn parse_commands_errno_133_parses() {
+        assert_eq!(
+            parse_commands("fail-next 1 133 *").expect("valid"),
+            vec![Command::FailNext(Fault {
+                remaining: 1,
+                errno: 133,
+                glob: "*".into()
+            })]
+        );
+    }
+
+    #[test]
+    fn parse_commands_latency_above_60000_fails() {
+        assert!(parse_commands("latency bind 60001").is_err());
+    }
+
+    #[test]
+    fn parse_commands_latency_60000_parses() {
+        assert_eq!(
+            parse_commands("latency bind 60000").expect("valid"),
+            vec![Command::Latency(
+                LatencyOp::Kernel(KernelOp::Bind),
+                MAX_LATENCY
+            )]
+        );
     }
 
     #[test]

@@ -11,7 +11,9 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
-use crate::control::{Command, FsOp, LatencyOp, LiveCounters, errno_name, parse_commands};
+use crate::control::{
+    Command, FsOp, LatencyOp, LiveCounters, MAX_FAULTS, errno_name, parse_commands,
+};
 use crate::kernel::Kernel;
 use crate::tree::{FileRef, Node};
 
@@ -48,9 +50,27 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Applies control commands (all were parsed before any is applied).
+    /// Applies control commands: all or none. Every command was parsed; here the faults must
+    /// fit in [`MAX_FAULTS`] (`EINVAL`) and every unplugged device must exist (`ENODEV`).
     pub(crate) fn apply(&self, cmds: Vec<Command>) -> Result<(), (String, i32)> {
         let mut k = self.kernel();
+        let mut pending = k.faults.len();
+        for cmd in &cmds {
+            match cmd {
+                Command::FailNext(_) => pending += 1,
+                Command::Clear => pending = 0,
+                Command::Unplug(a) if !k.devs.contains_key(a) => {
+                    return Err((format!("unplug {a}: no such device"), libc::ENODEV));
+                }
+                _ => {}
+            }
+            if pending > MAX_FAULTS {
+                return Err((
+                    format!("more than {MAX_FAULTS} pending faults"),
+                    libc::EINVAL,
+                ));
+            }
+        }
         for cmd in cmds {
             match cmd {
                 Command::FailNext(f) => k.faults.push(f),

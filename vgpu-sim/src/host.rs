@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 
-use crate::control::{Command, Counters, Fault, LatencyOp, parse_commands};
+use crate::control::{
+    Command, Counters, Fault, LatencyOp, MAX_ERRNO, MAX_LATENCY, is_valid_errno, parse_commands,
+};
 use crate::error::SimError;
 use crate::fs::{Shared, SimFs};
 use crate::kernel::Kernel;
@@ -221,19 +223,54 @@ impl SimHost {
     }
 
     /// Makes the next `count` writes to paths matching `glob` fail with `errno`.
-    pub fn fail_next(&self, count: u32, errno: i32, glob: &str) {
-        self.shared.kernel().faults.push(Fault {
+    ///
+    /// # Errors
+    /// [`SimError::Control`] when `errno` is not 1 to [`MAX_ERRNO`] or [`MAX_FAULTS`](crate::control::MAX_FAULTS) faults
+    /// are already pending.
+    pub fn try_fail_next(&self, count: u32, errno: i32, glob: &str) -> Result<(), SimError> {
+        let line = format!("fail-next {count} {errno} {glob}");
+        if !is_valid_errno(errno) {
+            return Err(SimError::Control {
+                line,
+                reason: format!("errno {errno} is not 1 to {MAX_ERRNO}"),
+            });
+        }
+        let fault = Fault {
             remaining: count,
             errno,
             glob: glob.to_owned(),
-        });
+        };
+        self.shared
+            .apply(vec![Command::FailNext(fault)])
+            .map_err(|(reason, _)| SimError::Control { line, reason })
+    }
+
+    /// [`SimHost::try_fail_next`] for tests, whose errno is a constant of theirs.
+    ///
+    /// # Panics
+    /// When `errno` is not 1 to [`MAX_ERRNO`] or [`MAX_FAULTS`](crate::control::MAX_FAULTS) faults are already pending:
+    /// the test is wrong.
+    pub fn fail_next(&self, count: u32, errno: i32, glob: &str) {
+        if let Err(e) = self.try_fail_next(count, errno, glob) {
+            panic!("{e}");
+        }
     }
 
     /// Adds `delay` to every `op` (zero removes it).
-    pub fn set_latency(&self, op: LatencyOp, delay: Duration) {
-        let cmd = Command::Latency(op, delay);
-        // Latency commands cannot fail.
-        let _ignored = self.shared.apply(vec![cmd]);
+    ///
+    /// # Errors
+    /// [`SimError::Control`] when `delay` is above [`MAX_LATENCY`].
+    pub fn set_latency(&self, op: LatencyOp, delay: Duration) -> Result<(), SimError> {
+        let line = format!("latency {op} {}", delay.as_millis());
+        if delay > MAX_LATENCY {
+            return Err(SimError::Control {
+                line,
+                reason: format!("more than {} ms", MAX_LATENCY.as_millis()),
+            });
+        }
+        self.shared
+            .apply(vec![Command::Latency(op, delay)])
+            .map_err(|(reason, _)| SimError::Control { line, reason })
     }
 
     /// Hot-unplugs a PCI function (with its VFs and mdevs).

@@ -59,6 +59,82 @@ fn control_unknown_command_is_einval() {
 }
 
 #[test]
+fn control_errno_zero_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&control(&h), "fail-next 1 0 */sriov_numvfs\n"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn control_errno_above_133_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&control(&h), "fail-next 1 134 */sriov_numvfs\n"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn control_errno_number_133_is_accepted() {
+    let Some(h) = host("mixed") else { return };
+    echo(&control(&h), "fail-next 1 133 */sriov_numvfs\n").expect("command");
+    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Err(133));
+}
+
+#[test]
+fn control_latency_above_60000_ms_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&control(&h), "latency sriov-enable 60001\n"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn control_fault_beyond_1024_pending_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    let full = "fail-next 1 EIO */create\n".repeat(1024);
+    echo(&control(&h), &full).expect("1024 faults fit");
+    assert_eq!(
+        echo(&control(&h), "fail-next 1 EIO */create\n"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn control_refused_write_applies_none_of_its_lines() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&control(&h), "latency bind 10\nunplug 0000:99:00.0\n"),
+        Err(libc::ENODEV)
+    );
+    assert_eq!(cat(&control(&h)), Ok("# vgpu-sim profile mixed\n".into()));
+}
+
+#[test]
+fn api_try_fail_next_errno_zero_fails() {
+    let Some(h) = host("mixed") else { return };
+    assert!(matches!(
+        h.try_fail_next(1, 0, "*/create"),
+        Err(vgpu_sim::SimError::Control { .. })
+    ));
+}
+
+#[test]
+fn api_set_latency_above_60000_ms_fails() {
+    let Some(h) = host("mixed") else { return };
+    assert!(matches!(
+        h.set_latency(
+            LatencyOp::Kernel(KernelOp::Bind),
+            Duration::from_millis(60_001)
+        ),
+        Err(vgpu_sim::SimError::Control { .. })
+    ));
+}
+
+#[test]
 fn control_read_shows_pending_fault() {
     let Some(h) = host("mixed") else { return };
     echo(
@@ -165,7 +241,8 @@ fn api_latency_delays_mdev_create() {
     h.set_latency(
         LatencyOp::Kernel(KernelOp::MdevCreate),
         Duration::from_millis(80),
-    );
+    )
+    .expect("latency");
     let create = h
         .root()
         .join("sys/class/mdev_bus")
