@@ -648,8 +648,16 @@ impl Kernel {
 
     // ----- hot-plug -----
 
-    /// `remove` attribute / hot-unplug: the function, its VFs, children and mdevs go away.
+    /// `remove` attribute: the function, its VFs, children and mdevs go away; a rescan finds
+    /// the functions (not the VFs) again.
     pub(crate) fn remove_device(&mut self, addr: PciAddr) -> KResult<()> {
+        self.take_out(addr, true)
+    }
+
+    /// Takes a function out with everything below it; `rescannable` keeps the non-VF
+    /// functions for a rescan, as a new `pci_dev` would find them: no driver, no
+    /// `driver_override`, VFs disabled and `sriov_drivers_autoprobe` 1 (`sriov_init`).
+    fn take_out(&mut self, addr: PciAddr, rescannable: bool) -> KResult<()> {
         let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
         let prefix = format!("{}/", d.dir);
         let mut gone: Vec<PciAddr> = self
@@ -661,15 +669,19 @@ impl Kernel {
         gone.push(addr);
         for a in gone {
             self.mdevs.retain(|_, m| m.parent != a);
-            if let Some(mut d) = self.devs.remove(&a) {
-                if d.physfn.is_none() {
-                    d.driver = None;
-                    d.nv = NvVf::default();
-                    if let Some((_, cur)) = d.sriov.as_mut() {
-                        *cur = 0;
-                    }
-                    self.removed.insert(a, d);
+            let Some(mut d) = self.devs.remove(&a) else {
+                continue;
+            };
+            if rescannable && d.physfn.is_none() {
+                d.driver = None;
+                d.driver_override = None;
+                d.nv = NvVf::default();
+                d.unbind_lock = false;
+                if let Some((spec, cur)) = d.sriov.as_mut() {
+                    spec.autoprobe = true;
+                    *cur = 0;
                 }
+                self.removed.insert(a, d);
             }
         }
         Ok(())
@@ -800,9 +812,9 @@ impl Kernel {
 
     // ----- control -----
 
-    /// Hot-unplug from the control interface.
+    /// Hot-unplug from the control interface: the hardware is gone, no rescan finds it.
     pub(crate) fn unplug(&mut self, addr: PciAddr) -> KResult<()> {
-        self.remove_device(addr)
+        self.take_out(addr, false)
     }
 }
 

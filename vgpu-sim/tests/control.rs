@@ -165,6 +165,14 @@ fn control_unplug_removes_device() {
 }
 
 #[test]
+fn control_unplug_then_rescan_leaves_device_gone() {
+    let Some(h) = host("mixed") else { return };
+    echo(&control(&h), &format!("unplug {T4}\n")).expect("command");
+    echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
+    assert_eq!(link(&pci(&h, T4, "")), Err(libc::ENOENT));
+}
+
+#[test]
 fn control_unplug_unknown_device_is_enodev() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(

@@ -511,6 +511,48 @@ fn remove_then_rescan_restores_device() {
     );
 }
 
+#[test]
+fn remove_then_rescan_clears_driver_override() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        cat(&pci(&h, A4000, "driver_override")),
+        Ok("vfio-pci\n".into())
+    );
+    echo(&pci(&h, A4000, "remove"), "1").expect("remove");
+    echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
+    assert_eq!(
+        cat(&pci(&h, A4000, "driver_override")),
+        Ok("(null)\n".into())
+    );
+}
+
+#[test]
+fn remove_then_rescan_sets_autoprobe_back_to_one() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
+    echo(&pci(&h, FLEX, "remove"), "1").expect("remove");
+    echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
+    assert_eq!(
+        cat(&pci(&h, FLEX, "sriov_drivers_autoprobe")),
+        Ok("1\n".into())
+    );
+}
+
+#[test]
+fn remove_then_rescan_leaves_vfs_disabled() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    echo(&pci(&h, FLEX, "remove"), "1").expect("remove");
+    echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
+    assert_eq!(
+        (
+            cat(&pci(&h, FLEX, "sriov_numvfs")),
+            link(&pci(&h, FLEX_VF0, ""))
+        ),
+        (Ok("0\n".into()), Err(libc::ENOENT))
+    );
+}
+
 // ----- mdev -----
 
 fn t4_type(h: &vgpu_sim::SimHost, id: &str, file: &str) -> std::path::PathBuf {
