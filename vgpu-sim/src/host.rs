@@ -54,6 +54,34 @@ pub fn require_fuse() -> Option<String> {
     None
 }
 
+/// For tests that use FUSE without [`SimHost::mount_for_test`] (running the `vgpu-sim`
+/// binary): whether FUSE is usable here. When it is not ([`require_fuse`] says why), prints
+/// why and returns false (the test returns early), or panics when `CI` is set.
+///
+/// # Panics
+/// When FUSE is not usable and `CI` is set.
+pub fn fuse_for_test() -> bool {
+    match require_fuse() {
+        None => true,
+        Some(reason) => {
+            skip_or_fail(&reason);
+            false
+        }
+    }
+}
+
+/// One rule for every skipped simulator test: panic in CI, print why elsewhere.
+fn skip_or_fail(reason: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "FUSE is required when CI is set: {reason}"
+    );
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("skipped: FUSE unavailable: {reason}");
+    }
+}
+
 fn is_mountpoint(dir: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
@@ -165,36 +193,38 @@ impl SimHost {
     }
 
     /// Mounts a built-in profile for a test: `None` (after printing why) when FUSE is not
-    /// usable here, so the test can return early.
+    /// usable here, so the test can return early. Only a genuinely missing FUSE skips:
+    /// [`require_fuse`] says why, or the mount is refused with `EPERM`/`EACCES` (no right to
+    /// mount, e.g. an unprivileged container). Any other failure is the simulator's.
     ///
     /// # Panics
-    /// When FUSE is not usable and `CI` is set: CI must run every simulator test.
+    /// When the profile does not load, when the mount fails for another reason (a timeout,
+    /// a bad mount point), and when FUSE is not usable and `CI` is set: CI must run every
+    /// simulator test.
     pub fn mount_for_test(profile_name: &str) -> Option<Self> {
-        let ci = std::env::var_os("CI").is_some();
-        let reason = match require_fuse() {
-            Some(reason) => reason,
-            None => {
-                let profile = match Profile::builtin(profile_name) {
-                    Ok(p) => p,
-                    Err(e) => panic!("{e}"),
-                };
-                match Self::mount(profile) {
-                    Ok(host) => return Some(host),
-                    Err(e) => format!(
-                        "{e}: {}",
-                        std::error::Error::source(&e).map_or_else(String::new, |s| s.to_string())
-                    ),
-                }
-            }
+        if !fuse_for_test() {
+            return None;
+        }
+        let profile = match Profile::builtin(profile_name) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
         };
-        if ci {
-            panic!("FUSE is required when CI is set: {reason}");
+        match Self::mount(profile) {
+            Ok(host) => Some(host),
+            Err(SimError::Mount { path, source })
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+            {
+                skip_or_fail(&format!(
+                    "cannot mount FUSE on {}: {source}",
+                    path.display()
+                ));
+                None
+            }
+            Err(e) => panic!(
+                "vgpu-sim mount failed: {e}: {}",
+                std::error::Error::source(&e).map_or_else(String::new, ToString::to_string)
+            ),
         }
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("skipped: FUSE unavailable: {reason}");
-        }
-        None
     }
 
     /// The directory that contains `sys/`, `proc/` and `dev/`.

@@ -49,7 +49,11 @@ pub(crate) struct Dev {
     pub(crate) driver: Option<String>,
     pub(crate) driver_override: Option<String>,
     pub(crate) group: Option<u32>,
+    /// The reset methods in use now (`reset_method`), space-separated.
     pub(crate) reset_method: String,
+    /// The reset methods the function supports; `reset` and `reset_method` exist only with
+    /// some.
+    pub(crate) reset_methods: String,
     pub(crate) sriov: Option<(SriovSpec, u16)>,
     pub(crate) physfn: Option<PciAddr>,
     pub(crate) vgpu: Option<VgpuMode>,
@@ -231,6 +235,7 @@ impl Kernel {
                 spec.iommu_group
             },
             reset_method: spec.reset_method.clone(),
+            reset_methods: spec.reset_method.clone(),
             sriov: spec.sriov.clone().map(|s| (s, 0)),
             physfn: None,
             vgpu: spec.vgpu,
@@ -510,6 +515,27 @@ impl Kernel {
         Ok(())
     }
 
+    /// `reset_method_store` (drivers/pci/pci.c): an empty line disables every method,
+    /// `default` restores the supported ones, otherwise a space-separated list of supported
+    /// methods in the order to try them (`EINVAL` for one the device does not support).
+    pub(crate) fn set_reset_method(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
+        let s = sysfs_str(data)?.trim();
+        let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
+        d.reset_method = match s {
+            "" => String::new(),
+            "default" => d.reset_methods.clone(),
+            list => {
+                let supported: Vec<&str> = d.reset_methods.split_whitespace().collect();
+                let wanted: Vec<&str> = list.split_whitespace().collect();
+                if !wanted.iter().all(|m| supported.contains(m)) {
+                    return Err(libc::EINVAL);
+                }
+                wanted.join(" ")
+            }
+        };
+        Ok(())
+    }
+
     /// `reset_store`: value must be 1; `ENOTTY` without a reset method.
     pub(crate) fn reset(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
         let v = store_ul(data, u64::MAX)?;
@@ -600,6 +626,7 @@ impl Kernel {
                 driver_override: None,
                 group,
                 reset_method: "flr".to_owned(),
+                reset_methods: "flr".to_owned(),
                 sriov: None,
                 physfn: Some(pf),
                 nv: NvVf::default(),
@@ -675,6 +702,7 @@ impl Kernel {
             if rescannable && d.physfn.is_none() {
                 d.driver = None;
                 d.driver_override = None;
+                d.reset_method.clone_from(&d.reset_methods);
                 d.nv = NvVf::default();
                 d.unbind_lock = false;
                 if let Some((spec, cur)) = d.sriov.as_mut() {

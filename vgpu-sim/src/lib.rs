@@ -18,7 +18,8 @@
 //!   that driver; `drivers_probe` binds the first matching driver that probes (only
 //!   `driver_override` when set) and succeeds even when none does. Every number a store
 //!   parses (`kstrtoul`, `kstrtou16`) answers `EINVAL` when it does not parse or overflows.
-//!   `reset` takes `1` (`EINVAL` otherwise), `ENOTTY` without a reset method. `remove` /
+//!   `reset` takes `1` (`EINVAL` otherwise), `ENOTTY` once `reset_method` is emptied (an
+//!   empty line; `default` restores the supported list, an unsupported method is `EINVAL`). `remove` /
 //!   `rescan` hot-remove and restore (a restored function has no `driver_override`, its VFs
 //!   disabled and `sriov_drivers_autoprobe` 1); an `unplug` (control interface) is physical
 //!   and no rescan brings it back.
@@ -93,5 +94,5 @@ mod tree;
 
 pub use control::{Counters, FsOp, KernelOp, LatencyOp};
 pub use error::SimError;
-pub use host::{SimHost, require_fuse};
+pub use host::{SimHost, fuse_for_test, require_fuse};
 pub use profile::{PciAddr, Profile};

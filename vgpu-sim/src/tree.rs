@@ -578,7 +578,7 @@ impl Kernel {
         d.file("enable", FileRef::Pci(a, PciAttr::Enable), RW);
         d.file("remove", FileRef::Pci(a, PciAttr::Remove), WO);
         d.file("uevent", FileRef::Pci(a, PciAttr::Uevent), RW);
-        if !dev.reset_method.trim().is_empty() {
+        if !dev.reset_methods.trim().is_empty() {
             d.file("reset", FileRef::Pci(a, PciAttr::Reset), WO);
             d.file("reset_method", FileRef::Pci(a, PciAttr::ResetMethod), RW);
         }
@@ -764,6 +764,7 @@ impl Kernel {
             PciAttr::DriverOverride => {
                 format!("{}\n", d.driver_override.as_deref().unwrap_or("(null)"))
             }
+            PciAttr::ResetMethod if d.reset_method.is_empty() => String::new(),
             PciAttr::ResetMethod => format!("{}\n", d.reset_method),
             PciAttr::Enable => format!("{}\n", u8::from(d.driver.is_some())),
             PciAttr::Uevent => {
@@ -846,9 +847,8 @@ impl Kernel {
                 }
                 PciAttr::NvCurrent => self.set_vgpu_type(*a, data),
                 PciAttr::NvParams => self.set_vgpu_params(*a, data),
-                PciAttr::ResetMethod | PciAttr::Enable | PciAttr::Uevent => {
-                    crate::kernel::sysfs_str(data).map(|_| ())
-                }
+                PciAttr::ResetMethod => self.set_reset_method(*a, data),
+                PciAttr::Enable | PciAttr::Uevent => crate::kernel::sysfs_str(data).map(|_| ()),
                 _ => Err(libc::EACCES),
             },
             FileRef::Type(a, id, TypeAttr::Create) => self.mdev_create(*a, id, data),

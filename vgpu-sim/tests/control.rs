@@ -2,24 +2,14 @@
 
 mod common;
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
-use common::{cat, echo, host, link, pci};
+use common::{FLEX, T4, UUID_A, cat, echo, host, is_mounted, link, ls, mdev_type, pci};
 use vgpu_sim::{FsOp, KernelOp, LatencyOp, SimHost};
-
-const T4: &str = "0000:3b:00.0";
-const FLEX: &str = "0001:03:00.0";
 
 fn control(h: &SimHost) -> std::path::PathBuf {
     h.root().join(".vgpu-sim/control")
-}
-
-fn is_mounted(dir: &std::path::Path) -> bool {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let want = dir.to_string_lossy();
-    text.lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
 }
 
 #[test]
@@ -33,16 +23,26 @@ fn control_fail_next_fails_matching_write_with_errno() {
 fn control_fail_next_leaves_state_unchanged() {
     let Some(h) = host("mixed") else { return };
     echo(&control(&h), "fail-next 1 EIO */sriov_numvfs\n").expect("command");
-    let _ = echo(&pci(&h, FLEX, "sriov_numvfs"), "2");
-    assert_eq!(cat(&pci(&h, FLEX, "sriov_numvfs")), Ok("0\n".into()));
+    assert_eq!(
+        (
+            echo(&pci(&h, FLEX, "sriov_numvfs"), "2"),
+            cat(&pci(&h, FLEX, "sriov_numvfs"))
+        ),
+        (Err(libc::EIO), Ok("0\n".into()))
+    );
 }
 
 #[test]
 fn control_fail_next_expires_after_count() {
     let Some(h) = host("mixed") else { return };
     echo(&control(&h), "fail-next 1 EBUSY */sriov_numvfs\n").expect("command");
-    let _ = echo(&pci(&h, FLEX, "sriov_numvfs"), "2");
-    assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Ok(()));
+    assert_eq!(
+        (
+            echo(&pci(&h, FLEX, "sriov_numvfs"), "2"),
+            echo(&pci(&h, FLEX, "sriov_numvfs"), "2")
+        ),
+        (Err(libc::EBUSY), Ok(()))
+    );
 }
 
 #[test]
@@ -160,6 +160,7 @@ fn control_latency_delays_sriov_enable() {
 #[test]
 fn control_unplug_removes_device() {
     let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&pci(&h, T4, "vendor")), Ok("0x10de\n".into()));
     echo(&control(&h), &format!("unplug {T4}\n")).expect("command");
     assert_eq!(link(&pci(&h, T4, "")), Err(libc::ENOENT));
 }
@@ -167,6 +168,7 @@ fn control_unplug_removes_device() {
 #[test]
 fn control_unplug_then_rescan_leaves_device_gone() {
     let Some(h) = host("mixed") else { return };
+    assert_eq!(cat(&pci(&h, T4, "vendor")), Ok("0x10de\n".into()));
     echo(&control(&h), &format!("unplug {T4}\n")).expect("command");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
     assert_eq!(link(&pci(&h, T4, "")), Err(libc::ENOENT));
@@ -198,7 +200,7 @@ fn unplug_with_open_attribute_write_is_enodev() {
 #[test]
 fn counters_reset_reads_all_zero() {
     let Some(h) = host("mixed") else { return };
-    let _ = cat(&pci(&h, T4, "vendor"));
+    cat(&pci(&h, T4, "vendor")).expect("vendor");
     echo(&control(&h), "counters-reset\n").expect("command");
     assert_eq!(
         cat(&h.root().join(".vgpu-sim/counters")),
@@ -216,7 +218,7 @@ fn counters_count_one_readlink() {
         .root()
         .join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/driver");
     h.reset_counters();
-    let _ = link(&canonical);
+    link(&canonical).expect("driver link");
     assert_eq!(h.counters().get(FsOp::Readlink), 1);
 }
 
@@ -224,21 +226,71 @@ fn counters_count_one_readlink() {
 fn counters_count_lookups_of_a_path() {
     let Some(h) = host("mixed") else { return };
     h.reset_counters();
-    let _ = cat(&h.root().join("proc/cmdline"));
+    cat(&h.root().join("proc/cmdline")).expect("cmdline");
     assert!(h.counters().get(FsOp::Lookup) >= 2);
+}
+
+#[test]
+fn counters_count_one_open_and_one_read() {
+    let Some(h) = host("mixed") else { return };
+    let vendor = pci(&h, T4, "vendor");
+    h.reset_counters();
+    let mut buf = [0u8; 64];
+    let n = std::fs::File::open(&vendor)
+        .and_then(|mut f| f.read(&mut buf))
+        .expect("read vendor");
+    let c = h.counters();
+    assert_eq!(
+        (&buf[..n], c.get(FsOp::Open), c.get(FsOp::Read)),
+        (&b"0x10de\n"[..], 1, 1)
+    );
+}
+
+#[test]
+fn counters_count_one_write() {
+    let Some(h) = host("mixed") else { return };
+    let reset = pci(&h, T4, "reset");
+    h.reset_counters();
+    echo(&reset, "1").expect("reset");
+    let c = h.counters();
+    assert_eq!((c.get(FsOp::Open), c.get(FsOp::Write)), (1, 1));
+}
+
+#[test]
+fn counters_count_getattr_of_stat() {
+    let Some(h) = host("mixed") else { return };
+    let vendor = pci(&h, T4, "vendor");
+    h.reset_counters();
+    std::fs::metadata(&vendor).expect("stat");
+    assert_eq!(h.counters().get(FsOp::Getattr), 1);
+}
+
+#[test]
+fn counters_count_readdir_of_listing() {
+    let Some(h) = host("mixed") else { return };
+    let dir = h.root().join("sys/bus/mdev");
+    h.reset_counters();
+    assert_eq!(ls(&dir), Ok(vec!["devices".to_owned()]));
+    assert_eq!(h.counters().get(FsOp::Readdir), 2);
+}
+
+#[test]
+fn counters_skip_the_control_directory() {
+    let Some(h) = host("mixed") else { return };
+    h.reset_counters();
+    cat(&control(&h)).expect("read control");
+    echo(&control(&h), "clear\n").expect("write control");
+    ls(&h.root().join(".vgpu-sim")).expect("list control dir");
+    cat(&h.root().join(".vgpu-sim/counters")).expect("read counters");
+    assert_eq!(h.counters().total(), 0);
 }
 
 #[test]
 fn api_fail_next_fails_write() {
     let Some(h) = host("mixed") else { return };
     h.fail_next(1, libc::ENOSPC, "*/nvidia-231/create");
-    let create = h
-        .root()
-        .join("sys/class/mdev_bus")
-        .join(T4)
-        .join("mdev_supported_types/nvidia-231/create");
     assert_eq!(
-        echo(&create, "11111111-2222-3333-4444-555555555555"),
+        echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
         Err(libc::ENOSPC)
     );
 }
@@ -251,13 +303,8 @@ fn api_latency_delays_mdev_create() {
         Duration::from_millis(80),
     )
     .expect("latency");
-    let create = h
-        .root()
-        .join("sys/class/mdev_bus")
-        .join(T4)
-        .join("mdev_supported_types/nvidia-231/create");
     let start = Instant::now();
-    echo(&create, "11111111-2222-3333-4444-555555555555").expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert!(start.elapsed() >= Duration::from_millis(80));
 }
 
@@ -274,19 +321,24 @@ fn api_control_unknown_command_fails() {
 fn mount_guard_drop_unmounts() {
     let Some(h) = host("t4-legacy") else { return };
     let dir = h.root().to_owned();
+    let was_mounted = is_mounted(&dir);
     drop(h);
-    assert!(!is_mounted(&dir));
+    assert_eq!((was_mounted, is_mounted(&dir)), (true, false));
 }
 
 #[test]
 fn mount_guard_unmounts_when_test_panics() {
     let Some(h) = host("t4-legacy") else { return };
     let dir = h.root().to_owned();
+    let was_mounted = is_mounted(&dir);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let _held = h;
         panic!("test failure while mounted");
     }));
-    assert!(r.is_err() && !is_mounted(&dir));
+    assert_eq!(
+        (was_mounted, r.is_err(), is_mounted(&dir)),
+        (true, true, false)
+    );
 }
 
 #[test]

@@ -6,12 +6,8 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{cat, host, ls};
+use common::{IGPU, T4, UUID_A, UUID_B, cat, host, ls, mdev_type};
 use vgpu_sim::SimHost;
-
-const T4: &str = "0000:3b:00.0";
-const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
-const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
 
 /// The simulator and a private mdevctl store, or `None` (skip) outside CI.
 fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
@@ -61,7 +57,7 @@ fn mdevctl_types_lists_every_parent() {
         .filter(|l| !l.is_empty() && !l.starts_with(' '))
         .map(str::to_owned)
         .collect();
-    assert_eq!(parents, vec!["0000:00:02.0".to_owned(), T4.to_owned()]);
+    assert_eq!(parents, vec![IGPU.to_owned(), T4.to_owned()]);
 }
 
 #[test]
@@ -98,12 +94,10 @@ fn mdevctl_start_lowers_available_instances() {
         "{}",
         String::from_utf8_lossy(&started.stderr)
     );
-    let avail = h
-        .root()
-        .join("sys/class/mdev_bus")
-        .join(T4)
-        .join("mdev_supported_types/nvidia-231/available_instances");
-    assert_eq!(cat(&avail), Ok("7\n".into()));
+    assert_eq!(
+        cat(&mdev_type(&h, T4, "nvidia-231", "available_instances")),
+        Ok("7\n".into())
+    );
 }
 
 #[test]
@@ -150,7 +144,13 @@ fn mdevctl_start_beyond_capacity_fails() {
         etc.path(),
         &["start", "-u", UUID_B, "-p", T4, "-t", "nvidia-234"],
     );
-    assert_eq!(second.status.code(), Some(1));
+    assert_eq!(
+        (
+            second.status.code(),
+            ls(&h.root().join("sys/bus/mdev/devices"))
+        ),
+        (Some(1), Ok(vec![UUID_A.to_owned()]))
+    );
 }
 
 #[test]
@@ -161,15 +161,7 @@ fn mdevctl_define_and_start_writes_store_and_creates_device() {
     let defined = mdevctl(
         &h,
         etc.path(),
-        &[
-            "define",
-            "-u",
-            UUID_A,
-            "-p",
-            "0000:00:02.0",
-            "-t",
-            "i915-GVTg_V5_4",
-        ],
+        &["define", "-u", UUID_A, "-p", IGPU, "-t", "i915-GVTg_V5_4"],
     );
     assert!(
         defined.status.success(),
@@ -183,9 +175,7 @@ fn mdevctl_define_and_start_writes_store_and_creates_device() {
         String::from_utf8_lossy(&started.stderr)
     );
     assert_eq!(
-        ls(&h
-            .root()
-            .join("sys/class/mdev_bus/0000:00:02.0/mdev_supported_types/i915-GVTg_V5_4/devices")),
+        ls(&mdev_type(&h, IGPU, "i915-GVTg_V5_4", "devices")),
         Ok(vec![UUID_A.to_owned()])
     );
 }

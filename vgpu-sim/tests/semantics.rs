@@ -2,17 +2,10 @@
 
 mod common;
 
-use common::{cat, driver_file, drivers_probe, echo, host, link, link_name, ls, pci, unbind_lock};
-
-const T4: &str = "0000:3b:00.0";
-const L40S: &str = "0000:5e:00.0";
-const FLEX: &str = "0001:03:00.0";
-const FLEX_VF0: &str = "0001:03:00.1";
-const IGPU: &str = "0000:00:02.0";
-const A4000: &str = "0000:af:00.0";
-const A4000_AUDIO: &str = "0000:af:00.1";
-const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
-const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
+use common::{
+    A4000, A4000_AUDIO, FLEX, FLEX_VF0, IGPU, L40S, L40S_VF0, T4, UUID_A, UUID_B, cat, driver_file,
+    drivers_probe, echo, host, link, link_name, ls, mdev_type, pci, unbind_lock,
+};
 
 // ----- layout -----
 
@@ -111,7 +104,13 @@ fn no_iommu_profile_has_no_groups() {
 #[test]
 fn no_iommu_profile_device_has_no_iommu_group_link() {
     let Some(h) = host("no-iommu") else { return };
-    assert_eq!(link(&pci(&h, T4, "iommu_group")), Err(libc::ENOENT));
+    assert_eq!(
+        (
+            cat(&pci(&h, T4, "vendor")),
+            link(&pci(&h, T4, "iommu_group"))
+        ),
+        (Ok("0x10de\n".into()), Err(libc::ENOENT))
+    );
 }
 
 #[test]
@@ -192,7 +191,7 @@ fn sriov_vf_physfn_link_points_to_pf() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     assert_eq!(
-        link(&pci(&h, "0001:03:00.1", "physfn")),
+        link(&pci(&h, FLEX_VF0, "physfn")),
         Ok("../0001:03:00.0".into())
     );
 }
@@ -201,18 +200,22 @@ fn sriov_vf_physfn_link_points_to_pf() {
 fn sriov_vf_gets_its_own_iommu_group() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
-    let group = link_name(&pci(&h, "0001:03:00.1", "iommu_group"));
-    assert!(group.is_some_and(|g| g != "121"));
+    let group = link_name(&pci(&h, FLEX_VF0, "iommu_group")).expect("VF has a group");
+    assert_eq!(
+        ls(&h
+            .root()
+            .join("sys/kernel/iommu_groups")
+            .join(group)
+            .join("devices")),
+        Ok(vec![FLEX_VF0.to_owned()])
+    );
 }
 
 #[test]
 fn sriov_vf_autoprobe_binds_pf_driver() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
-    assert_eq!(
-        link_name(&pci(&h, "0001:03:00.1", "driver")),
-        Some("i915".into())
-    );
+    assert_eq!(link_name(&pci(&h, FLEX_VF0, "driver")), Some("i915".into()));
 }
 
 #[test]
@@ -220,7 +223,13 @@ fn sriov_autoprobe_off_leaves_vfs_unbound() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
-    assert_eq!(link(&pci(&h, "0001:03:00.1", "driver")), Err(libc::ENOENT));
+    assert_eq!(
+        (
+            cat(&pci(&h, FLEX_VF0, "vendor")),
+            link(&pci(&h, FLEX_VF0, "driver"))
+        ),
+        (Ok("0x8086\n".into()), Err(libc::ENOENT))
+    );
 }
 
 #[test]
@@ -276,7 +285,24 @@ fn sriov_numvfs_zero_removes_vfs() {
     let Some(h) = host("mixed") else { return };
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "0").expect("disable");
-    assert_eq!(link(&pci(&h, "0001:03:00.1", "")), Err(libc::ENOENT));
+    assert_eq!(link(&pci(&h, FLEX_VF0, "")), Err(libc::ENOENT));
+}
+
+#[test]
+fn sriov_numvfs_zero_removes_virtfn_links() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
+    let before = link(&pci(&h, FLEX, "virtfn0"));
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "0").expect("disable");
+    let after: Vec<String> = ls(&pci(&h, FLEX, ""))
+        .expect("PF directory")
+        .into_iter()
+        .filter(|n| n.starts_with("virtfn"))
+        .collect();
+    assert_eq!(
+        (before, after),
+        (Ok("../0001:03:00.1".into()), Vec::<String>::new())
+    );
 }
 
 #[test]
@@ -357,10 +383,10 @@ fn drivers_probe_vf_without_autoprobe_or_override_leaves_it_unbound() {
     echo(&drivers_probe(&h), FLEX_VF0).expect("probe succeeds");
     assert_eq!(
         (
-            link(&pci(&h, FLEX_VF0, "")).is_ok(),
+            cat(&pci(&h, FLEX_VF0, "vendor")),
             link(&pci(&h, FLEX_VF0, "driver"))
         ),
-        (true, Err(libc::ENOENT))
+        (Ok("0x8086\n".into()), Err(libc::ENOENT))
     );
 }
 
@@ -423,7 +449,13 @@ fn unbind_removes_driver_link() {
         A4000_AUDIO,
     )
     .expect("unbind");
-    assert_eq!(link(&pci(&h, A4000_AUDIO, "driver")), Err(libc::ENOENT));
+    assert_eq!(
+        (
+            cat(&pci(&h, A4000_AUDIO, "vendor")),
+            link(&pci(&h, A4000_AUDIO, "driver"))
+        ),
+        (Ok("0x10de\n".into()), Err(libc::ENOENT))
+    );
 }
 
 #[test]
@@ -495,6 +527,34 @@ fn rescan_number_above_u64_is_einval() {
 }
 
 #[test]
+fn reset_without_reset_method_is_enotty() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, T4, "reset_method"), "\n").expect("disable every method");
+    assert_eq!(echo(&pci(&h, T4, "reset"), "1"), Err(libc::ENOTTY));
+}
+
+#[test]
+fn reset_method_empty_line_reads_empty() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, T4, "reset_method"), "\n").expect("disable every method");
+    assert_eq!(cat(&pci(&h, T4, "reset_method")), Ok(String::new()));
+}
+
+#[test]
+fn reset_method_default_restores_supported_methods() {
+    let Some(h) = host("mixed") else { return };
+    echo(&pci(&h, T4, "reset_method"), "bus").expect("bus only");
+    echo(&pci(&h, T4, "reset_method"), "default").expect("default");
+    assert_eq!(cat(&pci(&h, T4, "reset_method")), Ok("flr bus\n".into()));
+}
+
+#[test]
+fn reset_method_unsupported_method_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(echo(&pci(&h, T4, "reset_method"), "pm"), Err(libc::EINVAL));
+}
+
+#[test]
 fn reset_one_succeeds() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(echo(&pci(&h, T4, "reset"), "1"), Ok(()));
@@ -555,20 +615,11 @@ fn remove_then_rescan_leaves_vfs_disabled() {
 
 // ----- mdev -----
 
-fn t4_type(h: &vgpu_sim::SimHost, id: &str, file: &str) -> std::path::PathBuf {
-    h.root()
-        .join("sys/class/mdev_bus")
-        .join(T4)
-        .join("mdev_supported_types")
-        .join(id)
-        .join(file)
-}
-
 #[test]
 fn mdev_type_nvidia_description_matches_driver_format() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        cat(&t4_type(&h, "nvidia-231", "description")),
+        cat(&mdev_type(&h, T4, "nvidia-231", "description")),
         Ok("num_heads=4, frl_config=60, framebuffer=2048M, max_resolution=7680x4320, max_instance=8\n"
             .into())
     );
@@ -578,7 +629,7 @@ fn mdev_type_nvidia_description_matches_driver_format() {
 fn mdev_type_nvidia_name_reads_grid_name() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        cat(&t4_type(&h, "nvidia-231", "name")),
+        cat(&mdev_type(&h, T4, "nvidia-231", "name")),
         Ok("GRID T4-2Q\n".into())
     );
 }
@@ -586,7 +637,7 @@ fn mdev_type_nvidia_name_reads_grid_name() {
 #[test]
 fn mdev_create_makes_device_under_parent_and_bus() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         link(&h.root().join("sys/bus/mdev/devices").join(UUID_A)),
         Ok(format!(
@@ -598,7 +649,7 @@ fn mdev_create_makes_device_under_parent_and_bus() {
 #[test]
 fn mdev_create_sets_mdev_type_link() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         link(&pci(&h, T4, &format!("{UUID_A}/mdev_type"))),
         Ok("../mdev_supported_types/nvidia-231".into())
@@ -606,11 +657,27 @@ fn mdev_create_sets_mdev_type_link() {
 }
 
 #[test]
+fn mdev_create_links_its_own_iommu_group() {
+    let Some(h) = host("mixed") else { return };
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
+    assert_eq!(
+        (
+            link(&pci(&h, T4, &format!("{UUID_A}/iommu_group"))),
+            ls(&h.root().join("sys/kernel/iommu_groups/174/devices"))
+        ),
+        (
+            Ok("../../../../../kernel/iommu_groups/174".into()),
+            Ok(vec![UUID_A.to_owned()])
+        )
+    );
+}
+
+#[test]
 fn mdev_create_lists_device_under_type() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
-        ls(&t4_type(&h, "nvidia-231", "devices")),
+        ls(&mdev_type(&h, T4, "nvidia-231", "devices")),
         Ok(vec![UUID_A.to_owned()])
     );
 }
@@ -618,9 +685,9 @@ fn mdev_create_lists_device_under_type() {
 #[test]
 fn mdev_create_lowers_available_instances() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
-        cat(&t4_type(&h, "nvidia-231", "available_instances")),
+        cat(&mdev_type(&h, T4, "nvidia-231", "available_instances")),
         Ok("7\n".into())
     );
 }
@@ -628,9 +695,9 @@ fn mdev_create_lowers_available_instances() {
 #[test]
 fn mdev_create_drops_other_nvidia_types_to_zero() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
-        cat(&t4_type(&h, "nvidia-222", "available_instances")),
+        cat(&mdev_type(&h, T4, "nvidia-222", "available_instances")),
         Ok("0\n".into())
     );
 }
@@ -639,7 +706,7 @@ fn mdev_create_drops_other_nvidia_types_to_zero() {
 fn mdev_create_bad_uuid_is_einval() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        echo(&t4_type(&h, "nvidia-231", "create"), "not-a-uuid"),
+        echo(&mdev_type(&h, T4, "nvidia-231", "create"), "not-a-uuid"),
         Err(libc::EINVAL)
     );
 }
@@ -647,9 +714,9 @@ fn mdev_create_bad_uuid_is_einval() {
 #[test]
 fn mdev_create_duplicate_is_eexist() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
-        echo(&t4_type(&h, "nvidia-231", "create"), UUID_A),
+        echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
         Err(libc::EEXIST)
     );
 }
@@ -657,9 +724,9 @@ fn mdev_create_duplicate_is_eexist() {
 #[test]
 fn mdev_create_beyond_capacity_is_eusers() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-234", "create"), UUID_A).expect("T4-16Q: one fits");
+    echo(&mdev_type(&h, T4, "nvidia-234", "create"), UUID_A).expect("T4-16Q: one fits");
     assert_eq!(
-        echo(&t4_type(&h, "nvidia-234", "create"), UUID_B),
+        echo(&mdev_type(&h, T4, "nvidia-234", "create"), UUID_B),
         Err(libc::EUSERS)
     );
 }
@@ -667,9 +734,9 @@ fn mdev_create_beyond_capacity_is_eusers() {
 #[test]
 fn mdev_create_other_type_while_one_in_use_is_eusers() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
-        echo(&t4_type(&h, "nvidia-230", "create"), UUID_B),
+        echo(&mdev_type(&h, T4, "nvidia-230", "create"), UUID_B),
         Err(libc::EUSERS)
     );
 }
@@ -677,7 +744,7 @@ fn mdev_create_other_type_while_one_in_use_is_eusers() {
 #[test]
 fn mdev_remove_destroys_device() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     echo(&pci(&h, T4, &format!("{UUID_A}/remove")), "1").expect("remove");
     assert_eq!(ls(&h.root().join("sys/bus/mdev/devices")), Ok(vec![]));
 }
@@ -685,7 +752,7 @@ fn mdev_remove_destroys_device() {
 #[test]
 fn mdev_remove_number_above_u64_is_einval() {
     let Some(h) = host("mixed") else { return };
-    echo(&t4_type(&h, "nvidia-231", "create"), UUID_A).expect("create");
+    echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         echo(
             &pci(&h, T4, &format!("{UUID_A}/remove")),
@@ -698,24 +765,32 @@ fn mdev_remove_number_above_u64_is_einval() {
 #[test]
 fn mdev_on_vf_parent_offers_one_instance() {
     let Some(h) = host("a40-vf-mdev") else { return };
-    let avail = h.root().join(
-        "sys/class/mdev_bus/0000:41:00.4/mdev_supported_types/nvidia-558/available_instances",
+    assert_eq!(
+        cat(&mdev_type(
+            &h,
+            "0000:41:00.4",
+            "nvidia-558",
+            "available_instances"
+        )),
+        Ok("1\n".into())
     );
-    assert_eq!(cat(&avail), Ok("1\n".into()));
 }
 
 #[test]
 fn mdev_on_vf_capacity_counts_per_physical_gpu() {
     let Some(h) = host("a40-vf-mdev") else { return };
-    let types = |vf: &str| {
-        h.root()
-            .join("sys/class/mdev_bus")
-            .join(vf)
-            .join("mdev_supported_types")
-    };
-    echo(&types("0000:41:00.4").join("nvidia-566/create"), UUID_A).expect("A40-48Q on VF0");
+    echo(
+        &mdev_type(&h, "0000:41:00.4", "nvidia-566", "create"),
+        UUID_A,
+    )
+    .expect("A40-48Q on VF0");
     assert_eq!(
-        cat(&types("0000:41:00.5").join("nvidia-566/available_instances")),
+        cat(&mdev_type(
+            &h,
+            "0000:41:00.5",
+            "nvidia-566",
+            "available_instances"
+        )),
         Ok("0\n".into())
     );
 }
@@ -723,13 +798,8 @@ fn mdev_on_vf_capacity_counts_per_physical_gpu() {
 #[test]
 fn mdev_gvtg_type_has_no_name_file() {
     let Some(h) = host("gvtg") else { return };
-    let t = h
-        .root()
-        .join("sys/class/mdev_bus")
-        .join(IGPU)
-        .join("mdev_supported_types/i915-GVTg_V5_4");
     assert_eq!(
-        ls(&t),
+        ls(&mdev_type(&h, IGPU, "i915-GVTg_V5_4", "")),
         Ok(vec![
             "available_instances".into(),
             "create".into(),
@@ -743,13 +813,8 @@ fn mdev_gvtg_type_has_no_name_file() {
 #[test]
 fn mdev_gvtg_description_is_multiline() {
     let Some(h) = host("gvtg") else { return };
-    let t = h
-        .root()
-        .join("sys/class/mdev_bus")
-        .join(IGPU)
-        .join("mdev_supported_types/i915-GVTg_V5_4");
     assert_eq!(
-        cat(&t.join("description")),
+        cat(&mdev_type(&h, IGPU, "i915-GVTg_V5_4", "description")),
         Ok(
             "low_gm_size: 128MB\nhigh_gm_size: 512MB\nfence: 4\nresolution: 1920x1200\nweight: 4\n"
                 .into()
@@ -777,7 +842,7 @@ fn vf_nv(h: &vgpu_sim::SimHost, vf: &str, file: &str) -> std::path::PathBuf {
 #[test]
 fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
     let Some(h) = host("mixed") else { return };
-    let text = cat(&vf_nv(&h, "0000:5e:00.4", "creatable_vgpu_types")).expect("read");
+    let text = cat(&vf_nv(&h, L40S_VF0, "creatable_vgpu_types")).expect("read");
     assert_eq!(
         text.lines().take(3).collect::<Vec<_>>(),
         vec![
@@ -792,7 +857,7 @@ fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
 fn vendor_vfio_current_type_reads_zero_when_unset() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        cat(&vf_nv(&h, L40S_VF0, "current_vgpu_type")),
         Ok("0\n".into())
     );
 }
@@ -800,9 +865,9 @@ fn vendor_vfio_current_type_reads_zero_when_unset() {
 #[test]
 fn vendor_vfio_current_type_write_creates_vgpu() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
-        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        cat(&vf_nv(&h, L40S_VF0, "current_vgpu_type")),
         Ok("1145\n".into())
     );
 }
@@ -810,9 +875,9 @@ fn vendor_vfio_current_type_write_creates_vgpu() {
 #[test]
 fn vendor_vfio_used_vf_lists_only_header() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
-        cat(&vf_nv(&h, "0000:5e:00.4", "creatable_vgpu_types")),
+        cat(&vf_nv(&h, L40S_VF0, "creatable_vgpu_types")),
         Ok("ID    : vGPU Name\n".into())
     );
 }
@@ -820,7 +885,7 @@ fn vendor_vfio_used_vf_lists_only_header() {
 #[test]
 fn vendor_vfio_other_vf_lists_only_type_in_use() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
         Ok("ID    : vGPU Name\n1145  : NVIDIA L40S-1B\n".into())
@@ -830,7 +895,7 @@ fn vendor_vfio_other_vf_lists_only_type_in_use() {
 #[test]
 fn vendor_vfio_full_card_lists_only_header() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1156").expect("L40S-48Q fills it");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1156").expect("L40S-48Q fills it");
     assert_eq!(
         cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
         Ok("ID    : vGPU Name\n".into())
@@ -840,9 +905,9 @@ fn vendor_vfio_full_card_lists_only_header() {
 #[test]
 fn vendor_vfio_set_while_set_is_eperm() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
-        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"),
+        echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145"),
         Err(libc::EPERM)
     );
 }
@@ -851,7 +916,7 @@ fn vendor_vfio_set_while_set_is_eperm() {
 fn vendor_vfio_clear_when_unset_is_eperm() {
     let Some(h) = host("mixed") else { return };
     assert_eq!(
-        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0"),
+        echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "0"),
         Err(libc::EPERM)
     );
 }
@@ -859,7 +924,7 @@ fn vendor_vfio_clear_when_unset_is_eperm() {
 #[test]
 fn vendor_vfio_not_creatable_type_is_einval() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         echo(&vf_nv(&h, "0000:5e:00.5", "current_vgpu_type"), "1147"),
         Err(libc::EINVAL)
@@ -869,10 +934,10 @@ fn vendor_vfio_not_creatable_type_is_einval() {
 #[test]
 fn vendor_vfio_clear_destroys_vgpu() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "0").expect("destroy");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "0").expect("destroy");
     assert_eq!(
-        cat(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type")),
+        cat(&vf_nv(&h, L40S_VF0, "current_vgpu_type")),
         Ok("0\n".into())
     );
 }
@@ -880,7 +945,7 @@ fn vendor_vfio_clear_destroys_vgpu() {
 #[test]
 fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
     let Some(h) = host("mixed") else { return };
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S),
         Err(libc::EBUSY)
@@ -920,7 +985,7 @@ fn nvidia_mdev_create_while_unbind_lock_held_is_ebusy() {
     let Some(h) = host("mixed") else { return };
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     assert_eq!(
-        echo(&t4_type(&h, "nvidia-231", "create"), UUID_A),
+        echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
         Err(libc::EBUSY)
     );
 }
@@ -930,7 +995,7 @@ fn nvidia_current_vgpu_type_while_unbind_lock_held_is_ebusy() {
     let Some(h) = host("mixed") else { return };
     echo(&unbind_lock(&h, L40S), "1").expect("take unbindLock");
     assert_eq!(
-        echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145"),
+        echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145"),
         Err(libc::EBUSY)
     );
 }
@@ -954,7 +1019,7 @@ fn nvidia_unbind_lock_on_busy_gpu_reads_back_zero() {
         .join("proc/driver/nvidia/gpus")
         .join(L40S)
         .join("unbindLock");
-    echo(&vf_nv(&h, "0000:5e:00.4", "current_vgpu_type"), "1145").expect("create");
+    echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     echo(&lock, "1").expect("write");
     assert_eq!(cat(&lock), Ok("0\n".into()));
 }

@@ -7,6 +7,27 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use vgpu_sim::SimHost;
 
+/// Tesla T4, legacy mdev parent (`mixed`, `t4-legacy`, `no-iommu`).
+pub(crate) const T4: &str = "0000:3b:00.0";
+/// L40S PF, vendor-specific VFIO, 32 VFs at boot (`mixed`).
+pub(crate) const L40S: &str = "0000:5e:00.0";
+/// The L40S's first VF (`mixed`).
+pub(crate) const L40S_VF0: &str = "0000:5e:00.4";
+/// Intel Flex 170 PF on `i915`, domain 1, no VFs at boot (`mixed`).
+pub(crate) const FLEX: &str = "0001:03:00.0";
+/// The Flex's first VF, once enabled.
+pub(crate) const FLEX_VF0: &str = "0001:03:00.1";
+/// The GVT-g iGPU (`mixed`, `gvtg`).
+pub(crate) const IGPU: &str = "0000:00:02.0";
+/// RTX A4000 on `vfio-pci` with `driver_override` set (`mixed`).
+pub(crate) const A4000: &str = "0000:af:00.0";
+/// The A4000's audio function, in its IOMMU group, on `snd_hda_intel` (`mixed`).
+pub(crate) const A4000_AUDIO: &str = "0000:af:00.1";
+/// An mdev UUID.
+pub(crate) const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
+/// Another mdev UUID.
+pub(crate) const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
+
 /// Mounts a built-in profile, or `None` (skip) when FUSE is unavailable outside CI.
 pub(crate) fn host(profile: &str) -> Option<SimHost> {
     SimHost::mount_for_test(profile)
@@ -78,4 +99,39 @@ pub(crate) fn unbind_lock(host: &SimHost, addr: &str) -> PathBuf {
         .join("proc/driver/nvidia/gpus")
         .join(addr)
         .join("unbindLock")
+}
+
+/// `<root>/sys/class/mdev_bus/<parent>/mdev_supported_types/<type_id>/<file>`.
+pub(crate) fn mdev_type(host: &SimHost, parent: &str, type_id: &str, file: &str) -> PathBuf {
+    host.root()
+        .join("sys/class/mdev_bus")
+        .join(parent)
+        .join("mdev_supported_types")
+        .join(type_id)
+        .join(file)
+}
+
+/// Whether `dir` is a mount point of this process's namespace now.
+///
+/// # Panics
+/// When `/proc/self/mountinfo` cannot be read: "not mounted" must not pass by default.
+pub(crate) fn is_mounted(dir: &Path) -> bool {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_else(|e| panic!("cannot read /proc/self/mountinfo: {e}"));
+    let want = dir.to_string_lossy();
+    text.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .is_some_and(|m| unescape_mountinfo(m) == want)
+    })
+}
+
+/// Undoes the octal escapes of `/proc/self/mountinfo` (`\040` space, `\011` tab, `\012`
+/// newline, `\134` backslash).
+fn unescape_mountinfo(field: &str) -> String {
+    field
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
 }
