@@ -43,6 +43,16 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
+    /// The simulator could not be unmounted (the detach failed, or the directory is still a
+    /// mount point at the deadline), or whether it is still mounted cannot be told.
+    #[error("cannot unmount the simulator at {path}")]
+    Unmount {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error (`EBUSY` when still mounted at the deadline).
+        #[source]
+        source: std::io::Error,
+    },
     /// A control command was malformed or named something that does not exist.
     #[error("control command {line:?}: {reason}")]
     Control {

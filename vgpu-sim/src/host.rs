@@ -82,20 +82,25 @@ fn skip_or_fail(reason: &str) {
     }
 }
 
-fn is_mountpoint(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let Ok(canon) = dir.canonicalize() else {
-        return false;
-    };
-    let want = canon.to_string_lossy();
-    // Field 5 is the mount point (spaces escaped as \040).
-    text.lines().any(|l| {
+/// Whether `dir` is a mount point now, from `/proc/self/mountinfo` (an unreadable one is an
+/// error, not "not mounted").
+fn is_mountpoint(dir: &Path) -> std::io::Result<bool> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    // Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
+    let want = dir.to_string_lossy();
+    Ok(text.lines().any(|l| {
         l.split(' ')
             .nth(4)
-            .is_some_and(|m| m.replace("\\040", " ") == want.as_ref())
-    })
+            .is_some_and(|m| unescape_mountinfo(m) == want.as_ref())
+    }))
+}
+
+fn unescape_mountinfo(field: &str) -> String {
+    field
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
 }
 
 impl SimHost {
@@ -327,10 +332,12 @@ impl SimHost {
         self.shared.counters.reset();
     }
 
-    /// Unmounts now and reports a failure (drop does the same, silently).
+    /// Unmounts now and reports a failure (drop does the same and logs it).
     ///
     /// # Errors
-    /// [`SimError::Mount`] when the directory is still a mount point after the deadline.
+    /// [`SimError::Unmount`] when the detach fails (`umount2`, or `fusermount3 -u -z` when
+    /// not root), when `/proc/self/mountinfo` cannot be read, or when the directory is still a
+    /// mount point after the deadline (`EBUSY`).
     pub fn unmount(mut self) -> Result<(), SimError> {
         self.do_unmount()
     }
@@ -339,36 +346,79 @@ impl SimHost {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
+        let failed = |source: std::io::Error| SimError::Unmount {
+            path: self.root.clone(),
+            source,
+        };
         // Detach synchronously ourselves (auto_unmount alone would leave it to the helper,
-        // racing with the removal of the temporary directory).
-        if nix::unistd::geteuid().is_root() {
-            let _ = nix::mount::umount2(&self.root, nix::mount::MntFlags::MNT_DETACH);
-        } else {
-            let _ = std::process::Command::new("fusermount3")
-                .arg("-u")
-                .arg("-z")
-                .arg(&self.root)
-                .status();
-        }
+        // racing with the removal of the temporary directory). The session is dropped (its
+        // threads joined) whatever happens, so a failure leaves no thread behind.
+        let detached = self.detach();
         drop(session);
+        detached.map_err(failed)?;
         let deadline = Instant::now() + MOUNT_DEADLINE;
-        while is_mountpoint(&self.root) {
+        while is_mountpoint(&self.root).map_err(failed)? {
             if Instant::now() >= deadline {
-                return Err(SimError::Mount {
-                    path: self.root.clone(),
-                    source: std::io::Error::from_raw_os_error(libc::EBUSY),
-                });
+                return Err(failed(std::io::Error::from_raw_os_error(libc::EBUSY)));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(())
+    }
+
+    /// Lazily detaches the mount: `umount2(MNT_DETACH)` as root, `fusermount3 -u -z`
+    /// otherwise. A mount already gone (`EINVAL`: not a mount point) is not an error.
+    fn detach(&self) -> std::io::Result<()> {
+        if nix::unistd::geteuid().is_root() {
+            match nix::mount::umount2(&self.root, nix::mount::MntFlags::MNT_DETACH) {
+                Ok(()) | Err(nix::errno::Errno::EINVAL) => Ok(()),
+                Err(e) => Err(std::io::Error::from(e)),
+            }
+        } else {
+            let out = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.root)
+                .output()?;
+            if out.status.success() || !is_mountpoint(&self.root)? {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!(
+                    "fusermount3 -u -z: {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )))
+            }
+        }
     }
 }
 
 impl Drop for SimHost {
     fn drop(&mut self) {
         if let Err(e) = self.do_unmount() {
-            tracing::warn!("{e}");
+            let cause =
+                std::error::Error::source(&e).map_or_else(String::new, |s| format!(": {s}"));
+            tracing::warn!("{e}{cause}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescape_mountinfo_space_is_unescaped() {
+        assert_eq!(unescape_mountinfo("/tmp/a\\040b"), "/tmp/a b");
+    }
+
+    #[test]
+    fn unescape_mountinfo_backslash_is_unescaped_last() {
+        assert_eq!(unescape_mountinfo("/tmp/a\\134040"), "/tmp/a\\040");
+    }
+
+    #[test]
+    fn is_mountpoint_root_is_mounted() {
+        assert!(is_mountpoint(Path::new("/")).expect("mountinfo"));
     }
 }

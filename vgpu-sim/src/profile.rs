@@ -401,6 +401,24 @@ impl Profile {
                 }
             }
         }
+        // Vendor-VFIO type ids are the numbers `current_vgpu_type` takes and
+        // `creatable_vgpu_types` prints (`%-5d`): canonical, non-zero decimals.
+        let numeric: BTreeSet<&String> = profile
+            .devices
+            .iter()
+            .filter(|d| d.vgpu == Some(VgpuMode::VendorVfio))
+            .filter_map(|d| d.catalog.as_ref())
+            .collect();
+        if let Some(t) = catalog
+            .types
+            .iter()
+            .find(|t| numeric.contains(&t.catalog) && !is_vendor_vfio_id(&t.id))
+        {
+            return Err(invalid(format!(
+                "catalog {:?}: vendor-VFIO type id {:?} is not a non-zero decimal number",
+                t.catalog, t.id
+            )));
+        }
         profile.types = catalog
             .types
             .into_iter()
@@ -408,6 +426,12 @@ impl Profile {
             .collect();
         Ok(profile)
     }
+}
+
+/// Whether `id` is a vendor-VFIO type id: a canonical non-zero decimal `u32` (`1145`).
+fn is_vendor_vfio_id(id: &str) -> bool {
+    id.parse::<u32>()
+        .is_ok_and(|n| n != 0 && n.to_string() == id)
 }
 
 /// Where a profile comes from, for the command line: a built-in name or a file path.
@@ -472,6 +496,36 @@ mod tests {
         assert!(
             matches!(Profile::builtin("nope"), Err(SimError::UnknownProfile(n)) if n == "nope")
         );
+    }
+
+    #[test]
+    fn is_vendor_vfio_id_decimal_passes() {
+        assert!(is_vendor_vfio_id("1145"));
+    }
+
+    #[test]
+    fn is_vendor_vfio_id_mdev_style_fails() {
+        assert!(!is_vendor_vfio_id("nvidia-558"));
+    }
+
+    #[test]
+    fn is_vendor_vfio_id_zero_fails() {
+        assert!(!is_vendor_vfio_id("0"));
+    }
+
+    #[test]
+    fn is_vendor_vfio_id_leading_zero_fails() {
+        assert!(!is_vendor_vfio_id("01145"));
+    }
+
+    #[test]
+    fn profile_from_toml_vendor_vfio_with_mdev_type_ids_fails() {
+        let text = "name='x'\ncmdline=''\n[[device]]\naddr='0000:01:00.0'\nvendor=0x10de\n\
+                    device=2\nclass=0x030200\nvgpu='vendor-vfio'\ncatalog='t4'\n";
+        assert!(matches!(
+            Profile::from_toml(text, Path::new("x.toml")),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("vendor-VFIO type id")
+        ));
     }
 
     #[test]

@@ -800,9 +800,9 @@ impl Kernel {
             PciAttr::SriovAutoprobe => format!("{}\n", u8::from(sriov()?.0.autoprobe)),
             PciAttr::NvCreatable => {
                 let mut s = "ID    : vGPU Name\n".to_owned();
+                // Ids are canonical decimals, checked when the profile loads.
                 for t in self.creatable(d) {
-                    let id: u32 = t.id.parse().unwrap_or(0);
-                    let _ = writeln!(s, "{id:<5} : {}", t.name);
+                    let _ = writeln!(s, "{:<5} : {}", t.id, t.name);
                 }
                 s
             }

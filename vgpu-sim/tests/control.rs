@@ -342,6 +342,18 @@ fn mount_guard_unmounts_when_test_panics() {
 }
 
 #[test]
+fn unmount_succeeds_and_leaves_dir_unmounted() {
+    let Some(h) = host("t4-legacy") else { return };
+    let dir = h.root().to_owned();
+    let was_mounted = is_mounted(&dir);
+    let r = h.unmount();
+    assert_eq!(
+        (was_mounted, r.is_ok(), is_mounted(&dir)),
+        (true, true, false)
+    );
+}
+
+#[test]
 fn mount_at_missing_dir_is_mount_point_error() {
     let r = SimHost::mount_at(
         vgpu_sim::Profile::builtin("gvtg").expect("profile"),
