@@ -1,7 +1,8 @@
 //! Throughput and memory of the simulator on the `large` profile (8 GPUs x 32 VFs).
 //!
-//! `cargo bench -p vgpu-sim --bench ops` prints the filesystem operations served per second
-//! (as counted by the simulator) under a client load of several threads doing what management
+//! `cargo bench -p vgpu-sim --bench ops` prints the client operations that succeeded per
+//! second (and how many failed), and the filesystem operations served (as counted by the
+//! simulator), under a client load of several threads doing what management
 //! tools do (stat, readlink, read attributes, list directories), and the resident memory of
 //! this process (simulator plus clients) after walking the whole tree. It asserts nothing.
 #![allow(clippy::print_stdout)] // printing the numbers is this program's job
@@ -40,24 +41,71 @@ fn walk(dir: &Path) -> usize {
     n
 }
 
-fn client(root: PathBuf, vfs: Vec<String>, seed: usize) -> u64 {
+/// What one client did: operations that succeeded and that failed, and loops run.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    ok: u64,
+    failed: u64,
+    loops: u64,
+}
+
+impl Tally {
+    fn count<T, E>(&mut self, r: Result<T, E>) {
+        if r.is_ok() {
+            self.ok += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+
+    fn add(self, o: Tally) -> Tally {
+        Tally {
+            ok: self.ok + o.ok,
+            failed: self.failed + o.failed,
+            loops: self.loops + o.loops,
+        }
+    }
+}
+
+fn client(root: PathBuf, vfs: Vec<String>, seed: usize) -> Tally {
     let deadline = Instant::now() + RUN;
     let mut i = seed;
-    let mut loops = 0u64;
+    let mut t = Tally::default();
     while Instant::now() < deadline {
         let vf = &vfs[i % vfs.len()];
         let dev = root.join("sys/bus/pci/devices").join(vf);
-        let _ = std::fs::read_to_string(dev.join("nvidia/current_vgpu_type"));
-        let _ = std::fs::read_link(dev.join("driver"));
-        let _ = std::fs::metadata(dev.join("vendor"));
-        let _ = std::fs::read_to_string(dev.join("class"));
+        t.count(std::fs::read_to_string(
+            dev.join("nvidia/current_vgpu_type"),
+        ));
+        t.count(std::fs::read_link(dev.join("driver")));
+        t.count(std::fs::metadata(dev.join("vendor")));
+        t.count(std::fs::read_to_string(dev.join("class")));
         if i % 8 == 0 {
-            let _ = std::fs::read_dir(&dev).map(|d| d.count());
+            t.count(std::fs::read_dir(&dev).map(|d| d.count()));
         }
         i += 7;
-        loops += 1;
+        t.loops += 1;
     }
-    loops
+    t
+}
+
+/// Runs the client load on `root` and sums what the clients did; a client thread that
+/// panicked counts as one failure.
+fn load(root: &Path, devices: &[String]) -> (Tally, f64) {
+    let start = Instant::now();
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|n| {
+            let (root, devices) = (root.to_owned(), devices.to_vec());
+            std::thread::spawn(move || client(root, devices, n * 31))
+        })
+        .collect();
+    let total = threads.into_iter().fold(Tally::default(), |sum, t| {
+        sum.add(t.join().unwrap_or(Tally {
+            failed: 1,
+            ..Tally::default()
+        }))
+    });
+    (total, start.elapsed().as_secs_f64())
 }
 
 fn main() {
@@ -90,15 +138,7 @@ fn main() {
     let vfs: Vec<String> = vfs.into_iter().filter(|a| !a.ends_with(":00.0")).collect();
 
     host.reset_counters();
-    let start = Instant::now();
-    let threads: Vec<_> = (0..CLIENTS)
-        .map(|n| {
-            let (root, vfs) = (root.clone(), vfs.clone());
-            std::thread::spawn(move || client(root, vfs, n * 31))
-        })
-        .collect();
-    let loops: u64 = threads.into_iter().map(|t| t.join().unwrap_or(0)).sum();
-    let elapsed = start.elapsed().as_secs_f64();
+    let (sim, elapsed) = load(&root, &vfs);
     let c = host.counters();
     let after = rss_kib();
 
@@ -111,7 +151,14 @@ fn main() {
         walk_time.as_secs_f64() * 1e3
     );
     println!(
-        "  served: {} ops in {elapsed:.2} s = {:.0} ops/s ({loops} client loops)",
+        "  client operations: {} succeeded = {:.0} ops/s, {} failed ({} client loops)",
+        sim.ok,
+        sim.ok as f64 / elapsed,
+        sim.failed,
+        sim.loops
+    );
+    println!(
+        "  served: {} FUSE ops in {elapsed:.2} s = {:.0} ops/s",
         c.total(),
         c.total() as f64 / elapsed
     );
@@ -139,19 +186,15 @@ fn main() {
         println!("  kernel sysfs peer: no PCI devices under /sys/bus/pci/devices");
         return;
     }
-    let start = Instant::now();
-    let threads: Vec<_> = (0..CLIENTS)
-        .map(|n| {
-            let real = real.clone();
-            std::thread::spawn(move || client(PathBuf::from("/"), real, n * 31))
-        })
-        .collect();
-    let kernel_loops: u64 = threads.into_iter().map(|t| t.join().unwrap_or(0)).sum();
-    let kernel_elapsed = start.elapsed().as_secs_f64();
-    let sim_rate = loops as f64 / elapsed;
-    let kernel_rate = kernel_loops as f64 / kernel_elapsed;
+    let (kernel, kernel_elapsed) = load(Path::new("/"), &real);
+    let sim_rate = sim.ok as f64 / elapsed;
+    let kernel_rate = kernel.ok as f64 / kernel_elapsed;
     println!(
-        "  client loops/s: simulator {sim_rate:.0}, kernel sysfs {kernel_rate:.0} \
+        "  kernel sysfs peer: {} succeeded, {} failed (no nvidia/ directory there)",
+        kernel.ok, kernel.failed
+    );
+    println!(
+        "  successful client ops/s: simulator {sim_rate:.0}, kernel sysfs {kernel_rate:.0} \
          (simulator at {:.0}% of the kernel's rate)",
         100.0 * sim_rate / kernel_rate
     );
