@@ -19,6 +19,8 @@ use crate::tree::{FileRef, Node};
 
 /// Kernel-side caching is off: every lookup and stat comes back to us.
 const TTL: Duration = Duration::ZERO;
+/// The most bytes one write passes to a sysfs store (`kernfs_fop_write_iter`).
+const PAGE_SIZE: usize = 4096;
 /// The control directory, whose operations are not counted.
 const CONTROL_DIR: &str = ".vgpu-sim";
 
@@ -420,6 +422,13 @@ impl fuser::Filesystem for SimFs {
         let (path, f, _) = match self.file_of(ino) {
             Ok(x) => x,
             Err(e) => return reply.error(e),
+        };
+        // kernfs hands a sysfs store at most PAGE_SIZE bytes and returns that count; the
+        // writer sees a short write. The control file takes whole writes.
+        let data = if f == FileRef::Control {
+            data
+        } else {
+            &data[..data.len().min(PAGE_SIZE)]
         };
         match self.do_write(&path, &f, data) {
             Ok(()) => reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX)),

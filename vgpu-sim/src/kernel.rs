@@ -500,12 +500,13 @@ impl Kernel {
         }
     }
 
-    /// `driver_override_store`: empty clears; does not unbind.
+    /// `driver_override_store` (`driver_set_override`): empty clears; does not unbind;
+    /// `EINVAL` for a write of `PAGE_SIZE - 1` bytes or more.
     pub(crate) fn set_driver_override(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
-        let s = sysfs_str(data)?;
-        if s.len() >= 4096 {
+        if data.len() >= 4095 {
             return Err(libc::EINVAL);
         }
+        let s = sysfs_str(data)?;
         let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
         d.driver_override = if s.is_empty() {
             None

@@ -54,11 +54,13 @@
 //!   `EINVAL` for an id not creatable now) and `vgpu_params` (`EBUSY` while a vGPU exists).
 //! * **IOMMU**: `sys/firmware/acpi/tables/DMAR` or `IVRS`, `sys/class/iommu/dmar0` or `ivhd0`
 //!   (`intel-iommu/ecap` bit 3 = interrupt remapping), `sys/kernel/iommu_groups/<n>/devices`;
-//!   the `no-iommu` profile has none of them. `dev/vfio/vfio` and `dev/vfio/<group>` for groups
+//!   the `no-iommu` profile has none of them (so `vfio-pci` binds nothing there; its mdevs
+//!   have no group either, where the kernel would give them an emulated one). `dev/vfio/vfio` and `dev/vfio/<group>` for groups
 //!   with a function bound to `vfio-pci`; `sys/module/vfio_pci`.
 //!
 //! Nothing is cached by the kernel (zero entry and attribute lifetimes, direct I/O): every read
-//! sees the current state and every write returns the errno of that write. Writes to a file
+//! sees the current state and every write returns the errno of that write. A store sees at
+//! most 4096 bytes of one write and the writer a short count, as kernfs does. Writes to a file
 //! whose device has gone answer `ENODEV`; opening a file for an access it lacks (write to a
 //! read-only attribute) answers `EACCES`, as kernfs does.
 //!

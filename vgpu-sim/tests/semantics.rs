@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::io::Write as _;
+
 use common::{
     A4000, A4000_AUDIO, FLEX, FLEX_VF0, IGPU, L40S, L40S_VF0, T4, UUID_A, UUID_B, cat, driver_file,
     drivers_probe, echo, host, link, link_name, ls, mdev_type, pci, unbind_lock,
@@ -109,6 +111,31 @@ fn no_iommu_profile_device_has_no_iommu_group_link() {
             cat(&pci(&h, T4, "vendor")),
             link(&pci(&h, T4, "iommu_group"))
         ),
+        (Ok("0x10de\n".into()), Err(libc::ENOENT))
+    );
+}
+
+#[test]
+fn no_iommu_profile_bind_vfio_pci_is_einval() {
+    let Some(h) = host("no-iommu") else { return };
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind nvidia");
+    echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
+    assert_eq!(
+        echo(&driver_file(&h, "vfio-pci", "bind"), T4),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn no_iommu_profile_drivers_probe_vfio_pci_leaves_device_unbound() {
+    let Some(h) = host("no-iommu") else { return };
+    echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
+    echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind nvidia");
+    echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
+    echo(&drivers_probe(&h), T4).expect("probe succeeds");
+    assert_eq!(
+        (cat(&pci(&h, T4, "vendor")), link(&pci(&h, T4, "driver"))),
         (Ok("0x10de\n".into()), Err(libc::ENOENT))
     );
 }
@@ -471,6 +498,32 @@ fn driver_override_then_probe_binds_vfio_pci() {
     assert_eq!(
         link_name(&pci(&h, A4000_AUDIO, "driver")),
         Some("vfio-pci".into())
+    );
+}
+
+#[test]
+fn driver_override_of_page_size_is_einval() {
+    let Some(h) = host("mixed") else { return };
+    assert_eq!(
+        echo(&pci(&h, A4000_AUDIO, "driver_override"), &"x".repeat(4095)),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn store_write_beyond_page_size_is_cut_to_page_size() {
+    let Some(h) = host("mixed") else { return };
+    let params = pci(&h, L40S_VF0, "nvidia/vgpu_params");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&params)
+        .and_then(|mut f| f.write(&[b'a'; 5000]));
+    assert_eq!(
+        (
+            written.map_err(|e| e.raw_os_error()),
+            cat(&params).map(|t| t.len())
+        ),
+        (Ok(4096), Ok(4097))
     );
 }
 
