@@ -91,13 +91,54 @@ fn existing(paths: &HostPaths, address: PciAddress) -> Result<PciDevice> {
 pub fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
     let device = existing(paths, address)?;
     let current = device.driver()?;
-    if let Some(driver) = &current {
-        write_attr(
-            &paths.pci_drivers().join(driver).join("unbind"),
-            &address.to_string(),
-        )?;
+    let Some(driver) = &current else {
+        return Ok(current);
+    };
+    // NVIDIA's driver lets go of a GPU only to a holder of its unbindLock (its vGPU manager
+    // may be using the GPU); the lock is given back if the unbind then fails.
+    let locked = driver == "nvidia" && take_unbind_lock(paths, address)?;
+    let unbound = write_attr(
+        &paths.pci_drivers().join(driver).join("unbind"),
+        &address.to_string(),
+    );
+    if let Err(err) = unbound {
+        if locked {
+            release_unbind_lock(paths, address);
+        }
+        return Err(err);
     }
     Ok(current)
+}
+
+/// `proc/driver/nvidia/gpus/<addr>/unbindLock`.
+fn unbind_lock_path(paths: &HostPaths, address: PciAddress) -> std::path::PathBuf {
+    paths
+        .proc()
+        .join("driver/nvidia/gpus")
+        .join(address.to_string())
+        .join("unbindLock")
+}
+
+/// Takes NVIDIA's unbindLock of `address` (write `1`, read back `1`); `false` when the GPU has
+/// none (not an NVIDIA GPU the driver lists). Refused while the GPU is in use.
+pub fn take_unbind_lock(paths: &HostPaths, address: PciAddress) -> Result<bool> {
+    let lock = unbind_lock_path(paths, address);
+    if !sysfs::exists(&lock) {
+        return Ok(false);
+    }
+    write_attr(&lock, "1")?;
+    if sysfs::read_attr(&lock)?.is_some_and(|v| v.trim() == "1") {
+        Ok(true)
+    } else {
+        Err(Error::UnbindLockRefused { path: lock })
+    }
+}
+
+/// Gives NVIDIA's unbindLock of `address` back; logs when it cannot.
+pub fn release_unbind_lock(paths: &HostPaths, address: PciAddress) {
+    if let Err(err) = write_attr(&unbind_lock_path(paths, address), "0") {
+        tracing::error!(%address, "cannot release the unbindLock: {err}");
+    }
 }
 
 /// Sets `driver_override` (an empty value clears it).

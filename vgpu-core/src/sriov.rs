@@ -230,14 +230,11 @@ fn nvidia_set(
 ) -> Result<()> {
     let pf = device.address();
     if !resume {
-        let lock = unbind_lock_path(paths, pf);
-        write_attr(&lock, "1")?;
-        let granted = read_attr(&lock)?.is_some_and(|v| v.trim() == "1");
-        if !granted {
-            return Err(Error::UnbindLockRefused { path: lock });
-        }
+        // Taken here, not only by the unbind inside `bind`, so that a GPU in use is refused
+        // before anything moves.
+        driver::take_unbind_lock(paths, pf)?;
         if let Err(err) = driver::bind(paths, pf, "pci-pf-stub") {
-            release_unbind_lock(paths, pf);
+            driver::release_unbind_lock(paths, pf);
             return Err(err);
         }
     }
@@ -245,21 +242,6 @@ fn nvidia_set(
     let rebound = driver::restore(paths, pf, Some("nvidia"));
     written?;
     rebound
-}
-
-fn unbind_lock_path(paths: &HostPaths, pf: PciAddress) -> std::path::PathBuf {
-    paths
-        .proc()
-        .join("driver/nvidia/gpus")
-        .join(pf.to_string())
-        .join("unbindLock")
-}
-
-/// Gives the unbindLock back while the PF is still on `nvidia`; logs when it cannot.
-fn release_unbind_lock(paths: &HostPaths, pf: PciAddress) {
-    if let Err(err) = write_attr(&unbind_lock_path(paths, pf), "0") {
-        tracing::error!(%pf, "cannot release the unbindLock: {err}");
-    }
 }
 
 /// Best effort to put back the VF count found before a failed change, with the PF on

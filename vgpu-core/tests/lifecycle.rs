@@ -774,3 +774,29 @@ fn vfs_that_never_appear_time_out_and_count_is_put_back() {
         )
     );
 }
+
+#[test]
+fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    let err = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap_err();
+    assert!(
+        matches!(&err, Error::UnbindLockRefused { path } if path.ends_with("0000:3b:00.0/unbindLock"))
+            && gpu(&host, T4).driver.as_deref() == Some("nvidia"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn binding_an_idle_nvidia_gpu_away_takes_its_unbind_lock() {
+    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
+        return;
+    };
+    let previous = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap();
+    assert_eq!(
+        (previous.as_deref(), gpu(&host, T4).driver.as_deref()),
+        (Some("nvidia"), Some("vfio-pci"))
+    );
+}
