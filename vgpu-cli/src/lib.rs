@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use vgpu_core::HostPaths;
-use vgpu_core::checks::{self, Status};
+use vgpu_core::CheckStatus as Status;
 
 mod mutate;
 mod render;
@@ -217,11 +217,11 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     if let Some(state) = &cli.state_root {
         paths = paths.with_state_root(state);
     }
-    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::nvml::NvmlStatus)> {
+    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
         let mut inventory = vgpu_core::discover(&paths).with_context(|| {
             format!("cannot discover GPUs on the host at {}", cli.root.display())
         })?;
-        let nvml = vgpu_core::nvml::Nvml::load(&paths);
+        let nvml = vgpu_core::Nvml::load(&paths);
         for gpu in &mut inventory.gpus {
             let warnings = nvml.enrich(gpu);
             inventory.warnings.extend(warnings);
@@ -279,7 +279,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())
             })?;
-            let mut report = checks::check_host(&paths, &inventory);
+            let mut report = vgpu_core::check_host(&paths, &inventory);
             if let Some(name) = gpu {
                 let target = inventory.gpu(name, &paths)?;
                 let mine: Vec<_> = std::iter::once(target.address)
@@ -318,21 +318,42 @@ pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()
     Ok(())
 }
 
+/// The `vgpu_core::Error` behind `err`, if there is one.
+pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<vgpu_core::Error>())
+}
+
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
-    let core = err
-        .chain()
-        .find_map(|c| c.downcast_ref::<vgpu_core::Error>());
-    match core {
-        Some(vgpu_core::Error::NoSuchDevice { .. } | vgpu_core::Error::Ambiguous { .. }) => {
-            return Some("run `vgpuctl list` to see the GPUs on this host");
-        }
-        Some(vgpu_core::Error::NoCapacity { .. }) => {
-            return Some("`vgpuctl types GPU` shows what each GPU can still take");
-        }
-        Some(vgpu_core::Error::Locked { .. }) => {
-            return Some("another vgpuctl is changing this host; try again when it is done");
-        }
-        _ => {}
+    use vgpu_core::{Error, ErrorKind};
+    if let Some(core) = core_error(err) {
+        let hint = match core {
+            Error::NotFound {
+                what: vgpu_core::Object::Gpu,
+                ..
+            }
+            | Error::Ambiguous { .. } => "run `vgpuctl list` to see the GPUs on this host",
+            Error::UnknownType { .. } => "`vgpuctl types GPU` lists the types a GPU offers",
+            Error::NoVfs { .. } => "enable VFs first: `vgpuctl sriov GPU --vfs N`",
+            Error::DefinitionExists { .. } => {
+                "`vgpuctl undefine ID` removes a definition; `vgpuctl start ID` starts it"
+            }
+            Error::Locked { .. } => {
+                "another vgpuctl is changing this host; try again when it is done"
+            }
+            Error::UnbindLockRefused { .. } => {
+                "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
+            }
+            _ => match core.kind() {
+                ErrorKind::NoCapacity => {
+                    "`vgpuctl types GPU` shows what each GPU can still take"
+                }
+                ErrorKind::Permission => "run as root",
+                ErrorKind::Busy => "the device is in use: free it first, or retry later",
+                _ => return None,
+            },
+        };
+        return Some(hint);
     }
     let io = err
         .chain()

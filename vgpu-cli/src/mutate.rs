@@ -1,4 +1,4 @@
-//! The commands that change the host: each goes through `vgpu_core::manager::Manager`, which
+//! The commands that change the host: each goes through `vgpu_core::Manager`, which
 //! holds the host lock, writes the audit log, and undoes what a failed command did.
 
 use std::io::Write;
@@ -6,9 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use vgpu_core::HostPaths;
-use vgpu_core::manager::Manager;
-use vgpu_core::store::Start;
+use vgpu_core::{HostPaths, Manager, Start};
 
 use crate::render;
 use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
@@ -54,7 +52,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             autoprobe,
             define,
         } => {
-            let options = vgpu_core::sriov::SriovOptions {
+            let options = vgpu_core::SriovOptions {
                 force: *force,
                 ..Default::default()
             };
@@ -241,23 +239,19 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             };
             let targets = addresses
                 .into_iter()
-                .map(|gpu| vgpu_core::provision::Target {
+                .map(|gpu| vgpu_core::Target {
                     gpu,
                     vfs: *vfs,
                     type_name: type_name.clone(),
                     count: *count,
                 })
                 .collect();
-            let options = vgpu_core::provision::ProvisionOptions {
-                command: command_line(),
-                ..Default::default()
-            };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
             let reports = runtime
-                .block_on(vgpu_core::provision::provision(paths, targets, options))
+                .block_on(manager.provision(targets))
                 .context("cannot provision")?;
             if cli.json {
                 render::json(out, &reports)?;

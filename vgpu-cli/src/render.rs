@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use vgpu_core::checks::{GroupMember, Report};
+use vgpu_core::{CheckReport as Report, GroupMember};
 use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
 
 /// `list --json`.
@@ -14,7 +14,7 @@ use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
 pub(crate) struct ListJson<'a> {
     pub(crate) gpus: &'a [Gpu],
     pub(crate) warnings: &'a [Warning],
-    pub(crate) nvml: &'a vgpu_core::nvml::NvmlStatus,
+    pub(crate) nvml: &'a vgpu_core::NvmlStatus,
 }
 
 /// One GPU in `types --json`.
@@ -100,7 +100,7 @@ fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
 pub(crate) fn list_table(
     out: &mut dyn Write,
     inventory: &Inventory,
-    nvml: &vgpu_core::nvml::NvmlStatus,
+    nvml: &vgpu_core::NvmlStatus,
 ) -> io::Result<()> {
     let mut table = Table::new(&[
         "ADDRESS", "IDS", "MODEL", "DRIVER", "NUMA", "GROUP", "BACKEND", "VFS", "TYPES", "VGPUS",
@@ -242,7 +242,7 @@ pub(crate) fn check_table(
 /// `restore` as a table of steps.
 pub(crate) fn restore_table(
     out: &mut dyn Write,
-    report: &vgpu_core::manager::RestoreReport,
+    report: &vgpu_core::RestoreReport,
 ) -> io::Result<()> {
     if report.steps.is_empty() {
         return writeln!(out, "Nothing is defined.");
@@ -252,7 +252,7 @@ pub(crate) fn restore_table(
         table.row(vec![
             step.action.to_owned(),
             step.device.clone(),
-            step.outcome.to_owned(),
+            step.outcome.to_string(),
             step.error.clone().unwrap_or_default(),
         ]);
     }
@@ -262,7 +262,7 @@ pub(crate) fn restore_table(
 /// `provision` as a table, one row per GPU.
 pub(crate) fn provision_table(
     out: &mut dyn Write,
-    reports: &[vgpu_core::provision::GpuReport],
+    reports: &[vgpu_core::GpuReport],
 ) -> io::Result<()> {
     let mut table = Table::new(&["GPU", "VFS", "CREATED", "SECONDS", "ERROR"]);
     for r in reports {

@@ -9,11 +9,12 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::inventory::{Inventory, error_chain};
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::pci_device::PciDevice;
-use crate::sysfs::{self, PROC_LIMIT, read_attr, read_bounded};
+use crate::error::error_chain;
+use crate::model::Inventory;
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::{self, PROC_LIMIT, read_attr, read_bounded};
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -75,7 +76,7 @@ pub struct GroupMember {
     /// Its driver, if bound.
     pub driver: Option<String>,
     /// Its class code, as lowercase hex.
-    #[serde(serialize_with = "crate::serde_hex::option_class")]
+    #[serde(serialize_with = "crate::model::serde_hex::option_class")]
     pub class: Option<u32>,
 }
 
@@ -128,7 +129,7 @@ impl Report {
 
 /// What the kernel command line says about IOMMUs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IommuCmdline {
+pub(crate) struct IommuCmdline {
     /// `intel_iommu=` value.
     pub intel_iommu: Option<String>,
     /// `amd_iommu=` value.
@@ -142,7 +143,7 @@ pub struct IommuCmdline {
 }
 
 /// Parses `/proc/cmdline` for the IOMMU parameters; the last occurrence wins, as in the kernel.
-pub fn parse_iommu_cmdline(cmdline: &str) -> IommuCmdline {
+pub(crate) fn parse_iommu_cmdline(cmdline: &str) -> IommuCmdline {
     let mut out = IommuCmdline::default();
     for word in cmdline.split_whitespace() {
         let Some((key, value)) = word.split_once('=') else {
@@ -169,7 +170,7 @@ fn has_option(value: &Option<String>, option: &str) -> bool {
 
 /// Whether `cpuinfo` shows hardware virtualisation: `Some(true)` for `vmx`/`svm` in a `flags`
 /// line, `Some(false)` when flags lack both, `None` when there is no `flags` line (not x86).
-pub fn cpuinfo_has_virtualization(cpuinfo: &str) -> Option<bool> {
+pub(crate) fn cpuinfo_has_virtualization(cpuinfo: &str) -> Option<bool> {
     let flags = cpuinfo.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
         (key.trim() == "flags").then_some(value)
@@ -178,7 +179,7 @@ pub fn cpuinfo_has_virtualization(cpuinfo: &str) -> Option<bool> {
 }
 
 /// Whether an Intel `ecap` register value (hex) has interrupt remapping (bit 3).
-pub fn ecap_has_interrupt_remapping(ecap: &str) -> Option<bool> {
+pub(crate) fn ecap_has_interrupt_remapping(ecap: &str) -> Option<bool> {
     let digits = ecap.trim().trim_start_matches("0x");
     u64::from_str_radix(digits, 16)
         .ok()
@@ -639,7 +640,7 @@ pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
             || info
                 .driver
                 .as_deref()
-                .is_none_or(crate::driver::is_passthrough_driver))
+                .is_none_or(crate::host::driver::is_passthrough_driver))
         {
             result.blockers.push(info);
         }
@@ -649,7 +650,7 @@ pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
         && result.companions.iter().all(|c| {
             c.driver
                 .as_deref()
-                .is_none_or(crate::driver::is_passthrough_driver)
+                .is_none_or(crate::host::driver::is_passthrough_driver)
         });
     result
 }

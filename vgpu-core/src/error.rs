@@ -1,7 +1,12 @@
-//! Errors of `vgpu-core`, grouped by what the caller can do about them.
+//! Errors of `vgpu-core`: one variant per failure, carrying its facts, and
+//! [`ErrorKind`], the few categories a caller acts on.
 
+use std::fmt;
 use std::io;
 use std::path::PathBuf;
+
+use crate::model::Backend;
+use crate::model::pci::PciAddress;
 
 /// An error from reading or changing the host.
 ///
@@ -63,7 +68,7 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong with the text.
         #[source]
-        source: crate::parse::ParseError,
+        source: crate::discovery::parse::ParseError,
     },
     /// The kernel refused a write because the device is busy (`EBUSY`): in use, or VFs exist.
     #[error("{} is busy: writing {value:?} was refused", path.display())]
@@ -130,13 +135,32 @@ pub enum Error {
         /// How long it was waited for.
         waited_ms: u128,
     },
-    /// The GPU has no room for another vGPU of this type: try another GPU or type.
-    #[error("GPU {gpu} has no capacity left for vGPU type {type_id}")]
+    /// The kernel accepted a change but the device does not show it afterwards.
+    #[error("{} shows {found} after the change (expected {expected})", path.display())]
+    NotApplied {
+        /// What was read back.
+        path: PathBuf,
+        /// What should be there, in words.
+        expected: String,
+        /// What is there.
+        found: String,
+    },
+    /// The GPU has no room for as many vGPUs of this type as asked: try another GPU or type.
+    #[error(
+        "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}, not {asked}{}",
+        if *reserved > 0 { format!(" ({reserved} held for defined vGPUs)") } else { String::new() }
+    )]
     NoCapacity {
         /// The physical GPU (or the mdev parent).
-        gpu: crate::pci::PciAddress,
+        gpu: PciAddress,
         /// The type asked for.
         type_id: String,
+        /// How many were asked for.
+        asked: u32,
+        /// How many more fit.
+        available: u32,
+        /// How many of the free places definitions hold for vGPUs that are not running.
+        reserved: u32,
         /// The device directory whose attributes say so.
         path: PathBuf,
     },
@@ -156,27 +180,155 @@ pub enum Error {
         /// The `unbindLock` file.
         path: PathBuf,
     },
-    /// A request the host cannot satisfy as asked (unknown type, no capacity, wrong backend).
-    #[error("{message}")]
-    Invalid {
-        /// What is wrong, naming the device and what was asked.
-        message: String,
-    },
-    /// No device answers to the name the caller gave.
-    #[error("no GPU matches {name:?} under {}", path.display())]
-    NoSuchDevice {
+    /// Something the caller named does not exist on the host or in the store.
+    #[error("no {what} {id:?} (looked in {})", path.display())]
+    NotFound {
+        /// What kind of thing was looked for.
+        what: Object,
         /// The name given.
-        name: String,
+        id: String,
         /// Where it was looked for.
         path: PathBuf,
     },
-    /// A name matched several devices.
-    #[error("{name:?} matches several GPUs: {candidates}")]
+    /// A name matched several GPUs.
+    #[error("{name:?} matches several GPUs: {}", candidates.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     Ambiguous {
         /// The name given.
         name: String,
-        /// The addresses it matched, comma separated.
-        candidates: String,
+        /// The addresses it matched.
+        candidates: Vec<PciAddress>,
+    },
+    /// The GPU offers no vGPU type by that id or name.
+    #[error(
+        "GPU {gpu} offers no vGPU type {wanted:?}; it offers: {}",
+        if offered.is_empty() { "none".to_owned() } else { offered.join(", ") }
+    )]
+    UnknownType {
+        /// The GPU (or mdev parent).
+        gpu: PciAddress,
+        /// The type asked for.
+        wanted: String,
+        /// What it offers, as `id (name)`.
+        offered: Vec<String>,
+    },
+    /// A name or value given by the caller is not of the form it must have.
+    #[error("{value:?} is not {expected}")]
+    BadName {
+        /// The text given (cut to a sensible length).
+        value: String,
+        /// What it should have been, in words.
+        expected: &'static str,
+    },
+    /// The GPU has no virtualisation interface: it can only be passed through whole.
+    #[error("GPU {gpu} offers no vGPUs (backend {backend})")]
+    NotVirtualizable {
+        /// The GPU.
+        gpu: PciAddress,
+        /// Its backend.
+        backend: Backend,
+    },
+    /// The GPU makes vGPUs on SR-IOV VFs and has none enabled.
+    #[error("GPU {gpu} has no VFs enabled")]
+    NoVfs {
+        /// The GPU.
+        gpu: PciAddress,
+        /// Its backend (`sriov` for a GPU whose vGPU types show only on enabled VFs).
+        backend: Backend,
+    },
+    /// A UUID was given for a vGPU that is named by its VF.
+    #[error("the vGPU on {device} is named by its VF: a UUID does not apply")]
+    UuidNotApplicable {
+        /// The GPU or VF.
+        device: PciAddress,
+    },
+    /// A GPU was named twice in one provisioning run.
+    #[error("GPU {gpu} is named twice: each GPU's steps must run in order")]
+    DuplicateTarget {
+        /// The GPU.
+        gpu: PciAddress,
+    },
+    /// The PF has no SR-IOV capability.
+    #[error("{pf} has no SR-IOV capability (no {})", path.display())]
+    NoSriov {
+        /// The PCI function.
+        pf: PciAddress,
+        /// The `sriov_totalvfs` it lacks.
+        path: PathBuf,
+    },
+    /// A VF count the PF cannot take.
+    #[error(
+        "{pf} cannot enable {asked} VFs: {}",
+        if *all_or_none { format!("NVIDIA GPUs enable all {total} or none") } else { format!("it supports at most {total}") }
+    )]
+    BadVfCount {
+        /// The PF.
+        pf: PciAddress,
+        /// The count asked for.
+        asked: u32,
+        /// `sriov_totalvfs`.
+        total: u32,
+        /// Whether only 0 and `total` are allowed (NVIDIA vGPU PFs).
+        all_or_none: bool,
+    },
+    /// A device other than a GPU (or a VF of one) was named where only those are managed.
+    #[error("{address} is not a GPU or a VF of one (force to act on it anyway)")]
+    NotGpu {
+        /// The device.
+        address: PciAddress,
+    },
+    /// A device was not bound by `vgpu`, so there is no driver to give it back to.
+    #[error("{address} was not bound by vgpu (force to reprobe its default driver)")]
+    NotOwned {
+        /// The device.
+        address: PciAddress,
+    },
+    /// The device (or vGPU) is in use: by a vGPU, a passthrough driver, or a process.
+    #[error("{device} is in use: {by} (force to override)")]
+    InUse {
+        /// The device or vGPU.
+        device: String,
+        /// What holds it.
+        by: String,
+    },
+    /// Something that must be new exists already.
+    #[error("{what} {id} already exists")]
+    AlreadyExists {
+        /// What kind of thing.
+        what: Object,
+        /// Its name.
+        id: String,
+    },
+    /// A definition exists for this vGPU or device already; it is never replaced.
+    #[error("{id} is already defined in {} (undefine it first)", path.display())]
+    DefinitionExists {
+        /// The vGPU or device.
+        id: String,
+        /// Its definition file.
+        path: PathBuf,
+    },
+    /// A defined vGPU's place holds something other than the definition says.
+    #[error("{id} is defined as {defined} but holds {found}")]
+    DefinitionMismatch {
+        /// The vGPU.
+        id: String,
+        /// What the definition says.
+        defined: String,
+        /// What the host has.
+        found: String,
+    },
+    /// Some steps of `restore` failed; each is in its report.
+    #[error("{failed} restore step(s) failed")]
+    RestoreFailed {
+        /// How many failed.
+        failed: usize,
+    },
+    /// A worker task of a multi-GPU operation died before reporting.
+    #[error("a {what} task did not finish: {reason}")]
+    TaskLost {
+        /// The operation.
+        what: &'static str,
+        /// Why (a panic or cancellation message).
+        reason: String,
     },
     /// A persistent definition file is not JSON, or not the JSON expected there (a missing
     /// field, an unknown `start`).
@@ -233,7 +385,139 @@ pub enum Error {
     },
 }
 
+/// What a caller can do about an [`Error`]: the few categories that decide a retry, another
+/// GPU, or a message to a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// What was named does not exist (a GPU, a vGPU, a type, a definition).
+    NotFound,
+    /// The host's state or its definitions contradict the request (exists already, defined
+    /// already, not enabled yet): change the state first.
+    Conflict,
+    /// No room for the vGPUs asked for: try another GPU or type.
+    NoCapacity,
+    /// In use or locked right now: retry later, or free it first.
+    Busy,
+    /// The kernel refused the change as not permitted.
+    Permission,
+    /// The request itself is malformed or cannot apply to that device.
+    BadInput,
+    /// The host misbehaved: unreadable or unexpected sysfs, a failed write, a timeout.
+    HostFault,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::NoCapacity => "no-capacity",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Permission => "permission",
+            ErrorKind::BadInput => "bad-input",
+            ErrorKind::HostFault => "host-fault",
+        })
+    }
+}
+
+/// The kind of thing an [`Error::NotFound`] or [`Error::AlreadyExists`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Object {
+    /// A GPU physical function.
+    Gpu,
+    /// Any PCI function.
+    PciDevice,
+    /// A PCI function with `mdev_supported_types/`.
+    MdevParent,
+    /// A mediated device.
+    Mdev,
+    /// A VF with NVIDIA's vendor-specific VFIO attributes (`nvidia/`).
+    VendorVf,
+    /// A vGPU of any kind.
+    Vgpu,
+    /// A persistent definition.
+    Definition,
+    /// A PCI driver.
+    Driver,
+}
+
+impl fmt::Display for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Object::Gpu => "GPU",
+            Object::PciDevice => "PCI device",
+            Object::MdevParent => "mediated-device parent",
+            Object::Mdev => "mediated device",
+            Object::VendorVf => "NVIDIA vendor-VFIO VF",
+            Object::Vgpu => "vGPU",
+            Object::Definition => "definition of",
+            Object::Driver => "driver",
+        })
+    }
+}
+
 impl Error {
+    /// The category a caller acts on.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } | Error::UnknownType { .. } | Error::Gone { .. } => {
+                ErrorKind::NotFound
+            }
+            Error::AlreadyExists { .. }
+            | Error::DefinitionExists { .. }
+            | Error::MdevDefinedElsewhere { .. }
+            | Error::DefinitionMismatch { .. }
+            | Error::NoVfs { .. }
+            | Error::NotOwned { .. } => ErrorKind::Conflict,
+            Error::NoCapacity { .. } | Error::NoSpace { .. } => ErrorKind::NoCapacity,
+            Error::Busy { .. }
+            | Error::Locked { .. }
+            | Error::InUse { .. }
+            | Error::UnbindLockRefused { .. } => ErrorKind::Busy,
+            Error::Denied { .. } => ErrorKind::Permission,
+            Error::BadName { .. }
+            | Error::Ambiguous { .. }
+            | Error::NotVirtualizable { .. }
+            | Error::UuidNotApplicable { .. }
+            | Error::DuplicateTarget { .. }
+            | Error::NoSriov { .. }
+            | Error::BadVfCount { .. }
+            | Error::NotGpu { .. } => ErrorKind::BadInput,
+            Error::Read { .. }
+            | Error::Missing { .. }
+            | Error::DanglingLink { .. }
+            | Error::TooLarge { .. }
+            | Error::NotUtf8 { .. }
+            | Error::Parse { .. }
+            | Error::Format { .. }
+            | Error::Write { .. }
+            | Error::Timeout { .. }
+            | Error::NotApplied { .. }
+            | Error::NotBound { .. }
+            | Error::DefinitionJson { .. }
+            | Error::Definition { .. }
+            | Error::Update { .. }
+            | Error::RestoreFailed { .. }
+            | Error::TaskLost { .. } => ErrorKind::HostFault,
+        }
+    }
+
+    /// A [`Error::BadName`] for `value` (cut to 80 characters).
+    pub(crate) fn bad_name(value: &str, expected: &'static str) -> Self {
+        Error::BadName {
+            value: value.chars().take(80).collect(),
+            expected,
+        }
+    }
+
+    /// The error's message with its causes, as one line.
+    pub fn chain(&self) -> String {
+        error_chain(self)
+    }
     /// The error of writing `value` to `path`, classified by errno.
     pub(crate) fn from_write(path: &std::path::Path, value: &str, source: io::Error) -> Self {
         use nix::errno::Errno;
@@ -285,3 +569,19 @@ impl Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The message of `err` with its causes, as one line (`a: b: c`), each said once.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // Some error types print their source in their own message; say it once.
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

@@ -8,51 +8,105 @@
 //! of four interfaces ([`Backend`]):
 //!
 //! - **mediated devices on the PF** (`mdev_supported_types/` under the PF): NVIDIA up to
-//!   Turing, Intel GVT-g. Writing a UUID to a type's `create` makes a vGPU;
+//!   Turing, Intel GVT-g. Writing a UUID to a type's `create` makes a vGPU (the kernel's
+//!   `Documentation/driver-api/vfio-mediated-device.rst`);
 //! - **mediated devices on SR-IOV VFs**: NVIDIA Ampere; each VF holds at most one vGPU, so
 //!   capacity is counted per physical GPU, never by summing VFs;
 //! - **NVIDIA's vendor-specific VFIO interface** on VFs (`nvidia/current_vgpu_type`): Ada,
-//!   Hopper, Blackwell with vGPU 17+;
-//! - **plain SR-IOV VFs** (`sriov_numvfs`), each assigned whole: Intel Flex, AMD MxGPU.
+//!   Hopper, Blackwell with vGPU 17+ (NVIDIA Virtual GPU Software User Guide);
+//! - **plain SR-IOV VFs** (`sriov_numvfs`, `Documentation/PCI/pci-iov-howto.rst`), each
+//!   assigned whole: Intel Flex, AMD MxGPU.
 //!
-//! Devices are assigned to guests through VFIO, whose unit of isolation is the IOMMU group:
-//! [`checks`] verifies the firmware tables, the kernel, interrupt remapping and each group.
+//! Devices are assigned to guests through VFIO, whose unit of isolation is the IOMMU group
+//! (`Documentation/driver-api/vfio.rst`): [`check_host`] verifies the firmware tables, the
+//! kernel, interrupt remapping and each group.
+//!
+//! # The API
+//!
+//! - **Discovery**: [`discover`] reads the host into an [`Inventory`] of [`Gpu`]s, each with
+//!   its [`Vf`]s, [`VgpuType`]s counted per physical GPU, and [`Vgpu`]s. It never fails
+//!   because of one device: problems become [`Warning`]s.
+//! - **Checks**: [`check_host`] and [`isolation`] report [`Check`]s with a [`CheckStatus`].
+//! - **Changes**: every change goes through a [`Manager`], which takes the host lock, writes
+//!   the audit log, honours persistent definitions (it never gives away room a defined vGPU
+//!   is owed) and undoes a change that fails part-way. [`Manager::definitions`] reads them.
+//! - **Errors**: [`Error`] has one variant per failure with its facts (path, errno, device);
+//!   [`Error::kind`] gives the [`ErrorKind`] a caller acts on.
 //!
 //! # Paths
 //!
 //! Every path is derived from one [`HostPaths`] root, so the same code runs against `/`, a test
 //! tree, or a simulated host. Nothing here prints, and nothing panics on sysfs content: reads are
 //! bounded, parses are checked, and problems with one device become warnings about that device.
+//!
+//! # Example
+//!
+//! On a host simulated by `vgpu-sim` (a FUSE filesystem that behaves like sysfs), find a GPU
+//! with room, make a vGPU and take it away again:
+//!
+//! ```
+//! use vgpu_core::{ErrorKind, HostPaths, Manager, discover};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let sim = vgpu_sim::SimHost::mount_for_test("t4-legacy");
+//! let state = tempfile::tempdir()?;
+//! let paths = HostPaths::new(sim.root()).with_state_root(state.path());
+//!
+//! let inventory = discover(&paths)?;
+//! let gpu = inventory
+//!     .gpus
+//!     .iter()
+//!     .find(|g| g.types.iter().any(|t| t.name.as_deref() == Some("GRID T4-2Q") && t.available > 0))
+//!     .ok_or("no GPU with room for a T4-2Q")?;
+//!
+//! let manager = Manager::new(&paths, "example");
+//! let created = manager.create(&gpu.address.to_string(), "T4-2Q", None, None)?;
+//! assert_eq!(discover(&paths)?.gpus[0].vgpus.len(), 1);
+//!
+//! // A type the GPU does not offer is a typed error the caller can act on.
+//! let err = manager.create(&gpu.address.to_string(), "T4-99Q", None, None).unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::NotFound);
+//!
+//! manager.destroy(created.id)?;
+//! assert!(discover(&paths)?.gpus[0].vgpus.is_empty());
+//! # Ok(())
+//! # }
+//! ```
 
 #![forbid(unsafe_code)]
 
-pub mod audit;
-pub mod catalog;
-pub mod checks;
-pub mod driver;
+mod backend;
+mod checks;
+mod discovery;
 mod error;
-pub mod inventory;
-pub mod lifecycle;
-pub mod lock;
-pub mod manager;
-pub mod mdev;
-pub mod nvidia;
-pub mod nvml;
-pub mod parse;
-mod paths;
-mod pci;
-pub mod pci_device;
-pub mod provision;
-mod serde_hex;
-pub mod sriov;
-pub mod store;
-mod sysfs;
-#[cfg(feature = "test-support")]
+mod host;
+mod manager;
+mod model;
+mod state;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
-pub use error::{Error, Result};
-pub use inventory::{
-    Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning, discover, discover_gpu,
+pub use backend::{PLAIN_VF_TYPE, Placement, Running};
+pub use checks::{
+    Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus,
+    check_host, isolation,
 };
-pub use paths::HostPaths;
-pub use pci::{PciAddress, PciAddressError};
+pub use discovery::catalog::{CatalogType, all as catalog};
+pub use discovery::nvml::{Nvml, NvmlStatus};
+pub use discovery::parse::ParseError;
+pub use discovery::{discover, discover_gpu};
+pub use error::{Error, ErrorKind, Object, Result};
+pub use host::paths::HostPaths;
+pub use host::pci_device::SriovCapability;
+pub use host::sriov::{SriovChange, SriovOptions};
+pub use manager::{
+    Created, Defined, Destroyed, GpuReport, Manager, RestoreOutcome, RestoreReport, RestoreStep,
+    Target,
+};
+pub use model::pci::{PciAddress, PciAddressError};
+pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+pub use state::audit::AuditEntry;
+pub use state::store::{
+    BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
+    VfVgpuDefinition,
+};

@@ -12,8 +12,8 @@ use std::path::{Component, Path, PathBuf};
 
 use uuid::Uuid;
 
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
 
 /// A host tree under a directory, removed on drop when it is a temporary one.
 #[derive(Debug)]

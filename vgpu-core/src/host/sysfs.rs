@@ -15,14 +15,16 @@ pub(crate) const ATTR_LIMIT: usize = 64 * 1024;
 /// The largest `/proc` file read (`cpuinfo` on many-core hosts runs to hundreds of KiB).
 pub(crate) const PROC_LIMIT: usize = 8 * 1024 * 1024;
 
-fn is_absent(err: &io::Error) -> bool {
+/// Whether `err` says the path is not there (or a component of it is not a directory).
+pub(crate) fn is_absent(err: &io::Error) -> bool {
     matches!(
         err.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
     )
 }
 
-fn read_error(path: &Path, source: io::Error) -> Error {
+/// [`Error::Read`] for `path`.
+pub(crate) fn read_error(path: &Path, source: io::Error) -> Error {
     Error::Read {
         path: path.to_path_buf(),
         source,

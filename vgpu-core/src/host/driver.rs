@@ -2,15 +2,15 @@
 //! unbind from the current driver, then `drivers_probe` (never `new_id`, which captures every
 //! device with the same ids).
 
-use crate::error::{Error, Result};
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::pci_device::PciDevice;
-use crate::sysfs::{self, write_attr};
+use crate::error::{Error, Object, Result};
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::{self, write_attr};
 
 /// Whether `driver` holds a device for assignment to a guest rather than for the host:
 /// `vfio-pci`, a vfio variant driver (`mlx5_vfio_pci`, `xe-vfio-pci`...), or `pci-stub`.
-pub fn is_passthrough_driver(driver: &str) -> bool {
+pub(crate) fn is_passthrough_driver(driver: &str) -> bool {
     driver == "pci-stub"
         || driver == "vfio-pci"
         || driver.ends_with("vfio_pci")
@@ -26,12 +26,12 @@ fn previous_path(paths: &HostPaths, address: PciAddress) -> std::path::PathBuf {
 
 /// Records, until the next reboot (under `run/`), which driver `address` had before `vgpu`
 /// bound it for a guest, so that giving it back restores exactly that (an empty record: none).
-pub fn remember_previous(
+pub(crate) fn remember_previous(
     paths: &HostPaths,
     address: PciAddress,
     driver: Option<&str>,
 ) -> Result<()> {
-    crate::store::write_atomic(
+    crate::state::durable::write_atomic(
         &previous_path(paths, address),
         driver.unwrap_or("").as_bytes(),
     )
@@ -39,7 +39,7 @@ pub fn remember_previous(
 
 /// The driver recorded by [`remember_previous`]: `None` when nothing is recorded,
 /// `Some(None)` when the device had no driver.
-pub fn recalled_previous(paths: &HostPaths, address: PciAddress) -> Result<Option<Option<String>>> {
+pub(crate) fn recalled_previous(paths: &HostPaths, address: PciAddress) -> Result<Option<Option<String>>> {
     let path = previous_path(paths, address);
     match sysfs::read_attr(&path)? {
         None => Ok(None),
@@ -53,12 +53,12 @@ pub fn recalled_previous(paths: &HostPaths, address: PciAddress) -> Result<Optio
 }
 
 /// Forgets the record of [`remember_previous`].
-pub fn forget_previous(paths: &HostPaths, address: PciAddress) -> Result<()> {
-    crate::store::remove_durably(&previous_path(paths, address)).map(|_| ())
+pub(crate) fn forget_previous(paths: &HostPaths, address: PciAddress) -> Result<()> {
+    crate::state::durable::remove_durably(&previous_path(paths, address)).map(|_| ())
 }
 
 /// Checks that `driver` is a plausible driver name (it becomes a path component).
-pub fn validate_driver_name(driver: &str) -> Result<()> {
+pub(crate) fn validate_driver_name(driver: &str) -> Result<()> {
     let ok = !driver.is_empty()
         && driver.len() <= 64
         && driver != "."
@@ -69,9 +69,7 @@ pub fn validate_driver_name(driver: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Invalid {
-            message: format!("{driver:?} is not a driver name"),
-        })
+        Err(Error::bad_name(driver, "a driver name"))
     }
 }
 
@@ -80,15 +78,16 @@ fn existing(paths: &HostPaths, address: PciAddress) -> Result<PciDevice> {
     if device.exists() {
         Ok(device)
     } else {
-        Err(Error::NoSuchDevice {
-            name: address.to_string(),
-            path: paths.pci_devices(),
+        Err(Error::NotFound {
+            what: Object::PciDevice,
+            id: address.to_string(),
+            path: device.path().to_path_buf(),
         })
     }
 }
 
 /// Unbinds `address` from its driver; returns the driver it had (`None` if it was unbound).
-pub fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+pub(crate) fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
     let device = existing(paths, address)?;
     let current = device.driver()?;
     let Some(driver) = &current else {
@@ -121,7 +120,7 @@ fn unbind_lock_path(paths: &HostPaths, address: PciAddress) -> std::path::PathBu
 
 /// Takes NVIDIA's unbindLock of `address` (write `1`, read back `1`); `false` when the GPU has
 /// none (not an NVIDIA GPU the driver lists). Refused while the GPU is in use.
-pub fn take_unbind_lock(paths: &HostPaths, address: PciAddress) -> Result<bool> {
+pub(crate) fn take_unbind_lock(paths: &HostPaths, address: PciAddress) -> Result<bool> {
     let lock = unbind_lock_path(paths, address);
     if !sysfs::exists(&lock) {
         return Ok(false);
@@ -135,7 +134,7 @@ pub fn take_unbind_lock(paths: &HostPaths, address: PciAddress) -> Result<bool> 
 }
 
 /// Gives NVIDIA's unbindLock of `address` back; logs when it cannot.
-pub fn release_unbind_lock(paths: &HostPaths, address: PciAddress) {
+pub(crate) fn release_unbind_lock(paths: &HostPaths, address: PciAddress) {
     if let Err(err) = write_attr(&unbind_lock_path(paths, address), "0") {
         tracing::error!(%address, "cannot release the unbindLock: {err}");
     }
@@ -161,7 +160,7 @@ fn probe(paths: &HostPaths, address: PciAddress) -> Result<()> {
 /// it had before. Already bound to `driver`: nothing is written.
 ///
 /// On failure after the unbind, the previous driver is bound again.
-pub fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Option<String>> {
+pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Option<String>> {
     validate_driver_name(driver)?;
     let device = existing(paths, address)?;
     let previous = device.driver()?;
@@ -169,11 +168,10 @@ pub fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Opti
         return Ok(previous);
     }
     if !sysfs::is_dir(&paths.pci_drivers().join(driver)) {
-        return Err(Error::Invalid {
-            message: format!(
-                "driver {driver} is not loaded ({} is missing)",
-                paths.pci_drivers().join(driver).display()
-            ),
+        return Err(Error::NotFound {
+            what: Object::Driver,
+            id: driver.to_owned(),
+            path: paths.pci_drivers().join(driver),
         });
     }
     set_override(paths, address, Some(driver))?;
@@ -200,7 +198,7 @@ pub fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Opti
 
 /// Returns `address` to `driver` (or leaves it unbound for `None`) and clears
 /// `driver_override`.
-pub fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> Result<()> {
+pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> Result<()> {
     if let Some(driver) = driver {
         validate_driver_name(driver)?;
     }
@@ -226,7 +224,7 @@ pub fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> 
 }
 
 /// Clears `driver_override`, unbinds `address` and lets the kernel probe its default driver.
-pub fn reprobe(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+pub(crate) fn reprobe(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
     existing(paths, address)?;
     set_override(paths, address, None)?;
     unbind(paths, address)?;

@@ -40,30 +40,30 @@
 //! or newer format) is an error naming the file: the listing functions stop at the first one,
 //! the `*_lenient` ones return it beside the definitions they could read.
 //!
-//! `Store` does not lock: callers that change definitions hold a [`crate::lock::HostLock`].
+//! `Store` does not lock: callers that change definitions hold a `HostLock` (the manager takes it).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::durable::{
+    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, update_error,
+    write_atomic,
+};
 use crate::error::{Error, Result};
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::sysfs::read_bounded;
+use crate::host::paths::HostPaths;
+use crate::host::sysfs::read_bounded;
+use crate::model::pci::PciAddress;
 
 /// The largest definition file read.
-pub const DEFINITION_LIMIT: usize = 64 * 1024;
+pub(crate) const DEFINITION_LIMIT: usize = 64 * 1024;
 
 /// The version of `vgpu`'s own definition files this code reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// The directory of mdevctl's callout and notifier scripts, beside the parents.
 const MDEVCTL_SCRIPTS: &str = "scripts.d";
@@ -72,9 +72,6 @@ const SRIOV_DIR: &str = "sriov";
 const VF_VGPU_DIR: &str = "vf-vgpus";
 const BINDING_DIR: &str = "bindings";
 
-/// Mode of definition files and their directories, as mdevctl creates them.
-const FILE_MODE: u32 = 0o644;
-const DIR_MODE: u32 = 0o755;
 
 /// When a definition is to be started: at boot (`vgpuctl restore`, mdevctl's udev rule) or
 /// only on request.
@@ -159,6 +156,17 @@ pub struct BindingDefinition {
     pub start: Start,
 }
 
+/// Every definition that could be read, and, for each file that could not, the kind of
+/// definition (`sriov`, `bind`, `mdev`, `vf-vgpu`) and the error.
+#[derive(Debug, Default)]
+pub(crate) struct AllDefinitions {
+    pub(crate) sriov: Vec<SriovDefinition>,
+    pub(crate) bindings: Vec<BindingDefinition>,
+    pub(crate) mdevs: Vec<MdevDefinition>,
+    pub(crate) vf_vgpus: Vec<VfVgpuDefinition>,
+    pub(crate) errors: Vec<(&'static str, Error)>,
+}
+
 /// The persistent definitions of one host.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -208,6 +216,26 @@ struct BindingFile {
 }
 
 impl Store {
+    /// Every definition, read leniently: what cannot be read is an error beside the rest.
+    pub(crate) fn all_lenient(&self) -> AllDefinitions {
+        fn tag<T>(
+            kind: &'static str,
+            (defs, errors): (Vec<T>, Vec<Error>),
+            all: &mut Vec<(&'static str, Error)>,
+        ) -> Vec<T> {
+            all.extend(errors.into_iter().map(|e| (kind, e)));
+            defs
+        }
+        let mut errors = Vec::new();
+        AllDefinitions {
+            sriov: tag("sriov", self.sriov_lenient(), &mut errors),
+            bindings: tag("bind", self.bindings_lenient(), &mut errors),
+            mdevs: tag("mdev", self.mdevs_lenient(), &mut errors),
+            vf_vgpus: tag("vf-vgpu", self.vf_vgpus_lenient(), &mut errors),
+            errors,
+        }
+    }
+
     /// The stores of the host at `paths`: `etc/mdevctl.d` and `etc/vgpu`.
     pub fn new(paths: &HostPaths) -> Self {
         let etc = paths.etc();
@@ -287,7 +315,7 @@ impl Store {
     /// Writes the definition to `etc/mdevctl.d/<parent>/<uuid>`, replacing one under the same
     /// parent. A definition of the same UUID under another parent is refused
     /// ([`Error::MdevDefinedElsewhere`]): undefine it first.
-    pub fn define_mdev(&self, def: &MdevDefinition) -> Result<()> {
+    pub(crate) fn define_mdev(&self, def: &MdevDefinition) -> Result<()> {
         check_name(&self.mdevctl, "parent", &def.parent)?;
         if def.parent == MDEVCTL_SCRIPTS {
             return Err(definition(
@@ -325,7 +353,7 @@ impl Store {
 
     /// Removes the definition of the mdev `uuid` from every parent it is under, and each
     /// parent directory left empty; `false` when there was none.
-    pub fn undefine_mdev(&self, uuid: Uuid) -> Result<bool> {
+    pub(crate) fn undefine_mdev(&self, uuid: Uuid) -> Result<bool> {
         let mut removed = false;
         for (_, dir) in self.parent_dirs()? {
             let path = dir.join(uuid_name(uuid));
@@ -376,7 +404,7 @@ impl Store {
     }
 
     /// Writes the SR-IOV definition of `d.pf`, replacing any.
-    pub fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
+    pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
         let file = SriovFile {
             version: FORMAT_VERSION,
             num_vfs: d.num_vfs,
@@ -386,7 +414,7 @@ impl Store {
     }
 
     /// Removes the SR-IOV definition of `pf`; `false` when there was none.
-    pub fn undefine_sriov(&self, pf: PciAddress) -> Result<bool> {
+    pub(crate) fn undefine_sriov(&self, pf: PciAddress) -> Result<bool> {
         remove_durably(&self.own_path(SRIOV_DIR, pf))
     }
 
@@ -409,7 +437,7 @@ impl Store {
     }
 
     /// Writes the vGPU definition of `d.vf`, replacing any.
-    pub fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
+    pub(crate) fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
         let file = VfVgpuFile {
             version: FORMAT_VERSION,
             gpu: d.gpu,
@@ -420,7 +448,7 @@ impl Store {
     }
 
     /// Removes the vGPU definition of `vf`; `false` when there was none.
-    pub fn undefine_vf_vgpu(&self, vf: PciAddress) -> Result<bool> {
+    pub(crate) fn undefine_vf_vgpu(&self, vf: PciAddress) -> Result<bool> {
         remove_durably(&self.own_path(VF_VGPU_DIR, vf))
     }
 
@@ -443,7 +471,7 @@ impl Store {
     }
 
     /// Writes the binding definition of `d.address`, replacing any.
-    pub fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
+    pub(crate) fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
         let path = self.own_path(BINDING_DIR, d.address);
         check_name(&path, "driver", &d.driver)?;
         if let Some(previous) = &d.previous_driver {
@@ -459,7 +487,7 @@ impl Store {
     }
 
     /// Removes the binding definition of `a`; `false` when there was none.
-    pub fn undefine_binding(&self, a: PciAddress) -> Result<bool> {
+    pub(crate) fn undefine_binding(&self, a: PciAddress) -> Result<bool> {
         remove_durably(&self.own_path(BINDING_DIR, a))
     }
 
@@ -467,6 +495,21 @@ impl Store {
 
     fn own_path(&self, kind: &str, address: PciAddress) -> PathBuf {
         self.vgpu.join(kind).join(format!("{address}.json"))
+    }
+
+    /// The file of an mdev definition.
+    pub fn mdev_path(&self, def: &MdevDefinition) -> PathBuf {
+        self.mdevctl.join(&def.parent).join(uuid_name(def.uuid))
+    }
+
+    /// The file of the vGPU definition of `vf`.
+    pub fn vf_vgpu_path(&self, vf: PciAddress) -> PathBuf {
+        self.own_path(VF_VGPU_DIR, vf)
+    }
+
+    /// The file of the binding definition of `address`.
+    pub fn binding_path(&self, address: PciAddress) -> PathBuf {
+        self.own_path(BINDING_DIR, address)
     }
 
     fn list_own<F: DeserializeOwned, D>(
@@ -681,179 +724,3 @@ fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn update_error(action: &'static str, path: &Path, source: io::Error) -> Error {
-    Error::Update {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn read_error(path: &Path, source: io::Error) -> Error {
-    Error::Read {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn is_absent(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-    )
-}
-
-/// The entries of `dir` not beginning with `.`, sorted by name, each with its name when that is
-/// UTF-8; empty when `dir` does not exist.
-fn list_dir(dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(read_error(dir, err)),
-    };
-    let mut found = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| read_error(dir, err))?;
-        let name = entry.file_name();
-        if name.as_encoded_bytes().starts_with(b".") {
-            continue;
-        }
-        found.push((entry.path(), name.into_string().ok()));
-    }
-    found.sort();
-    tracing::trace!(path = %dir.display(), entries = found.len(), "listed");
-    Ok(found)
-}
-
-/// Whether `path` is a directory, following links; `false` when it does not exist.
-fn is_dir(path: &Path) -> Result<bool> {
-    match fs::metadata(path) {
-        Ok(meta) => Ok(meta.is_dir()),
-        Err(err) if is_absent(&err) => Ok(false),
-        Err(err) => Err(read_error(path, err)),
-    }
-}
-
-/// Whether anything (a file, a link, even a dangling one) is at `path`.
-fn present(path: &Path) -> Result<bool> {
-    match fs::symlink_metadata(path) {
-        Ok(_) => Ok(true),
-        Err(err) if is_absent(&err) => Ok(false),
-        Err(err) => Err(read_error(path, err)),
-    }
-}
-
-/// Flushes a directory's entries to disk, so that a rename or removal in it survives a crash.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|file| file.sync_all())
-        .map_err(|err| update_error("flush directory", dir, err))
-}
-
-/// Creates `dir` and its missing ancestors with `mode`, flushing each new entry to disk.
-pub(crate) fn create_dirs(dir: &Path, mode: u32) -> Result<()> {
-    if is_dir(dir)? {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dirs(parent, mode)?;
-    }
-    match DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {
-            tracing::info!(path = %dir.display(), "created directory");
-            match dir.parent() {
-                Some(parent) => sync_dir(parent),
-                None => Ok(()),
-            }
-        }
-        // Another process created it between the check and here.
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists && is_dir(dir)? => Ok(()),
-        Err(err) => Err(update_error("create directory", dir, err)),
-    }
-}
-
-/// Distinguishes the temporary files of concurrent writers within one process.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Replaces `path` with `bytes` atomically and durably: a temporary file beside it is written
-/// and flushed, renamed over it, and the directory is flushed.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(definition(path, "not a file path".to_owned()));
-    };
-    create_dirs(dir, DIR_MODE)?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let temp = dir.join(temp_name);
-    let written = write_new_file(&temp, bytes)
-        .and_then(|()| fs::rename(&temp, path).map_err(|err| update_error("replace", path, err)));
-    if let Err(err) = written {
-        match fs::remove_file(&temp) {
-            Ok(()) => {}
-            Err(cleanup) if is_absent(&cleanup) => {}
-            // The write's error is the one to report; a leftover hidden file is skipped by
-            // readers, so say it once here.
-            Err(cleanup) => {
-                tracing::warn!(path = %temp.display(), error = %cleanup, "cannot remove temporary file");
-            }
-        }
-        return Err(err);
-    }
-    tracing::info!(path = %path.display(), bytes = bytes.len(), "wrote definition");
-    sync_dir(dir)
-}
-
-fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(|err| update_error("create", path, err))?;
-    file.write_all(bytes)
-        .map_err(|err| update_error("write", path, err))?;
-    file.sync_all()
-        .map_err(|err| update_error("flush", path, err))
-}
-
-/// Removes the file at `path` and flushes its directory; `false` when there was none.
-pub(crate) fn remove_durably(path: &Path) -> Result<bool> {
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(err) if is_absent(&err) => return Ok(false),
-        Err(err) => return Err(update_error("remove", path, err)),
-    }
-    tracing::info!(path = %path.display(), "removed definition");
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(true)
-}
-
-/// Removes `dir` if it is empty, and flushes its parent.
-fn remove_dir_if_empty(dir: &Path) -> Result<()> {
-    match fs::remove_dir(dir) {
-        Ok(()) => {
-            tracing::info!(path = %dir.display(), "removed empty directory");
-            match dir.parent() {
-                Some(parent) => sync_dir(parent),
-                None => Ok(()),
-            }
-        }
-        // Not empty (another definition, or one written meanwhile), or already gone.
-        Err(err)
-            if matches!(
-                err.kind(),
-                io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::NotFound
-            ) =>
-        {
-            Ok(())
-        }
-        Err(err) => Err(update_error("remove directory", dir, err)),
-    }
-}

@@ -6,29 +6,29 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::parse::{CreatableType, parse_creatable_types};
-use crate::sysfs::{self, child, read_attr, read_parsed};
+use crate::discovery::parse::{CreatableType, parse_creatable_types};
+use crate::host::sysfs::{self, child, read_attr, read_parsed};
 
 /// The `nvidia/` directory of one VF.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NvidiaVf {
+pub(crate) struct NvidiaVf {
     path: PathBuf,
 }
 
 impl NvidiaVf {
     /// The vendor interface of the VF whose device directory is `vf_path`, when it has one.
-    pub fn of(vf_path: &Path) -> Option<Self> {
+    pub(crate) fn of(vf_path: &Path) -> Option<Self> {
         let path = child(vf_path, "nvidia");
         sysfs::is_dir(&path).then_some(Self { path })
     }
 
     /// The `nvidia/` directory.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// `creatable_vgpu_types`: the types that can be created on this VF now.
-    pub fn creatable_types(&self) -> Result<Vec<CreatableType>> {
+    pub(crate) fn creatable_types(&self) -> Result<Vec<CreatableType>> {
         let path = child(&self.path, "creatable_vgpu_types");
         match read_attr(&path)? {
             None => Ok(Vec::new()),
@@ -39,7 +39,7 @@ impl NvidiaVf {
     }
 
     /// `current_vgpu_type`: the type of the vGPU on this VF, `None` when it holds none (`0`).
-    pub fn current_type(&self) -> Result<Option<u32>> {
+    pub(crate) fn current_type(&self) -> Result<Option<u32>> {
         let current = read_parsed(
             &child(&self.path, "current_vgpu_type"),
             "a type id or 0",

@@ -16,8 +16,8 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::error::{Error, Result};
-use crate::paths::HostPaths;
-use crate::store::{create_dirs, update_error};
+use crate::host::paths::HostPaths;
+use crate::state::durable::{create_dirs, update_error};
 
 /// The first pause between two attempts; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
@@ -25,14 +25,14 @@ const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// An exclusive lock on the host, released when dropped.
 #[derive(Debug)]
-pub struct HostLock {
+pub(crate) struct HostLock {
     _lock: Flock<File>,
     path: PathBuf,
 }
 
 impl HostLock {
     /// `run/vgpu/lock` under the host root.
-    pub fn path_for(paths: &HostPaths) -> PathBuf {
+    pub(crate) fn path_for(paths: &HostPaths) -> PathBuf {
         paths.run().join("vgpu").join("lock")
     }
 
@@ -41,7 +41,7 @@ impl HostLock {
     ///
     /// Fails with [`Error::Locked`] when another holder keeps it that long; `Duration::ZERO`
     /// tries once.
-    pub fn acquire(paths: &HostPaths, timeout: Duration) -> Result<HostLock> {
+    pub(crate) fn acquire(paths: &HostPaths, timeout: Duration) -> Result<HostLock> {
         let path = Self::path_for(paths);
         if let Some(dir) = path.parent() {
             if let Some(run) = dir.parent() {
@@ -79,7 +79,7 @@ impl HostLock {
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::pci::PciAddress;
+use crate::model::pci::PciAddress;
 
 /// Where a host's `sys/`, `proc/`, `dev/`, `etc/`, `run/` and `var/` trees are.
 ///

@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
+use crate::host::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
 
 /// A handle on one PCI function's sysfs directory. Reading through it never caches: each call
 /// asks the kernel again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PciDevice {
+pub(crate) struct PciDevice {
     address: PciAddress,
     path: PathBuf,
 }
@@ -29,7 +29,7 @@ pub struct SriovCapability {
     /// `sriov_stride`: routing-id distance between VFs.
     pub stride: Option<u32>,
     /// `sriov_vf_device`: the VFs' PCI device id, as lowercase hex.
-    #[serde(serialize_with = "crate::serde_hex::option_u16")]
+    #[serde(serialize_with = "crate::model::serde_hex::option_u16")]
     pub vf_device_id: Option<u16>,
     /// `sriov_drivers_autoprobe`: whether new VFs are bound to a driver.
     pub drivers_autoprobe: Option<bool>,
@@ -41,7 +41,7 @@ fn parse_u32(text: &str) -> Option<u32> {
 
 impl PciDevice {
     /// The function at `address` on the host at `paths`.
-    pub fn new(paths: &HostPaths, address: PciAddress) -> Self {
+    pub(crate) fn new(paths: &HostPaths, address: PciAddress) -> Self {
         Self {
             address,
             path: paths.pci_device(&address),
@@ -49,22 +49,22 @@ impl PciDevice {
     }
 
     /// Its address.
-    pub fn address(&self) -> PciAddress {
+    pub(crate) fn address(&self) -> PciAddress {
         self.address
     }
 
     /// Its sysfs directory (`sys/bus/pci/devices/<addr>`, a link into `sys/devices`).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Whether its directory exists; a dangling link does not.
-    pub fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         sysfs::exists(&self.path)
     }
 
     /// `vendor`.
-    pub fn vendor_id(&self) -> Result<Option<u16>> {
+    pub(crate) fn vendor_id(&self) -> Result<Option<u16>> {
         read_parsed(
             &child(&self.path, "vendor"),
             "a hex id such as 0x10de",
@@ -73,7 +73,7 @@ impl PciDevice {
     }
 
     /// `device`.
-    pub fn device_id(&self) -> Result<Option<u16>> {
+    pub(crate) fn device_id(&self) -> Result<Option<u16>> {
         read_parsed(
             &child(&self.path, "device"),
             "a hex id such as 0x26b9",
@@ -82,7 +82,7 @@ impl PciDevice {
     }
 
     /// `subsystem_vendor`.
-    pub fn subsystem_vendor_id(&self) -> Result<Option<u16>> {
+    pub(crate) fn subsystem_vendor_id(&self) -> Result<Option<u16>> {
         read_parsed(
             &child(&self.path, "subsystem_vendor"),
             "a hex id",
@@ -91,7 +91,7 @@ impl PciDevice {
     }
 
     /// `subsystem_device`.
-    pub fn subsystem_device_id(&self) -> Result<Option<u16>> {
+    pub(crate) fn subsystem_device_id(&self) -> Result<Option<u16>> {
         read_parsed(
             &child(&self.path, "subsystem_device"),
             "a hex id",
@@ -100,7 +100,7 @@ impl PciDevice {
     }
 
     /// `class`: the 24-bit class code.
-    pub fn class(&self) -> Result<Option<u32>> {
+    pub(crate) fn class(&self) -> Result<Option<u32>> {
         read_parsed(
             &child(&self.path, "class"),
             "a class code such as 0x030200",
@@ -109,12 +109,12 @@ impl PciDevice {
     }
 
     /// The bound driver's name; `None` when unbound.
-    pub fn driver(&self) -> Result<Option<String>> {
+    pub(crate) fn driver(&self) -> Result<Option<String>> {
         sysfs::link_name(&child(&self.path, "driver"))
     }
 
     /// `numa_node`; `None` when absent or `-1` (unknown).
-    pub fn numa_node(&self) -> Result<Option<u32>> {
+    pub(crate) fn numa_node(&self) -> Result<Option<u32>> {
         let node = read_parsed(
             &child(&self.path, "numa_node"),
             "a NUMA node (-1 or more)",
@@ -124,7 +124,7 @@ impl PciDevice {
     }
 
     /// The IOMMU group number; `None` without an IOMMU.
-    pub fn iommu_group(&self) -> Result<Option<u32>> {
+    pub(crate) fn iommu_group(&self) -> Result<Option<u32>> {
         let path = child(&self.path, "iommu_group");
         match sysfs::link_name(&path)? {
             None => Ok(None),
@@ -136,7 +136,7 @@ impl PciDevice {
     }
 
     /// The physical function, when this is a VF (`physfn`).
-    pub fn physfn(&self) -> Result<Option<PciAddress>> {
+    pub(crate) fn physfn(&self) -> Result<Option<PciAddress>> {
         self.link_address("physfn")
     }
 
@@ -152,7 +152,7 @@ impl PciDevice {
     }
 
     /// The SR-IOV capability; `None` when the device has no `sriov_totalvfs`.
-    pub fn sriov(&self) -> Result<Option<SriovCapability>> {
+    pub(crate) fn sriov(&self) -> Result<Option<SriovCapability>> {
         let attr = |name: &str| child(&self.path, name);
         let Some(total_vfs) = read_parsed(&attr("sriov_totalvfs"), "a VF count", parse_u32)? else {
             return Ok(None);
@@ -176,7 +176,7 @@ impl PciDevice {
     }
 
     /// The enabled VFs, in `virtfnN` order.
-    pub fn virtfns(&self) -> Result<Vec<PciAddress>> {
+    pub(crate) fn virtfns(&self) -> Result<Vec<PciAddress>> {
         let mut indexed = Vec::new();
         for name in sysfs::dir_names(&self.path)? {
             let Some(index) = name

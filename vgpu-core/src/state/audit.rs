@@ -21,8 +21,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::paths::HostPaths;
-use crate::store::{create_dirs, update_error};
+use crate::host::paths::HostPaths;
+use crate::state::durable::{create_dirs, update_error};
 
 /// One change to the host, as recorded in the audit log. Field names are stable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,20 +62,20 @@ impl AuditEntry {
 
 /// The append-only audit log of one host.
 #[derive(Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     file: File,
     path: PathBuf,
 }
 
 impl AuditLog {
     /// `var/log/vgpu/audit.jsonl` under the host root.
-    pub fn path_for(paths: &HostPaths) -> PathBuf {
+    pub(crate) fn path_for(paths: &HostPaths) -> PathBuf {
         paths.var().join("log").join("vgpu").join("audit.jsonl")
     }
 
     /// Opens the log for appending, creating `var/log/vgpu` (mode 0750) and the file (mode 0640)
     /// as needed.
-    pub fn open(paths: &HostPaths) -> Result<AuditLog> {
+    pub(crate) fn open(paths: &HostPaths) -> Result<AuditLog> {
         let path = Self::path_for(paths);
         if let Some(dir) = path.parent() {
             if let Some(log) = dir.parent() {
@@ -93,12 +93,12 @@ impl AuditLog {
     }
 
     /// The log file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends `entry` as one line, in one `write(2)`, and flushes it to disk.
-    pub fn record(&self, entry: &AuditEntry) -> Result<()> {
+    pub(crate) fn record(&self, entry: &AuditEntry) -> Result<()> {
         let mut line = serde_json::to_vec(entry)
             .map_err(|err| update_error("encode a record for", &self.path, err.into()))?;
         line.push(b'\n');
@@ -125,7 +125,7 @@ impl AuditLog {
 }
 
 /// `time` in RFC 3339, UTC, with milliseconds: `2026-11-30T01:02:03.456Z`.
-pub fn rfc3339_utc(time: SystemTime) -> String {
+pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
     let millis: i128 = match time.duration_since(UNIX_EPOCH) {
         Ok(after) => i128::try_from(after.as_millis()).unwrap_or(i128::MAX),
         Err(before) => -i128::try_from(before.duration().as_millis()).unwrap_or(i128::MAX),

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use crate::parse::strip_vendor_prefix;
+use crate::discovery::parse::strip_vendor_prefix;
 
 /// One catalogued vGPU type.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -36,7 +36,7 @@ struct CatalogFile {
     types: Vec<CatalogType>,
 }
 
-const CATALOG_TOML: &str = include_str!("../data/vgpu-types.toml");
+const CATALOG_TOML: &str = include_str!("../../data/vgpu-types.toml");
 
 static CATALOG: LazyLock<Vec<CatalogType>> = LazyLock::new(|| {
     // The file is part of this crate and checked by a unit test, so a parse failure here is a
@@ -64,14 +64,14 @@ pub fn all() -> &'static [CatalogType] {
 }
 
 /// The catalogued type with this name, with or without its `NVIDIA `/`GRID ` prefix.
-pub fn by_name(name: &str) -> Option<&'static CatalogType> {
+pub(crate) fn by_name(name: &str) -> Option<&'static CatalogType> {
     BY_NAME.get(strip_vendor_prefix(name)).copied()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse_nvidia_type_name;
+    use crate::discovery::parse::parse_nvidia_type_name;
 
     #[test]
     fn catalog_parses_every_row() {

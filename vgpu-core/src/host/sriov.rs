@@ -11,17 +11,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::driver;
-use crate::error::{Error, Result};
-use crate::mdev::MdevParent;
-use crate::nvidia::NvidiaVf;
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::pci_device::PciDevice;
-use crate::sysfs::{self, read_attr, write_attr};
-
-/// NVIDIA's PCI vendor id.
-const NVIDIA: u16 = 0x10de;
+use crate::host::driver;
+use crate::error::{Error, Object, Result};
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::{self, read_attr, write_attr};
 
 /// How to change a VF count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,27 +49,6 @@ pub struct SriovChange {
     pub enabled: u32,
     /// The VFs now present.
     pub vfs: Vec<PciAddress>,
-}
-
-/// Why a VF cannot be taken away now, if it cannot.
-pub fn vf_in_use(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
-    let device = PciDevice::new(paths, vf);
-    let parent = MdevParent::new(device.path());
-    if let Some(mdev) = parent.devices()?.first() {
-        return Ok(Some(format!("{vf} holds mediated device {}", mdev.uuid)));
-    }
-    if let Some(nvidia) = NvidiaVf::of(device.path()) {
-        if let Some(current) = nvidia.current_type()? {
-            return Ok(Some(format!("{vf} holds NVIDIA vGPU type {current}")));
-        }
-    }
-    if let Some(driver) = device
-        .driver()?
-        .filter(|d| driver::is_passthrough_driver(d))
-    {
-        return Ok(Some(format!("{vf} is bound to {driver}")));
-    }
-    Ok(None)
 }
 
 fn numvfs_path(device: &PciDevice) -> std::path::PathBuf {
@@ -111,40 +85,35 @@ fn wait_for_vfs(device: &PciDevice, count: u32, timeout: Duration) -> Result<Vec
 
 /// Sets the number of enabled VFs of `pf` to `count`, following the kernel's rules (and
 /// NVIDIA's sequence for NVIDIA PFs); reads back what the driver enabled and waits for the VFs
-/// to appear. A count change from non-zero to another non-zero count goes through 0, which is
-/// refused while a VF is in use unless `options.force`.
+/// to appear. A count change from non-zero to another non-zero count goes through 0; whether
+/// the VFs may go is the caller's to check (`options.force` is not read here).
 ///
 /// On failure at any step after the first write, it puts back the count it found (and the PF
 /// on `nvidia`). An NVIDIA PF left on `pci-pf-stub` by an interrupted sequence is finished:
 /// the count is written if needed and the PF and its VFs go back to `nvidia`.
-pub fn set_vf_count(
+pub(crate) fn set_vf_count(
     paths: &HostPaths,
     pf: PciAddress,
     count: u32,
     options: SriovOptions,
 ) -> Result<SriovChange> {
-    let device = PciDevice::new(paths, pf);
-    if !device.exists() {
-        return Err(Error::NoSuchDevice {
-            name: pf.to_string(),
-            path: paths.pci_devices(),
-        });
-    }
+    let device = existing(paths, pf)?;
     let Some(capability) = device.sriov()? else {
-        return Err(Error::Invalid {
-            message: format!("{pf} has no SR-IOV capability (no sriov_totalvfs)"),
+        return Err(Error::NoSriov {
+            pf,
+            path: device.path().join("sriov_totalvfs"),
         });
     };
     if count > capability.total_vfs {
-        return Err(Error::Invalid {
-            message: format!(
-                "{pf} supports at most {} VFs, not {count}",
-                capability.total_vfs
-            ),
+        return Err(Error::BadVfCount {
+            pf,
+            asked: count,
+            total: capability.total_vfs,
+            all_or_none: false,
         });
     }
     let driver = device.driver()?;
-    let nvidia = device.vendor_id()? == Some(NVIDIA)
+    let nvidia = device.vendor_id()? == Some(crate::model::NVIDIA_VENDOR_ID)
         && matches!(driver.as_deref(), Some("nvidia" | "pci-pf-stub"));
     let interrupted = nvidia && driver.as_deref() == Some("pci-pf-stub");
     let before = read_numvfs(&device)?;
@@ -159,23 +128,12 @@ pub fn set_vf_count(
         });
     }
     if nvidia && count != 0 && count != capability.total_vfs {
-        return Err(Error::Invalid {
-            message: format!(
-                "NVIDIA GPU {pf} enables all {} VFs or none, not {count}",
-                capability.total_vfs
-            ),
+        return Err(Error::BadVfCount {
+            pf,
+            asked: count,
+            total: capability.total_vfs,
+            all_or_none: true,
         });
-    }
-    if before > 0 && before != count && !options.force {
-        for vf in device.virtfns()? {
-            if let Some(reason) = vf_in_use(paths, vf)? {
-                return Err(Error::Invalid {
-                    message: format!(
-                        "cannot change the VF count of {pf}: {reason} (use force to override)"
-                    ),
-                });
-            }
-        }
     }
     let attempt = (|| {
         if nvidia {
@@ -279,16 +237,23 @@ fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, 
 }
 
 /// Sets `sriov_drivers_autoprobe`: whether VFs enabled from now on are bound to a driver.
-pub fn set_autoprobe(paths: &HostPaths, pf: PciAddress, on: bool) -> Result<()> {
-    let device = PciDevice::new(paths, pf);
-    if !device.exists() {
-        return Err(Error::NoSuchDevice {
-            name: pf.to_string(),
-            path: paths.pci_devices(),
-        });
-    }
+pub(crate) fn set_autoprobe(paths: &HostPaths, pf: PciAddress, on: bool) -> Result<()> {
+    let device = existing(paths, pf)?;
     write_attr(
         &device.path().join("sriov_drivers_autoprobe"),
         if on { "1" } else { "0" },
     )
+}
+
+fn existing(paths: &HostPaths, pf: PciAddress) -> Result<PciDevice> {
+    let device = PciDevice::new(paths, pf);
+    if device.exists() {
+        Ok(device)
+    } else {
+        Err(Error::NotFound {
+            what: Object::PciDevice,
+            id: pf.to_string(),
+            path: device.path().to_path_buf(),
+        })
+    }
 }

@@ -9,24 +9,24 @@ use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 use crate::error::Result;
-use crate::sysfs::{self, child, read_attr, read_parsed};
+use crate::host::sysfs::{self, child, read_attr, read_parsed};
 
 /// A device that can host mediated devices.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MdevParent {
+pub(crate) struct MdevParent {
     path: PathBuf,
 }
 
 /// One entry of a parent's `mdev_supported_types`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MdevType {
+pub(crate) struct MdevType {
     id: String,
     path: PathBuf,
 }
 
 /// An existing mediated device.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mdev {
+pub(crate) struct Mdev {
     /// Its UUID (the directory name).
     pub uuid: Uuid,
     /// Its type id, from the `mdev_type` link.
@@ -35,17 +35,17 @@ pub struct Mdev {
 
 impl MdevParent {
     /// The parent whose device directory is `path`.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
     }
 
     /// The device directory.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Whether the device offers mediated devices at all.
-    pub fn is_parent(&self) -> bool {
+    pub(crate) fn is_parent(&self) -> bool {
         sysfs::is_dir(&self.types_dir())
     }
 
@@ -54,7 +54,7 @@ impl MdevParent {
     }
 
     /// The types it offers, sorted by id.
-    pub fn types(&self) -> Result<Vec<MdevType>> {
+    pub(crate) fn types(&self) -> Result<Vec<MdevType>> {
         let dir = self.types_dir();
         Ok(sysfs::dir_names(&dir)?
             .into_iter()
@@ -67,7 +67,7 @@ impl MdevParent {
 
     /// The mediated devices that exist on it now: children named by a UUID with an
     /// `mdev_type` link.
-    pub fn devices(&self) -> Result<Vec<Mdev>> {
+    pub(crate) fn devices(&self) -> Result<Vec<Mdev>> {
         let mut devices = Vec::new();
         for name in sysfs::dir_names(&self.path)? {
             let Ok(uuid) = Uuid::try_parse(&name) else {
@@ -83,39 +83,39 @@ impl MdevParent {
 
 impl MdevType {
     /// The type id, `<driver>-<group>` (`nvidia-222`, `i915-GVTg_V5_4`).
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// The type's directory.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// `name`, which some kernels (Intel GVT-g) do not provide.
-    pub fn name(&self) -> Result<Option<String>> {
+    pub(crate) fn name(&self) -> Result<Option<String>> {
         Ok(read_attr(&child(&self.path, "name"))?.map(|n| n.trim().to_owned()))
     }
 
     /// `description`, free text in the vendor's format.
-    pub fn description(&self) -> Result<Option<String>> {
+    pub(crate) fn description(&self) -> Result<Option<String>> {
         read_attr(&child(&self.path, "description"))
     }
 
     /// `device_api`, e.g. `vfio-pci`.
-    pub fn device_api(&self) -> Result<Option<String>> {
+    pub(crate) fn device_api(&self) -> Result<Option<String>> {
         Ok(read_attr(&child(&self.path, "device_api"))?.map(|n| n.trim().to_owned()))
     }
 
     /// `available_instances`: how many more can be created on this parent now.
-    pub fn available_instances(&self) -> Result<Option<u32>> {
+    pub(crate) fn available_instances(&self) -> Result<Option<u32>> {
         read_parsed(&child(&self.path, "available_instances"), "a count", |t| {
             t.parse().ok()
         })
     }
 
     /// How many devices of this type exist on this parent (`devices/`).
-    pub fn device_count(&self) -> Result<u32> {
+    pub(crate) fn device_count(&self) -> Result<u32> {
         let count = sysfs::dir_names(&child(&self.path, "devices"))?.len();
         Ok(u32::try_from(count).unwrap_or(u32::MAX))
     }

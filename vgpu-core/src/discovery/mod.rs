@@ -1,260 +1,27 @@
 //! Host discovery: every GPU physical function, its VFs, vGPU types and vGPUs.
 //!
-//! Discovery reads sysfs only (plus the built-in [`catalog`](crate::catalog) for facts sysfs
+//! Discovery reads sysfs only (plus the built-in [`catalog`] for facts sysfs
 //! does not state). A device whose files are broken is still listed, with what could be read,
 //! and each problem becomes a [`Warning`] naming the device and the path: one broken device
 //! never hides the others.
 
+pub(crate) mod catalog;
+pub(crate) mod nvml;
+pub(crate) mod parse;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
-use serde::Serialize;
-use uuid::Uuid;
-
-use crate::catalog;
-use crate::error::{Error, Result};
-use crate::mdev::MdevParent;
-use crate::nvidia::NvidiaVf;
-use crate::parse::{
+use crate::error::{Error, Object, Result};
+use crate::host::mdev::MdevParent;
+use crate::host::nvidia::NvidiaVf;
+use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+use parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
 };
-use crate::paths::HostPaths;
-use crate::pci::PciAddress;
-use crate::pci_device::{PciDevice, SriovCapability};
-use crate::sysfs;
-
-/// How a GPU offers virtual GPUs (`shared/REFERENCE.md` §3-4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// Mediated devices on the physical function (NVIDIA up to Turing, Intel GVT-g).
-    Mdev,
-    /// Mediated devices on SR-IOV VFs, one per VF (NVIDIA Ampere).
-    VfMdev,
-    /// NVIDIA's vendor-specific VFIO interface on VFs (Ada, Hopper, Blackwell).
-    NvidiaVfio,
-    /// Plain SR-IOV VFs assigned whole (Intel Flex, AMD MxGPU), enabled or not.
-    Sriov,
-    /// No virtualisation interface: the GPU can only be passed through whole.
-    None,
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Mdev => "mdev",
-            Backend::VfMdev => "vf-mdev",
-            Backend::NvidiaVfio => "nvidia-vfio",
-            Backend::Sriov => "sriov",
-            Backend::None => "none",
-        })
-    }
-}
-
-/// What the host has: its GPUs and the problems met while reading them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Inventory {
-    /// Every GPU physical function, by address.
-    pub gpus: Vec<Gpu>,
-    /// Problems with individual devices; discovery carried on past each.
-    pub warnings: Vec<Warning>,
-}
-
-/// A problem with one device met during discovery.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Warning {
-    /// The device (a PCI address, or the sysfs name that failed to parse).
-    pub device: String,
-    /// The error and its causes, joined by `: `.
-    pub message: String,
-}
-
-/// A GPU physical function.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Gpu {
-    /// Its PCI address.
-    pub address: PciAddress,
-    /// PCI vendor id.
-    #[serde(serialize_with = "crate::serde_hex::option_u16")]
-    pub vendor_id: Option<u16>,
-    /// PCI device id.
-    #[serde(serialize_with = "crate::serde_hex::option_u16")]
-    pub device_id: Option<u16>,
-    /// PCI subsystem vendor id.
-    #[serde(serialize_with = "crate::serde_hex::option_u16")]
-    pub subsystem_vendor_id: Option<u16>,
-    /// PCI subsystem device id.
-    #[serde(serialize_with = "crate::serde_hex::option_u16")]
-    pub subsystem_device_id: Option<u16>,
-    /// 24-bit PCI class code.
-    #[serde(serialize_with = "crate::serde_hex::option_class")]
-    pub class: Option<u32>,
-    /// Vendor name from the PCI ID database.
-    pub vendor: Option<String>,
-    /// Model name from the PCI ID database.
-    pub model: Option<String>,
-    /// The bound driver.
-    pub driver: Option<String>,
-    /// NUMA node; `None` when the kernel does not know (`-1`).
-    pub numa_node: Option<u32>,
-    /// IOMMU group; `None` without an IOMMU.
-    pub iommu_group: Option<u32>,
-    /// How it offers vGPUs.
-    pub backend: Backend,
-    /// Its SR-IOV capability, if it has one.
-    pub sriov: Option<SriovCapability>,
-    /// Its enabled virtual functions.
-    pub vfs: Vec<Vf>,
-    /// vGPU types, merged across the PF and its VFs, counted per physical GPU.
-    pub types: Vec<VgpuType>,
-    /// vGPUs that exist on it now.
-    pub vgpus: Vec<Vgpu>,
-}
-
-/// An enabled SR-IOV virtual function.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Vf {
-    /// Its PCI address.
-    pub address: PciAddress,
-    /// The bound driver.
-    pub driver: Option<String>,
-    /// IOMMU group.
-    pub iommu_group: Option<u32>,
-    /// The vGPU type it holds: the NVIDIA vendor-VFIO type id, or the type of the mdev on it.
-    pub vgpu_type: Option<String>,
-}
-
-/// A vGPU type as offered by one physical GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VgpuType {
-    /// The id: an mdev type id (`nvidia-222`), or an NVIDIA vendor-VFIO id in decimal (`1145`).
-    pub id: String,
-    /// Its name, when sysfs (or, for types in use, another VF) states it.
-    pub name: Option<String>,
-    /// Fixed frame buffer of each vGPU, in MiB.
-    pub framebuffer_mib: Option<u64>,
-    /// vGPUs of this type the physical GPU holds at most.
-    pub max_instances: Option<u32>,
-    /// How many more can be created now, on this physical GPU.
-    pub available: u32,
-    /// How many exist now.
-    pub in_use: u32,
-    /// The VFIO device API (`vfio-pci`).
-    pub device_api: Option<String>,
-    /// The raw `description`.
-    pub description: Option<String>,
-    /// What the parents offer, summed (before the per-GPU cap).
-    #[serde(skip)]
-    offered: u32,
-}
-
-/// An existing vGPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Vgpu {
-    /// Its handle: the mdev UUID, or the address of the VF that holds it.
-    pub id: VgpuHandle,
-    /// Its type id.
-    #[serde(rename = "type")]
-    pub type_id: String,
-    /// The device it sits on: the mdev parent (PF or VF), or the PF of a vendor-VFIO VF.
-    pub parent: PciAddress,
-}
-
-/// How a vGPU is named: a mediated device's UUID or the VF that carries it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum VgpuHandle {
-    /// A mediated device.
-    Mdev(Uuid),
-    /// A virtual function (NVIDIA vendor VFIO, or a plain VF).
-    Vf(PciAddress),
-}
-
-impl fmt::Display for VgpuHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VgpuHandle::Mdev(uuid) => uuid.fmt(f),
-            VgpuHandle::Vf(address) => address.fmt(f),
-        }
-    }
-}
-
-impl std::str::FromStr for VgpuHandle {
-    type Err = Error;
-
-    /// A mediated device's UUID, or a VF's PCI address.
-    fn from_str(text: &str) -> Result<Self> {
-        if let Ok(uuid) = Uuid::try_parse(text) {
-            return Ok(VgpuHandle::Mdev(uuid));
-        }
-        text.parse::<PciAddress>()
-            .map(VgpuHandle::Vf)
-            .map_err(|_| Error::Invalid {
-                message: format!("{text:?} is neither a mediated device UUID nor a PCI address"),
-            })
-    }
-}
-
-impl Serialize for VgpuHandle {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl Inventory {
-    /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
-    /// part when only one GPU has it.
-    pub fn gpu(&self, name: &str, paths: &HostPaths) -> Result<&Gpu> {
-        if let Ok(address) = name.parse::<PciAddress>() {
-            return self
-                .gpus
-                .iter()
-                .find(|g| g.address == address)
-                .ok_or_else(|| Error::NoSuchDevice {
-                    name: name.to_owned(),
-                    path: paths.pci_devices(),
-                });
-        }
-        let matches: Vec<&Gpu> = self
-            .gpus
-            .iter()
-            .filter(|g| {
-                let full = g.address.to_string();
-                full.split_once(':').is_some_and(|(_, short)| short == name)
-            })
-            .collect();
-        match matches.as_slice() {
-            [gpu] => Ok(gpu),
-            [] => Err(Error::NoSuchDevice {
-                name: name.to_owned(),
-                path: paths.pci_devices(),
-            }),
-            many => Err(Error::Ambiguous {
-                name: name.to_owned(),
-                candidates: many
-                    .iter()
-                    .map(|g| g.address.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
-    }
-}
-
-/// The error's message with its causes, as one line.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        // Some error types print their source in their own message; say it once.
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
+use crate::host::paths::HostPaths;
+use crate::model::pci::PciAddress;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs;
 
 /// Collects per-device problems while discovery carries on.
 struct Warnings(Vec<Warning>);
@@ -263,7 +30,7 @@ impl Warnings {
     fn push(&mut self, device: impl ToString, err: &Error) {
         let warning = Warning {
             device: device.to_string(),
-            message: error_chain(err),
+            message: err.chain(),
         };
         tracing::warn!(device = %warning.device, "{}", warning.message);
         self.0.push(warning);
@@ -338,8 +105,9 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
 /// GPU PF on this host.
 pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<Warning>)> {
     let device = PciDevice::new(paths, address);
-    let not_gpu = || Error::NoSuchDevice {
-        name: address.to_string(),
+    let not_gpu = || Error::NotFound {
+        what: Object::Gpu,
+        id: address.to_string(),
         path: paths.pci_devices(),
     };
     if !device.exists() || device.physfn()?.is_some() {
@@ -521,8 +289,8 @@ fn check_description(
     warnings: &mut Warnings,
 ) {
     let failed = match (parse_nvidia_description(text), parse_gvtg_description(text)) {
-        (Err(err @ crate::parse::ParseError::Field { .. }), _)
-        | (_, Err(err @ crate::parse::ParseError::Field { .. })) => err,
+        (Err(err @ crate::discovery::parse::ParseError::Field { .. }), _)
+        | (_, Err(err @ crate::discovery::parse::ParseError::Field { .. })) => err,
         _ => return,
     };
     warnings.push(
@@ -532,17 +300,6 @@ fn check_description(
             source: failed,
         },
     );
-}
-
-impl VgpuType {
-    /// Recomputes `available` from what the parents offer, capped at `max_instances` less the
-    /// vGPUs in use (an A40's 32 VFs still hold 24 A40-2Q).
-    pub fn recount(&mut self) {
-        self.available = match self.max_instances {
-            Some(max) => self.offered.min(max.saturating_sub(self.in_use)),
-            None => self.offered,
-        };
-    }
 }
 
 /// Orders `nvidia-9` before `nvidia-10`, and `1145` before `2164`.

@@ -4,19 +4,19 @@
 //! header then) nor state their frame buffer or instances per GPU; NVML can
 //! (`nvmlDeviceGetSupportedVgpus`, `nvmlVgpuTypeGetMaxInstances`). Discovery works without it:
 //! a host without an NVIDIA driver, or a host tree under another root, simply has no NVML, and
-//! [`NvmlStatus`] says why.
+//! [`NvmlStatus`] says why. Built without the `nvml` cargo feature, NVML is never loaded and
+//! the status says so.
 
 use serde::Serialize;
 
-use crate::inventory::{Gpu, Warning};
-use crate::paths::HostPaths;
+use crate::host::paths::HostPaths;
+use crate::model::{Gpu, Warning};
 
+#[cfg(feature = "nvml")]
 /// The library NVML lives in on every Linux driver install (the unversioned name comes only
 /// with development packages).
 const LIBRARY: &str = "libnvidia-ml.so.1";
 
-/// NVIDIA's PCI vendor id.
-const NVIDIA: u16 = 0x10de;
 
 /// Whether NVML was used, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,6 +31,7 @@ pub struct NvmlStatus {
 
 /// NVML, if it could be loaded, with its status.
 pub struct Nvml {
+    #[cfg(feature = "nvml")]
     nvml: Option<nvml_wrapper::Nvml>,
     status: NvmlStatus,
 }
@@ -53,6 +54,16 @@ impl Nvml {
                 paths.root().display()
             ));
         }
+        Self::load_local()
+    }
+
+    #[cfg(not(feature = "nvml"))]
+    fn load_local() -> Self {
+        Self::absent("built without NVML support (the `nvml` cargo feature of vgpu-core)")
+    }
+
+    #[cfg(feature = "nvml")]
+    fn load_local() -> Self {
         match nvml_wrapper::Nvml::builder()
             .lib_path(std::ffi::OsStr::new(LIBRARY))
             .init()
@@ -69,7 +80,7 @@ impl Nvml {
                 }
             }
             Err(err) => {
-                let reason = format!("cannot load NVML: {}", crate::inventory::error_chain(&err));
+                let reason = format!("cannot load NVML: {}", crate::error::error_chain(&err));
                 tracing::info!("NVML not available, using sysfs only: {reason}");
                 Self::absent(reason)
             }
@@ -79,6 +90,7 @@ impl Nvml {
     /// No NVML, for `reason`.
     pub fn absent(reason: impl Into<String>) -> Self {
         Self {
+            #[cfg(feature = "nvml")]
             nvml: None,
             status: NvmlStatus {
                 loaded: false,
@@ -93,19 +105,26 @@ impl Nvml {
         &self.status
     }
 
+    /// Without NVML support there is nothing to fill in.
+    #[cfg(not(feature = "nvml"))]
+    pub fn enrich(&self, _gpu: &mut Gpu) -> Vec<Warning> {
+        Vec::new()
+    }
+
     /// Fills in what sysfs left unknown about `gpu`'s vGPU types (name, frame buffer, instances
     /// per GPU) from NVML's supported-type list, matching type ids (`nvidia-<id>` for mdev
     /// types, the bare id for vendor-VFIO types). Never overrides what sysfs states.
+    #[cfg(feature = "nvml")]
     pub fn enrich(&self, gpu: &mut Gpu) -> Vec<Warning> {
         let Some(nvml) = &self.nvml else {
             return Vec::new();
         };
-        if gpu.vendor_id != Some(NVIDIA) || gpu.types.is_empty() {
+        if gpu.vendor_id != Some(crate::model::NVIDIA_VENDOR_ID) || gpu.types.is_empty() {
             return Vec::new();
         }
         let warn = |err: nvml_wrapper::error::NvmlError| Warning {
             device: gpu.address.to_string(),
-            message: format!("NVML: {}", crate::inventory::error_chain(&err)),
+            message: format!("NVML: {}", crate::error::error_chain(&err)),
         };
         let device = match nvml.device_by_pci_bus_id(gpu.address.to_string()) {
             Ok(device) => device,
@@ -153,6 +172,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "nvml")]
     #[test]
     fn load_without_driver_says_which_library_is_missing() {
         if std::path::Path::new("/proc/driver/nvidia/version").exists() {

@@ -42,7 +42,7 @@ fn field_error(field: &str, value: &str) -> ParseError {
 /// The one-line `description` of an NVIDIA mdev type, e.g.
 /// `num_heads=4, frl_config=60, framebuffer=2048M, max_resolution=7680x4320, max_instance=4`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct NvidiaDescription {
+pub(crate) struct NvidiaDescription {
     /// `num_heads`: virtual display heads.
     pub num_heads: Option<u32>,
     /// `frl_config`: frame-rate limit.
@@ -71,7 +71,7 @@ fn parse_mib(value: &str) -> Option<u64> {
 /// Parses an NVIDIA mdev `description` (driver `nvidia`, file
 /// `mdev_supported_types/<type>/description`). Unknown fields are ignored, so newer drivers that
 /// add fields still parse; a text with none of the known fields is [`ParseError::Unrecognised`].
-pub fn parse_nvidia_description(text: &str) -> Result<NvidiaDescription, ParseError> {
+pub(crate) fn parse_nvidia_description(text: &str) -> Result<NvidiaDescription, ParseError> {
     let mut out = NvidiaDescription::default();
     let mut known = 0;
     for field in text.trim().split(',') {
@@ -100,7 +100,7 @@ pub fn parse_nvidia_description(text: &str) -> Result<NvidiaDescription, ParseEr
 
 /// The multi-line `description` of an Intel GVT-g type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct GvtgDescription {
+pub(crate) struct GvtgDescription {
     /// `low_gm_size` (aperture) in MiB.
     pub low_gm_mib: Option<u64>,
     /// `high_gm_size` in MiB.
@@ -115,14 +115,14 @@ pub struct GvtgDescription {
 
 impl GvtgDescription {
     /// Graphics memory of one vGPU (aperture plus high memory), when both are known.
-    pub fn framebuffer_mib(&self) -> Option<u64> {
+    pub(crate) fn framebuffer_mib(&self) -> Option<u64> {
         self.low_gm_mib?.checked_add(self.high_gm_mib?)
     }
 }
 
 /// Parses an Intel GVT-g `description` (`drivers/gpu/drm/i915/gvt/kvmgt.c`), e.g.
 /// `low_gm_size: 128MB\nhigh_gm_size: 512MB\nfence: 4\nresolution: 1920x1200\nweight: 4\n`.
-pub fn parse_gvtg_description(text: &str) -> Result<GvtgDescription, ParseError> {
+pub(crate) fn parse_gvtg_description(text: &str) -> Result<GvtgDescription, ParseError> {
     let mut out = GvtgDescription::default();
     let mut known = 0;
     for line in text.lines() {
@@ -154,7 +154,7 @@ pub fn parse_gvtg_description(text: &str) -> Result<GvtgDescription, ParseError>
 }
 
 /// The instance count encoded in a GVT-g type id: `i915-GVTg_V5_4` allows 4 per GPU.
-pub fn gvtg_type_instances(type_id: &str) -> Option<u32> {
+pub(crate) fn gvtg_type_instances(type_id: &str) -> Option<u32> {
     let rest = type_id.strip_prefix("i915-GVTg_V")?;
     let (_generation, count) = rest.split_once('_')?;
     count.parse().ok().filter(|n| *n > 0)
@@ -162,7 +162,7 @@ pub fn gvtg_type_instances(type_id: &str) -> Option<u32> {
 
 /// One line of NVIDIA's `creatable_vgpu_types`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CreatableType {
+pub(crate) struct CreatableType {
     /// The numeric type id written to `current_vgpu_type`.
     pub id: u32,
     /// The type's name, e.g. `NVIDIA L40S-1B`.
@@ -172,7 +172,7 @@ pub struct CreatableType {
 /// Parses `nvidia/creatable_vgpu_types` of a VF (vendor-specific VFIO, vGPU 17+): a header
 /// `ID    : vGPU Name`, then one `%-5d : %s` line per type that can be created on this VF now.
 /// A card that is full shows only the header, which parses to an empty list.
-pub fn parse_creatable_types(text: &str) -> Result<Vec<CreatableType>, ParseError> {
+pub(crate) fn parse_creatable_types(text: &str) -> Result<Vec<CreatableType>, ParseError> {
     let mut lines = text
         .lines()
         .enumerate()
@@ -208,7 +208,7 @@ pub fn parse_creatable_types(text: &str) -> Result<Vec<CreatableType>, ParseErro
 
 /// What an NVIDIA vGPU type name says about the type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NvidiaTypeName {
+pub(crate) struct NvidiaTypeName {
     /// The GPU part, e.g. `A40`, `H100XM`, `A100D`.
     pub gpu: String,
     /// Compute slices of a MIG-backed type (`A100-1-5C` has 1).
@@ -222,7 +222,7 @@ pub struct NvidiaTypeName {
 }
 
 /// Strips the `NVIDIA ` or `GRID ` prefix that sysfs names carry.
-pub fn strip_vendor_prefix(name: &str) -> &str {
+pub(crate) fn strip_vendor_prefix(name: &str) -> &str {
     let name = name.trim();
     name.strip_prefix("NVIDIA ")
         .or_else(|| name.strip_prefix("GRID "))
@@ -232,7 +232,7 @@ pub fn strip_vendor_prefix(name: &str) -> &str {
 /// Parses an NVIDIA type name: time-sliced `<GPU>-<GB><series>` or MIG-backed
 /// `<GPU>-<slices>-<GB><series>[ME|NOME|MEALL]`, with or without the `NVIDIA `/`GRID ` prefix.
 /// `None` when the name does not follow the grammar.
-pub fn parse_nvidia_type_name(name: &str) -> Option<NvidiaTypeName> {
+pub(crate) fn parse_nvidia_type_name(name: &str) -> Option<NvidiaTypeName> {
     let name = strip_vendor_prefix(name);
     let (head, size) = name.rsplit_once('-')?;
     let digits_end = size.find(|c: char| !c.is_ascii_digit())?;

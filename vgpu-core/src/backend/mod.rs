@@ -1,0 +1,328 @@
+//! The four ways a GPU offers vGPUs, each in one module behind one dispatch:
+//!
+//! - [`mdev`]: a mediated device on the PF (NVIDIA up to Turing, Intel GVT-g) or on a VF
+//!   (NVIDIA Ampere), per the kernel's `Documentation/driver-api/vfio-mediated-device.rst`;
+//! - [`vendor_vf`]: NVIDIA's vendor-specific VFIO interface, a type written to a VF's
+//!   `nvidia/current_vgpu_type` (Ada, Hopper, Blackwell; NVIDIA vGPU 17+);
+//! - [`plain_vf`]: a whole SR-IOV VF bound to `vfio-pci` (Intel Flex, AMD MxGPU).
+//!
+//! Each module answers the same questions: where a vGPU could go ([`candidates`]), whether a
+//! place takes one more now ([`fits`]), how to make one there ([`realize`]), what a handle
+//! names now ([`running`]), how to remove it ([`destroy`]), and what holds a VF
+//! ([`vf_holder`]). Choosing among places, honouring definitions, and undoing are the
+//! manager's job.
+
+pub(crate) mod mdev;
+pub(crate) mod plain_vf;
+pub(crate) mod vendor_vf;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::{Error, Object, Result};
+use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
+
+/// The type name that asks for a whole plain SR-IOV VF on a GPU whose backend is `sriov`.
+pub const PLAIN_VF_TYPE: &str = "vf";
+
+/// Where a new vGPU goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Placement {
+    /// A mediated device of `type_id` on `parent` (the PF, or a VF).
+    Mdev {
+        /// The mdev parent.
+        parent: PciAddress,
+        /// The mdev type id.
+        type_id: String,
+    },
+    /// An NVIDIA vendor-VFIO type on a VF.
+    VendorVf {
+        /// The VF.
+        vf: PciAddress,
+        /// The numeric type id.
+        type_id: u32,
+    },
+    /// A whole VF bound to `vfio-pci`.
+    PlainVf {
+        /// The VF.
+        vf: PciAddress,
+    },
+}
+
+impl Placement {
+    /// The PCI function it sits on: the mdev parent (PF or VF), or the VF.
+    pub fn device(&self) -> PciAddress {
+        match self {
+            Placement::Mdev { parent, .. } => *parent,
+            Placement::VendorVf { vf, .. } | Placement::PlainVf { vf } => *vf,
+        }
+    }
+
+    /// The handle the vGPU made here will have: `uuid` (or a new random one) for a mediated
+    /// device, the VF otherwise, where a UUID does not apply.
+    pub(crate) fn handle(&self, uuid: Option<Uuid>) -> Result<VgpuHandle> {
+        match (self, uuid) {
+            (Placement::Mdev { .. }, uuid) => {
+                Ok(VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4)))
+            }
+            (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => {
+                Ok(VgpuHandle::Vf(*vf))
+            }
+            (_, Some(_)) => Err(Error::UuidNotApplicable {
+                device: self.device(),
+            }),
+        }
+    }
+}
+
+/// What kind of vGPU a handle names now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Running {
+    /// A mediated device on `parent`.
+    Mdev {
+        /// Its parent.
+        parent: PciAddress,
+    },
+    /// An NVIDIA vendor-VFIO vGPU of `type_id` on the VF.
+    VendorVf {
+        /// Its type.
+        type_id: u32,
+    },
+    /// A VF bound to `vfio-pci`.
+    PlainVf,
+}
+
+/// What definitions hold on one GPU for vGPUs that are not running now: new vGPUs must leave
+/// them room, or `restore` could not bring the defined ones back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Reservations {
+    /// VFs that definitions name: never placed on.
+    pub(crate) vfs: Vec<PciAddress>,
+    /// Defined vGPUs that are not running, by type id: capacity they are owed.
+    pub(crate) pending: BTreeMap<String, u32>,
+}
+
+impl Reservations {
+    /// How many instances of `type_id` definitions are owed.
+    pub(crate) fn pending(&self, type_id: &str) -> u32 {
+        self.pending.get(type_id).copied().unwrap_or(0)
+    }
+}
+
+/// Checks a type id or name given by a user: 1 to 64 characters of letters, digits, space,
+/// `_`, `-`, `.`, and not a path.
+pub(crate) fn validate_type(text: &str) -> Result<()> {
+    let ok = !text.is_empty()
+        && text.len() <= 64
+        && !text.contains("..")
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b' ' | b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad_name(text, "a vGPU type id or name"))
+    }
+}
+
+/// The type of `gpu` that `wanted` names: its id (`nvidia-231`, `1151`), its name
+/// (`GRID T4-2Q`), or its name without the vendor prefix (`T4-2Q`), case-insensitively.
+pub(crate) fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuType> {
+    validate_type(wanted)?;
+    let bare = crate::discovery::parse::strip_vendor_prefix(wanted);
+    let found = gpu.types.iter().find(|t| t.id == wanted).or_else(|| {
+        gpu.types.iter().find(|t| {
+            t.name.as_deref().is_some_and(|n| {
+                n == wanted
+                    || crate::discovery::parse::strip_vendor_prefix(n).eq_ignore_ascii_case(bare)
+            })
+        })
+    });
+    found.ok_or_else(|| Error::UnknownType {
+        gpu: gpu.address,
+        wanted: wanted.to_owned(),
+        offered: gpu
+            .types
+            .iter()
+            .map(|t| match &t.name {
+                Some(name) => format!("{} ({name})", t.id),
+                None => t.id.clone(),
+            })
+            .collect(),
+    })
+}
+
+/// The type id a vGPU of `wanted` has on `gpu`: the id of the type `wanted` names, or
+/// [`PLAIN_VF_TYPE`] for a plain SR-IOV GPU (which must be asked for by that name).
+pub(crate) fn placement_type(gpu: &Gpu, wanted: &str) -> Result<String> {
+    match gpu.backend {
+        // NVIDIA's vGPU types show only on enabled VFs.
+        Backend::Sriov if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) => Err(Error::NoVfs {
+            gpu: gpu.address,
+            backend: gpu.backend,
+        }),
+        Backend::Sriov if wanted != PLAIN_VF_TYPE => Err(Error::UnknownType {
+            gpu: gpu.address,
+            wanted: wanted.to_owned(),
+            offered: vec![PLAIN_VF_TYPE.to_owned()],
+        }),
+        Backend::Sriov => Ok(PLAIN_VF_TYPE.to_owned()),
+        Backend::None => Err(Error::NotVirtualizable {
+            gpu: gpu.address,
+            backend: gpu.backend,
+        }),
+        Backend::Mdev | Backend::VfMdev | Backend::NvidiaVfio => {
+            Ok(resolve_type(gpu, wanted)?.id.clone())
+        }
+    }
+}
+
+/// How many more vGPUs of `type_id` (a [`placement_type`]) `gpu` takes now, after what
+/// `reserved` holds for defined vGPUs.
+pub(crate) fn room(
+    paths: &HostPaths,
+    gpu: &Gpu,
+    type_id: &str,
+    reserved: &Reservations,
+) -> Result<u32> {
+    if gpu.backend == Backend::Sriov {
+        let mut free = 0;
+        for placement in plain_vf::candidates(gpu) {
+            if !reserved.vfs.contains(&placement.device()) && plain_vf::fits(paths, &placement)? {
+                free += 1;
+            }
+        }
+        return Ok(free);
+    }
+    let available = gpu
+        .types
+        .iter()
+        .find(|t| t.id == type_id)
+        .map_or(0, |t| t.available);
+    Ok(available.saturating_sub(reserved.pending(type_id)))
+}
+
+/// Every place a vGPU of `type_id` could go on `gpu`, in the order they are tried (the PF
+/// for mdev on the PF, otherwise each VF in `virtfnN` order), leaving out reserved VFs.
+pub(crate) fn candidates(
+    gpu: &Gpu,
+    type_id: &str,
+    reserved: &Reservations,
+) -> Result<Vec<Placement>> {
+    let all = match gpu.backend {
+        Backend::Mdev | Backend::VfMdev => mdev::candidates(gpu, type_id),
+        Backend::NvidiaVfio => vendor_vf::candidates(gpu, type_id)?,
+        Backend::Sriov => plain_vf::candidates(gpu),
+        Backend::None => Vec::new(),
+    };
+    Ok(all
+        .into_iter()
+        .filter(|p| !reserved.vfs.contains(&p.device()))
+        .collect())
+}
+
+/// Whether `placement` can take one more vGPU now, as the kernel shows it.
+pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
+    match placement {
+        Placement::Mdev { .. } => mdev::fits(paths, placement),
+        Placement::VendorVf { .. } => vendor_vf::fits(paths, placement),
+        Placement::PlainVf { .. } => plain_vf::fits(paths, placement),
+    }
+}
+
+/// Carries out `placement` under `handle` (from [`Placement::handle`]): creates the mediated
+/// device, sets the vendor type, or binds the plain VF for a guest. Returns, for a plain VF,
+/// the driver it had.
+pub(crate) fn realize(
+    paths: &HostPaths,
+    placement: &Placement,
+    handle: VgpuHandle,
+) -> Result<Option<String>> {
+    match (placement, handle) {
+        (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
+            mdev::create(paths, *parent, type_id, uuid).map(|()| None)
+        }
+        (Placement::VendorVf { vf, type_id }, VgpuHandle::Vf(_)) => {
+            vendor_vf::set_type(paths, *vf, *type_id).map(|()| None)
+        }
+        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf),
+        (_, VgpuHandle::Mdev(_)) => Err(Error::UuidNotApplicable {
+            device: placement.device(),
+        }),
+        (Placement::Mdev { .. }, VgpuHandle::Vf(vf)) => Err(Error::NotFound {
+            what: Object::Mdev,
+            id: vf.to_string(),
+            path: paths.mdev_devices(),
+        }),
+    }
+}
+
+/// What `handle` names on the host now; `None` when no vGPU answers to it.
+pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Running>> {
+    match handle {
+        VgpuHandle::Mdev(uuid) => {
+            Ok(mdev::parent_of(paths, uuid)?.map(|parent| Running::Mdev { parent }))
+        }
+        VgpuHandle::Vf(vf) => {
+            let device = PciDevice::new(paths, vf);
+            if !device.exists() {
+                return Ok(None);
+            }
+            if let Some(running) = vendor_vf::running(paths, vf)? {
+                return Ok(Some(running));
+            }
+            plain_vf::running(paths, vf)
+        }
+    }
+}
+
+/// Destroys the vGPU named by `handle`: removes the mediated device, clears the VF's vendor
+/// type, or gives a plain VF back to the driver it had (`fallback` when none is recorded, its
+/// default driver when `fallback` is `None`). Returns what it was.
+pub(crate) fn destroy(
+    paths: &HostPaths,
+    handle: VgpuHandle,
+    fallback: Option<Option<&str>>,
+) -> Result<Running> {
+    let not_found = || Error::NotFound {
+        what: Object::Vgpu,
+        id: handle.to_string(),
+        path: match handle {
+            VgpuHandle::Mdev(_) => paths.mdev_devices(),
+            VgpuHandle::Vf(_) => paths.pci_devices(),
+        },
+    };
+    let what = running(paths, handle)?.ok_or_else(not_found)?;
+    match (&what, handle) {
+        (Running::Mdev { .. }, VgpuHandle::Mdev(uuid)) => {
+            mdev::remove(paths, uuid)?;
+        }
+        (Running::VendorVf { .. }, VgpuHandle::Vf(vf)) => {
+            vendor_vf::clear_type(paths, vf)?;
+        }
+        (Running::PlainVf, VgpuHandle::Vf(vf)) => {
+            plain_vf::release(paths, vf, fallback)?;
+        }
+        _ => return Err(not_found()),
+    }
+    Ok(what)
+}
+
+/// What holds VF `vf` so that it cannot be taken away now (a mediated device, a vendor vGPU
+/// type, a passthrough driver), in words; `None` when nothing does.
+pub(crate) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
+    if let Some(holder) = mdev::vf_holder(paths, vf)? {
+        return Ok(Some(holder));
+    }
+    if let Some(holder) = vendor_vf::vf_holder(paths, vf)? {
+        return Ok(Some(holder));
+    }
+    plain_vf::vf_holder(paths, vf)
+}

@@ -1,0 +1,75 @@
+//! Plain SR-IOV VFs, each assigned whole: bound to `vfio-pci` for a guest, given back to the
+//! driver it had afterwards (`Documentation/PCI/pci-iov-howto.rst`,
+//! `Documentation/driver-api/vfio.rst`).
+
+use super::{Placement, Running};
+use crate::error::Result;
+use crate::host::driver;
+use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::model::Gpu;
+use crate::model::pci::PciAddress;
+
+/// Each VF, in `virtfnN` order.
+pub(super) fn candidates(gpu: &Gpu) -> Vec<Placement> {
+    gpu.vfs
+        .iter()
+        .map(|vf| Placement::PlainVf { vf: vf.address })
+        .collect()
+}
+
+/// Whether the VF is not held by a passthrough driver already.
+pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
+    let Placement::PlainVf { vf } = placement else {
+        return Ok(false);
+    };
+    Ok(!PciDevice::new(paths, *vf)
+        .driver()?
+        .as_deref()
+        .is_some_and(driver::is_passthrough_driver))
+}
+
+/// Binds a plain VF to `vfio-pci` for a guest and records the driver it had; returns that
+/// driver. If the record cannot be written, the VF goes back to that driver.
+pub(crate) fn bind(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
+    let previous = driver::bind(paths, vf, "vfio-pci")?;
+    if let Err(err) = driver::remember_previous(paths, vf, previous.as_deref()) {
+        if let Err(undo) = driver::restore(paths, vf, previous.as_deref()) {
+            tracing::error!(%vf, "cannot give the VF back after failing to record its driver: {undo}");
+        }
+        return Err(err);
+    }
+    Ok(previous)
+}
+
+/// Gives a plain VF back to the driver recorded when it was bound for a guest, or, with no
+/// record, to `fallback` when given, else to its default driver.
+pub(crate) fn release(
+    paths: &HostPaths,
+    vf: PciAddress,
+    fallback: Option<Option<&str>>,
+) -> Result<()> {
+    match driver::recalled_previous(paths, vf)? {
+        Some(previous) => driver::restore(paths, vf, previous.as_deref())?,
+        None => match fallback {
+            Some(previous) => driver::restore(paths, vf, previous)?,
+            None => driver::reprobe(paths, vf).map(|_| ())?,
+        },
+    }
+    driver::forget_previous(paths, vf)
+}
+
+/// A VF on `vfio-pci` is a plain VF given to a guest.
+pub(super) fn running(paths: &HostPaths, vf: PciAddress) -> Result<Option<Running>> {
+    let device = PciDevice::new(paths, vf);
+    let is_vf = device.physfn()?.is_some();
+    Ok((is_vf && device.driver()?.as_deref() == Some("vfio-pci")).then_some(Running::PlainVf))
+}
+
+/// The passthrough driver holding a VF, in words.
+pub(super) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
+    Ok(PciDevice::new(paths, vf)
+        .driver()?
+        .filter(|d| driver::is_passthrough_driver(d))
+        .map(|d| format!("it is bound to {d}")))
+}

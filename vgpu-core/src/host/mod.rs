@@ -1,0 +1,11 @@
+//! The kernel's interfaces as files under one root: paths, bounded sysfs reads and single
+//! writes, and the typed handles of the sysfs objects `vgpu` drives (PCI functions, mdev
+//! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV.
+
+pub(crate) mod driver;
+pub(crate) mod mdev;
+pub(crate) mod nvidia;
+pub(crate) mod paths;
+pub(crate) mod pci_device;
+pub(crate) mod sriov;
+pub(crate) mod sysfs;

@@ -1,0 +1,422 @@
+//! Host mutations as an operator runs them: each under the host lock, recorded in the audit
+//! log, persisted where asked, and undone when they fail part-way.
+//!
+//! Every change goes through [`session`]: `Manager`'s operations, [`Manager::provision`] and
+//! [`Manager::restore`] are its callers. Persistent changes are written *before* the host is
+//! changed and removed again if the change fails: a process killed in between leaves a
+//! definition that [`Manager::restore`] carries out, never a device that nothing describes.
+
+mod provision;
+mod restore;
+mod session;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+pub use provision::{GpuReport, Target};
+pub use restore::{RestoreOutcome, RestoreReport, RestoreStep};
+
+use crate::backend::{self, Placement, Running};
+use crate::discovery::discover;
+use crate::error::{Error, Object, Result};
+use crate::host::driver;
+use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::host::sriov::{SriovChange, SriovOptions};
+use crate::model::pci::PciAddress;
+use crate::model::VgpuHandle;
+use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
+use session::{Operation, Session};
+
+/// Performs host mutations for one command.
+#[derive(Debug, Clone)]
+pub struct Manager {
+    paths: HostPaths,
+    store: Store,
+    command: String,
+    lock_timeout: Duration,
+    sriov: SriovOptions,
+}
+
+/// What `create` made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Created {
+    /// Its handle.
+    pub id: VgpuHandle,
+    /// The physical GPU.
+    pub gpu: PciAddress,
+    /// Where it went.
+    pub placement: Placement,
+    /// For a plain VF, the driver it had before `vfio-pci`.
+    pub previous_driver: Option<String>,
+}
+
+/// What `define` recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Defined {
+    /// The handle the definition answers to.
+    pub id: VgpuHandle,
+    /// Where the vGPU will go.
+    pub placement: Placement,
+    /// When it starts.
+    pub start: Start,
+}
+
+/// What `destroy` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Destroyed {
+    /// The handle.
+    pub id: VgpuHandle,
+    /// What was running, if anything.
+    pub stopped: Option<Running>,
+    /// Whether a definition was removed.
+    pub undefined: bool,
+}
+
+/// Whether `address` is a GPU function (display or accelerator class) or a VF of one.
+fn is_gpu_function(paths: &HostPaths, address: PciAddress) -> Result<bool> {
+    let device = PciDevice::new(paths, address);
+    let function = match device.physfn()? {
+        Some(pf) => PciDevice::new(paths, pf),
+        None => device,
+    };
+    Ok(function
+        .class()?
+        .is_some_and(|class| matches!(class >> 16, 0x03 | 0x12)))
+}
+
+impl Manager {
+    /// A manager for the host at `paths`, recording `command` (the command line) in the audit
+    /// log. Waits up to 60 s for the host lock.
+    pub fn new(paths: &HostPaths, command: impl Into<String>) -> Self {
+        Self {
+            paths: paths.clone(),
+            store: Store::new(paths),
+            command: command.into(),
+            lock_timeout: Duration::from_secs(60),
+            sriov: SriovOptions::default(),
+        }
+    }
+
+    /// Waits up to `timeout` for the host lock.
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// Uses these SR-IOV options (timeout, force).
+    pub fn with_sriov_options(mut self, options: SriovOptions) -> Self {
+        self.sriov = options;
+        self
+    }
+
+    /// The persistent definitions, to read.
+    pub fn definitions(&self) -> &Store {
+        &self.store
+    }
+
+    fn session(&self) -> Result<Session> {
+        Session::open(&self.paths, &self.command, self.lock_timeout, self.sriov)
+    }
+
+    /// Runs `f` as one audited operation under the host lock.
+    fn mutate<T>(
+        &self,
+        action: &str,
+        device: &str,
+        f: impl FnOnce(&mut Operation<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.session()?.run(action, device, f)
+    }
+
+    /// Creates a vGPU of type `wanted` (an id, a name, or a name without its vendor prefix) on
+    /// GPU `gpu`, on the first place with room that no definition holds. `uuid` names a
+    /// mediated device (a random one is made when `None`); it is refused for VF-based vGPUs.
+    /// With `define`, persists it first so that `restore` brings it back after a reboot.
+    /// Never replaces an existing definition.
+    pub fn create(
+        &self,
+        gpu: &str,
+        wanted: &str,
+        uuid: Option<Uuid>,
+        define: Option<Start>,
+    ) -> Result<Created> {
+        self.mutate("create", gpu, |op| {
+            let inventory = discover(op.paths())?;
+            let gpu = inventory.gpu(gpu, op.paths())?;
+            let placement = op.place(gpu, wanted)?;
+            let id = placement.handle(uuid)?;
+            if let Some(start) = define {
+                op.define(gpu, &placement, id, start)?;
+            } else if let VgpuHandle::Mdev(_) = id {
+                op.check_undefined(id)?;
+            }
+            let previous_driver = op.realize(&placement, id)?;
+            Ok(Created {
+                id,
+                gpu: gpu.address,
+                placement,
+                previous_driver,
+            })
+        })
+    }
+
+    /// Persists a vGPU of type `wanted` on `gpu` without creating it; the place it will take
+    /// is held for it from now on. Never replaces an existing definition.
+    pub fn define(
+        &self,
+        gpu: &str,
+        wanted: &str,
+        uuid: Option<Uuid>,
+        start: Start,
+    ) -> Result<Defined> {
+        self.mutate("define", gpu, |op| {
+            let inventory = discover(op.paths())?;
+            let gpu = inventory.gpu(gpu, op.paths())?;
+            let placement = op.place(gpu, wanted)?;
+            let id = placement.handle(uuid)?;
+            op.define(gpu, &placement, id, start)?;
+            Ok(Defined {
+                id,
+                placement,
+                start,
+            })
+        })
+    }
+
+    /// Removes the definition of `id` (the device keeps running). False when none existed.
+    pub fn undefine(&self, id: VgpuHandle) -> Result<bool> {
+        self.mutate("undefine", &id.to_string(), |op| undefine(op, id))
+    }
+
+    /// Stops the running vGPU `id` and removes its definition: the inverse of
+    /// `create --define`. Fails when `id` is neither running nor defined.
+    pub fn destroy(&self, id: VgpuHandle) -> Result<Destroyed> {
+        self.mutate("destroy", &id.to_string(), |op| {
+            let stopped = match backend::running(op.paths(), id)? {
+                Some(_) => Some(stop(op, id)?),
+                None => None,
+            };
+            let undefined = undefine(op, id)?;
+            if stopped.is_none() && !undefined {
+                return Err(not_found(op.paths(), id));
+            }
+            Ok(Destroyed {
+                id,
+                stopped,
+                undefined,
+            })
+        })
+    }
+
+    /// Stops the running vGPU `id`, keeping its definition.
+    pub fn stop(&self, id: VgpuHandle) -> Result<Running> {
+        self.mutate("stop", &id.to_string(), |op| {
+            if backend::running(op.paths(), id)?.is_none() {
+                return Err(not_found(op.paths(), id));
+            }
+            stop(op, id)
+        })
+    }
+
+    /// Starts the defined vGPU `id`.
+    pub fn start(&self, id: VgpuHandle) -> Result<()> {
+        self.mutate("start", &id.to_string(), |op| {
+            if backend::running(op.paths(), id)?.is_some() {
+                return Err(Error::AlreadyExists {
+                    what: Object::Vgpu,
+                    id: id.to_string(),
+                });
+            }
+            match start_defined(op, id)? {
+                true => Ok(()),
+                false => Err(Error::NotFound {
+                    what: Object::Definition,
+                    id: id.to_string(),
+                    path: op.store().vgpu_dir().to_path_buf(),
+                }),
+            }
+        })
+    }
+
+    /// Sets the VF count of `gpu` (the kernel's rules; NVIDIA's `unbindLock` and
+    /// `pci-pf-stub` sequence for NVIDIA PFs); with `define`, persists it (and `autoprobe`)
+    /// first. VFs that hold a vGPU or a passthrough driver are not taken away unless the
+    /// SR-IOV options say `force`. On failure the definition and autoprobe are put back.
+    pub fn set_vfs(
+        &self,
+        gpu: &str,
+        count: u32,
+        autoprobe: Option<bool>,
+        define: bool,
+    ) -> Result<SriovChange> {
+        self.mutate("sriov", gpu, |op| {
+            let inventory = discover(op.paths())?;
+            let pf = inventory.gpu(gpu, op.paths())?.address;
+            if define {
+                op.define_sriov(&SriovDefinition {
+                    pf,
+                    num_vfs: count,
+                    drivers_autoprobe: autoprobe,
+                })?;
+            }
+            if let Some(on) = autoprobe {
+                op.set_autoprobe(pf, on)?;
+            }
+            op.set_vf_count(pf, count)
+        })
+    }
+
+    /// Binds `address` to `driver`; with `define`, persists the binding. Only GPU functions
+    /// and their VFs unless `force`. Returns the driver it had.
+    pub fn bind(
+        &self,
+        address: PciAddress,
+        driver_name: &str,
+        define: Option<Start>,
+        force: bool,
+    ) -> Result<Option<String>> {
+        self.mutate("bind", &address.to_string(), |op| {
+            driver::validate_driver_name(driver_name)?;
+            let device = PciDevice::new(op.paths(), address);
+            if !device.exists() {
+                return Err(Error::NotFound {
+                    what: Object::PciDevice,
+                    id: address.to_string(),
+                    path: device.path().to_path_buf(),
+                });
+            }
+            if !force && !is_gpu_function(op.paths(), address)? {
+                return Err(Error::NotGpu { address });
+            }
+            let current = device.driver()?;
+            if let Some(start) = define {
+                if op.store().binding(address)?.is_some() {
+                    return Err(Error::DefinitionExists {
+                        id: address.to_string(),
+                        path: op.store().binding_path(address),
+                    });
+                }
+                op.define_binding(&BindingDefinition {
+                    address,
+                    driver: driver_name.to_owned(),
+                    previous_driver: current.clone().filter(|d| d != driver_name),
+                    start,
+                })?;
+            }
+            op.bind(address, driver_name)?;
+            Ok(current.filter(|d| d != driver_name))
+        })
+    }
+
+    /// Returns `address` to the driver it had before `bind` and removes the binding
+    /// definition. A device `vgpu` did not bind is refused unless `force` (then it goes to its
+    /// default driver). Returns the driver it has now.
+    pub fn unbind(&self, address: PciAddress, force: bool) -> Result<Option<String>> {
+        self.mutate("unbind", &address.to_string(), |op| {
+            let paths = op.paths().clone();
+            let recorded = driver::recalled_previous(&paths, address)?;
+            let defined = op.store().binding(address)?.map(|b| b.previous_driver);
+            let result = match recorded.or(defined) {
+                Some(previous) => driver::restore(&paths, address, previous.as_deref()),
+                None if force => driver::reprobe(&paths, address).map(drop),
+                None => Err(Error::NotOwned { address }),
+            };
+            op.audit("unbind-driver", &address.to_string(), &result);
+            result?;
+            driver::forget_previous(&paths, address)?;
+            op.undefine_binding(address)?;
+            PciDevice::new(&paths, address).driver()
+        })
+    }
+
+    /// Carries out `targets`, one task per GPU, all GPUs at once, under one hold of the host
+    /// lock (see [`provision`](self::provision)). A GPU whose sequence fails undoes what it
+    /// made; the others go on. Fails as a whole only when the lock or the audit log cannot be
+    /// had, a GPU is named twice, or a task dies.
+    pub async fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
+        let session = std::sync::Arc::new(self.session()?);
+        provision::run(session, targets).await
+    }
+
+    /// Brings the host back to its definitions after a reboot or a crash: VF counts first,
+    /// then driver bindings, then auto-start mediated devices, then NVIDIA VF types.
+    /// Idempotent: what is already in place is left alone. Carries on past failures and
+    /// reports (and audits) each step; see [`RestoreReport::failed`].
+    pub fn restore(&self) -> Result<RestoreReport> {
+        restore::run(&self.session()?)
+    }
+}
+
+fn not_found(paths: &HostPaths, id: VgpuHandle) -> Error {
+    Error::NotFound {
+        what: Object::Vgpu,
+        id: id.to_string(),
+        path: match id {
+            VgpuHandle::Mdev(_) => paths.mdev_devices(),
+            VgpuHandle::Vf(_) => paths.pci_devices(),
+        },
+    }
+}
+
+/// Removes every definition of `id`; false when there was none.
+fn undefine(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
+    match id {
+        VgpuHandle::Mdev(uuid) => op.undefine_mdev(uuid),
+        VgpuHandle::Vf(vf) => {
+            let vgpu = op.undefine_vf_vgpu(vf)?;
+            let binding = op.undefine_binding(vf)?;
+            Ok(vgpu || binding)
+        }
+    }
+}
+
+/// Stops `id`; a plain VF with no driver record goes back to the one its definition names.
+fn stop(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
+    let fallback = match id {
+        VgpuHandle::Vf(vf) => op.store().binding(vf)?.map(|b| b.previous_driver),
+        VgpuHandle::Mdev(_) => None,
+    };
+    op.stop(id, fallback.as_ref().map(|d| d.as_deref()))
+}
+
+/// Starts the vGPU `id` from its definition; false when it has none.
+fn start_defined(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
+    match id {
+        VgpuHandle::Mdev(uuid) => {
+            let Some(def) = op.store().mdev(uuid)? else {
+                return Ok(false);
+            };
+            let parent: PciAddress = def.parent.parse().map_err(|_| Error::Definition {
+                path: op.store().mdev_path(&def),
+                reason: format!("parent {:?} is not a PCI device", def.parent),
+            })?;
+            let placement = Placement::Mdev {
+                parent,
+                type_id: def.mdev_type.clone(),
+            };
+            op.realize(&placement, id)?;
+            op.write_mdev_attrs(&def)?;
+            Ok(true)
+        }
+        VgpuHandle::Vf(vf) => {
+            if let Some(def) = op.store().vf_vgpu(vf)? {
+                op.realize(
+                    &Placement::VendorVf {
+                        vf,
+                        type_id: def.type_id,
+                    },
+                    id,
+                )?;
+                return Ok(true);
+            }
+            if let Some(def) = op.store().binding(vf)? {
+                op.bind(vf, &def.driver)?;
+                return Ok(true);
+            }
+            Ok(false)
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Provisioning many GPUs at once: VFs first, then every vGPU, in parallel across GPUs and
+//! in order within each one.
+//!
+//! The kernel serialises work per device (a GPU's VFs come up together; its vGPUs are carved
+//! from one frame buffer one at a time) but not across devices, so the time to fill a host is
+//! its slowest GPU's own sequence, not the sum of all of them. One task per GPU runs on a
+//! blocking thread as one operation of the session: the host lock is held once for the whole
+//! run, every change is audited, definitions keep their room, and a GPU whose sequence fails
+//! has its own steps undone.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::session::{Operation, Session};
+use crate::backend;
+use crate::discovery::discover_gpu;
+use crate::error::{Error, ErrorKind, Result};
+use crate::host::sriov::SriovChange;
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, VgpuHandle};
+
+/// What to make on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The physical GPU.
+    pub gpu: PciAddress,
+    /// VFs to enable first, if any.
+    pub vfs: Option<u32>,
+    /// The vGPU type (id or name, as for `create`).
+    pub type_name: String,
+    /// How many vGPUs; `None` fills the GPU (leaving definitions their room).
+    pub count: Option<u32>,
+}
+
+/// What happened on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuReport {
+    /// The physical GPU.
+    pub gpu: PciAddress,
+    /// The VF change, if one was asked for and kept.
+    pub sriov: Option<SriovChange>,
+    /// The vGPUs created and kept, in order (none when the sequence failed: it was undone).
+    pub created: Vec<VgpuHandle>,
+    /// Why the GPU's sequence stopped, if it did.
+    pub error: Option<String>,
+    /// The error's kind, if it stopped.
+    pub kind: Option<ErrorKind>,
+    /// How long the GPU's own sequence took, in milliseconds.
+    pub elapsed_ms: u128,
+}
+
+/// Runs every target as its own operation of `session`, all GPUs at once.
+pub(super) async fn run(session: Arc<Session>, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
+    let mut seen = BTreeSet::new();
+    if let Some(twice) = targets.iter().find(|t| !seen.insert(t.gpu)) {
+        return Err(Error::DuplicateTarget { gpu: twice.gpu });
+    }
+    let mut tasks = Vec::new();
+    for target in targets {
+        let session = session.clone();
+        tasks.push(tokio::task::spawn_blocking(move || run_one(&session, &target)));
+    }
+    // Every task is awaited before the lock goes, even when one of them died.
+    let mut reports = Vec::new();
+    let mut lost = None;
+    for task in tasks {
+        match task.await {
+            Ok(report) => reports.push(report),
+            Err(join) => {
+                lost.get_or_insert(join.to_string());
+            }
+        }
+    }
+    match lost {
+        Some(reason) => Err(Error::TaskLost {
+            what: "provisioning",
+            reason,
+        }),
+        None => Ok(reports),
+    }
+}
+
+fn run_one(session: &Session, target: &Target) -> GpuReport {
+    let started = Instant::now();
+    let device = target.gpu.to_string();
+    let result = session.run("provision", &device, |op| fill(op, target));
+    let (sriov, created, error) = match result {
+        Ok((sriov, created)) => (sriov, created, None),
+        Err(err) => (None, Vec::new(), Some(err)),
+    };
+    GpuReport {
+        gpu: target.gpu,
+        sriov,
+        created,
+        kind: error.as_ref().map(Error::kind),
+        error: error.as_ref().map(Error::chain),
+        elapsed_ms: started.elapsed().as_millis(),
+    }
+}
+
+/// One GPU's sequence: the VF count, then vGPUs up to the count asked (or the room left).
+fn fill(
+    op: &mut Operation<'_>,
+    target: &Target,
+) -> Result<(Option<SriovChange>, Vec<VgpuHandle>)> {
+    let sriov = match target.vfs {
+        Some(vfs) => Some(op.set_vf_count(target.gpu, vfs)?),
+        None => None,
+    };
+    // One read of the GPU, while the type still shows its name (a full vendor-VFIO card lists
+    // none); then each place in order, as `create` would choose them.
+    let (gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
+    let type_id = backend::placement_type(&gpu, &target.type_name)?;
+    if gpu.backend == Backend::Sriov && gpu.vfs.is_empty() {
+        return Err(Error::NoVfs {
+            gpu: gpu.address,
+            backend: gpu.backend,
+        });
+    }
+    let reserved = op.reservations(&gpu)?;
+    let room = backend::room(op.paths(), &gpu, &type_id, &reserved)?;
+    let gpu_dir = op.paths().pci_device(&gpu.address);
+    let no_room = |asked, available| Error::NoCapacity {
+        gpu: gpu.address,
+        type_id: type_id.clone(),
+        asked,
+        available,
+        reserved: reserved.pending(&type_id),
+        path: gpu_dir.clone(),
+    };
+    if let Some(count) = target.count {
+        if count > room {
+            return Err(no_room(count, room));
+        }
+    }
+    let limit = target.count.unwrap_or(room);
+    let mut created = Vec::new();
+    for placement in backend::candidates(&gpu, &type_id, &reserved)? {
+        // Only a parent that is the PF itself takes more than one vGPU.
+        let many = gpu.backend == Backend::Mdev;
+        while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {
+            created.push(op.create_at(&placement, None)?.0);
+            if !many {
+                break;
+            }
+        }
+        if created.len() as u32 >= limit {
+            break;
+        }
+    }
+    let made = created.len() as u32;
+    match target.count {
+        Some(count) if made < count => Err(no_room(count, made)),
+        _ => Ok((sriov, created)),
+    }
+}

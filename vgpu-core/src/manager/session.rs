@@ -1,0 +1,536 @@
+//! The one path every change to the host takes.
+//!
+//! A [`Session`] holds the host lock and the audit log for one command. Each change runs as an
+//! [`Operation`]: every step it takes (a definition written, a vGPU made, a VF count or a
+//! driver changed) is audited and pushed on the operation's undo list; when the operation
+//! fails, or its thread unwinds, the steps are undone newest first, each undo audited too.
+//! Definitions are honoured here as well: [`Operation::reservations`] says what a GPU holds
+//! for defined vGPUs that are not running, and placement never gives that away.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::backend::{self, Placement, Reservations, Running};
+use crate::error::{Error, Result};
+use crate::host::driver;
+use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::host::sriov::{self, SriovChange, SriovOptions};
+use crate::model::pci::PciAddress;
+use crate::model::{Gpu, VgpuHandle};
+use crate::state::audit::{AuditEntry, AuditLog};
+use crate::state::lock::HostLock;
+use crate::state::store::{
+    BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,
+};
+
+/// The host lock and the audit log of one command.
+#[derive(Debug)]
+pub(crate) struct Session {
+    paths: HostPaths,
+    store: Store,
+    audit: AuditLog,
+    command: String,
+    sriov: SriovOptions,
+    _lock: HostLock,
+}
+
+/// A step that was taken, and how to take it back.
+#[derive(Debug)]
+enum Undo {
+    /// Remove the mdev definition written.
+    MdevDefinition(Uuid),
+    /// Remove the VF-vGPU definition written.
+    VfVgpuDefinition(PciAddress),
+    /// Remove the binding definition written.
+    BindingDefinition(PciAddress),
+    /// Put back the SR-IOV definition that was there (or none).
+    SriovDefinition {
+        pf: PciAddress,
+        previous: Option<SriovDefinition>,
+    },
+    /// Destroy the vGPU made.
+    Vgpu(VgpuHandle),
+    /// Put back the VF count.
+    VfCount { pf: PciAddress, before: u32 },
+    /// Put back `sriov_drivers_autoprobe`.
+    Autoprobe { pf: PciAddress, was: bool },
+    /// Give the device back to the driver it had.
+    Driver {
+        address: PciAddress,
+        previous: Option<String>,
+    },
+}
+
+impl Undo {
+    fn action(&self) -> &'static str {
+        match self {
+            Undo::MdevDefinition(_) | Undo::VfVgpuDefinition(_) | Undo::BindingDefinition(_) => {
+                "undo-define"
+            }
+            Undo::SriovDefinition { .. } => "undo-define-sriov",
+            Undo::Vgpu(_) => "undo-create",
+            Undo::VfCount { .. } => "undo-sriov",
+            Undo::Autoprobe { .. } => "undo-autoprobe",
+            Undo::Driver { .. } => "undo-bind",
+        }
+    }
+
+    fn device(&self) -> String {
+        match self {
+            Undo::MdevDefinition(uuid) => uuid.to_string(),
+            Undo::Vgpu(id) => id.to_string(),
+            Undo::VfVgpuDefinition(a)
+            | Undo::BindingDefinition(a)
+            | Undo::SriovDefinition { pf: a, .. }
+            | Undo::VfCount { pf: a, .. }
+            | Undo::Autoprobe { pf: a, .. }
+            | Undo::Driver { address: a, .. } => a.to_string(),
+        }
+    }
+}
+
+impl Session {
+    /// Takes the host lock (waiting up to `lock_timeout`) and opens the audit log.
+    pub(crate) fn open(
+        paths: &HostPaths,
+        command: &str,
+        lock_timeout: Duration,
+        sriov: SriovOptions,
+    ) -> Result<Self> {
+        let lock = HostLock::acquire(paths, lock_timeout)?;
+        Ok(Self {
+            paths: paths.clone(),
+            store: Store::new(paths),
+            audit: AuditLog::open(paths)?,
+            command: command.to_owned(),
+            sriov,
+            _lock: lock,
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Records one line in the audit log. A change is made (or not) either way, so a log that
+    /// cannot be written is reported loudly rather than failing the change.
+    pub(crate) fn record(&self, action: &str, device: &str, outcome: &str) {
+        let entry = AuditEntry::now(&self.command, action, device, outcome);
+        if let Err(err) = self.audit.record(&entry) {
+            tracing::error!(action, device, "cannot write the audit log: {}", err.chain());
+        }
+    }
+
+    /// Records `result` of `action` on `device`: `ok` or the error chain.
+    pub(crate) fn record_result<T>(&self, action: &str, device: &str, result: &Result<T>) {
+        match result {
+            Ok(_) => self.record(action, device, "ok"),
+            Err(err) => self.record(action, device, &err.chain()),
+        }
+    }
+
+    /// Runs one audited operation: a `started` record, `f` with an undo guard, the outcome.
+    pub(crate) fn run<T>(
+        &self,
+        action: &str,
+        device: &str,
+        f: impl FnOnce(&mut Operation<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.record(action, device, "started");
+        let result = self.attempt(f);
+        self.record_result(action, device, &result);
+        result
+    }
+
+    /// Runs `f`; when it fails, undoes every step it took through the operation, newest first.
+    pub(crate) fn attempt<T>(&self, f: impl FnOnce(&mut Operation<'_>) -> Result<T>) -> Result<T> {
+        let mut op = Operation {
+            session: self,
+            undo: Vec::new(),
+        };
+        let result = f(&mut op);
+        match &result {
+            Ok(_) => op.undo.clear(),
+            Err(_) => op.rollback(),
+        }
+        result
+    }
+}
+
+/// One change in progress: the steps taken so far, undone unless it succeeds.
+pub(crate) struct Operation<'s> {
+    session: &'s Session,
+    undo: Vec<Undo>,
+}
+
+impl Drop for Operation<'_> {
+    /// A thread unwinding through an operation still leaves the host as it found it.
+    fn drop(&mut self) {
+        self.rollback();
+    }
+}
+
+impl Operation<'_> {
+    pub(crate) fn paths(&self) -> &HostPaths {
+        &self.session.paths
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.session.store
+    }
+
+    /// Audits one step and, when it succeeded, remembers how to undo it.
+    fn step<T>(
+        &mut self,
+        action: &str,
+        device: &str,
+        result: Result<T>,
+        undo: impl FnOnce(&T) -> Option<Undo>,
+    ) -> Result<T> {
+        self.session.record_result(action, device, &result);
+        if let Ok(value) = &result {
+            if let Some(undo) = undo(value) {
+                self.undo.push(undo);
+            }
+        }
+        result
+    }
+
+    /// Undoes the steps taken, newest first; a step that cannot be undone is audited and
+    /// logged, and the rest are still tried.
+    fn rollback(&mut self) {
+        while let Some(undo) = self.undo.pop() {
+            let (action, device) = (undo.action(), undo.device());
+            let result = self.undo_one(undo);
+            self.session.record_result(action, &device, &result);
+            if let Err(err) = result {
+                tracing::error!(action, device, "cannot undo: {}", err.chain());
+            }
+        }
+    }
+
+    fn undo_one(&self, undo: Undo) -> Result<()> {
+        let paths = self.paths();
+        let store = self.store();
+        match undo {
+            Undo::MdevDefinition(uuid) => store.undefine_mdev(uuid).map(drop),
+            Undo::VfVgpuDefinition(vf) => store.undefine_vf_vgpu(vf).map(drop),
+            Undo::BindingDefinition(address) => store.undefine_binding(address).map(drop),
+            Undo::SriovDefinition { pf, previous } => match previous {
+                Some(def) => store.define_sriov(&def),
+                None => store.undefine_sriov(pf).map(drop),
+            },
+            Undo::Vgpu(id) => backend::destroy(paths, id, None).map(drop),
+            Undo::VfCount { pf, before } => {
+                sriov::set_vf_count(paths, pf, before, self.session.sriov).map(drop)
+            }
+            Undo::Autoprobe { pf, was } => sriov::set_autoprobe(paths, pf, was),
+            Undo::Driver { address, previous } => {
+                driver::restore(paths, address, previous.as_deref())?;
+                driver::forget_previous(paths, address)
+            }
+        }
+    }
+
+    /// What definitions hold on `gpu` for vGPUs that are not running now.
+    pub(crate) fn reservations(&self, gpu: &Gpu) -> Result<Reservations> {
+        let paths = self.paths();
+        let store = self.store();
+        let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
+        let mut held = Reservations::default();
+        for def in store.mdevs()? {
+            let Ok(parent) = def.parent.parse::<PciAddress>() else {
+                continue;
+            };
+            if !on_gpu(parent) {
+                continue;
+            }
+            if parent != gpu.address {
+                held.vfs.push(parent);
+            }
+            if backend::running(paths, VgpuHandle::Mdev(def.uuid))?.is_none() {
+                *held.pending.entry(def.mdev_type).or_default() += 1;
+            }
+        }
+        for def in store.vf_vgpus()? {
+            if !on_gpu(def.vf) {
+                continue;
+            }
+            held.vfs.push(def.vf);
+            if backend::running(paths, VgpuHandle::Vf(def.vf))?.is_none() {
+                *held.pending.entry(def.type_id.to_string()).or_default() += 1;
+            }
+        }
+        for def in store.bindings()? {
+            if on_gpu(def.address) && def.address != gpu.address {
+                held.vfs.push(def.address);
+            }
+        }
+        held.vfs.sort();
+        held.vfs.dedup();
+        Ok(held)
+    }
+
+    /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
+    pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+        let type_id = backend::placement_type(gpu, wanted)?;
+        if gpu.vfs.is_empty() && gpu.backend == crate::model::Backend::Sriov {
+            return Err(Error::NoVfs {
+                gpu: gpu.address,
+                backend: gpu.backend,
+            });
+        }
+        let reserved = self.reservations(gpu)?;
+        let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
+        let no_room = |available| Error::NoCapacity {
+            gpu: gpu.address,
+            type_id: type_id.clone(),
+            asked: 1,
+            available,
+            reserved: reserved.pending(&type_id),
+            path: self.paths().pci_device(&gpu.address),
+        };
+        if room == 0 {
+            return Err(no_room(0));
+        }
+        for placement in backend::candidates(gpu, &type_id, &reserved)? {
+            if backend::fits(self.paths(), &placement)? {
+                return Ok(placement);
+            }
+        }
+        Err(no_room(0))
+    }
+
+    /// Writes a definition for a vGPU at `placement` named `id`; never replaces one.
+    pub(crate) fn define(
+        &mut self,
+        gpu: &Gpu,
+        placement: &Placement,
+        id: VgpuHandle,
+        start: crate::state::store::Start,
+    ) -> Result<()> {
+        self.check_undefined(id)?;
+        let store = self.session.store.clone();
+        let device = id.to_string();
+        let (result, undo) = match (placement, id) {
+            (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
+                if backend::running(self.paths(), id)?.is_some() {
+                    return Err(Error::AlreadyExists {
+                        what: crate::error::Object::Mdev,
+                        id: device,
+                    });
+                }
+                let def = MdevDefinition {
+                    uuid,
+                    parent: parent.to_string(),
+                    mdev_type: type_id.clone(),
+                    start,
+                    attrs: Vec::new(),
+                };
+                (store.define_mdev(&def), Undo::MdevDefinition(uuid))
+            }
+            (Placement::VendorVf { vf, type_id }, _) => {
+                let def = VfVgpuDefinition {
+                    vf: *vf,
+                    gpu: gpu.address,
+                    type_id: *type_id,
+                    start,
+                };
+                (store.define_vf_vgpu(&def), Undo::VfVgpuDefinition(*vf))
+            }
+            (Placement::PlainVf { vf }, _) => {
+                // The driver it has now is the one to give it back to on destroy.
+                let previous = PciDevice::new(self.paths(), *vf).driver()?;
+                let def = BindingDefinition {
+                    address: *vf,
+                    driver: "vfio-pci".to_owned(),
+                    previous_driver: previous.filter(|d| !driver::is_passthrough_driver(d)),
+                    start,
+                };
+                (store.define_binding(&def), Undo::BindingDefinition(*vf))
+            }
+            (Placement::Mdev { .. }, VgpuHandle::Vf(_)) => {
+                return Err(Error::UuidNotApplicable {
+                    device: placement.device(),
+                });
+            }
+        };
+        self.step("define", &device, result, |()| Some(undo))
+    }
+
+    /// Fails with [`Error::DefinitionExists`] when `id` is defined.
+    pub(crate) fn check_undefined(&self, id: VgpuHandle) -> Result<()> {
+        let store = self.store();
+        let existing = match id {
+            VgpuHandle::Mdev(uuid) => store.mdev(uuid)?.map(|d| store.mdev_path(&d)),
+            VgpuHandle::Vf(vf) => match store.vf_vgpu(vf)? {
+                Some(_) => Some(store.vf_vgpu_path(vf)),
+                None => store.binding(vf)?.map(|_| store.binding_path(vf)),
+            },
+        };
+        match existing {
+            Some(path) => Err(Error::DefinitionExists {
+                id: id.to_string(),
+                path,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a binding definition (the caller checked there is none).
+    pub(crate) fn define_binding(&mut self, def: &BindingDefinition) -> Result<()> {
+        let result = self.store().define_binding(def);
+        let address = def.address;
+        self.step("define", &address.to_string(), result, |()| {
+            Some(Undo::BindingDefinition(address))
+        })
+    }
+
+    /// Removes the mdev definition of `uuid`; false when there was none.
+    pub(crate) fn undefine_mdev(&mut self, uuid: Uuid) -> Result<bool> {
+        let result = self.store().undefine_mdev(uuid);
+        self.undefined(&uuid.to_string(), result)
+    }
+
+    /// Removes the VF-vGPU definition of `vf`; false when there was none.
+    pub(crate) fn undefine_vf_vgpu(&mut self, vf: PciAddress) -> Result<bool> {
+        let result = self.store().undefine_vf_vgpu(vf);
+        self.undefined(&vf.to_string(), result)
+    }
+
+    /// Removes the binding definition of `address`; false when there was none.
+    pub(crate) fn undefine_binding(&mut self, address: PciAddress) -> Result<bool> {
+        let result = self.store().undefine_binding(address);
+        self.undefined(&address.to_string(), result)
+    }
+
+    /// Audits a removal that removed something (or failed); a removal of nothing is no step.
+    fn undefined(&mut self, device: &str, result: Result<bool>) -> Result<bool> {
+        if !matches!(result, Ok(false)) {
+            self.session.record_result("undefine", device, &result);
+        }
+        result
+    }
+
+    /// Writes (or replaces) the SR-IOV definition of `pf`; undo puts back the one before.
+    pub(crate) fn define_sriov(&mut self, def: &SriovDefinition) -> Result<()> {
+        let previous = self.store().sriov_of(def.pf)?;
+        let result = self.store().define_sriov(def);
+        let pf = def.pf;
+        self.step("define-sriov", &pf.to_string(), result, |()| {
+            Some(Undo::SriovDefinition { pf, previous })
+        })
+    }
+
+    /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
+    pub(crate) fn realize(&mut self, placement: &Placement, id: VgpuHandle) -> Result<Option<String>> {
+        let result = backend::realize(self.paths(), placement, id);
+        self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
+    }
+
+    /// Writes the attributes of a defined mediated device, in order.
+    pub(crate) fn write_mdev_attrs(&mut self, def: &MdevDefinition) -> Result<()> {
+        let Some(parent) = backend::mdev::parent_of(self.paths(), def.uuid)? else {
+            return Err(Error::NotFound {
+                what: crate::error::Object::Mdev,
+                id: def.uuid.to_string(),
+                path: self.paths().mdev_devices(),
+            });
+        };
+        let dir = self.paths().pci_device(&parent).join(def.uuid.to_string());
+        for (name, value) in &def.attrs {
+            driver::validate_driver_name(name).map_err(|_| {
+                Error::bad_name(name, "an attribute name (a file name under the device)")
+            })?;
+            let result = crate::host::sysfs::write_attr(&dir.join(name), value);
+            self.step("attr", &format!("{}/{name}", def.uuid), result, |()| None)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the vGPU `id` (a plain VF goes back to the driver it had, or `fallback`).
+    pub(crate) fn stop(&mut self, id: VgpuHandle, fallback: Option<Option<&str>>) -> Result<Running> {
+        let result = backend::destroy(self.paths(), id, fallback);
+        self.step("stop", &id.to_string(), result, |_| None)
+    }
+
+    /// Sets `sriov_drivers_autoprobe` of `pf`; undo puts back what it was.
+    pub(crate) fn set_autoprobe(&mut self, pf: PciAddress, on: bool) -> Result<()> {
+        let was = PciDevice::new(self.paths(), pf)
+            .sriov()?
+            .and_then(|s| s.drivers_autoprobe);
+        let result = sriov::set_autoprobe(self.paths(), pf, on);
+        self.step("autoprobe", &pf.to_string(), result, |()| {
+            was.filter(|w| *w != on).map(|was| Undo::Autoprobe { pf, was })
+        })
+    }
+
+    /// Sets the VF count of `pf`. VFs that hold a vGPU or a passthrough driver are not taken
+    /// away unless the session's SR-IOV options say `force`.
+    pub(crate) fn set_vf_count(&mut self, pf: PciAddress, count: u32) -> Result<SriovChange> {
+        let options = self.session.sriov;
+        let device = PciDevice::new(self.paths(), pf);
+        if !options.force && device.exists() {
+            let present = device.virtfns()?;
+            if !present.is_empty() && present.len() != count as usize {
+                for vf in present {
+                    if let Some(by) = backend::vf_holder(self.paths(), vf)? {
+                        return Err(Error::InUse {
+                            device: vf.to_string(),
+                            by,
+                        });
+                    }
+                }
+            }
+        }
+        let result = sriov::set_vf_count(self.paths(), pf, count, options);
+        self.step("sriov", &pf.to_string(), result, |change| {
+            (change.before != change.enabled).then_some(Undo::VfCount {
+                pf,
+                before: change.before,
+            })
+        })
+    }
+
+    /// Binds `address` to `driver`, recording the driver it had until reboot; returns that
+    /// driver. Already bound there: nothing changes.
+    pub(crate) fn bind(&mut self, address: PciAddress, driver_name: &str) -> Result<Option<String>> {
+        let paths = self.session.paths.clone();
+        let result = driver::bind(&paths, address, driver_name).and_then(|previous| {
+            if previous.as_deref() != Some(driver_name) {
+                if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
+                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref()) {
+                        tracing::error!(%address, "cannot rebind the previous driver: {}", undo.chain());
+                    }
+                    return Err(err);
+                }
+            }
+            Ok(previous)
+        });
+        self.step("bind", &address.to_string(), result, |previous| {
+            (previous.as_deref() != Some(driver_name)).then(|| Undo::Driver {
+                address,
+                previous: previous.clone(),
+            })
+        })
+    }
+
+    /// Audits a step the operation took outside these helpers.
+    pub(crate) fn audit<T>(&self, action: &str, device: &str, result: &Result<T>) {
+        self.session.record_result(action, device, result);
+    }
+
+    /// Makes `placement` under `uuid` or the handle it implies: the shared end of `create`,
+    /// `start` and provisioning.
+    pub(crate) fn create_at(
+        &mut self,
+        placement: &Placement,
+        uuid: Option<Uuid>,
+    ) -> Result<(VgpuHandle, Option<String>)> {
+        let id = placement.handle(uuid)?;
+        let previous = self.realize(placement, id)?;
+        Ok((id, previous))
+    }
+}

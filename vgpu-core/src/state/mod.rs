@@ -1,0 +1,7 @@
+//! What `vgpu` keeps on the host itself: persistent definitions ([`store`]), the host lock,
+//! the audit log, and the durable file updates they share.
+
+pub(crate) mod audit;
+pub(crate) mod durable;
+pub(crate) mod lock;
+pub(crate) mod store;
