@@ -562,15 +562,16 @@ pub mod scenarios {
         .unwrap_or(pf)
     }
 
-    /// L40S types offered through the vendor VFIO interface in these fixtures.
+    /// L40S types offered through the vendor VFIO interface in these fixtures, with the ids the
+    /// catalog (`data/vgpu-types.toml`) and the simulator's profiles give them.
     pub const L40S_TYPES: [(u32, &str); 3] = [
-        (1156, "NVIDIA L40S-1B"),
-        (1151, "NVIDIA L40S-8Q"),
-        (1155, "NVIDIA L40S-48Q"),
+        (1145, "NVIDIA L40S-1B"),
+        (1152, "NVIDIA L40S-8Q"),
+        (1156, "NVIDIA L40S-48Q"),
     ];
 
     /// An L40S at `address` with `vfs` VFs on NVIDIA's vendor VFIO interface; the first `used`
-    /// VFs hold an L40S-8Q (id 1151). With 6 used, the card is full and every free VF lists
+    /// VFs hold an L40S-8Q (id 1152). With 6 used, the card is full and every free VF lists
     /// only the header.
     pub fn l40s_vendor_vfio(
         host: &FakeHost,
@@ -597,7 +598,7 @@ pub mod scenarios {
                     .numa(1)
                     .group(group + 1 + index),
             )?;
-            let current = if index < used { 1151 } else { 0 };
+            let current = if index < used { L40S_TYPES[1].0 } else { 0 };
             let creatable: Vec<(u32, &str)> = if current != 0 || full {
                 Vec::new()
             } else if used > 0 {

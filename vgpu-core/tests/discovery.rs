@@ -205,13 +205,13 @@ fn l40s_vendor_vfio_backend_is_nvidia_vfio() {
 fn l40s_vendor_vfio_type_ids_are_decimal_and_sorted() {
     let inv = inventory(&l40s_host(8, 0));
     let ids: Vec<&str> = inv.gpus[0].types.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["1151", "1155", "1156"]);
+    assert_eq!(ids, ["1145", "1152", "1156"]);
 }
 
 #[test]
 fn l40s_vendor_vfio_facts_come_from_name_and_catalog() {
     let inv = inventory(&l40s_host(8, 0));
-    let t = inv.gpus[0].types.iter().find(|t| t.id == "1151").unwrap();
+    let t = inv.gpus[0].types.iter().find(|t| t.id == "1152").unwrap();
     assert_eq!(
         (
             t.name.as_deref(),
@@ -227,7 +227,7 @@ fn l40s_vendor_vfio_facts_come_from_name_and_catalog() {
 #[test]
 fn l40s_vendor_vfio_partly_used_counts_free_vfs_and_capacity() {
     let inv = inventory(&l40s_host(8, 2));
-    let t = inv.gpus[0].types.iter().find(|t| t.id == "1151").unwrap();
+    let t = inv.gpus[0].types.iter().find(|t| t.id == "1152").unwrap();
     assert_eq!((t.available, t.in_use), (4, 2));
 }
 
@@ -253,7 +253,7 @@ fn l40s_vendor_vfio_full_card_has_nothing_available() {
         t.iter()
             .map(|t| (t.id.as_str(), t.available, t.in_use))
             .collect::<Vec<_>>(),
-        [("1151", 0, 6)]
+        [("1152", 0, 6)]
     );
 }
 
@@ -271,7 +271,7 @@ fn l40s_vendor_vfio_vf_shows_current_type() {
         .iter()
         .map(|v| v.vgpu_type.as_deref())
         .collect();
-    assert_eq!(vfs, [Some("1151"), None]);
+    assert_eq!(vfs, [Some("1152"), None]);
 }
 
 fn gvtg_host() -> FakeHost {
