@@ -25,7 +25,14 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| "mixed".to_owned());
     let built = FakeHost::at(&dir).and_then(|host| match kind.as_str() {
         "mixed" => scenarios::mixed(&host),
-        "large" => scenarios::large(&host, 8, 32, 20),
+        "large" => scenarios::large(
+            &host,
+            &scenarios::Large {
+                gpus: 8,
+                vfs: 32,
+                types: 20,
+            },
+        ),
         other => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("unknown host {other:?}"),

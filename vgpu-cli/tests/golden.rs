@@ -93,7 +93,16 @@ fn no_iommu() -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.cpu("fpu vmx sse").unwrap();
     host.write("proc/cmdline", "root=/dev/sda1 ro\n").unwrap();
-    scenarios::t4_legacy(&host, vgpu_core::testing::addr("0000:3b:00.0"), 12, 0, &[]).unwrap();
+    scenarios::t4_legacy(
+        &host,
+        &scenarios::T4Legacy {
+            address: vgpu_core::testing::addr("0000:3b:00.0"),
+            group: 12,
+            numa: 0,
+            used: &[],
+        },
+    )
+    .unwrap();
     host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group")
         .unwrap();
     host.remove("sys/kernel/iommu_groups/12").unwrap();

@@ -452,15 +452,29 @@ pub mod scenarios {
         )
     }
 
-    /// A Tesla T4 at `address` with legacy mdev on the PF: `GRID T4-1B`, `-2Q`, `-4Q`, `-16Q`,
-    /// with `used` (type id, uuids) vGPUs already created. Its audio-less slot is its own group.
-    pub fn t4_legacy(
-        host: &FakeHost,
-        address: PciAddress,
-        group: u32,
-        numa: i32,
-        used: &[(&str, Uuid)],
-    ) -> io::Result<()> {
+    /// Where [`t4_legacy`] puts a Tesla T4 and which vGPUs it already holds.
+    #[derive(Debug, Clone)]
+    pub struct T4Legacy<'a> {
+        /// The T4's PCI address.
+        pub address: PciAddress,
+        /// Its IOMMU group (its audio-less slot is a group of its own).
+        pub group: u32,
+        /// Its NUMA node (`-1` for unknown).
+        pub numa: i32,
+        /// vGPUs already created, as (mdev type id, UUID); the first one's type is the type in
+        /// use, which leaves the other types 0 available.
+        pub used: &'a [(&'a str, Uuid)],
+    }
+
+    /// A Tesla T4 with legacy mdev on the PF: `GRID T4-1B`, `-2Q`, `-4Q`, `-16Q`, with the
+    /// vGPUs of `t4.used` already created.
+    pub fn t4_legacy(host: &FakeHost, t4: &T4Legacy<'_>) -> io::Result<()> {
+        let T4Legacy {
+            address,
+            group,
+            numa,
+            used,
+        } = *t4;
         host.pci(
             &PciSpec::new(address, NVIDIA, 0x1eb8, 0x030200)
                 .driver("nvidia")
@@ -493,15 +507,22 @@ pub mod scenarios {
         Ok(())
     }
 
-    /// An A40 at `address` (bus `bb`) with `vfs` VFs enabled, each an mdev parent offering
-    /// `NVIDIA A40-2Q` (24 per GPU) and `NVIDIA A40-48Q` (1 per GPU); `used` VFs hold an
-    /// A40-2Q each.
-    pub fn a40_vf_mdev(
-        host: &FakeHost,
-        address: PciAddress,
-        vfs: u32,
-        used: u32,
-    ) -> io::Result<()> {
+    /// Where [`a40_vf_mdev`] puts an A40, how many VFs it enables and how many are in use.
+    #[derive(Debug, Clone)]
+    pub struct A40VfMdev {
+        /// The A40's (PF's) PCI address; its IOMMU group is 40, its VFs' 41 onwards.
+        pub address: PciAddress,
+        /// VFs enabled (of 32), each an mdev parent.
+        pub vfs: u32,
+        /// The first `used` VFs hold an A40-2Q each.
+        pub used: u32,
+    }
+
+    /// An A40 with `a40.vfs` VFs enabled, each an mdev parent offering `NVIDIA A40-2Q`
+    /// (24 per GPU) and `NVIDIA A40-48Q` (1 per GPU); the first `a40.used` VFs hold an A40-2Q
+    /// each.
+    pub fn a40_vf_mdev(host: &FakeHost, a40: &A40VfMdev) -> io::Result<()> {
+        let A40VfMdev { address, vfs, used } = *a40;
         host.pci(
             &PciSpec::new(address, NVIDIA, 0x2235, 0x030200)
                 .driver("nvidia")
@@ -570,16 +591,30 @@ pub mod scenarios {
         (1156, "NVIDIA L40S-48Q"),
     ];
 
-    /// An L40S at `address` with `vfs` VFs on NVIDIA's vendor VFIO interface; the first `used`
+    /// Where [`l40s_vendor_vfio`] puts an L40S, how many VFs it enables and how many are in
+    /// use.
+    #[derive(Debug, Clone)]
+    pub struct L40sVendorVfio {
+        /// The L40S's (PF's) PCI address.
+        pub address: PciAddress,
+        /// The PF's IOMMU group; VF `i` is in group `group + 1 + i`.
+        pub group: u32,
+        /// VFs enabled (of 32), each bound to `nvidia`.
+        pub vfs: u32,
+        /// The first `used` VFs hold an L40S-8Q (id 1152); 6 or more fill the card.
+        pub used: u32,
+    }
+
+    /// An L40S with `l40s.vfs` VFs on NVIDIA's vendor VFIO interface; the first `l40s.used`
     /// VFs hold an L40S-8Q (id 1152). With 6 used, the card is full and every free VF lists
     /// only the header.
-    pub fn l40s_vendor_vfio(
-        host: &FakeHost,
-        address: PciAddress,
-        group: u32,
-        vfs: u32,
-        used: u32,
-    ) -> io::Result<()> {
+    pub fn l40s_vendor_vfio(host: &FakeHost, l40s: &L40sVendorVfio) -> io::Result<()> {
+        let L40sVendorVfio {
+            address,
+            group,
+            vfs,
+            used,
+        } = *l40s;
         host.pci(
             &PciSpec::new(address, NVIDIA, 0x26b9, 0x030200)
                 .driver("nvidia")
@@ -654,9 +689,32 @@ pub mod scenarios {
                 Uuid::from_u128(0x1f3a_5b7c_0000_4000_8000_0000_0000_0002),
             ),
         ];
-        t4_legacy(host, addr("0000:3b:00.0"), 12, 0, &used)?;
-        a40_vf_mdev(host, addr("0000:41:00.0"), 4, 1)?;
-        l40s_vendor_vfio(host, addr("0000:81:00.0"), 60, 4, 1)?;
+        t4_legacy(
+            host,
+            &T4Legacy {
+                address: addr("0000:3b:00.0"),
+                group: 12,
+                numa: 0,
+                used: &used,
+            },
+        )?;
+        a40_vf_mdev(
+            host,
+            &A40VfMdev {
+                address: addr("0000:41:00.0"),
+                vfs: 4,
+                used: 1,
+            },
+        )?;
+        l40s_vendor_vfio(
+            host,
+            &L40sVendorVfio {
+                address: addr("0000:81:00.0"),
+                group: 60,
+                vfs: 4,
+                used: 1,
+            },
+        )?;
         host.pci(
             &PciSpec::new(addr("0000:4d:00.0"), INTEL, 0x56c0, 0x038000)
                 .driver("i915")
@@ -667,9 +725,22 @@ pub mod scenarios {
         gvtg(host, 1)
     }
 
-    /// A generated large host: `gpus` A40-like GPUs, each with `vfs` VFs that each offer
-    /// `types` mdev types (`nvidia-<500+n>`, `n+1` GiB each). Used to measure discovery.
-    pub fn large(host: &FakeHost, gpus: u32, vfs: u32, types: u32) -> io::Result<()> {
+    /// How big a host [`large`] generates.
+    #[derive(Debug, Clone)]
+    pub struct Large {
+        /// A40-like GPUs.
+        pub gpus: u32,
+        /// VFs enabled on each GPU, each an mdev parent.
+        pub vfs: u32,
+        /// mdev types each VF offers.
+        pub types: u32,
+    }
+
+    /// A generated large host: `size.gpus` A40-like GPUs, each with `size.vfs` VFs that each
+    /// offer `size.types` mdev types (`nvidia-<500+n>`, `n+1` GiB each). Used to measure
+    /// discovery.
+    pub fn large(host: &FakeHost, size: &Large) -> io::Result<()> {
+        let Large { gpus, vfs, types } = *size;
         host.intel_iommu_host()?;
         for g in 0..gpus {
             let pf =

@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use uuid::Uuid;
-use vgpu_core::testing::scenarios::{self, INTEL, NVIDIA, vf_address};
+use vgpu_core::testing::scenarios::{
+    self, A40VfMdev, INTEL, L40sVendorVfio, NVIDIA, T4Legacy, vf_address,
+};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};
 use vgpu_core::{Backend, Inventory, VgpuHandle, discover};
 
@@ -18,7 +20,16 @@ fn t4_host() -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
     let used = [("nvidia-231", UUID_A), ("nvidia-231", UUID_B)];
-    scenarios::t4_legacy(&host, addr("0000:3b:00.0"), 12, 0, &used).unwrap();
+    scenarios::t4_legacy(
+        &host,
+        &T4Legacy {
+            address: addr("0000:3b:00.0"),
+            group: 12,
+            numa: 0,
+            used: &used,
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -119,7 +130,15 @@ fn t4_legacy_vgpus_are_listed_with_parent() {
 fn a40_host(vfs: u32, used: u32) -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::a40_vf_mdev(&host, addr("0000:41:00.0"), vfs, used).unwrap();
+    scenarios::a40_vf_mdev(
+        &host,
+        &A40VfMdev {
+            address: addr("0000:41:00.0"),
+            vfs,
+            used,
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -189,7 +208,16 @@ fn a40_vf_mdev_vf_shows_type_it_holds() {
 fn l40s_host(vfs: u32, used: u32) -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::l40s_vendor_vfio(&host, addr("0000:81:00.0"), 60, vfs, used).unwrap();
+    scenarios::l40s_vendor_vfio(
+        &host,
+        &L40sVendorVfio {
+            address: addr("0000:81:00.0"),
+            group: 60,
+            vfs,
+            used,
+        },
+    )
+    .unwrap();
     host
 }
 
