@@ -531,7 +531,7 @@ pub mod scenarios {
                 .sriov(32, 0x2235),
         )?;
         for index in 0..vfs {
-            let vf = vf_address(address, index);
+            let vf = vf_address(address, index)?;
             host.vf(
                 address,
                 index,
@@ -569,18 +569,26 @@ pub mod scenarios {
         Ok(())
     }
 
-    /// The address of VF `index` of `pf` (offset 4, stride 1 within the PF's bus).
-    pub fn vf_address(pf: PciAddress, index: u32) -> PciAddress {
-        let routing = u32::from(pf.device()) * 8 + u32::from(pf.function()) + 4 + index;
-        let bus = u32::from(pf.bus()) + routing / 256;
+    /// The address of VF `index` of `pf` (offset 4, stride 1, routing ids past the PF's bus
+    /// carrying onto the next buses, as the kernel numbers them).
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] when the VF would sit past bus `ff` of the PF's domain.
+    pub fn vf_address(pf: PciAddress, index: u32) -> io::Result<PciAddress> {
+        let routing = u64::from(pf.device()) * 8 + u64::from(pf.function()) + 4 + u64::from(index);
+        let bus = u64::from(pf.bus()) + routing / 256;
         let routing = routing % 256;
-        PciAddress::new(
-            pf.domain(),
-            (bus & 0xff) as u8,
-            (routing / 8) as u8,
-            (routing % 8) as u8,
-        )
-        .unwrap_or(pf)
+        u8::try_from(bus)
+            .ok()
+            .and_then(|bus| {
+                PciAddress::new(pf.domain(), bus, (routing / 8) as u8, (routing % 8) as u8)
+            })
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("VF {index} of {pf} would sit past bus ff"),
+                )
+            })
     }
 
     /// L40S types offered through the vendor VFIO interface in these fixtures, with the ids the
@@ -624,7 +632,7 @@ pub mod scenarios {
         )?;
         let full = used >= 6;
         for index in 0..vfs {
-            let vf = vf_address(address, index);
+            let vf = vf_address(address, index)?;
             host.vf(
                 address,
                 index,
@@ -728,44 +736,88 @@ pub mod scenarios {
     /// How big a host [`large`] generates.
     #[derive(Debug, Clone)]
     pub struct Large {
-        /// A40-like GPUs.
+        /// A40-like GPUs, at most [`LARGE_MAX_GPUS`].
         pub gpus: u32,
-        /// VFs enabled on each GPU, each an mdev parent.
+        /// VFs enabled on each GPU, each an mdev parent; at most [`LARGE_MAX_VFS`].
         pub vfs: u32,
         /// mdev types each VF offers.
         pub types: u32,
     }
 
+    /// GPUs [`large`] puts in one PCI domain: one every 16 buses, from bus `10` to `f0`.
+    const LARGE_GPUS_PER_DOMAIN: u32 = 15;
+
+    /// The most GPUs [`large`] lays out: 15 in each of the 65536 16-bit PCI domains.
+    pub const LARGE_MAX_GPUS: u32 = LARGE_GPUS_PER_DOMAIN * 0x1_0000;
+
+    /// The most VFs per GPU [`large`] lays out: routing ids 4 onwards within the GPU's 16 buses.
+    pub const LARGE_MAX_VFS: u32 = 16 * 256 - 4;
+
     /// A generated large host: `size.gpus` A40-like GPUs, each with `size.vfs` VFs that each
     /// offer `size.types` mdev types (`nvidia-<500+n>`, `n+1` GiB each). Used to measure
     /// discovery.
+    ///
+    /// GPU `g` sits at `<g / 15>:<10 * (1 + g % 15)>:00.0` (domain, then bus in hex: 15 GPUs
+    /// per domain, 16 buses each, so its VFs never reach the next GPU's bus); its IOMMU group
+    /// is `1000 + g * (vfs + 1)`, its VFs' the following ones.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] when `size.gpus` is above [`LARGE_MAX_GPUS`] or
+    /// `size.vfs` above [`LARGE_MAX_VFS`], or the IOMMU group numbers would overflow; nothing is
+    /// laid out then. Otherwise the error of the first file that cannot be written.
     pub fn large(host: &FakeHost, size: &Large) -> io::Result<()> {
         let Large { gpus, vfs, types } = *size;
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        if gpus > LARGE_MAX_GPUS {
+            return Err(invalid(format!(
+                "{gpus} GPUs do not fit in 65536 PCI domains of {LARGE_GPUS_PER_DOMAIN} (at most {LARGE_MAX_GPUS})"
+            )));
+        }
+        if vfs > LARGE_MAX_VFS {
+            return Err(invalid(format!(
+                "{vfs} VFs per GPU do not fit in its 16 buses (at most {LARGE_MAX_VFS})"
+            )));
+        }
+        let group_of = |g: u32| {
+            g.checked_mul(vfs + 1)
+                .and_then(|n| n.checked_add(1000))
+                .filter(|first| first.checked_add(vfs).is_some())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "IOMMU group numbers of {gpus} GPUs with {vfs} VFs overflow u32"
+                    ))
+                })
+        };
+        group_of(gpus.saturating_sub(1))?;
         host.intel_iommu_host()?;
         for g in 0..gpus {
-            let pf =
-                PciAddress::new(0, 0x10 + (g as u8) * 0x10, 0, 0).unwrap_or(addr("0000:10:00.0"));
+            let bus = 0x10 * (1 + g % LARGE_GPUS_PER_DOMAIN);
+            let pf = u8::try_from(bus)
+                .ok()
+                .and_then(|bus| PciAddress::new(g / LARGE_GPUS_PER_DOMAIN, bus, 0, 0))
+                .ok_or_else(|| invalid(format!("GPU {g} has no address")))?;
+            let group = group_of(g)?;
             host.pci(
                 &PciSpec::new(pf, NVIDIA, 0x2235, 0x030200)
                     .driver("nvidia")
                     .numa((g % 2) as i32)
-                    .group(1000 + g * 100)
+                    .group(group)
                     .sriov(vfs, 0x2235),
             )?;
             for index in 0..vfs {
-                let vf = vf_address(pf, index);
+                let vf = vf_address(pf, index)?;
                 host.vf(
                     pf,
                     index,
                     &PciSpec::new(vf, NVIDIA, 0x2235, 0x030200)
                         .driver("nvidia")
-                        .group(1000 + g * 100 + 1 + index),
+                        .group(group + 1 + index),
                 )?;
-                for t in 0..types {
-                    let fb = u64::from(t + 1) * 1024;
-                    let max = (48 / (t + 1)).max(1);
-                    let name = format!("NVIDIA A40-{}Q", t + 1);
-                    let description = nvidia_description(4, fb, max);
+                for t in 0..u64::from(types) {
+                    let gib = t + 1;
+                    let max = u32::try_from(48 / gib).unwrap_or(0).max(1);
+                    let name = format!("NVIDIA A40-{gib}Q");
+                    let description = nvidia_description(4, gib * 1024, max);
                     host.mdev_type(
                         vf,
                         &format!("nvidia-{}", 500 + t),

@@ -190,7 +190,7 @@ fn a40_vf_mdev_vgpu_parent_is_the_vf() {
     let vgpu = &inv.gpus[0].vgpus[0];
     assert_eq!(
         (vgpu.parent, vgpu.type_id.as_str()),
-        (vf_address(addr("0000:41:00.0"), 0), "nvidia-558")
+        (vf_address(addr("0000:41:00.0"), 0).unwrap(), "nvidia-558")
     );
 }
 
@@ -267,8 +267,8 @@ fn l40s_vendor_vfio_vgpus_are_the_vfs() {
     assert_eq!(
         ids,
         [
-            VgpuHandle::Vf(vf_address(pf, 0)),
-            VgpuHandle::Vf(vf_address(pf, 1))
+            VgpuHandle::Vf(vf_address(pf, 0).unwrap()),
+            VgpuHandle::Vf(vf_address(pf, 1).unwrap())
         ]
     );
 }
@@ -530,7 +530,7 @@ fn bad_entry_name_in_device_list_is_warned() {
 #[test]
 fn garbage_creatable_types_is_warned_with_path() {
     let host = l40s_host(2, 0);
-    let vf = vf_address(addr("0000:81:00.0"), 1);
+    let vf = vf_address(addr("0000:81:00.0"), 1).unwrap();
     host.write(
         host.device_dir(vf).join("nvidia/creatable_vgpu_types"),
         "nonsense\n",
