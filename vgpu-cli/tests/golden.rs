@@ -44,49 +44,49 @@ fn assert_golden(name: &str, actual: &str) {
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
-fn mixed() -> FakeHost {
+fn every_interface() -> FakeHost {
     let host = FakeHost::new().unwrap();
-    scenarios::mixed(&host).unwrap();
+    scenarios::every_interface(&host).unwrap();
     host
 }
 
 #[test]
-fn list_table_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["list"]);
+fn list_table_every_interface_host_matches_golden() {
+    let (code, out) = vgpuctl(&every_interface(), &["list"]);
     assert_eq!(code, 0);
-    assert_golden("list-mixed.txt", &out);
+    assert_golden("list-every-interface.txt", &out);
 }
 
 #[test]
-fn list_json_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["list", "--json"]);
+fn list_json_every_interface_host_matches_golden() {
+    let (code, out) = vgpuctl(&every_interface(), &["list", "--json"]);
     assert_eq!(code, 0);
-    assert_golden("list-mixed.json", &out);
+    assert_golden("list-every-interface.json", &out);
 }
 
 #[test]
-fn types_table_mixed_host_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["types"]);
-    assert_golden("types-mixed.txt", &out);
+fn types_table_every_interface_host_matches_golden() {
+    let (_, out) = vgpuctl(&every_interface(), &["types"]);
+    assert_golden("types-every-interface.txt", &out);
 }
 
 #[test]
 fn types_json_one_gpu_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["types", "81:00.0", "--json"]);
+    let (_, out) = vgpuctl(&every_interface(), &["types", "81:00.0", "--json"]);
     assert_golden("types-l40s.json", &out);
 }
 
 #[test]
-fn check_table_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["check"]);
+fn check_table_every_interface_host_matches_golden() {
+    let (code, out) = vgpuctl(&every_interface(), &["check"]);
     assert_eq!(code, 0);
-    assert_golden("check-mixed.txt", &out);
+    assert_golden("check-every-interface.txt", &out);
 }
 
 #[test]
-fn check_json_mixed_host_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["check", "--json"]);
-    assert_golden("check-mixed.json", &out);
+fn check_json_every_interface_host_matches_golden() {
+    let (_, out) = vgpuctl(&every_interface(), &["check", "--json"]);
+    assert_golden("check-every-interface.json", &out);
 }
 
 fn no_iommu() -> FakeHost {

@@ -682,10 +682,16 @@ pub mod scenarios {
         Ok(())
     }
 
-    /// A mixed host: a T4 with legacy mdev (two A-2Q vGPUs) on NUMA node 0, an A40 with four
-    /// VFs (one holding an A40-2Q), an L40S with four vendor-VFIO VFs (one holding an L40S-8Q)
-    /// on node 1, an Intel Flex 170 with SR-IOV and no VFs yet, and an Intel iGPU with GVT-g.
-    pub fn mixed(host: &FakeHost) -> io::Result<()> {
+    /// One GPU per vGPU interface, on an Intel VT-d host: a T4 with legacy mdev (two T4-2Q
+    /// vGPUs) at `3b:00.0` on NUMA node 0, an A40 with mdev on four VFs (one holding an A40-2Q)
+    /// at `41:00.0`, an L40S with four vendor-VFIO VFs (one holding an L40S-8Q) at `81:00.0` on
+    /// node 1, an Intel Flex 170 with SR-IOV and no VFs yet at `4d:00.0`, and an Intel iGPU
+    /// with GVT-g at `00:02.0`, all in domain 0000.
+    ///
+    /// Not the simulator's `mixed` profile (`vgpu-sim/profiles/mixed.toml`), which has no A40,
+    /// its L40S at `5e:00.0` with 32 VFs, its Flex 170 in domain 0001, a passthrough RTX A4000
+    /// sharing its group with its audio function, and no vGPU in use.
+    pub fn every_interface(host: &FakeHost) -> io::Result<()> {
         host.intel_iommu_host()?;
         let used = [
             (
