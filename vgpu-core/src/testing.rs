@@ -760,8 +760,10 @@ pub mod scenarios {
     pub const LARGE_MAX_VFS: u32 = 16 * 256 - 4;
 
     /// A generated large host: `size.gpus` A40-like GPUs, each with `size.vfs` VFs that each
-    /// offer `size.types` mdev types (`nvidia-<500+n>`, `n+1` GiB each). Used to measure
-    /// discovery.
+    /// offer `size.types` mdev types (`nvidia-<500+n>` named `NVIDIA A40-<n+1>Q`, `n+1` GiB
+    /// each, at most 32 per GPU). Used to measure discovery. The sizes an A40 really has
+    /// (1, 2, 3, 4, 6, 8, 12, 16, 24, 48 GiB) agree with the catalog; the others are made up
+    /// and absent from it.
     ///
     /// GPU `g` sits at `<g / 15>:<10 * (1 + g % 15)>:00.0` (domain, then bus in hex: 15 GPUs
     /// per domain, 16 buses each, so its VFs never reach the next GPU's bus); its IOMMU group
@@ -821,7 +823,8 @@ pub mod scenarios {
                 )?;
                 for t in 0..u64::from(types) {
                     let gib = t + 1;
-                    let max = u32::try_from(48 / gib).unwrap_or(0).max(1);
+                    // 48 GiB shared out, one vGPU per VF on an A40's 32 VFs (as the catalog).
+                    let max = u32::try_from(48 / gib).unwrap_or(0).clamp(1, 32);
                     let name = format!("NVIDIA A40-{gib}Q");
                     let description = nvidia_description(4, gib * 1024, max);
                     host.mdev_type(
