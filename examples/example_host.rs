@@ -2,7 +2,7 @@
 //! hardware or FUSE:
 //!
 //! ```text
-//! cargo run --example example_host -- /tmp/host [mixed|large]
+//! cargo run --example example_host -- /tmp/host [every-interface|large]
 //! vgpuctl --root /tmp/host list
 //! ```
 
@@ -16,16 +16,23 @@ use vgpu_core::testing::{FakeHost, scenarios};
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     let Some(dir) = args.next().map(PathBuf::from) else {
-        eprintln!("usage: example_host DIR [mixed|large]");
+        eprintln!("usage: example_host DIR [every-interface|large]");
         return ExitCode::from(2);
     };
     let kind = args
         .next()
         .map(|a| a.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "mixed".to_owned());
+        .unwrap_or_else(|| "every-interface".to_owned());
     let built = FakeHost::at(&dir).and_then(|host| match kind.as_str() {
-        "mixed" => scenarios::mixed(&host),
-        "large" => scenarios::large(&host, 8, 32, 20),
+        "every-interface" => scenarios::every_interface(&host),
+        "large" => scenarios::large(
+            &host,
+            &scenarios::Large {
+                gpus: 8,
+                vfs: 32,
+                types: 20,
+            },
+        ),
         other => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("unknown host {other:?}"),

@@ -20,15 +20,15 @@ struct Host {
     paths: HostPaths,
 }
 
-fn mixed() -> Option<Host> {
-    let sim = SimHost::mount_for_test("mixed")?;
+fn mixed() -> Host {
+    let sim = SimHost::mount_for_test("mixed");
     let state = tempfile::tempdir().unwrap();
     let paths = HostPaths::new(sim.root()).with_state_root(state.path());
-    Some(Host {
+    Host {
         sim,
         _state: state,
         paths,
-    })
+    }
 }
 
 fn addr(text: &str) -> PciAddress {
@@ -50,7 +50,7 @@ fn vgpus(host: &Host, gpu: &str) -> Vec<VgpuHandle> {
 
 #[test]
 fn mixed_host_backends_are_discovered() {
-    let Some(host) = mixed() else { return };
+    let host = mixed();
     let backends: Vec<(String, Backend)> = discover(&host.paths)
         .unwrap()
         .gpus
@@ -74,7 +74,7 @@ fn mixed_host_backends_are_discovered() {
 /// function is detached too.
 #[test]
 fn mixed_host_gpu_with_bound_audio_companion_is_isolated_but_not_ready() {
-    let Some(host) = mixed() else { return };
+    let host = mixed();
     let report = checks::check_host(&host.paths, &discover(&host.paths).unwrap());
     let a4000 = report
         .devices
@@ -98,7 +98,7 @@ fn mixed_host_gpu_with_bound_audio_companion_is_isolated_but_not_ready() {
 
 #[test]
 fn mixed_host_passes_every_host_check() {
-    let Some(host) = mixed() else { return };
+    let host = mixed();
     let report = checks::check_host(&host.paths, &discover(&host.paths).unwrap());
     let failing: Vec<&str> = report
         .checks
@@ -111,7 +111,7 @@ fn mixed_host_passes_every_host_check() {
 
 #[test]
 fn provision_across_three_interfaces_in_parallel() {
-    let Some(host) = mixed() else { return };
+    let host = mixed();
     let targets = vec![
         Target {
             gpu: addr(T4),
@@ -157,7 +157,7 @@ fn provision_across_three_interfaces_in_parallel() {
 /// `destroy` then leaves neither device nor definition.
 #[test]
 fn defined_vgpu_survives_loss_and_destroy_cleans_up() {
-    let Some(host) = mixed() else { return };
+    let host = mixed();
     let manager = Manager::new(&host.paths, "embedder test");
     let created = manager
         .create(T4, "T4-2Q", None, Some(Start::Auto))

@@ -68,7 +68,15 @@ fn mdevctl(root: &str) -> Option<Duration> {
 
 fn main() {
     let host = FakeHost::new().unwrap();
-    scenarios::large(&host, GPUS, VFS, TYPES).unwrap();
+    scenarios::large(
+        &host,
+        &scenarios::Large {
+            gpus: GPUS,
+            vfs: VFS,
+            types: TYPES,
+        },
+    )
+    .unwrap();
     let root = host.root().to_string_lossy().into_owned();
     let time = ours(&root);
     println!(

@@ -20,21 +20,26 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn mixed() -> FakeHost {
+fn every_interface() -> FakeHost {
     let host = FakeHost::new().unwrap();
-    scenarios::mixed(&host).unwrap();
+    scenarios::every_interface(&host).unwrap();
     host
 }
 
 #[test]
-fn list_on_mixed_host_exits_0() {
-    assert_eq!(vgpuctl(mixed().root(), &["list"]).status.code(), Some(0));
+fn list_on_every_interface_host_exits_0() {
+    assert_eq!(
+        vgpuctl(every_interface().root(), &["list"]).status.code(),
+        Some(0)
+    );
 }
 
 #[test]
 fn unknown_subcommand_exits_2() {
     assert_eq!(
-        vgpuctl(mixed().root(), &["frobnicate"]).status.code(),
+        vgpuctl(every_interface().root(), &["frobnicate"])
+            .status
+            .code(),
         Some(2)
     );
 }
@@ -42,7 +47,7 @@ fn unknown_subcommand_exits_2() {
 #[test]
 fn unknown_gpu_exits_1() {
     assert_eq!(
-        vgpuctl(mixed().root(), &["types", "0000:99:00.0"])
+        vgpuctl(every_interface().root(), &["types", "0000:99:00.0"])
             .status
             .code(),
         Some(1)
@@ -51,7 +56,7 @@ fn unknown_gpu_exits_1() {
 
 #[test]
 fn unknown_gpu_error_names_it_once_with_hint() {
-    let host = mixed();
+    let host = every_interface();
     let out = vgpuctl(host.root(), &["types", "0000:99:00.0"]);
     let expected = format!(
         "vgpuctl: error: no GPU matches \"0000:99:00.0\" under {}/sys/bus/pci/devices\nhint: run `vgpuctl list` to see the GPUs on this host\n",
@@ -74,7 +79,7 @@ fn missing_root_exits_1_with_errno() {
 
 #[test]
 fn check_gpu_sharing_group_with_nic_exits_3() {
-    let host = mixed();
+    let host = every_interface();
     host.pci(
         &PciSpec::new(addr("0000:3b:00.1"), 0x8086, 0x1572, 0x020000)
             .driver("i40e")
@@ -98,7 +103,7 @@ fn check_gpu_sharing_group_with_nic_exits_3() {
 
 #[test]
 fn check_host_with_shared_group_exits_0_with_warning() {
-    let host = mixed();
+    let host = every_interface();
     host.pci(
         &PciSpec::new(addr("0000:3c:00.0"), 0x8086, 0x1572, 0x020000)
             .driver("i40e")
@@ -111,7 +116,7 @@ fn check_host_with_shared_group_exits_0_with_warning() {
 #[test]
 fn check_isolated_gpu_exits_0() {
     assert_eq!(
-        vgpuctl(mixed().root(), &["check", "0000:81:00.0"])
+        vgpuctl(every_interface().root(), &["check", "0000:81:00.0"])
             .status
             .code(),
         Some(0)
@@ -120,14 +125,17 @@ fn check_isolated_gpu_exits_0() {
 
 #[test]
 fn json_flag_prints_parseable_json() {
-    let out = vgpuctl(mixed().root(), &["list", "--json"]);
+    let out = vgpuctl(every_interface().root(), &["list", "--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(value["gpus"][0]["address"], "0000:00:02.0");
 }
 
 #[test]
 fn json_error_is_printed_as_json_on_stdout() {
-    let out = vgpuctl(mixed().root(), &["types", "0000:99:00.0", "--json"]);
+    let out = vgpuctl(
+        every_interface().root(),
+        &["types", "0000:99:00.0", "--json"],
+    );
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(
         (

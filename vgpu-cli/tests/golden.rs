@@ -1,7 +1,7 @@
-//! `vgpuctl` output checked against golden files.
+//! `vgpuctl` output checked against golden files, and each command's exit code with it.
 //!
 //! Run with `VGPU_REGENERATE=1` to rewrite the files after an intended change, then review the
-//! diff.
+//! diff. Exit codes are pinned in the tests and still checked while regenerating.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -33,67 +33,103 @@ fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
     (code, text)
 }
 
-fn assert_golden(name: &str, actual: &str) {
+/// Checks a command's exit code against `expected_code` and its output against the golden file
+/// `name`, in one assertion. With `VGPU_REGENERATE` set, rewrites the file and checks only the
+/// exit code, which is pinned here, not regenerated.
+fn assert_golden(name: &str, expected_code: u8, (code, actual): (u8, String)) {
     let path = golden_path(name);
     if std::env::var_os("VGPU_REGENERATE").is_some() {
-        std::fs::write(&path, actual).expect("write golden file");
+        std::fs::write(&path, &actual).expect("write golden file");
+        assert_eq!(
+            code, expected_code,
+            "exit code of the command behind {name}"
+        );
         return;
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
-    assert_eq!(actual, expected, "output differs from {}", path.display());
+    assert_eq!(
+        (code, actual),
+        (expected_code, expected),
+        "exit code or output differs from {}",
+        path.display()
+    );
 }
 
-fn mixed() -> FakeHost {
+fn every_interface() -> FakeHost {
     let host = FakeHost::new().unwrap();
-    scenarios::mixed(&host).unwrap();
+    scenarios::every_interface(&host).unwrap();
     host
 }
 
 #[test]
-fn list_table_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["list"]);
-    assert_eq!(code, 0);
-    assert_golden("list-mixed.txt", &out);
+fn list_table_every_interface_host_matches_golden() {
+    assert_golden(
+        "list-every-interface.txt",
+        0,
+        vgpuctl(&every_interface(), &["list"]),
+    );
 }
 
 #[test]
-fn list_json_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["list", "--json"]);
-    assert_eq!(code, 0);
-    assert_golden("list-mixed.json", &out);
+fn list_json_every_interface_host_matches_golden() {
+    assert_golden(
+        "list-every-interface.json",
+        0,
+        vgpuctl(&every_interface(), &["list", "--json"]),
+    );
 }
 
 #[test]
-fn types_table_mixed_host_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["types"]);
-    assert_golden("types-mixed.txt", &out);
+fn types_table_every_interface_host_matches_golden() {
+    assert_golden(
+        "types-every-interface.txt",
+        0,
+        vgpuctl(&every_interface(), &["types"]),
+    );
 }
 
 #[test]
 fn types_json_one_gpu_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["types", "81:00.0", "--json"]);
-    assert_golden("types-l40s.json", &out);
+    assert_golden(
+        "types-l40s.json",
+        0,
+        vgpuctl(&every_interface(), &["types", "81:00.0", "--json"]),
+    );
 }
 
 #[test]
-fn check_table_mixed_host_matches_golden() {
-    let (code, out) = vgpuctl(&mixed(), &["check"]);
-    assert_eq!(code, 0);
-    assert_golden("check-mixed.txt", &out);
+fn check_table_every_interface_host_matches_golden() {
+    assert_golden(
+        "check-every-interface.txt",
+        0,
+        vgpuctl(&every_interface(), &["check"]),
+    );
 }
 
 #[test]
-fn check_json_mixed_host_matches_golden() {
-    let (_, out) = vgpuctl(&mixed(), &["check", "--json"]);
-    assert_golden("check-mixed.json", &out);
+fn check_json_every_interface_host_matches_golden() {
+    assert_golden(
+        "check-every-interface.json",
+        0,
+        vgpuctl(&every_interface(), &["check", "--json"]),
+    );
 }
 
 fn no_iommu() -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.cpu("fpu vmx sse").unwrap();
     host.write("proc/cmdline", "root=/dev/sda1 ro\n").unwrap();
-    scenarios::t4_legacy(&host, vgpu_core::testing::addr("0000:3b:00.0"), 12, 0, &[]).unwrap();
+    scenarios::t4_legacy(
+        &host,
+        &scenarios::T4Legacy {
+            address: vgpu_core::testing::addr("0000:3b:00.0"),
+            group: 12,
+            numa: 0,
+            used: &[],
+        },
+    )
+    .unwrap();
     host.remove("sys/devices/pci0000:3b/0000:3b:00.0/iommu_group")
         .unwrap();
     host.remove("sys/kernel/iommu_groups/12").unwrap();
@@ -102,7 +138,5 @@ fn no_iommu() -> FakeHost {
 
 #[test]
 fn check_table_no_iommu_matches_golden() {
-    let (code, out) = vgpuctl(&no_iommu(), &["check"]);
-    assert_eq!(code, 3);
-    assert_golden("check-no-iommu.txt", &out);
+    assert_golden("check-no-iommu.txt", 3, vgpuctl(&no_iommu(), &["check"]));
 }

@@ -19,10 +19,10 @@ struct Host {
     state: tempfile::TempDir,
 }
 
-fn host(profile: &str) -> Option<Host> {
-    let sim = SimHost::mount_for_test(profile)?;
+fn host(profile: &str) -> Host {
+    let sim = SimHost::mount_for_test(profile);
     let state = tempfile::tempdir().unwrap();
-    Some(Host { sim, state })
+    Host { sim, state }
 }
 
 fn command(host: &Host, args: &[&str]) -> Command {
@@ -75,7 +75,7 @@ fn vgpu_ids(host: &Host, address: &str) -> Vec<String> {
 
 #[test]
 fn create_json_names_uuid_and_parent() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(
         &h,
         &["create", T4, "--type", "T4-2Q", "--uuid", UUID, "--json"],
@@ -99,7 +99,7 @@ fn create_json_names_uuid_and_parent() {
 
 #[test]
 fn create_then_destroy_leaves_no_vgpu() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
     let out = vgpuctl(&h, &["destroy", UUID]);
     assert_eq!(
@@ -110,7 +110,7 @@ fn create_then_destroy_leaves_no_vgpu() {
 
 #[test]
 fn create_define_auto_writes_mdevctl_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -135,7 +135,7 @@ fn create_define_auto_writes_mdevctl_definition() {
 
 #[test]
 fn malformed_type_exits_1_and_changes_nothing() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let before = list(&h);
     let out = vgpuctl(&h, &["create", T4, "--type", "../x"]);
     assert_eq!((out.status.code(), list(&h)), (Some(1), before));
@@ -143,7 +143,7 @@ fn malformed_type_exits_1_and_changes_nothing() {
 
 #[test]
 fn malformed_type_error_is_clear() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["create", T4, "--type", "../x"]);
     assert_eq!(
         stderr(&out),
@@ -153,7 +153,7 @@ fn malformed_type_error_is_clear() {
 
 #[test]
 fn malformed_uuid_exits_2() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     assert_eq!(
         vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", "x"])
             .status
@@ -164,7 +164,7 @@ fn malformed_uuid_exits_2() {
 
 #[test]
 fn unknown_gpu_exits_1_with_hint() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["create", "0000:99:00.0", "--type", "nvidia-231"]);
     assert!(
         out.status.code() == Some(1) && stderr(&out).contains("hint: run `vgpuctl list`"),
@@ -175,7 +175,7 @@ fn unknown_gpu_exits_1_with_hint() {
 
 #[test]
 fn destroy_of_unknown_id_exits_1() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["destroy", UUID]);
     assert!(
         out.status.code() == Some(1) && stderr(&out).contains("no GPU matches"),
@@ -186,7 +186,7 @@ fn destroy_of_unknown_id_exits_1() {
 
 #[test]
 fn destroy_of_garbage_id_exits_1() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["destroy", "garbage"]);
     assert_eq!(
         stderr(&out),
@@ -196,7 +196,7 @@ fn destroy_of_garbage_id_exits_1() {
 
 #[test]
 fn injected_ebusy_is_reported_with_path_and_errno() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     h.sim.fail_next(1, 16, "*/nvidia-231/create");
     let out = vgpuctl(&h, &["create", T4, "--type", "nvidia-231"]);
     let err = stderr(&out);
@@ -209,7 +209,7 @@ fn injected_ebusy_is_reported_with_path_and_errno() {
 
 #[test]
 fn injected_failure_with_define_leaves_no_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     h.sim.fail_next(1, 5, "*/nvidia-231/create");
     vgpuctl(
         &h,
@@ -235,7 +235,7 @@ fn injected_failure_with_define_leaves_no_definition() {
 
 #[test]
 fn audit_log_records_create_with_uid_and_result() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(&h, &["create", T4, "--type", "nvidia-231"]);
     let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
     let entry: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
@@ -257,7 +257,7 @@ fn audit_log_records_create_with_uid_and_result() {
 
 #[test]
 fn sriov_then_plain_vf_create_and_destroy_on_flex() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     vgpuctl(&h, &["sriov", FLEX, "--vfs", "2"]);
     let created = json(&vgpuctl(&h, &["create", FLEX, "--type", "vf", "--json"]));
     let vf = created["id"].as_str().unwrap().to_owned();
@@ -273,7 +273,7 @@ fn sriov_then_plain_vf_create_and_destroy_on_flex() {
 /// Eight processes at once ask for a T4-8Q (two fit on a T4): exactly two succeed.
 #[test]
 fn concurrent_creates_allocate_exactly_capacity() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     h.sim.control("latency mdev-create 30").unwrap();
     let children: Vec<Child> = (0..8)
         .map(|_| {
@@ -298,7 +298,7 @@ fn concurrent_creates_allocate_exactly_capacity() {
 
 #[test]
 fn concurrent_creates_are_all_audited() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let children: Vec<Child> = (0..8)
         .map(|_| {
             command(&h, &["create", T4, "--type", "GRID T4-8Q"])
@@ -342,7 +342,7 @@ fn wait_for(path: &Path) {
 
 #[test]
 fn sigkill_during_create_then_restore_matches_definitions() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     h.sim.control("latency mdev-create 1500").unwrap();
     let mut child = command(
         &h,
@@ -376,7 +376,7 @@ fn sigkill_during_create_then_restore_matches_definitions() {
 
 #[test]
 fn sigkill_during_vf_enable_then_restore_matches_definitions() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     h.sim.control("latency sriov-enable 1500").unwrap();
     let mut child = command(&h, &["sriov", FLEX, "--vfs", "4", "--define"])
         .spawn()
@@ -403,7 +403,7 @@ fn sigkill_during_vf_enable_then_restore_matches_definitions() {
 
 #[test]
 fn restore_twice_changes_nothing_the_second_time() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -423,7 +423,7 @@ fn restore_twice_changes_nothing_the_second_time() {
 
 #[test]
 fn restore_carries_on_past_a_corrupt_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -452,7 +452,7 @@ fn restore_carries_on_past_a_corrupt_definition() {
 
 #[test]
 fn restore_names_the_corrupt_definition_file() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let dir = h.state.path().join("etc/mdevctl.d").join(T4);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(UUID_PEER), "nvidia-231 auto\n").unwrap();
@@ -463,7 +463,7 @@ fn restore_names_the_corrupt_definition_file() {
 
 #[test]
 fn stop_keeps_definition_and_start_brings_it_back() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -487,18 +487,16 @@ fn stop_keeps_definition_and_start_brings_it_back() {
 
 // ----- the real mdevctl as a peer -----
 
-fn mdevctl(h: &Host, args: &[&str]) -> Option<Output> {
-    if !vgpu_sim::peer::mdevctl_for_test() {
-        return None;
-    }
+fn mdevctl(h: &Host, args: &[&str]) -> Output {
+    vgpu_sim::peer::mdevctl_for_test();
     let etc = h.state.path().join("etc/mdevctl.d");
     vgpu_sim::peer::prepare_mdevctl_store(&etc).unwrap();
-    Some(vgpu_sim::peer::mdevctl(Some(h.sim.root()), &etc, args).unwrap())
+    vgpu_sim::peer::mdevctl(Some(h.sim.root()), &etc, args).unwrap()
 }
 
 #[test]
 fn mdevctl_lists_a_definition_made_by_vgpuctl() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -511,9 +509,7 @@ fn mdevctl_lists_a_definition_made_by_vgpuctl() {
             "--auto",
         ],
     );
-    let Some(out) = mdevctl(&h, &["list", "-d"]) else {
-        return;
-    };
+    let out = mdevctl(&h, &["list", "-d"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!("{UUID} {T4} nvidia-231 auto\n\n")
@@ -522,8 +518,8 @@ fn mdevctl_lists_a_definition_made_by_vgpuctl() {
 
 #[test]
 fn vgpuctl_restore_starts_a_definition_made_by_mdevctl() {
-    let Some(h) = host("t4-legacy") else { return };
-    let Some(out) = mdevctl(
+    let h = host("t4-legacy");
+    let out = mdevctl(
         &h,
         &[
             "define",
@@ -535,9 +531,7 @@ fn vgpuctl_restore_starts_a_definition_made_by_mdevctl() {
             "nvidia-231",
             "--auto",
         ],
-    ) else {
-        return;
-    };
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     vgpuctl(&h, &["restore"]);
     assert_eq!(vgpu_ids(&h, T4), vec![UUID_PEER.to_owned()]);
@@ -545,11 +539,9 @@ fn vgpuctl_restore_starts_a_definition_made_by_mdevctl() {
 
 #[test]
 fn mdevctl_sees_a_device_created_by_vgpuctl() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
-    let Some(out) = mdevctl(&h, &["list"]) else {
-        return;
-    };
+    let out = mdevctl(&h, &["list"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!("{UUID} {T4} nvidia-231 manual\n\n")
@@ -560,14 +552,14 @@ fn mdevctl_sees_a_device_created_by_vgpuctl() {
 
 #[test]
 fn provision_count_creates_exactly_that_many() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["provision", T4, "--type", "T4-2Q", "--count", "3"]);
     assert_eq!((out.status.code(), vgpu_ids(&h, T4).len()), (Some(0), 3));
 }
 
 #[test]
 fn provision_all_fills_every_gpu() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let report = json(&vgpuctl(
         &h,
         &["provision", "--all", "--type", "GRID T4-8Q", "--json"],
@@ -583,7 +575,7 @@ fn provision_all_fills_every_gpu() {
 
 #[test]
 fn provision_beyond_capacity_creates_nothing() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(
         &h,
         &["provision", T4, "--type", "GRID T4-8Q", "--count", "3"],
@@ -597,7 +589,7 @@ fn provision_beyond_capacity_creates_nothing() {
 
 #[test]
 fn provision_failing_midway_rolls_back_its_vgpus() {
-    let Some(h) = host("a40-vf-mdev") else { return };
+    let h = host("a40-vf-mdev");
     // vGPUs go on VFs in order: the third VF's create fails, the two made before are removed.
     h.sim
         .control("fail-next 1 EIO */0000:41:00.6/mdev_supported_types/nvidia-558/create")
@@ -627,7 +619,7 @@ fn provision_failing_midway_rolls_back_its_vgpus() {
 
 #[test]
 fn provision_failure_names_path_and_errno() {
-    let Some(h) = host("a40-vf-mdev") else { return };
+    let h = host("a40-vf-mdev");
     h.sim
         .control("fail-next 1 EIO */0000:41:00.6/mdev_supported_types/nvidia-558/create")
         .unwrap();
@@ -653,7 +645,7 @@ fn provision_failure_names_path_and_errno() {
 
 #[test]
 fn provision_enables_vfs_then_binds_them_on_flex() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     let out = vgpuctl(&h, &["provision", FLEX, "--vfs", "2", "--type", "vf"]);
     let list = list(&h);
     let drivers: Vec<&serde_json::Value> = gpu(&list, FLEX)["vfs"]
@@ -678,7 +670,7 @@ fn provision_enables_vfs_then_binds_them_on_flex() {
 
 #[test]
 fn define_of_a_defined_uuid_is_refused_and_keeps_the_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -707,7 +699,7 @@ fn define_of_a_defined_uuid_is_refused_and_keeps_the_definition() {
 
 #[test]
 fn failed_create_of_a_defined_uuid_keeps_the_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(
         &h,
         &[
@@ -745,9 +737,7 @@ fn failed_create_of_a_defined_uuid_keeps_the_definition() {
 
 #[test]
 fn create_skips_a_vf_reserved_by_a_definition() {
-    let Some(h) = host("l40s-vendor-vfio") else {
-        return;
-    };
+    let h = host("l40s-vendor-vfio");
     let defined = json(&vgpuctl(
         &h,
         &[
@@ -771,7 +761,7 @@ fn create_skips_a_vf_reserved_by_a_definition() {
 
 #[test]
 fn bind_of_a_non_gpu_is_refused_without_force() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["bind", "0000:3a:00.0"]);
     assert_eq!(
         stderr(&out),
@@ -781,7 +771,7 @@ fn bind_of_a_non_gpu_is_refused_without_force() {
 
 #[test]
 fn unbind_of_a_device_vgpuctl_did_not_bind_is_refused() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(&h, &["unbind", "0000:d8:00.0"]);
     let driver = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
     assert_eq!(
@@ -792,7 +782,7 @@ fn unbind_of_a_device_vgpuctl_did_not_bind_is_refused() {
 
 #[test]
 fn bind_then_unbind_returns_the_previous_driver() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(&h, &["bind", "0000:d8:00.0"]);
     let bound = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
     vgpuctl(&h, &["unbind", "0000:d8:00.0"]);
@@ -805,7 +795,7 @@ fn bind_then_unbind_returns_the_previous_driver() {
 
 #[test]
 fn plain_vf_destroy_restores_no_driver_when_it_had_none() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     vgpuctl(&h, &["sriov", FLEX, "--vfs", "1", "--autoprobe", "off"]);
     let created = json(&vgpuctl(&h, &["create", FLEX, "--type", "vf", "--json"]));
     vgpuctl(&h, &["destroy", created["id"].as_str().unwrap()]);
@@ -817,7 +807,7 @@ fn plain_vf_destroy_restores_no_driver_when_it_had_none() {
 
 #[test]
 fn provision_naming_a_gpu_twice_is_refused() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let out = vgpuctl(
         &h,
         &[
@@ -839,7 +829,7 @@ fn provision_naming_a_gpu_twice_is_refused() {
 
 #[test]
 fn audit_log_records_start_step_and_outcome() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
     let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
     let entries: Vec<(String, String, String)> = log
@@ -865,9 +855,7 @@ fn audit_log_records_start_step_and_outcome() {
 
 #[test]
 fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
-    let Some(h) = host("l40s-vendor-vfio") else {
-        return;
-    };
+    let h = host("l40s-vendor-vfio");
     const L40S: &str = "0000:41:00.0";
     vgpuctl(&h, &["sriov", L40S, "--vfs", "0"]);
     h.sim.control("latency sriov-enable 1500").unwrap();
@@ -923,7 +911,7 @@ fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
 
 #[test]
 fn failed_sriov_puts_autoprobe_and_definition_back() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     h.sim.fail_next(1, 5, "*/sriov_numvfs");
     let out = vgpuctl(
         &h,
@@ -963,7 +951,7 @@ fn failed_sriov_puts_autoprobe_and_definition_back() {
 
 #[test]
 fn provision_failing_midway_rolls_back_its_vf_change() {
-    let Some(h) = host("flex-sriov") else { return };
+    let h = host("flex-sriov");
     // The second VF's bind fails: the first VF is given back and the VFs are disabled again.
     h.sim.fail_next(1, 5, "*/0000:4d:00.2/driver_override");
     let out = vgpuctl(
@@ -992,7 +980,7 @@ fn provision_failing_midway_rolls_back_its_vf_change() {
 
 #[test]
 fn failed_bind_with_define_leaves_no_binding_definition() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     h.sim.fail_next(1, 19, "*drivers_probe");
     let out = vgpuctl(&h, &["bind", "0000:d8:00.0", "--define", "--auto"]);
     let defined = h
@@ -1009,7 +997,7 @@ fn failed_bind_with_define_leaves_no_binding_definition() {
 
 #[test]
 fn restore_removes_an_mdev_whose_attribute_is_refused() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let dir = h.state.path().join("etc/mdevctl.d").join(T4);
     std::fs::create_dir_all(&dir).unwrap();
     let definition =

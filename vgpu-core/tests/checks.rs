@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use vgpu_core::checks::{Check, Report, Status, check_host};
-use vgpu_core::testing::scenarios::{self, NVIDIA};
+use vgpu_core::testing::scenarios::{self, L40sVendorVfio, NVIDIA, T4Legacy};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};
 use vgpu_core::{PciAddress, discover};
 
@@ -27,7 +27,16 @@ fn status(host: &FakeHost, id: &str) -> Status {
 fn good_host() -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::t4_legacy(&host, addr("0000:3b:00.0"), 12, 0, &[]).unwrap();
+    scenarios::t4_legacy(
+        &host,
+        &T4Legacy {
+            address: addr("0000:3b:00.0"),
+            group: 12,
+            numa: 0,
+            used: &[],
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -377,7 +386,16 @@ fn report_worst_of_shared_group_is_fail() {
 fn vfs_are_checked_after_their_pf() {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::l40s_vendor_vfio(&host, addr("0000:81:00.0"), 60, 2, 0).unwrap();
+    scenarios::l40s_vendor_vfio(
+        &host,
+        &L40sVendorVfio {
+            address: addr("0000:81:00.0"),
+            group: 60,
+            vfs: 2,
+            used: 0,
+        },
+    )
+    .unwrap();
     let groups: Vec<Option<u32>> = report(&host)
         .devices
         .iter()

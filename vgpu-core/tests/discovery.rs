@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use uuid::Uuid;
-use vgpu_core::testing::scenarios::{self, INTEL, NVIDIA, vf_address};
+use vgpu_core::testing::scenarios::{
+    self, A40VfMdev, INTEL, L40sVendorVfio, NVIDIA, T4Legacy, vf_address,
+};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};
 use vgpu_core::{Backend, Inventory, VgpuHandle, discover};
 
@@ -18,7 +20,16 @@ fn t4_host() -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
     let used = [("nvidia-231", UUID_A), ("nvidia-231", UUID_B)];
-    scenarios::t4_legacy(&host, addr("0000:3b:00.0"), 12, 0, &used).unwrap();
+    scenarios::t4_legacy(
+        &host,
+        &T4Legacy {
+            address: addr("0000:3b:00.0"),
+            group: 12,
+            numa: 0,
+            used: &used,
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -119,7 +130,15 @@ fn t4_legacy_vgpus_are_listed_with_parent() {
 fn a40_host(vfs: u32, used: u32) -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::a40_vf_mdev(&host, addr("0000:41:00.0"), vfs, used).unwrap();
+    scenarios::a40_vf_mdev(
+        &host,
+        &A40VfMdev {
+            address: addr("0000:41:00.0"),
+            vfs,
+            used,
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -171,7 +190,7 @@ fn a40_vf_mdev_vgpu_parent_is_the_vf() {
     let vgpu = &inv.gpus[0].vgpus[0];
     assert_eq!(
         (vgpu.parent, vgpu.type_id.as_str()),
-        (vf_address(addr("0000:41:00.0"), 0), "nvidia-558")
+        (vf_address(addr("0000:41:00.0"), 0).unwrap(), "nvidia-558")
     );
 }
 
@@ -189,7 +208,16 @@ fn a40_vf_mdev_vf_shows_type_it_holds() {
 fn l40s_host(vfs: u32, used: u32) -> FakeHost {
     let host = FakeHost::new().unwrap();
     host.intel_iommu_host().unwrap();
-    scenarios::l40s_vendor_vfio(&host, addr("0000:81:00.0"), 60, vfs, used).unwrap();
+    scenarios::l40s_vendor_vfio(
+        &host,
+        &L40sVendorVfio {
+            address: addr("0000:81:00.0"),
+            group: 60,
+            vfs,
+            used,
+        },
+    )
+    .unwrap();
     host
 }
 
@@ -205,13 +233,13 @@ fn l40s_vendor_vfio_backend_is_nvidia_vfio() {
 fn l40s_vendor_vfio_type_ids_are_decimal_and_sorted() {
     let inv = inventory(&l40s_host(8, 0));
     let ids: Vec<&str> = inv.gpus[0].types.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["1151", "1155", "1156"]);
+    assert_eq!(ids, ["1145", "1152", "1156"]);
 }
 
 #[test]
 fn l40s_vendor_vfio_facts_come_from_name_and_catalog() {
     let inv = inventory(&l40s_host(8, 0));
-    let t = inv.gpus[0].types.iter().find(|t| t.id == "1151").unwrap();
+    let t = inv.gpus[0].types.iter().find(|t| t.id == "1152").unwrap();
     assert_eq!(
         (
             t.name.as_deref(),
@@ -227,7 +255,7 @@ fn l40s_vendor_vfio_facts_come_from_name_and_catalog() {
 #[test]
 fn l40s_vendor_vfio_partly_used_counts_free_vfs_and_capacity() {
     let inv = inventory(&l40s_host(8, 2));
-    let t = inv.gpus[0].types.iter().find(|t| t.id == "1151").unwrap();
+    let t = inv.gpus[0].types.iter().find(|t| t.id == "1152").unwrap();
     assert_eq!((t.available, t.in_use), (4, 2));
 }
 
@@ -239,8 +267,8 @@ fn l40s_vendor_vfio_vgpus_are_the_vfs() {
     assert_eq!(
         ids,
         [
-            VgpuHandle::Vf(vf_address(pf, 0)),
-            VgpuHandle::Vf(vf_address(pf, 1))
+            VgpuHandle::Vf(vf_address(pf, 0).unwrap()),
+            VgpuHandle::Vf(vf_address(pf, 1).unwrap())
         ]
     );
 }
@@ -253,7 +281,7 @@ fn l40s_vendor_vfio_full_card_has_nothing_available() {
         t.iter()
             .map(|t| (t.id.as_str(), t.available, t.in_use))
             .collect::<Vec<_>>(),
-        [("1151", 0, 6)]
+        [("1152", 0, 6)]
     );
 }
 
@@ -271,7 +299,7 @@ fn l40s_vendor_vfio_vf_shows_current_type() {
         .iter()
         .map(|v| v.vgpu_type.as_deref())
         .collect();
-    assert_eq!(vfs, [Some("1151"), None]);
+    assert_eq!(vfs, [Some("1152"), None]);
 }
 
 fn gvtg_host() -> FakeHost {
@@ -502,7 +530,7 @@ fn bad_entry_name_in_device_list_is_warned() {
 #[test]
 fn garbage_creatable_types_is_warned_with_path() {
     let host = l40s_host(2, 0);
-    let vf = vf_address(addr("0000:81:00.0"), 1);
+    let vf = vf_address(addr("0000:81:00.0"), 1).unwrap();
     host.write(
         host.device_dir(vf).join("nvidia/creatable_vgpu_types"),
         "nonsense\n",

@@ -50,9 +50,7 @@ const FIXED: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0001);
 
 #[test]
 fn t4_create_by_name_makes_mdev_on_pf() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let created =
         lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-2Q", Some(FIXED)).unwrap();
     assert_eq!(
@@ -69,18 +67,14 @@ fn t4_create_by_name_makes_mdev_on_pf() {
 
 #[test]
 fn t4_create_lowers_available_instances() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (7, 1));
 }
 
 #[test]
 fn t4_create_shows_in_mdev_bus() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-2Q", Some(FIXED)).unwrap();
     assert_eq!(
         lifecycle::mdev_parent(&paths(&host), FIXED).unwrap(),
@@ -90,9 +84,7 @@ fn t4_create_shows_in_mdev_bus() {
 
 #[test]
 fn t4_destroy_removes_mdev() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
     lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (8, 0));
@@ -100,9 +92,7 @@ fn t4_destroy_removes_mdev() {
 
 #[test]
 fn t4_second_type_refused_while_one_in_use() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-222", None).unwrap_err();
     assert_eq!(
@@ -113,9 +103,7 @@ fn t4_second_type_refused_while_one_in_use() {
 
 #[test]
 fn t4_full_type_is_refused_and_creates_nothing() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
     let before = inventory(&host);
     assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).is_err());
@@ -124,9 +112,7 @@ fn t4_full_type_is_refused_and_creates_nothing() {
 
 #[test]
 fn t4_duplicate_uuid_is_refused() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
     let err =
         lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap_err();
@@ -138,9 +124,7 @@ fn t4_duplicate_uuid_is_refused() {
 
 #[test]
 fn t4_unknown_type_names_what_is_offered() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-3Q", None).unwrap_err();
     assert!(
         err.to_string().starts_with(
@@ -152,18 +136,14 @@ fn t4_unknown_type_names_what_is_offered() {
 
 #[test]
 fn t4_path_like_type_is_rejected() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "../x", None).unwrap_err();
     assert_eq!(err.to_string(), "\"../x\" is not a vGPU type id or name");
 }
 
 #[test]
 fn t4_injected_create_failure_keeps_errno_and_path() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, EIO, "*/nvidia-231/create");
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
     assert!(
@@ -175,9 +155,7 @@ fn t4_injected_create_failure_keeps_errno_and_path() {
 
 #[test]
 fn t4_injected_create_failure_leaves_host_unchanged() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/nvidia-231/create");
     assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).is_err());
@@ -186,9 +164,7 @@ fn t4_injected_create_failure_leaves_host_unchanged() {
 
 #[test]
 fn t4_injected_remove_failure_is_busy() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
     host.fail_next(1, EBUSY, "*/remove");
     let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
@@ -197,18 +173,14 @@ fn t4_injected_remove_failure_is_busy() {
 
 #[test]
 fn unknown_mdev_destroy_is_no_such_device() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
     assert!(matches!(err, Error::NoSuchDevice { .. }), "{err:?}");
 }
 
 #[test]
 fn a40_create_goes_on_first_free_vf() {
-    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("a40-vf-mdev");
     let created =
         lifecycle::create(&paths(&host), &gpu(&host, A40), "NVIDIA A40-2Q", None).unwrap();
     assert_eq!(
@@ -222,9 +194,7 @@ fn a40_create_goes_on_first_free_vf() {
 
 #[test]
 fn a40_second_create_skips_used_vf() {
-    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("a40-vf-mdev");
     lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
     let created = lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
     assert_eq!(
@@ -238,18 +208,14 @@ fn a40_second_create_skips_used_vf() {
 
 #[test]
 fn a40_capacity_counts_per_gpu() {
-    let Some(host) = SimHost::mount_for_test("a40-vf-mdev") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("a40-vf-mdev");
     lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
     assert_eq!(available(&host, A40, "nvidia-558"), (23, 1));
 }
 
 #[test]
 fn l40s_create_sets_vf_type() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created =
         lifecycle::create(&paths(&host), &gpu(&host, L40S), "NVIDIA L40S-8Q", None).unwrap();
     assert_eq!(created.id, VgpuHandle::Vf(addr("0000:41:00.4")));
@@ -257,9 +223,7 @@ fn l40s_create_sets_vf_type() {
 
 #[test]
 fn l40s_created_vgpu_runs_as_vendor_vf() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
     let Placement::VendorVf { type_id, .. } = created.placement else {
         panic!("{created:?}")
@@ -272,9 +236,7 @@ fn l40s_created_vgpu_runs_as_vendor_vf() {
 
 #[test]
 fn l40s_uuid_for_vf_vgpu_is_refused() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let err =
         lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", Some(FIXED)).unwrap_err();
     assert!(err.to_string().contains("a UUID does not apply"), "{err}");
@@ -282,9 +244,7 @@ fn l40s_uuid_for_vf_vgpu_is_refused() {
 
 #[test]
 fn l40s_destroy_clears_vf_type() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let before = inventory(&host);
     let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
     lifecycle::destroy(&paths(&host), created.id).unwrap();
@@ -293,9 +253,7 @@ fn l40s_destroy_clears_vf_type() {
 
 #[test]
 fn l40s_injected_type_write_failure_leaves_host_unchanged() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let before = inventory(&host);
     host.fail_next(1, EIO, "*/current_vgpu_type");
     assert!(lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).is_err());
@@ -304,9 +262,7 @@ fn l40s_injected_type_write_failure_leaves_host_unchanged() {
 
 #[test]
 fn l40s_disable_vfs_through_nvidia_sequence() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let change =
         sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
     assert_eq!(
@@ -317,9 +273,7 @@ fn l40s_disable_vfs_through_nvidia_sequence() {
 
 #[test]
 fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
     sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
     let gpu = gpu(&host, L40S);
@@ -337,9 +291,7 @@ fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
 
 #[test]
 fn l40s_partial_vf_count_is_refused_for_nvidia() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
     let err =
         sriov::set_vf_count(&paths(&host), addr(L40S), 4, SriovOptions::default()).unwrap_err();
@@ -351,9 +303,7 @@ fn l40s_partial_vf_count_is_refused_for_nvidia() {
 
 #[test]
 fn l40s_vf_in_use_blocks_disable_without_force() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
     let err =
         sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap_err();
@@ -365,9 +315,7 @@ fn l40s_vf_in_use_blocks_disable_without_force() {
 
 #[test]
 fn l40s_failed_stub_bind_rebinds_nvidia() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
     host.fail_next(1, EIO, "*/sriov_numvfs");
     assert!(sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).is_err());
@@ -377,9 +325,7 @@ fn l40s_failed_stub_bind_rebinds_nvidia() {
 
 #[test]
 fn flex_enable_vfs_appear() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     let change =
         sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
     assert_eq!(
@@ -395,9 +341,7 @@ fn flex_enable_vfs_appear() {
 
 #[test]
 fn flex_change_count_goes_through_zero() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
     let change =
         sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
@@ -406,9 +350,7 @@ fn flex_change_count_goes_through_zero() {
 
 #[test]
 fn flex_count_above_total_is_refused_before_writing() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     let err =
         sriov::set_vf_count(&paths(&host), addr(FLEX), 17, SriovOptions::default()).unwrap_err();
     assert_eq!(
@@ -419,9 +361,7 @@ fn flex_count_above_total_is_refused_before_writing() {
 
 #[test]
 fn flex_injected_disable_failure_keeps_vfs_and_errno() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
     host.fail_next(1, EIO, "*/sriov_numvfs");
     let err =
@@ -431,9 +371,7 @@ fn flex_injected_disable_failure_keeps_vfs_and_errno() {
 
 #[test]
 fn flex_plain_vf_create_binds_vfio() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
     let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
     let vf = gpu(&host, FLEX).vfs[0].clone();
@@ -445,9 +383,7 @@ fn flex_plain_vf_create_binds_vfio() {
 
 #[test]
 fn flex_plain_vf_destroy_returns_default_driver() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
     let before = inventory(&host);
     let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
@@ -457,9 +393,7 @@ fn flex_plain_vf_destroy_returns_default_driver() {
 
 #[test]
 fn flex_plain_vf_without_vfs_says_enable_first() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     let err = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -469,9 +403,7 @@ fn flex_plain_vf_without_vfs_says_enable_first() {
 
 #[test]
 fn flex_injected_probe_failure_rebinds_previous_driver() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
     let vf = gpu(&host, FLEX).vfs[0].clone();
     host.fail_next(1, EIO, "*drivers_probe");
@@ -481,9 +413,7 @@ fn flex_injected_probe_failure_rebinds_previous_driver() {
 
 #[test]
 fn autoprobe_off_leaves_new_vfs_unbound() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     sriov::set_autoprobe(&paths(&host), addr(FLEX), false).unwrap();
     sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
     assert_eq!(gpu(&host, FLEX).vfs[0].driver, None);
@@ -491,9 +421,7 @@ fn autoprobe_off_leaves_new_vfs_unbound() {
 
 #[test]
 fn sriov_slow_enable_is_waited_for() {
-    let Some(host) = SimHost::mount_for_test("flex-sriov") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("flex-sriov");
     host.control("latency sriov-enable 300").unwrap();
     let change =
         sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
@@ -507,10 +435,10 @@ const ENODEV: i32 = 19;
 const EPERM: i32 = 1;
 
 /// The L40S host with its VFs disabled: the start of NVIDIA's enable sequence.
-fn l40s_without_vfs() -> Option<SimHost> {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio")?;
+fn l40s_without_vfs() -> SimHost {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
-    Some(host)
+    host
 }
 
 fn override_of(host: &SimHost, address: &str) -> String {
@@ -524,9 +452,7 @@ fn override_of(host: &SimHost, address: &str) -> String {
 
 #[test]
 fn nvidia_enable_failing_at_unbind_lock_leaves_host_unchanged() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     let before = inventory(&host);
     host.fail_next(1, EPERM, "*/unbindLock");
     let err =
@@ -536,9 +462,7 @@ fn nvidia_enable_failing_at_unbind_lock_leaves_host_unchanged() {
 
 #[test]
 fn nvidia_enable_failing_at_driver_override_leaves_host_unchanged() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     let before = inventory(&host);
     host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
     let err =
@@ -548,9 +472,7 @@ fn nvidia_enable_failing_at_driver_override_leaves_host_unchanged() {
 
 #[test]
 fn nvidia_enable_failing_at_unbind_leaves_host_unchanged() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/drivers/nvidia/unbind");
     let err =
@@ -563,9 +485,7 @@ fn nvidia_enable_failing_at_unbind_leaves_host_unchanged() {
 
 #[test]
 fn nvidia_enable_failing_at_probe_leaves_host_unchanged() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     let before = inventory(&host);
     host.fail_next(1, ENODEV, "*drivers_probe");
     let err =
@@ -578,9 +498,7 @@ fn nvidia_enable_failing_at_probe_leaves_host_unchanged() {
 
 #[test]
 fn nvidia_enable_failing_at_numvfs_leaves_host_unchanged() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     let before = inventory(&host);
     host.fail_next(1, EIO, "*/sriov_numvfs");
     let err =
@@ -591,18 +509,16 @@ fn nvidia_enable_failing_at_numvfs_leaves_host_unchanged() {
     );
 }
 
-fn flex_with_vf() -> Option<(SimHost, PciAddress)> {
-    let host = SimHost::mount_for_test("flex-sriov")?;
+fn flex_with_vf() -> (SimHost, PciAddress) {
+    let host = SimHost::mount_for_test("flex-sriov");
     let change =
         sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
-    Some((host, change.vfs[0]))
+    (host, change.vfs[0])
 }
 
 #[test]
 fn vf_bind_failing_at_driver_override_leaves_host_unchanged() {
-    let Some((host, vf)) = flex_with_vf() else {
-        return;
-    };
+    let (host, vf) = flex_with_vf();
     let before = inventory(&host);
     host.fail_next(1, EPERM, "*/driver_override");
     let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
@@ -611,9 +527,7 @@ fn vf_bind_failing_at_driver_override_leaves_host_unchanged() {
 
 #[test]
 fn vf_bind_failing_at_unbind_leaves_host_unchanged() {
-    let Some((host, vf)) = flex_with_vf() else {
-        return;
-    };
+    let (host, vf) = flex_with_vf();
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/unbind");
     let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
@@ -629,9 +543,7 @@ fn vf_bind_failing_at_unbind_leaves_host_unchanged() {
 
 #[test]
 fn vf_bind_failing_at_probe_clears_override() {
-    let Some((host, vf)) = flex_with_vf() else {
-        return;
-    };
+    let (host, vf) = flex_with_vf();
     host.fail_next(1, ENODEV, "*drivers_probe");
     driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
     assert_eq!(override_of(&host, &vf.to_string()), "(null)\n");
@@ -639,9 +551,7 @@ fn vf_bind_failing_at_probe_clears_override() {
 
 #[test]
 fn vendor_vf_destroy_failing_keeps_the_vgpu() {
-    let Some(host) = SimHost::mount_for_test("l40s-vendor-vfio") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/current_vgpu_type");
@@ -651,9 +561,7 @@ fn vendor_vf_destroy_failing_keeps_the_vgpu() {
 
 #[test]
 fn mdev_remove_failing_keeps_the_mdev() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
     let before = inventory(&host);
     host.fail_next(1, ENODEV, "*/remove");
@@ -663,9 +571,7 @@ fn mdev_remove_failing_keeps_the_mdev() {
 
 #[test]
 fn mdev_create_refused_for_capacity_is_no_space() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, ENOSPC, "*/nvidia-231/create");
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
     assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
@@ -684,9 +590,7 @@ fn unbind_lock(host: &SimHost) -> String {
 
 #[test]
 fn nvidia_enable_failing_at_stub_bind_releases_unbind_lock() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
     sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
     assert_eq!(unbind_lock(&host), "0\n");
@@ -694,9 +598,7 @@ fn nvidia_enable_failing_at_stub_bind_releases_unbind_lock() {
 
 #[test]
 fn nvidia_enable_failing_at_vf_rebind_puts_count_back() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     sriov::set_autoprobe(&paths(&host), addr(L40S), false).unwrap();
     host.fail_next(1, EIO, "*/0000:41:00.5/driver_override");
     sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
@@ -714,9 +616,7 @@ fn nvidia_enable_failing_at_vf_rebind_puts_count_back() {
 /// A sequence interrupted with the PF on pci-pf-stub (as after a SIGKILL) is finished.
 #[test]
 fn nvidia_pf_left_on_stub_is_finished() {
-    let Some(host) = l40s_without_vfs() else {
-        return;
-    };
+    let host = l40s_without_vfs();
     driver::bind(&paths(&host), addr(L40S), "pci-pf-stub").unwrap();
     let change =
         sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
@@ -733,9 +633,7 @@ fn nvidia_pf_left_on_stub_is_finished() {
 
 #[test]
 fn no_capacity_is_its_own_error_naming_gpu_and_type() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
     let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap_err();
     assert!(
@@ -777,9 +675,7 @@ fn vfs_that_never_appear_time_out_and_count_is_put_back() {
 
 #[test]
 fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
     let err = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap_err();
     assert!(
@@ -791,9 +687,7 @@ fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
 
 #[test]
 fn binding_an_idle_nvidia_gpu_away_takes_its_unbind_lock() {
-    let Some(host) = SimHost::mount_for_test("t4-legacy") else {
-        return;
-    };
+    let host = SimHost::mount_for_test("t4-legacy");
     let previous = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap();
     assert_eq!(
         (previous.as_deref(), gpu(&host, T4).driver.as_deref()),

@@ -533,14 +533,12 @@ fn undefine_mdev_last_of_parent_removes_parent_dir() {
 
 // ---- mdevctl itself on our store ----
 
-/// A host whose `etc/mdevctl.d` mdevctl 1.2 accepts, or `None` (skip) outside CI.
-fn mdevctl_host() -> Option<(TempDir, HostPaths)> {
-    if !vgpu_sim::peer::mdevctl_for_test() {
-        return None;
-    }
+/// A host whose `etc/mdevctl.d` mdevctl 1.2 accepts; fails the test when mdevctl is missing.
+fn mdevctl_host() -> (TempDir, HostPaths) {
+    vgpu_sim::peer::mdevctl_for_test();
     let (dir, paths) = host();
     vgpu_sim::peer::prepare_mdevctl_store(&mdevctl_dir(&paths)).unwrap();
-    Some((dir, paths))
+    (dir, paths)
 }
 
 /// Runs `mdevctl ARGS` with the host's `etc/mdevctl.d` on `/etc/mdevctl.d`.
@@ -550,9 +548,7 @@ fn mdevctl(paths: &HostPaths, args: &[&str]) -> Output {
 
 #[test]
 fn mdevctl_lists_definitions_written_by_store() {
-    let Some((_dir, paths)) = mdevctl_host() else {
-        return;
-    };
+    let (_dir, paths) = mdevctl_host();
     let store = Store::new(&paths);
     store.define_mdev(&with_attrs(UUID_A, PARENT)).unwrap();
     store.define_mdev(&manual(UUID_B, PARENT)).unwrap();
@@ -570,9 +566,7 @@ fn mdevctl_lists_definitions_written_by_store() {
 
 #[test]
 fn store_reads_definition_written_by_mdevctl() {
-    let Some((_dir, paths)) = mdevctl_host() else {
-        return;
-    };
+    let (_dir, paths) = mdevctl_host();
     let out = mdevctl(
         &paths,
         &["define", "-u", NAME_B, "-p", PARENT, "-t", "nvidia-223"],
@@ -590,9 +584,7 @@ fn store_reads_definition_written_by_mdevctl() {
 
 #[test]
 fn mdevctl_undefine_of_store_definition_empties_store() {
-    let Some((_dir, paths)) = mdevctl_host() else {
-        return;
-    };
+    let (_dir, paths) = mdevctl_host();
     Store::new(&paths)
         .define_mdev(&with_attrs(UUID_A, PARENT))
         .unwrap();

@@ -54,31 +54,20 @@ pub fn require_fuse() -> Option<String> {
     None
 }
 
+/// What every simulator test needs and how to get it, for the message of a test that cannot run.
+const FUSE_NEEDED: &str = "vgpu-sim tests need /dev/fuse and fusermount3: \
+                           apt-get install fuse3 (modprobe fuse), run as root";
+
 /// For tests that use FUSE without [`SimHost::mount_for_test`] (running the `vgpu-sim`
-/// binary): whether FUSE is usable here. When it is not ([`require_fuse`] says why), prints
-/// why and returns false (the test returns early), or panics when `CI` is set.
+/// binary): fails the test when FUSE is not usable here, naming what is missing
+/// ([`require_fuse`] says why) and how to install it. A test that cannot run is a failure,
+/// not a pass, whether or not `CI` is set.
 ///
 /// # Panics
-/// When FUSE is not usable and `CI` is set.
-pub fn fuse_for_test() -> bool {
-    match require_fuse() {
-        None => true,
-        Some(reason) => {
-            skip_or_fail(&reason);
-            false
-        }
-    }
-}
-
-/// One rule for every skipped simulator test: panic in CI, print why elsewhere.
-fn skip_or_fail(reason: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "FUSE is required when CI is set: {reason}"
-    );
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("skipped: FUSE unavailable: {reason}");
+/// When FUSE is not usable here.
+pub fn fuse_for_test() {
+    if let Some(reason) = require_fuse() {
+        panic!("{FUSE_NEEDED}: {reason}");
     }
 }
 
@@ -197,33 +186,29 @@ impl SimHost {
         }
     }
 
-    /// Mounts a built-in profile for a test: `None` (after printing why) when FUSE is not
-    /// usable here, so the test can return early. Only a genuinely missing FUSE skips:
-    /// [`require_fuse`] says why, or the mount is refused with `EPERM`/`EACCES` (no right to
-    /// mount, e.g. an unprivileged container). Any other failure is the simulator's.
+    /// Mounts a built-in profile for a test. A test that cannot run fails, whether or not
+    /// `CI` is set: when FUSE is missing ([`require_fuse`] says why) or the mount is refused
+    /// with `EPERM`/`EACCES` (no right to mount, e.g. an unprivileged container), the message
+    /// names what is missing and how to install it.
     ///
     /// # Panics
-    /// When the profile does not load, when the mount fails for another reason (a timeout,
-    /// a bad mount point), and when FUSE is not usable and `CI` is set: CI must run every
-    /// simulator test.
-    pub fn mount_for_test(profile_name: &str) -> Option<Self> {
-        if !fuse_for_test() {
-            return None;
-        }
+    /// When FUSE is not usable here, when the profile does not load, and when the mount fails
+    /// for another reason (a timeout, a bad mount point).
+    pub fn mount_for_test(profile_name: &str) -> Self {
+        fuse_for_test();
         let profile = match Profile::builtin(profile_name) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
         match Self::mount(profile) {
-            Ok(host) => Some(host),
+            Ok(host) => host,
             Err(SimError::Mount { path, source })
                 if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
             {
-                skip_or_fail(&format!(
-                    "cannot mount FUSE on {}: {source}",
+                panic!(
+                    "{FUSE_NEEDED}: cannot mount FUSE on {}: {source}",
                     path.display()
-                ));
-                None
+                )
             }
             Err(e) => panic!(
                 "vgpu-sim mount failed: {e}: {}",

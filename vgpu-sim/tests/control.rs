@@ -14,14 +14,14 @@ fn control(h: &SimHost) -> std::path::PathBuf {
 
 #[test]
 fn control_fail_next_fails_matching_write_with_errno() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "fail-next 1 EIO */sriov_numvfs\n").expect("command");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Err(libc::EIO));
 }
 
 #[test]
 fn control_fail_next_leaves_state_unchanged() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "fail-next 1 EIO */sriov_numvfs\n").expect("command");
     assert_eq!(
         (
@@ -34,7 +34,7 @@ fn control_fail_next_leaves_state_unchanged() {
 
 #[test]
 fn control_fail_next_expires_after_count() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "fail-next 1 EBUSY */sriov_numvfs\n").expect("command");
     assert_eq!(
         (
@@ -47,20 +47,20 @@ fn control_fail_next_expires_after_count() {
 
 #[test]
 fn control_fail_next_other_path_unaffected() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "fail-next 1 EIO */create\n").expect("command");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Ok(()));
 }
 
 #[test]
 fn control_unknown_command_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&control(&h), "explode now\n"), Err(libc::EINVAL));
 }
 
 #[test]
 fn control_errno_zero_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&control(&h), "fail-next 1 0 */sriov_numvfs\n"),
         Err(libc::EINVAL)
@@ -69,7 +69,7 @@ fn control_errno_zero_is_einval() {
 
 #[test]
 fn control_errno_above_133_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&control(&h), "fail-next 1 134 */sriov_numvfs\n"),
         Err(libc::EINVAL)
@@ -78,14 +78,14 @@ fn control_errno_above_133_is_einval() {
 
 #[test]
 fn control_errno_number_133_is_accepted() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "fail-next 1 133 */sriov_numvfs\n").expect("command");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Err(133));
 }
 
 #[test]
 fn control_latency_above_60000_ms_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&control(&h), "latency sriov-enable 60001\n"),
         Err(libc::EINVAL)
@@ -94,7 +94,7 @@ fn control_latency_above_60000_ms_is_einval() {
 
 #[test]
 fn control_fault_beyond_1024_pending_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let full = "fail-next 1 EIO */create\n".repeat(1024);
     echo(&control(&h), &full).expect("1024 faults fit");
     assert_eq!(
@@ -105,7 +105,7 @@ fn control_fault_beyond_1024_pending_is_einval() {
 
 #[test]
 fn control_refused_write_applies_none_of_its_lines() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&control(&h), "latency bind 10\nunplug 0000:99:00.0\n"),
         Err(libc::ENODEV)
@@ -115,7 +115,7 @@ fn control_refused_write_applies_none_of_its_lines() {
 
 #[test]
 fn api_try_fail_next_errno_zero_fails() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert!(matches!(
         h.try_fail_next(1, 0, "*/create"),
         Err(vgpu_sim::SimError::Control { .. })
@@ -124,7 +124,7 @@ fn api_try_fail_next_errno_zero_fails() {
 
 #[test]
 fn api_set_latency_above_60000_ms_fails() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert!(matches!(
         h.set_latency(
             LatencyOp::Kernel(KernelOp::Bind),
@@ -136,7 +136,7 @@ fn api_set_latency_above_60000_ms_fails() {
 
 #[test]
 fn control_read_shows_pending_fault() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(
         &control(&h),
         "fail-next 3 EBUSY */create\nlatency mdev-create 80\n",
@@ -150,7 +150,7 @@ fn control_read_shows_pending_fault() {
 
 #[test]
 fn control_latency_delays_sriov_enable() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&control(&h), "latency sriov-enable 300\n").expect("command");
     let start = Instant::now();
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
@@ -159,7 +159,7 @@ fn control_latency_delays_sriov_enable() {
 
 #[test]
 fn control_unplug_removes_device() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(cat(&pci(&h, T4, "vendor")), Ok("0x10de\n".into()));
     echo(&control(&h), &format!("unplug {T4}\n")).expect("command");
     assert_eq!(link(&pci(&h, T4, "")), Err(libc::ENOENT));
@@ -167,7 +167,7 @@ fn control_unplug_removes_device() {
 
 #[test]
 fn control_unplug_then_rescan_leaves_device_gone() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(cat(&pci(&h, T4, "vendor")), Ok("0x10de\n".into()));
     echo(&control(&h), &format!("unplug {T4}\n")).expect("command");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
@@ -176,7 +176,7 @@ fn control_unplug_then_rescan_leaves_device_gone() {
 
 #[test]
 fn control_unplug_unknown_device_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&control(&h), "unplug 0000:99:00.0\n"),
         Err(libc::ENODEV)
@@ -185,7 +185,7 @@ fn control_unplug_unknown_device_is_enodev() {
 
 #[test]
 fn unplug_with_open_attribute_write_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(pci(&h, T4, "reset"))
@@ -199,7 +199,7 @@ fn unplug_with_open_attribute_write_is_enodev() {
 
 #[test]
 fn counters_reset_reads_all_zero() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     cat(&pci(&h, T4, "vendor")).expect("vendor");
     echo(&control(&h), "counters-reset\n").expect("command");
     assert_eq!(
@@ -213,7 +213,7 @@ fn counters_reset_reads_all_zero() {
 
 #[test]
 fn counters_count_one_readlink() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let canonical = h
         .root()
         .join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/driver");
@@ -224,7 +224,7 @@ fn counters_count_one_readlink() {
 
 #[test]
 fn counters_count_lookups_of_a_path() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     h.reset_counters();
     cat(&h.root().join("proc/cmdline")).expect("cmdline");
     assert!(h.counters().get(FsOp::Lookup) >= 2);
@@ -232,7 +232,7 @@ fn counters_count_lookups_of_a_path() {
 
 #[test]
 fn counters_count_one_open_and_one_read() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let vendor = pci(&h, T4, "vendor");
     h.reset_counters();
     let mut buf = [0u8; 64];
@@ -248,7 +248,7 @@ fn counters_count_one_open_and_one_read() {
 
 #[test]
 fn counters_count_one_write() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let reset = pci(&h, T4, "reset");
     h.reset_counters();
     echo(&reset, "1").expect("reset");
@@ -258,7 +258,7 @@ fn counters_count_one_write() {
 
 #[test]
 fn counters_count_getattr_of_stat() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let vendor = pci(&h, T4, "vendor");
     h.reset_counters();
     std::fs::metadata(&vendor).expect("stat");
@@ -267,7 +267,7 @@ fn counters_count_getattr_of_stat() {
 
 #[test]
 fn counters_count_readdir_of_listing() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let dir = h.root().join("sys/bus/mdev");
     h.reset_counters();
     assert_eq!(ls(&dir), Ok(vec!["devices".to_owned()]));
@@ -276,7 +276,7 @@ fn counters_count_readdir_of_listing() {
 
 #[test]
 fn counters_skip_the_control_directory() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     h.reset_counters();
     cat(&control(&h)).expect("read control");
     echo(&control(&h), "clear\n").expect("write control");
@@ -287,7 +287,7 @@ fn counters_skip_the_control_directory() {
 
 #[test]
 fn api_fail_next_fails_write() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     h.fail_next(1, libc::ENOSPC, "*/nvidia-231/create");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
@@ -297,7 +297,7 @@ fn api_fail_next_fails_write() {
 
 #[test]
 fn api_latency_delays_mdev_create() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     h.set_latency(
         LatencyOp::Kernel(KernelOp::MdevCreate),
         Duration::from_millis(80),
@@ -310,7 +310,7 @@ fn api_latency_delays_mdev_create() {
 
 #[test]
 fn api_control_unknown_command_fails() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert!(matches!(
         h.control("nope"),
         Err(vgpu_sim::SimError::Control { .. })
@@ -319,7 +319,7 @@ fn api_control_unknown_command_fails() {
 
 #[test]
 fn mount_guard_drop_unmounts() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let dir = h.root().to_owned();
     let was_mounted = is_mounted(&dir);
     drop(h);
@@ -328,7 +328,7 @@ fn mount_guard_drop_unmounts() {
 
 #[test]
 fn mount_guard_unmounts_when_test_panics() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let dir = h.root().to_owned();
     let was_mounted = is_mounted(&dir);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
@@ -343,7 +343,7 @@ fn mount_guard_unmounts_when_test_panics() {
 
 #[test]
 fn unmount_succeeds_and_leaves_dir_unmounted() {
-    let Some(h) = host("t4-legacy") else { return };
+    let h = host("t4-legacy");
     let dir = h.root().to_owned();
     let was_mounted = is_mounted(&dir);
     let r = h.unmount();

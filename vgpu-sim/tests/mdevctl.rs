@@ -9,15 +9,13 @@ use std::process::Output;
 use common::{IGPU, T4, UUID_A, UUID_B, cat, host, ls, mdev_type};
 use vgpu_sim::SimHost;
 
-/// The simulator and a private mdevctl store, or `None` (skip) outside CI.
-fn setup(profile: &str) -> Option<(SimHost, tempfile::TempDir)> {
-    if !vgpu_sim::peer::mdevctl_for_test() {
-        return None;
-    }
-    let h = host(profile)?;
+/// The simulator and a private mdevctl store; fails the test when mdevctl or FUSE is missing.
+fn setup(profile: &str) -> (SimHost, tempfile::TempDir) {
+    vgpu_sim::peer::mdevctl_for_test();
+    let h = host(profile);
     let etc = tempfile::tempdir().expect("temporary mdevctl store");
     vgpu_sim::peer::prepare_mdevctl_store(etc.path()).expect("mdevctl store");
-    Some((h, etc))
+    (h, etc)
 }
 
 /// Runs `mdevctl ARGS` with the simulator's `sys` on `/sys`.
@@ -31,9 +29,7 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn mdevctl_types_shows_type_with_name_description_and_count() {
-    let Some((h, etc)) = setup("t4-legacy") else {
-        return;
-    };
+    let (h, etc) = setup("t4-legacy");
     let out = mdevctl(&h, etc.path(), &["types", "-p", T4]);
     assert!(
         stdout(&out).starts_with(
@@ -48,9 +44,7 @@ fn mdevctl_types_shows_type_with_name_description_and_count() {
 
 #[test]
 fn mdevctl_types_lists_every_parent() {
-    let Some((h, etc)) = setup("mixed") else {
-        return;
-    };
+    let (h, etc) = setup("mixed");
     let out = mdevctl(&h, etc.path(), &["types"]);
     let parents: Vec<String> = stdout(&out)
         .lines()
@@ -62,9 +56,7 @@ fn mdevctl_types_lists_every_parent() {
 
 #[test]
 fn mdevctl_start_creates_device_that_list_shows() {
-    let Some((h, etc)) = setup("t4-legacy") else {
-        return;
-    };
+    let (h, etc) = setup("t4-legacy");
     let started = mdevctl(
         &h,
         etc.path(),
@@ -81,9 +73,7 @@ fn mdevctl_start_creates_device_that_list_shows() {
 
 #[test]
 fn mdevctl_start_lowers_available_instances() {
-    let Some((h, etc)) = setup("t4-legacy") else {
-        return;
-    };
+    let (h, etc) = setup("t4-legacy");
     let started = mdevctl(
         &h,
         etc.path(),
@@ -102,9 +92,7 @@ fn mdevctl_start_lowers_available_instances() {
 
 #[test]
 fn mdevctl_stop_removes_device() {
-    let Some((h, etc)) = setup("t4-legacy") else {
-        return;
-    };
+    let (h, etc) = setup("t4-legacy");
     let started = mdevctl(
         &h,
         etc.path(),
@@ -126,9 +114,7 @@ fn mdevctl_stop_removes_device() {
 
 #[test]
 fn mdevctl_start_beyond_capacity_fails() {
-    let Some((h, etc)) = setup("t4-legacy") else {
-        return;
-    };
+    let (h, etc) = setup("t4-legacy");
     let first = mdevctl(
         &h,
         etc.path(),
@@ -155,9 +141,7 @@ fn mdevctl_start_beyond_capacity_fails() {
 
 #[test]
 fn mdevctl_define_and_start_writes_store_and_creates_device() {
-    let Some((h, etc)) = setup("gvtg") else {
-        return;
-    };
+    let (h, etc) = setup("gvtg");
     let defined = mdevctl(
         &h,
         etc.path(),

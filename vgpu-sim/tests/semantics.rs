@@ -13,7 +13,7 @@ use common::{
 
 #[test]
 fn pci_device_link_is_relative_into_devices() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         link(&pci(&h, T4, "")),
         Ok("../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0".into())
@@ -22,7 +22,7 @@ fn pci_device_link_is_relative_into_devices() {
 
 #[test]
 fn pci_device_in_domain_1_sits_under_its_root_bus() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         link(&pci(&h, FLEX, "")),
         Ok("../../../devices/pci0001:02/0001:02:00.0/0001:03:00.0".into())
@@ -31,7 +31,7 @@ fn pci_device_in_domain_1_sits_under_its_root_bus() {
 
 #[test]
 fn pci_attributes_read_kernel_formats() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let read = |f: &str| cat(&pci(&h, T4, f));
     assert_eq!(
         (
@@ -51,7 +51,7 @@ fn pci_attributes_read_kernel_formats() {
 
 #[test]
 fn pci_driver_link_names_bound_driver() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         link(&pci(&h, T4, "driver")),
         Ok("../../../../bus/pci/drivers/nvidia".into())
@@ -60,19 +60,19 @@ fn pci_driver_link_names_bound_driver() {
 
 #[test]
 fn pci_driver_override_unset_reads_null() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(cat(&pci(&h, T4, "driver_override")), Ok("(null)\n".into()));
 }
 
 #[test]
 fn pci_read_only_attribute_open_for_write_is_eacces() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&pci(&h, T4, "vendor"), "0x8086"), Err(libc::EACCES));
 }
 
 #[test]
 fn iommu_group_shared_with_audio_lists_both_functions() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         ls(&h.root().join("sys/kernel/iommu_groups/141/devices")),
         Ok(vec![A4000.to_owned(), A4000_AUDIO.to_owned()])
@@ -81,7 +81,7 @@ fn iommu_group_shared_with_audio_lists_both_functions() {
 
 #[test]
 fn iommu_group_member_link_points_back_to_device() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         link(&h.root().join("sys/kernel/iommu_groups/31/devices").join(T4)),
         Ok("../../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0".into())
@@ -90,7 +90,7 @@ fn iommu_group_member_link_points_back_to_device() {
 
 #[test]
 fn iommu_intel_ecap_has_interrupt_remapping_bit() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         cat(&h.root().join("sys/class/iommu/dmar0/intel-iommu/ecap")),
         Ok("f050da\n".into())
@@ -99,13 +99,13 @@ fn iommu_intel_ecap_has_interrupt_remapping_bit() {
 
 #[test]
 fn no_iommu_profile_has_no_groups() {
-    let Some(h) = host("no-iommu") else { return };
+    let h = host("no-iommu");
     assert_eq!(ls(&h.root().join("sys/kernel/iommu_groups")), Ok(vec![]));
 }
 
 #[test]
 fn no_iommu_profile_device_has_no_iommu_group_link() {
-    let Some(h) = host("no-iommu") else { return };
+    let h = host("no-iommu");
     assert_eq!(
         (
             cat(&pci(&h, T4, "vendor")),
@@ -117,7 +117,7 @@ fn no_iommu_profile_device_has_no_iommu_group_link() {
 
 #[test]
 fn no_iommu_profile_bind_vfio_pci_is_einval() {
-    let Some(h) = host("no-iommu") else { return };
+    let h = host("no-iommu");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind nvidia");
     echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
@@ -129,7 +129,7 @@ fn no_iommu_profile_bind_vfio_pci_is_einval() {
 
 #[test]
 fn no_iommu_profile_drivers_probe_vfio_pci_leaves_device_unbound() {
-    let Some(h) = host("no-iommu") else { return };
+    let h = host("no-iommu");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind nvidia");
     echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
@@ -142,7 +142,7 @@ fn no_iommu_profile_drivers_probe_vfio_pci_leaves_device_unbound() {
 
 #[test]
 fn no_iommu_profile_has_no_dmar_table() {
-    let Some(h) = host("no-iommu") else { return };
+    let h = host("no-iommu");
     assert_eq!(
         ls(&h.root().join("sys/firmware/acpi/tables")),
         Ok(vec![
@@ -156,7 +156,7 @@ fn no_iommu_profile_has_no_dmar_table() {
 
 #[test]
 fn proc_cmdline_reads_profile_cmdline() {
-    let Some(h) = host("gvtg") else { return };
+    let h = host("gvtg");
     assert_eq!(
         cat(&h.root().join("proc/cmdline")),
         Ok(
@@ -169,7 +169,7 @@ fn proc_cmdline_reads_profile_cmdline() {
 
 #[test]
 fn dev_vfio_has_container_and_vfio_bound_group() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         ls(&h.root().join("dev/vfio")),
         Ok(vec!["141".into(), "vfio".into()])
@@ -180,7 +180,7 @@ fn dev_vfio_has_container_and_vfio_bound_group() {
 
 #[test]
 fn sriov_numvfs_write_creates_vfs_beside_pf() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("i915 enables VFs");
     assert_eq!(
         ls(&h.root().join("sys/devices/pci0001:02/0001:02:00.0")).map(|v| {
@@ -198,14 +198,14 @@ fn sriov_numvfs_write_creates_vfs_beside_pf() {
 
 #[test]
 fn sriov_numvfs_write_reads_back_count() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "4\n").expect("enable");
     assert_eq!(cat(&pci(&h, FLEX, "sriov_numvfs")), Ok("4\n".into()));
 }
 
 #[test]
 fn sriov_virtfn_link_points_to_sibling_vf() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     assert_eq!(
         link(&pci(&h, FLEX, "virtfn1")),
@@ -215,7 +215,7 @@ fn sriov_virtfn_link_points_to_sibling_vf() {
 
 #[test]
 fn sriov_vf_physfn_link_points_to_pf() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     assert_eq!(
         link(&pci(&h, FLEX_VF0, "physfn")),
@@ -225,7 +225,7 @@ fn sriov_vf_physfn_link_points_to_pf() {
 
 #[test]
 fn sriov_vf_gets_its_own_iommu_group() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     let group = link_name(&pci(&h, FLEX_VF0, "iommu_group")).expect("VF has a group");
     assert_eq!(
@@ -240,14 +240,14 @@ fn sriov_vf_gets_its_own_iommu_group() {
 
 #[test]
 fn sriov_vf_autoprobe_binds_pf_driver() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     assert_eq!(link_name(&pci(&h, FLEX_VF0, "driver")), Some("i915".into()));
 }
 
 #[test]
 fn sriov_autoprobe_off_leaves_vfs_unbound() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     assert_eq!(
@@ -261,7 +261,7 @@ fn sriov_autoprobe_off_leaves_vfs_unbound() {
 
 #[test]
 fn sriov_numvfs_not_a_number_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, FLEX, "sriov_numvfs"), "four"),
         Err(libc::EINVAL)
@@ -270,7 +270,7 @@ fn sriov_numvfs_not_a_number_is_einval() {
 
 #[test]
 fn sriov_numvfs_above_u16_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, FLEX, "sriov_numvfs"), "70000"),
         Err(libc::EINVAL)
@@ -279,7 +279,7 @@ fn sriov_numvfs_above_u16_is_einval() {
 
 #[test]
 fn sriov_numvfs_above_total_is_erange() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, FLEX, "sriov_numvfs"), "17"),
         Err(libc::ERANGE)
@@ -288,28 +288,28 @@ fn sriov_numvfs_above_total_is_erange() {
 
 #[test]
 fn sriov_numvfs_nonzero_while_enabled_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "4"), Err(libc::EBUSY));
 }
 
 #[test]
 fn sriov_numvfs_equal_value_succeeds_without_change() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Ok(()));
 }
 
 #[test]
 fn sriov_numvfs_without_driver_is_enoent() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), FLEX).expect("unbind");
     assert_eq!(echo(&pci(&h, FLEX, "sriov_numvfs"), "2"), Err(libc::ENOENT));
 }
 
 #[test]
 fn sriov_numvfs_zero_removes_vfs() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "0").expect("disable");
     assert_eq!(link(&pci(&h, FLEX_VF0, "")), Err(libc::ENOENT));
@@ -317,7 +317,7 @@ fn sriov_numvfs_zero_removes_vfs() {
 
 #[test]
 fn sriov_numvfs_zero_removes_virtfn_links() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     let before = link(&pci(&h, FLEX, "virtfn0"));
     echo(&pci(&h, FLEX, "sriov_numvfs"), "0").expect("disable");
@@ -334,13 +334,13 @@ fn sriov_numvfs_zero_removes_virtfn_links() {
 
 #[test]
 fn sriov_numvfs_on_nvidia_pf_is_enoent() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&pci(&h, L40S, "sriov_numvfs"), "0"), Err(libc::ENOENT));
 }
 
 #[test]
 fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let lock = h
         .root()
         .join("proc/driver/nvidia/gpus")
@@ -375,7 +375,7 @@ fn sriov_manage_sequence_reenables_vfs_on_nvidia() {
 
 #[test]
 fn bind_not_matching_driver_to_bound_device_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&driver_file(&h, "vfio-pci", "bind"), T4),
         Err(libc::ENODEV)
@@ -384,7 +384,7 @@ fn bind_not_matching_driver_to_bound_device_is_enodev() {
 
 #[test]
 fn bind_matching_driver_to_bound_device_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&driver_file(&h, "nvidia", "bind"), T4),
         Err(libc::EBUSY)
@@ -393,7 +393,7 @@ fn bind_matching_driver_to_bound_device_is_ebusy() {
 
 #[test]
 fn bind_vf_without_autoprobe_or_override_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     assert_eq!(
@@ -404,7 +404,7 @@ fn bind_vf_without_autoprobe_or_override_is_enodev() {
 
 #[test]
 fn drivers_probe_vf_without_autoprobe_or_override_leaves_it_unbound() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     echo(&drivers_probe(&h), FLEX_VF0).expect("probe succeeds");
@@ -419,7 +419,7 @@ fn drivers_probe_vf_without_autoprobe_or_override_leaves_it_unbound() {
 
 #[test]
 fn drivers_probe_vf_with_override_binds_without_autoprobe() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "1").expect("enable");
     echo(&pci(&h, FLEX_VF0, "driver_override"), "vfio-pci").expect("override");
@@ -432,7 +432,7 @@ fn drivers_probe_vf_with_override_binds_without_autoprobe() {
 
 #[test]
 fn bind_unknown_device_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(
             &h.root().join("sys/bus/pci/drivers/nvidia/bind"),
@@ -444,7 +444,7 @@ fn bind_unknown_device_is_enodev() {
 
 #[test]
 fn bind_without_override_to_vfio_pci_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(
         &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
         A4000_AUDIO,
@@ -461,7 +461,7 @@ fn bind_without_override_to_vfio_pci_is_enodev() {
 
 #[test]
 fn unbind_from_other_driver_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&h.root().join("sys/bus/pci/drivers/i915/unbind"), T4),
         Err(libc::ENODEV)
@@ -470,7 +470,7 @@ fn unbind_from_other_driver_is_enodev() {
 
 #[test]
 fn unbind_removes_driver_link() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(
         &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
         A4000_AUDIO,
@@ -487,7 +487,7 @@ fn unbind_removes_driver_link() {
 
 #[test]
 fn driver_override_then_probe_binds_vfio_pci() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(
         &h.root().join("sys/bus/pci/drivers/snd_hda_intel/unbind"),
         A4000_AUDIO,
@@ -503,7 +503,7 @@ fn driver_override_then_probe_binds_vfio_pci() {
 
 #[test]
 fn driver_override_of_page_size_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, A4000_AUDIO, "driver_override"), &"x".repeat(4095)),
         Err(libc::EINVAL)
@@ -512,7 +512,7 @@ fn driver_override_of_page_size_is_einval() {
 
 #[test]
 fn store_write_beyond_page_size_is_cut_to_page_size() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let params = pci(&h, L40S_VF0, "nvidia/vgpu_params");
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -529,14 +529,14 @@ fn store_write_beyond_page_size_is_cut_to_page_size() {
 
 #[test]
 fn driver_override_does_not_unbind() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, T4, "driver_override"), "vfio-pci").expect("override");
     assert_eq!(link_name(&pci(&h, T4, "driver")), Some("nvidia".into()));
 }
 
 #[test]
 fn drivers_probe_unknown_device_is_enodev() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&h.root().join("sys/bus/pci/drivers_probe"), "0000:99:00.0"),
         Err(libc::ENODEV)
@@ -545,13 +545,13 @@ fn drivers_probe_unknown_device_is_enodev() {
 
 #[test]
 fn reset_value_other_than_one_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&pci(&h, T4, "reset"), "2"), Err(libc::EINVAL));
 }
 
 #[test]
 fn reset_number_above_u64_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, T4, "reset"), "99999999999999999999999"),
         Err(libc::EINVAL)
@@ -560,7 +560,7 @@ fn reset_number_above_u64_is_einval() {
 
 #[test]
 fn remove_number_above_u64_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&pci(&h, A4000_AUDIO, "remove"), "99999999999999999999999"),
         Err(libc::EINVAL)
@@ -569,7 +569,7 @@ fn remove_number_above_u64_is_einval() {
 
 #[test]
 fn rescan_number_above_u64_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(
             &h.root().join("sys/bus/pci/rescan"),
@@ -581,21 +581,21 @@ fn rescan_number_above_u64_is_einval() {
 
 #[test]
 fn reset_without_reset_method_is_enotty() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, T4, "reset_method"), "\n").expect("disable every method");
     assert_eq!(echo(&pci(&h, T4, "reset"), "1"), Err(libc::ENOTTY));
 }
 
 #[test]
 fn reset_method_empty_line_reads_empty() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, T4, "reset_method"), "\n").expect("disable every method");
     assert_eq!(cat(&pci(&h, T4, "reset_method")), Ok(String::new()));
 }
 
 #[test]
 fn reset_method_default_restores_supported_methods() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, T4, "reset_method"), "bus").expect("bus only");
     echo(&pci(&h, T4, "reset_method"), "default").expect("default");
     assert_eq!(cat(&pci(&h, T4, "reset_method")), Ok("flr bus\n".into()));
@@ -603,19 +603,19 @@ fn reset_method_default_restores_supported_methods() {
 
 #[test]
 fn reset_method_unsupported_method_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&pci(&h, T4, "reset_method"), "pm"), Err(libc::EINVAL));
 }
 
 #[test]
 fn reset_one_succeeds() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(echo(&pci(&h, T4, "reset"), "1"), Ok(()));
 }
 
 #[test]
 fn remove_then_rescan_restores_device() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, A4000_AUDIO, "remove"), "1").expect("remove");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
     assert_eq!(
@@ -626,7 +626,7 @@ fn remove_then_rescan_restores_device() {
 
 #[test]
 fn remove_then_rescan_clears_driver_override() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         cat(&pci(&h, A4000, "driver_override")),
         Ok("vfio-pci\n".into())
@@ -641,7 +641,7 @@ fn remove_then_rescan_clears_driver_override() {
 
 #[test]
 fn remove_then_rescan_sets_autoprobe_back_to_one() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_drivers_autoprobe"), "0").expect("autoprobe off");
     echo(&pci(&h, FLEX, "remove"), "1").expect("remove");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
@@ -653,7 +653,7 @@ fn remove_then_rescan_sets_autoprobe_back_to_one() {
 
 #[test]
 fn remove_then_rescan_leaves_vfs_disabled() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("enable");
     echo(&pci(&h, FLEX, "remove"), "1").expect("remove");
     echo(&h.root().join("sys/bus/pci/rescan"), "1").expect("rescan");
@@ -670,7 +670,7 @@ fn remove_then_rescan_leaves_vfs_disabled() {
 
 #[test]
 fn mdev_type_nvidia_description_matches_driver_format() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         cat(&mdev_type(&h, T4, "nvidia-231", "description")),
         Ok("num_heads=4, frl_config=60, framebuffer=2048M, max_resolution=7680x4320, max_instance=8\n"
@@ -680,7 +680,7 @@ fn mdev_type_nvidia_description_matches_driver_format() {
 
 #[test]
 fn mdev_type_nvidia_name_reads_grid_name() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         cat(&mdev_type(&h, T4, "nvidia-231", "name")),
         Ok("GRID T4-2Q\n".into())
@@ -689,7 +689,7 @@ fn mdev_type_nvidia_name_reads_grid_name() {
 
 #[test]
 fn mdev_create_makes_device_under_parent_and_bus() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         link(&h.root().join("sys/bus/mdev/devices").join(UUID_A)),
@@ -701,7 +701,7 @@ fn mdev_create_makes_device_under_parent_and_bus() {
 
 #[test]
 fn mdev_create_sets_mdev_type_link() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         link(&pci(&h, T4, &format!("{UUID_A}/mdev_type"))),
@@ -711,7 +711,7 @@ fn mdev_create_sets_mdev_type_link() {
 
 #[test]
 fn mdev_create_links_its_own_iommu_group() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         (
@@ -727,7 +727,7 @@ fn mdev_create_links_its_own_iommu_group() {
 
 #[test]
 fn mdev_create_lists_device_under_type() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         ls(&mdev_type(&h, T4, "nvidia-231", "devices")),
@@ -737,7 +737,7 @@ fn mdev_create_lists_device_under_type() {
 
 #[test]
 fn mdev_create_lowers_available_instances() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         cat(&mdev_type(&h, T4, "nvidia-231", "available_instances")),
@@ -747,7 +747,7 @@ fn mdev_create_lowers_available_instances() {
 
 #[test]
 fn mdev_create_drops_other_nvidia_types_to_zero() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         cat(&mdev_type(&h, T4, "nvidia-222", "available_instances")),
@@ -757,7 +757,7 @@ fn mdev_create_drops_other_nvidia_types_to_zero() {
 
 #[test]
 fn mdev_create_bad_uuid_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-231", "create"), "not-a-uuid"),
         Err(libc::EINVAL)
@@ -766,7 +766,7 @@ fn mdev_create_bad_uuid_is_einval() {
 
 #[test]
 fn mdev_create_duplicate_is_eexist() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
@@ -776,7 +776,7 @@ fn mdev_create_duplicate_is_eexist() {
 
 #[test]
 fn mdev_create_beyond_capacity_is_eusers() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-234", "create"), UUID_A).expect("T4-16Q: one fits");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-234", "create"), UUID_B),
@@ -786,7 +786,7 @@ fn mdev_create_beyond_capacity_is_eusers() {
 
 #[test]
 fn mdev_create_other_type_while_one_in_use_is_eusers() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-230", "create"), UUID_B),
@@ -796,7 +796,7 @@ fn mdev_create_other_type_while_one_in_use_is_eusers() {
 
 #[test]
 fn mdev_remove_destroys_device() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     echo(&pci(&h, T4, &format!("{UUID_A}/remove")), "1").expect("remove");
     assert_eq!(ls(&h.root().join("sys/bus/mdev/devices")), Ok(vec![]));
@@ -804,7 +804,7 @@ fn mdev_remove_destroys_device() {
 
 #[test]
 fn mdev_remove_number_above_u64_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A).expect("create");
     assert_eq!(
         echo(
@@ -817,7 +817,7 @@ fn mdev_remove_number_above_u64_is_einval() {
 
 #[test]
 fn mdev_on_vf_parent_offers_one_instance() {
-    let Some(h) = host("a40-vf-mdev") else { return };
+    let h = host("a40-vf-mdev");
     assert_eq!(
         cat(&mdev_type(
             &h,
@@ -831,7 +831,7 @@ fn mdev_on_vf_parent_offers_one_instance() {
 
 #[test]
 fn mdev_on_vf_capacity_counts_per_physical_gpu() {
-    let Some(h) = host("a40-vf-mdev") else { return };
+    let h = host("a40-vf-mdev");
     echo(
         &mdev_type(&h, "0000:41:00.4", "nvidia-566", "create"),
         UUID_A,
@@ -850,7 +850,7 @@ fn mdev_on_vf_capacity_counts_per_physical_gpu() {
 
 #[test]
 fn mdev_gvtg_type_has_no_name_file() {
-    let Some(h) = host("gvtg") else { return };
+    let h = host("gvtg");
     assert_eq!(
         ls(&mdev_type(&h, IGPU, "i915-GVTg_V5_4", "")),
         Ok(vec![
@@ -865,7 +865,7 @@ fn mdev_gvtg_type_has_no_name_file() {
 
 #[test]
 fn mdev_gvtg_description_is_multiline() {
-    let Some(h) = host("gvtg") else { return };
+    let h = host("gvtg");
     assert_eq!(
         cat(&mdev_type(&h, IGPU, "i915-GVTg_V5_4", "description")),
         Ok(
@@ -877,7 +877,7 @@ fn mdev_gvtg_description_is_multiline() {
 
 #[test]
 fn mdev_parent_unbound_disappears_from_mdev_bus() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind");
     assert_eq!(
@@ -894,7 +894,7 @@ fn vf_nv(h: &vgpu_sim::SimHost, vf: &str, file: &str) -> std::path::PathBuf {
 
 #[test]
 fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let text = cat(&vf_nv(&h, L40S_VF0, "creatable_vgpu_types")).expect("read");
     assert_eq!(
         text.lines().take(3).collect::<Vec<_>>(),
@@ -908,7 +908,7 @@ fn vendor_vfio_creatable_starts_with_header_and_padded_ids() {
 
 #[test]
 fn vendor_vfio_current_type_reads_zero_when_unset() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         cat(&vf_nv(&h, L40S_VF0, "current_vgpu_type")),
         Ok("0\n".into())
@@ -917,7 +917,7 @@ fn vendor_vfio_current_type_reads_zero_when_unset() {
 
 #[test]
 fn vendor_vfio_current_type_write_creates_vgpu() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         cat(&vf_nv(&h, L40S_VF0, "current_vgpu_type")),
@@ -927,7 +927,7 @@ fn vendor_vfio_current_type_write_creates_vgpu() {
 
 #[test]
 fn vendor_vfio_used_vf_lists_only_header() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         cat(&vf_nv(&h, L40S_VF0, "creatable_vgpu_types")),
@@ -937,7 +937,7 @@ fn vendor_vfio_used_vf_lists_only_header() {
 
 #[test]
 fn vendor_vfio_other_vf_lists_only_type_in_use() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
@@ -947,7 +947,7 @@ fn vendor_vfio_other_vf_lists_only_type_in_use() {
 
 #[test]
 fn vendor_vfio_full_card_lists_only_header() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1156").expect("L40S-48Q fills it");
     assert_eq!(
         cat(&vf_nv(&h, "0000:5e:00.5", "creatable_vgpu_types")),
@@ -957,7 +957,7 @@ fn vendor_vfio_full_card_lists_only_header() {
 
 #[test]
 fn vendor_vfio_set_while_set_is_eperm() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145"),
@@ -967,7 +967,7 @@ fn vendor_vfio_set_while_set_is_eperm() {
 
 #[test]
 fn vendor_vfio_clear_when_unset_is_eperm() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "0"),
         Err(libc::EPERM)
@@ -976,7 +976,7 @@ fn vendor_vfio_clear_when_unset_is_eperm() {
 
 #[test]
 fn vendor_vfio_not_creatable_type_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         echo(&vf_nv(&h, "0000:5e:00.5", "current_vgpu_type"), "1147"),
@@ -986,7 +986,7 @@ fn vendor_vfio_not_creatable_type_is_einval() {
 
 #[test]
 fn vendor_vfio_clear_destroys_vgpu() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "0").expect("destroy");
     assert_eq!(
@@ -997,7 +997,7 @@ fn vendor_vfio_clear_destroys_vgpu() {
 
 #[test]
 fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145").expect("create");
     assert_eq!(
         echo(&h.root().join("sys/bus/pci/drivers/nvidia/unbind"), L40S),
@@ -1007,7 +1007,7 @@ fn nvidia_unbind_gpu_with_vgpu_is_ebusy() {
 
 #[test]
 fn nvidia_unbind_pf_without_unbind_lock_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     assert_eq!(
         echo(&driver_file(&h, "nvidia", "unbind"), T4),
         Err(libc::EBUSY)
@@ -1016,7 +1016,7 @@ fn nvidia_unbind_pf_without_unbind_lock_is_ebusy() {
 
 #[test]
 fn nvidia_unbind_pf_with_unbind_lock_unbinds() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     echo(&driver_file(&h, "nvidia", "unbind"), T4).expect("unbind");
     assert_eq!(link(&pci(&h, T4, "driver")), Err(libc::ENOENT));
@@ -1024,7 +1024,7 @@ fn nvidia_unbind_pf_with_unbind_lock_unbinds() {
 
 #[test]
 fn nvidia_unbind_pf_after_unbind_lock_released_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     echo(&unbind_lock(&h, T4), "0").expect("release unbindLock");
     assert_eq!(
@@ -1035,7 +1035,7 @@ fn nvidia_unbind_pf_after_unbind_lock_released_is_ebusy() {
 
 #[test]
 fn nvidia_mdev_create_while_unbind_lock_held_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, T4), "1").expect("take unbindLock");
     assert_eq!(
         echo(&mdev_type(&h, T4, "nvidia-231", "create"), UUID_A),
@@ -1045,7 +1045,7 @@ fn nvidia_mdev_create_while_unbind_lock_held_is_ebusy() {
 
 #[test]
 fn nvidia_current_vgpu_type_while_unbind_lock_held_is_ebusy() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, L40S), "1").expect("take unbindLock");
     assert_eq!(
         echo(&vf_nv(&h, L40S_VF0, "current_vgpu_type"), "1145"),
@@ -1055,7 +1055,7 @@ fn nvidia_current_vgpu_type_while_unbind_lock_held_is_ebusy() {
 
 #[test]
 fn nvidia_sriov_numvfs_partial_count_on_pf_stub_is_einval() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     echo(&unbind_lock(&h, L40S), "1").expect("take unbindLock");
     echo(&driver_file(&h, "nvidia", "unbind"), L40S).expect("unbind nvidia");
     echo(&pci(&h, L40S, "driver_override"), "pci-pf-stub").expect("override");
@@ -1066,7 +1066,7 @@ fn nvidia_sriov_numvfs_partial_count_on_pf_stub_is_einval() {
 
 #[test]
 fn nvidia_unbind_lock_on_busy_gpu_reads_back_zero() {
-    let Some(h) = host("mixed") else { return };
+    let h = host("mixed");
     let lock = h
         .root()
         .join("proc/driver/nvidia/gpus")

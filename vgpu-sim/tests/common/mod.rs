@@ -28,8 +28,8 @@ pub(crate) const UUID_A: &str = "11111111-2222-3333-4444-555555555555";
 /// Another mdev UUID.
 pub(crate) const UUID_B: &str = "22222222-2222-3333-4444-555555555555";
 
-/// Mounts a built-in profile, or `None` (skip) when FUSE is unavailable outside CI.
-pub(crate) fn host(profile: &str) -> Option<SimHost> {
+/// Mounts a built-in profile; fails the test when FUSE is unavailable.
+pub(crate) fn host(profile: &str) -> SimHost {
     SimHost::mount_for_test(profile)
 }
 
