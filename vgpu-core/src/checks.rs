@@ -1,5 +1,5 @@
 //! IOMMU and DMA-remapping checks: can this host assign its GPUs to guests, and if not, what to
-//! fix (`shared/REFERENCE.md` §5).
+//! fix (`Documentation/driver-api/vfio.rst`; `docs/host-interfaces.md`).
 //!
 //! Each check is a [`Check`] with a stable id. Unlike `virt-host-validate`, a missing IOMMU is a
 //! failure, and interrupt remapping, group isolation and VFIO are checked too.
@@ -579,7 +579,8 @@ fn is_bridge(class: u32) -> bool {
     matches!(class >> 8, 0x0600 | 0x0604)
 }
 
-/// Whether the GPU function at `address` can be assigned on its own (REFERENCE.md §5).
+/// Whether the GPU function at `address` can be assigned on its own: every other member of its IOMMU group is a
+/// bridge or held by a passthrough driver (`Documentation/driver-api/vfio.rst`).
 pub fn isolation(paths: &HostPaths, address: PciAddress) -> DeviceIsolation {
     let mut result = DeviceIsolation {
         address,

@@ -16,7 +16,7 @@ use pci::PciAddress;
 
 /// NVIDIA's PCI vendor id.
 pub(crate) const NVIDIA_VENDOR_ID: u16 = 0x10de;
-/// How a GPU offers virtual GPUs (`shared/REFERENCE.md` §3-4).
+/// How a GPU offers virtual GPUs (see `docs/host-interfaces.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
