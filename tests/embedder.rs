@@ -3,11 +3,10 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use vgpu::checks::{self, Status};
-use vgpu::manager::Manager;
-use vgpu::provision::{ProvisionOptions, Target, provision};
-use vgpu::store::Start;
-use vgpu::{Backend, HostPaths, PciAddress, VgpuHandle, discover};
+use vgpu::{
+    Backend, CheckStatus, ErrorKind, HostPaths, Manager, PciAddress, Placement, Start, Target,
+    VgpuHandle, check_host, discover,
+};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -21,7 +20,11 @@ struct Host {
 }
 
 fn mixed() -> Host {
-    let sim = SimHost::mount_for_test("mixed");
+    mount("mixed")
+}
+
+fn mount(profile: &str) -> Host {
+    let sim = SimHost::mount_for_test(profile);
     let state = tempfile::tempdir().unwrap();
     let paths = HostPaths::new(sim.root()).with_state_root(state.path());
     Host {
@@ -75,7 +78,7 @@ fn mixed_host_backends_are_discovered() {
 #[test]
 fn mixed_host_gpu_with_bound_audio_companion_is_isolated_but_not_ready() {
     let host = mixed();
-    let report = checks::check_host(&host.paths, &discover(&host.paths).unwrap());
+    let report = check_host(&host.paths, &discover(&host.paths).unwrap());
     let a4000 = report
         .devices
         .iter()
@@ -99,11 +102,11 @@ fn mixed_host_gpu_with_bound_audio_companion_is_isolated_but_not_ready() {
 #[test]
 fn mixed_host_passes_every_host_check() {
     let host = mixed();
-    let report = checks::check_host(&host.paths, &discover(&host.paths).unwrap());
+    let report = check_host(&host.paths, &discover(&host.paths).unwrap());
     let failing: Vec<&str> = report
         .checks
         .iter()
-        .filter(|c| c.status != Status::Pass)
+        .filter(|c| c.status != CheckStatus::Pass)
         .map(|c| c.id)
         .collect();
     assert_eq!(failing, Vec::<&str>::new());
@@ -137,7 +140,7 @@ fn provision_across_three_interfaces_in_parallel() {
         .build()
         .unwrap();
     let reports = runtime
-        .block_on(provision(&host.paths, targets, ProvisionOptions::default()))
+        .block_on(Manager::new(&host.paths, "embedder test").provision(targets))
         .unwrap();
     let made: Vec<(String, usize, Option<String>)> = reports
         .iter()
@@ -179,8 +182,144 @@ fn defined_vgpu_survives_loss_and_destroy_cleans_up() {
             report.failed(),
             restored,
             vgpus(&host, T4),
-            manager.store().mdevs().unwrap().len()
+            manager.definitions().mdevs().unwrap().len()
         ),
         (vec![], 0, vec![created.id], vec![], 0)
+    );
+}
+
+const L40S_CARD: &str = "0000:41:00.0";
+/// The first VF of `L40S_CARD`, where the first definition goes.
+const L40S_VF0: &str = "0000:41:00.4";
+
+fn provision_one(host: &Host, target: Target) -> vgpu::GpuReport {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut reports = runtime
+        .block_on(Manager::new(&host.paths, "embedder test").provision(vec![target]))
+        .unwrap();
+    reports.remove(0)
+}
+
+fn l40s_24q(count: Option<u32>) -> Target {
+    Target {
+        gpu: addr(L40S_CARD),
+        vfs: None,
+        type_name: "L40S-24Q".to_owned(),
+        count,
+    }
+}
+
+/// An L40S holds two L40S-24Q; one is defined (not started), so only one more may be made.
+#[test]
+fn provision_count_past_a_definitions_room_is_refused_and_makes_nothing() {
+    let host = mount("l40s-vendor-vfio");
+    let manager = Manager::new(&host.paths, "embedder test");
+    manager
+        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .unwrap();
+    let report = provision_one(&host, l40s_24q(Some(2)));
+    assert_eq!(
+        (
+            report.kind,
+            report.error.as_deref(),
+            report.created,
+            vgpus(&host, L40S_CARD)
+        ),
+        (
+            Some(ErrorKind::NoCapacity),
+            Some(
+                "GPU 0000:41:00.0 has room for 1 more vGPU(s) of type 1155, not 2 \
+                 (1 held for defined vGPUs)"
+            ),
+            vec![],
+            vec![]
+        )
+    );
+}
+
+#[test]
+fn provision_fill_never_places_on_a_reserved_vf() {
+    let host = mount("l40s-vendor-vfio");
+    let manager = Manager::new(&host.paths, "embedder test");
+    let defined = manager
+        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .unwrap();
+    let report = provision_one(&host, l40s_24q(None));
+    assert_eq!(
+        (defined.id, report.error, report.created),
+        (
+            VgpuHandle::Vf(addr(L40S_VF0)),
+            None,
+            vec![VgpuHandle::Vf(addr("0000:41:00.5"))]
+        )
+    );
+}
+
+/// After provisioning around a definition, `restore` brings the defined vGPU up on its own VF:
+/// its capacity was not given away.
+#[test]
+fn restore_after_provision_starts_the_defined_vgpu_on_its_vf() {
+    let host = mount("l40s-vendor-vfio");
+    let manager = Manager::new(&host.paths, "embedder test");
+    manager
+        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .unwrap();
+    provision_one(&host, l40s_24q(None));
+    let report = manager.restore().unwrap();
+    let steps: Vec<(&str, String, String)> = report
+        .steps
+        .iter()
+        .map(|s| (s.action, s.device.clone(), s.outcome.to_string()))
+        .collect();
+    assert_eq!(
+        (steps, vgpus(&host, L40S_CARD)),
+        (
+            vec![("vf-vgpu", L40S_VF0.to_owned(), "created".to_owned())],
+            vec![
+                VgpuHandle::Vf(addr(L40S_VF0)),
+                VgpuHandle::Vf(addr("0000:41:00.5"))
+            ]
+        )
+    );
+}
+
+#[test]
+fn create_past_a_definitions_room_is_no_capacity_naming_the_reservation() {
+    let host = mount("l40s-vendor-vfio");
+    let manager = Manager::new(&host.paths, "embedder test");
+    manager
+        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .unwrap();
+    manager.create(L40S_CARD, "L40S-24Q", None, None).unwrap();
+    let err = manager
+        .create(L40S_CARD, "L40S-24Q", None, None)
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            vgpu::Error::NoCapacity { gpu, type_id, asked: 1, available: 0, reserved: 1, .. }
+                if *gpu == addr(L40S_CARD) && type_id == "1155"
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
+    let host = mount("l40s-vendor-vfio");
+    let manager = Manager::new(&host.paths, "embedder test");
+    manager
+        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .unwrap();
+    let created = manager.create(L40S_CARD, "L40S-24Q", None, None).unwrap();
+    assert_eq!(
+        created.placement,
+        Placement::VendorVf {
+            vf: addr("0000:41:00.5"),
+            type_id: 1155
+        }
     );
 }

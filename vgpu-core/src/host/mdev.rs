@@ -39,11 +39,6 @@ impl MdevParent {
         Self { path: path.into() }
     }
 
-    /// The device directory.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Whether the device offers mediated devices at all.
     pub(crate) fn is_parent(&self) -> bool {
         sysfs::is_dir(&self.types_dir())

@@ -79,8 +79,15 @@ impl HostLock {
     }
 
     /// The lock file.
+    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for HostLock {
+    fn drop(&mut self) {
+        tracing::debug!(path = %self.path.display(), "host lock released");
     }
 }
 

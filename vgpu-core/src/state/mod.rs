@@ -5,3 +5,8 @@ pub(crate) mod audit;
 pub(crate) mod durable;
 pub(crate) mod lock;
 pub(crate) mod store;
+
+#[cfg(test)]
+// A failed fixture step is a failed test.
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,8 +1,6 @@
-//! The persistent stores (mdevctl's and ours), the host lock and the audit log, on temporary
+//! Unit tests of the persistent stores (mdevctl's and ours), the host lock and the audit log, on temporary
 //! host roots.
 
-// clippy's allow-unwrap-in-tests covers #[test] functions only, not this file's fixtures.
-#![allow(clippy::unwrap_used)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -12,13 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tempfile::TempDir;
 use uuid::Uuid;
-use vgpu_core::audit::{AuditEntry, AuditLog, rfc3339_utc};
-use vgpu_core::lock::HostLock;
-use vgpu_core::store::{
+use super::audit::{AuditEntry, AuditLog, rfc3339_utc};
+use super::lock::HostLock;
+use super::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store, VfVgpuDefinition,
 };
-use vgpu_core::testing::addr;
-use vgpu_core::{Error, HostPaths};
+use crate::error::Error;
+use crate::host::paths::HostPaths;
+use crate::testing::addr;
 
 const UUID_A: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0001);
 const UUID_B: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0002);
