@@ -2,7 +2,7 @@
 //! L40S, then create a vGPU on every VF) with realistic latencies (VF enable 1.5 s per GPU,
 //! vGPU create 80 ms), three ways, each on a freshly mounted host:
 //!
-//! 1. `vgpu_core::provision`: all GPUs in parallel, each GPU's steps in order;
+//! 1. `Manager::provision`: all GPUs in parallel, each GPU's steps in order;
 //! 2. the critical path: the same sequence on one GPU alone;
 //! 3. the way operators do it today: a sequential shell loop of NVIDIA's `sriov-manage`
 //!    steps and `current_vgpu_type` writes.
@@ -15,9 +15,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vgpu_core::provision::{ProvisionOptions, Target, provision};
-use vgpu_core::sriov::{SriovOptions, set_vf_count};
-use vgpu_core::{HostPaths, PciAddress, discover};
+use vgpu_core::{HostPaths, Manager, PciAddress, Target, discover};
 use vgpu_sim::{Profile, SimHost};
 
 const TYPE: &str = "NVIDIA L40S-1B";
@@ -27,7 +25,7 @@ const LATENCY: &str = "latency sriov-enable 1500\nlatency vgpu-create 80\n";
 /// numeric id of `TYPE`.
 fn prepared() -> (SimHost, Vec<PciAddress>, String) {
     let host = SimHost::mount(Profile::builtin("large").unwrap()).unwrap();
-    let paths = HostPaths::new(host.root());
+    let paths = HostPaths::new(host.root()).with_state_root(tempfile::tempdir().unwrap().keep());
     let inventory = discover(&paths).unwrap();
     let id = inventory.gpus[0]
         .types
@@ -37,8 +35,9 @@ fn prepared() -> (SimHost, Vec<PciAddress>, String) {
         .id
         .clone();
     let gpus: Vec<PciAddress> = inventory.gpus.iter().map(|g| g.address).collect();
+    let manager = Manager::new(&paths, "bench");
     for gpu in &gpus {
-        set_vf_count(&paths, *gpu, 0, SriovOptions::default()).unwrap();
+        manager.set_vfs(&gpu.to_string(), 0, None, false).unwrap();
     }
     host.control(LATENCY).unwrap();
     (host, gpus, id)
@@ -61,7 +60,7 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
         .unwrap();
     let start = Instant::now();
     let reports = runtime
-        .block_on(provision(&paths, targets, ProvisionOptions::default()))
+        .block_on(Manager::new(&paths, "bench").provision(targets))
         .unwrap();
     let elapsed = start.elapsed();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");

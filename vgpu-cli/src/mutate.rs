@@ -21,8 +21,7 @@ fn start(auto: bool) -> Start {
 }
 
 fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
-    text.parse()
-        .with_context(|| format!("cannot use {text:?} as a vGPU id"))
+    Ok(text.parse()?)
 }
 
 /// Writes `value` as JSON, or `line` for people.

@@ -142,8 +142,9 @@ fn json_error_is_printed_as_json_on_stdout() {
             out.status.code(),
             value["error"]
                 .as_str()
-                .map(|e| e.starts_with("no GPU matches \"0000:99:00.0\""))
+                .map(|e| e.starts_with("no GPU matches \"0000:99:00.0\"")),
+            &value["kind"]
         ),
-        (Some(1), Some(true))
+        (Some(1), Some(true), &serde_json::json!("not-found"))
     );
 }

@@ -174,13 +174,20 @@ fn unknown_gpu_exits_1_with_hint() {
 }
 
 #[test]
-fn destroy_of_unknown_id_exits_1() {
+fn destroy_of_unknown_id_exits_1_as_not_found() {
     let h = host("t4-legacy");
-    let out = vgpuctl(&h, &["destroy", UUID]);
-    assert!(
-        out.status.code() == Some(1) && stderr(&out).contains("no GPU matches"),
-        "{}",
-        stderr(&out)
+    let out = vgpuctl(&h, &["destroy", UUID, "--json"]);
+    let value = json(&out);
+    assert_eq!(
+        (out.status.code(), &value["kind"], &value["error"]),
+        (
+            Some(1),
+            &serde_json::json!("not-found"),
+            &serde_json::json!(format!(
+                "cannot destroy {UUID}: no vGPU matches \"{UUID}\" under {}/sys/bus/mdev/devices",
+                h.sim.root().display()
+            ))
+        )
     );
 }
 
@@ -190,7 +197,7 @@ fn destroy_of_garbage_id_exits_1() {
     let out = vgpuctl(&h, &["destroy", "garbage"]);
     assert_eq!(
         stderr(&out),
-        "vgpuctl: error: cannot use \"garbage\" as a vGPU id: \"garbage\" is neither a mediated device UUID nor a PCI address\n"
+        "vgpuctl: error: \"garbage\" is not a vGPU id (a mediated device UUID or a VF's PCI address)\n"
     );
 }
 
@@ -277,9 +284,9 @@ fn concurrent_creates_allocate_exactly_capacity() {
     h.sim.control("latency mdev-create 30").unwrap();
     let children: Vec<Child> = (0..8)
         .map(|_| {
-            command(&h, &["create", T4, "--type", "GRID T4-8Q"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
+            command(&h, &["create", T4, "--type", "GRID T4-8Q", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
                 .spawn()
                 .unwrap()
         })
@@ -291,7 +298,7 @@ fn concurrent_creates_allocate_exactly_capacity() {
     let succeeded = outputs.iter().filter(|o| o.status.success()).count();
     let refused = outputs
         .iter()
-        .filter(|o| stderr(o).contains("has no capacity left for vGPU type nvidia-233"))
+        .filter(|o| !o.status.success() && json(o)["kind"] == "no-capacity")
         .count();
     assert_eq!((succeeded, refused, vgpu_ids(&h, T4).len()), (2, 6, 2));
 }
@@ -765,7 +772,7 @@ fn bind_of_a_non_gpu_is_refused_without_force() {
     let out = vgpuctl(&h, &["bind", "0000:3a:00.0"]);
     assert_eq!(
         stderr(&out),
-        "vgpuctl: error: cannot bind 0000:3a:00.0 to vfio-pci: 0000:3a:00.0 is not a GPU or a VF of one (use force to bind it anyway)\n"
+        "vgpuctl: error: cannot bind 0000:3a:00.0 to vfio-pci: 0000:3a:00.0 is not a GPU or a VF of one (force to bind it anyway)\n"
     );
 }
 
@@ -1013,5 +1020,65 @@ fn restore_removes_an_mdev_whose_attribute_is_refused() {
             && error.contains(&format!("{UUID}/no_such_attr"))
             && vgpu_ids(&h, T4).is_empty(),
         "{report}"
+    );
+}
+
+const L40S: &str = "0000:41:00.0";
+
+/// `define --auto` holds one of the L40S's two L40S-24Q places: `provision --count 2` must not
+/// give it away (it is refused and makes nothing).
+#[test]
+fn provision_count_past_a_definitions_room_fails_and_makes_nothing() {
+    let h = host("l40s-vendor-vfio");
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let out = vgpuctl(
+        &h,
+        &["provision", L40S, "--type", "L40S-24Q", "--count", "2", "--json"],
+    );
+    let report = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &report[0]["kind"],
+            &report[0]["created"],
+            vgpu_ids(&h, L40S)
+        ),
+        (
+            Some(1),
+            &serde_json::json!("no-capacity"),
+            &serde_json::json!([]),
+            Vec::<String>::new()
+        )
+    );
+}
+
+/// Provisioning around a definition fills the other VF; `restore` then starts the defined
+/// vGPU on the VF it reserved.
+#[test]
+fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
+    let h = host("l40s-vendor-vfio");
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let provisioned = json(&vgpuctl(
+        &h,
+        &["provision", L40S, "--type", "L40S-24Q", "--json"],
+    ));
+    let restored = json(&vgpuctl(&h, &["restore", "--json"]));
+    assert_eq!(
+        (
+            &provisioned[0]["created"],
+            &restored["steps"],
+            vgpu_ids(&h, L40S)
+        ),
+        (
+            &serde_json::json!(["0000:41:00.5"]),
+            &serde_json::json!([{
+                "action": "vf-vgpu",
+                "device": "0000:41:00.4",
+                "outcome": "created",
+                "error": null,
+                "kind": null
+            }]),
+            vec!["0000:41:00.4".to_owned(), "0000:41:00.5".to_owned()]
+        )
     );
 }

@@ -181,7 +181,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// Something the caller named does not exist on the host or in the store.
-    #[error("no {what} {id:?} (looked in {})", path.display())]
+    #[error("no {what} matches {id:?} under {}", path.display())]
     NotFound {
         /// What kind of thing was looked for.
         what: Object,
@@ -271,13 +271,13 @@ pub enum Error {
         all_or_none: bool,
     },
     /// A device other than a GPU (or a VF of one) was named where only those are managed.
-    #[error("{address} is not a GPU or a VF of one (force to act on it anyway)")]
+    #[error("{address} is not a GPU or a VF of one (force to bind it anyway)")]
     NotGpu {
         /// The device.
         address: PciAddress,
     },
     /// A device was not bound by `vgpu`, so there is no driver to give it back to.
-    #[error("{address} was not bound by vgpu (force to reprobe its default driver)")]
+    #[error("{address} was not bound by vgpu (force to reprobe its default driver anyway)")]
     NotOwned {
         /// The device.
         address: PciAddress,
@@ -454,7 +454,7 @@ impl fmt::Display for Object {
             Object::Mdev => "mediated device",
             Object::VendorVf => "NVIDIA vendor-VFIO VF",
             Object::Vgpu => "vGPU",
-            Object::Definition => "definition of",
+            Object::Definition => "definition",
             Object::Driver => "driver",
         })
     }

@@ -91,7 +91,7 @@ pub use checks::{
     Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus,
     check_host, isolation,
 };
-pub use discovery::catalog::{CatalogType, all as catalog};
+pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
 pub use discovery::nvml::{Nvml, NvmlStatus};
 pub use discovery::parse::ParseError;
 pub use discovery::{discover, discover_gpu};

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use vgpu_core::checks::{Check, Report, Status, check_host};
+use vgpu_core::{Check, CheckReport as Report, CheckStatus as Status, check_host};
 use vgpu_core::testing::scenarios::{self, L40sVendorVfio, NVIDIA, T4Legacy};
 use vgpu_core::testing::{FakeHost, PciSpec, addr};
 use vgpu_core::{PciAddress, discover};
@@ -307,7 +307,7 @@ fn shared_group_host() -> FakeHost {
     host
 }
 
-fn device(report: &Report, address: PciAddress) -> &vgpu_core::checks::DeviceIsolation {
+fn device(report: &Report, address: PciAddress) -> &vgpu_core::DeviceIsolation {
     report
         .devices
         .iter()

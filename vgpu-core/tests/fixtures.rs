@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use vgpu_core::catalog;
 use vgpu_core::testing::scenarios::{
     self, A40VfMdev, L40sVendorVfio, LARGE_MAX_GPUS, LARGE_MAX_VFS, Large, T4Legacy, vf_address,
 };
@@ -40,7 +39,7 @@ fn against_catalog(inv: &Inventory) -> AgainstCatalog<'_> {
     for gpu in &inv.gpus {
         for t in &gpu.types {
             let name = t.name.as_deref();
-            let Some((name, entry)) = name.and_then(|n| catalog::by_name(n).map(|e| (n, e))) else {
+            let Some((name, entry)) = name.and_then(|n| vgpu_core::catalog_type(n).map(|e| (n, e))) else {
                 result.uncatalogued.insert((t.id.as_str(), name));
                 continue;
             };

@@ -64,7 +64,7 @@ pub fn all() -> &'static [CatalogType] {
 }
 
 /// The catalogued type with this name, with or without its `NVIDIA `/`GRID ` prefix.
-pub(crate) fn by_name(name: &str) -> Option<&'static CatalogType> {
+pub fn by_name(name: &str) -> Option<&'static CatalogType> {
     BY_NAME.get(strip_vendor_prefix(name)).copied()
 }
 

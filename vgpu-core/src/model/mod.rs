@@ -182,7 +182,7 @@ impl std::str::FromStr for VgpuHandle {
         text.parse::<PciAddress>()
             .map(VgpuHandle::Vf)
             .map_err(|_| {
-                Error::bad_name(text, "a vGPU id: a mediated device UUID or a VF's PCI address")
+                Error::bad_name(text, "a vGPU id (a mediated device UUID or a VF's PCI address)")
             })
     }
 }
