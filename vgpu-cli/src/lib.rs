@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use vgpu_core::HostPaths;
 use vgpu_core::CheckStatus as Status;
+use vgpu_core::HostPaths;
 
 mod mutate;
 mod render;
@@ -345,9 +345,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }
             _ => match core.kind() {
-                ErrorKind::NoCapacity => {
-                    "`vgpuctl types GPU` shows what each GPU can still take"
-                }
+                ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",
                 ErrorKind::Permission => "run as root",
                 ErrorKind::Busy => "the device is in use: free it first, or retry later",
                 _ => return None,

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use vgpu_core::{CheckReport as Report, GroupMember};
 use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
+use vgpu_core::{CheckReport as Report, GroupMember};
 
 /// `list --json`.
 #[derive(Serialize)]

@@ -1033,7 +1033,15 @@ fn provision_count_past_a_definitions_room_fails_and_makes_nothing() {
     vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
     let out = vgpuctl(
         &h,
-        &["provision", L40S, "--type", "L40S-24Q", "--count", "2", "--json"],
+        &[
+            "provision",
+            L40S,
+            "--type",
+            "L40S-24Q",
+            "--count",
+            "2",
+            "--json",
+        ],
     );
     let report = json(&out);
     assert_eq!(

@@ -10,11 +10,11 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::error::error_chain;
-use crate::model::Inventory;
 use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, PROC_LIMIT, read_attr, read_bounded};
+use crate::model::Inventory;
+use crate::model::pci::PciAddress;
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -88,8 +88,8 @@ pub mod testing;
 
 pub use backend::{PLAIN_VF_TYPE, Placement, Running};
 pub use checks::{
-    Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus,
-    check_host, isolation,
+    Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,
+    isolation,
 };
 pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
 pub use discovery::nvml::{Nvml, NvmlStatus};

@@ -588,11 +588,46 @@ fn short_address_in_two_domains_is_ambiguous() {
 }
 
 #[test]
-fn unknown_gpu_is_no_such_device() {
+fn unknown_gpu_is_not_found_naming_it_and_the_device_list() {
     let host = t4_host();
     let inv = inventory(&host);
-    assert!(matches!(
-        inv.gpu("0000:99:00.0", &host.paths()),
-        Err(vgpu_core::Error::NoSuchDevice { .. })
-    ));
+    let err = inv.gpu("0000:99:00.0", &host.paths()).unwrap_err();
+    let expected = host.paths().pci_devices();
+    assert!(
+        matches!(
+            &err,
+            vgpu_core::Error::NotFound { what: vgpu_core::Object::Gpu, id, path }
+                if id == "0000:99:00.0" && *path == expected
+        ) && err.kind() == vgpu_core::ErrorKind::NotFound,
+        "{err:?}"
+    );
+}
+
+#[test]
+fn short_gpu_name_on_two_domains_is_ambiguous_listing_both() {
+    let host = FakeHost::new().unwrap();
+    host.pci(&PciSpec::new(
+        addr("0000:41:00.0"),
+        NVIDIA,
+        0x1eb8,
+        0x030200,
+    ))
+    .unwrap();
+    host.pci(&PciSpec::new(
+        addr("0001:41:00.0"),
+        NVIDIA,
+        0x1eb8,
+        0x030200,
+    ))
+    .unwrap();
+    let err = inventory(&host).gpu("41:00.0", &host.paths()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            vgpu_core::Error::Ambiguous { name, candidates }
+                if name == "41:00.0"
+                    && *candidates == [addr("0000:41:00.0"), addr("0001:41:00.0")]
+        ) && err.kind() == vgpu_core::ErrorKind::BadInput,
+        "{err:?}"
+    );
 }

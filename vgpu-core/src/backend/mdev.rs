@@ -39,7 +39,12 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 
 /// Creates mediated device `uuid` of `type_id` on `parent`, after checking the type exists
 /// there and has an instance available, and verifies that the device appeared.
-pub(crate) fn create(paths: &HostPaths, parent: PciAddress, type_id: &str, uuid: Uuid) -> Result<()> {
+pub(crate) fn create(
+    paths: &HostPaths,
+    parent: PciAddress,
+    type_id: &str,
+    uuid: Uuid,
+) -> Result<()> {
     super::validate_type(type_id)?;
     let parent_dir = paths.pci_device(&parent);
     let mdev_parent = MdevParent::new(&parent_dir);

@@ -111,9 +111,7 @@ pub(super) fn running(paths: &HostPaths, vf: PciAddress) -> Result<Option<Runnin
 /// The vendor vGPU type a VF holds, in words.
 pub(super) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
     Ok(match running(paths, vf)? {
-        Some(Running::VendorVf { type_id }) => {
-            Some(format!("it holds NVIDIA vGPU type {type_id}"))
-        }
+        Some(Running::VendorVf { type_id }) => Some(format!("it holds NVIDIA vGPU type {type_id}")),
         _ => None,
     })
 }

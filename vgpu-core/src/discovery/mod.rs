@@ -14,14 +14,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::{Error, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
+use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs;
+use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
 use parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
 };
-use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
-use crate::host::pci_device::PciDevice;
-use crate::host::sysfs;
 
 /// Collects per-device problems while discovery carries on.
 struct Warnings(Vec<Warning>);

@@ -17,7 +17,6 @@ use crate::model::{Gpu, Warning};
 /// with development packages).
 const LIBRARY: &str = "libnvidia-ml.so.1";
 
-
 /// Whether NVML was used, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NvmlStatus {

@@ -4,9 +4,9 @@
 
 use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, write_attr};
+use crate::model::pci::PciAddress;
 
 /// Whether `driver` holds a device for assignment to a guest rather than for the host:
 /// `vfio-pci`, a vfio variant driver (`mlx5_vfio_pci`, `xe-vfio-pci`...), or `pci-stub`.
@@ -39,7 +39,10 @@ pub(crate) fn remember_previous(
 
 /// The driver recorded by [`remember_previous`]: `None` when nothing is recorded,
 /// `Some(None)` when the device had no driver.
-pub(crate) fn recalled_previous(paths: &HostPaths, address: PciAddress) -> Result<Option<Option<String>>> {
+pub(crate) fn recalled_previous(
+    paths: &HostPaths,
+    address: PciAddress,
+) -> Result<Option<Option<String>>> {
     let path = previous_path(paths, address);
     match sysfs::read_attr(&path)? {
         None => Ok(None),

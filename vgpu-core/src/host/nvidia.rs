@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
 use crate::discovery::parse::{CreatableType, parse_creatable_types};
+use crate::error::{Error, Result};
 use crate::host::sysfs::{self, child, read_attr, read_parsed};
 
 /// The `nvidia/` directory of one VF.

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
 use crate::host::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
+use crate::model::pci::PciAddress;
 
 /// A handle on one PCI function's sysfs directory. Reading through it never caches: each call
 /// asks the kernel again.

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::host::driver;
 use crate::error::{Error, Object, Result};
+use crate::host::driver;
 use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, read_attr, write_attr};
+use crate::model::pci::PciAddress;
 
 /// How to change a VF count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

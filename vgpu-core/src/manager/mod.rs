@@ -25,8 +25,8 @@ use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
-use crate::model::pci::PciAddress;
 use crate::model::VgpuHandle;
+use crate::model::pci::PciAddress;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 use session::{Operation, Session};
 

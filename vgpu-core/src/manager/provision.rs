@@ -61,7 +61,9 @@ pub(super) async fn run(session: Arc<Session>, targets: Vec<Target>) -> Result<V
     let mut tasks = Vec::new();
     for target in targets {
         let session = session.clone();
-        tasks.push(tokio::task::spawn_blocking(move || run_one(&session, &target)));
+        tasks.push(tokio::task::spawn_blocking(move || {
+            run_one(&session, &target)
+        }));
     }
     // Every task is awaited before the lock goes, even when one of them died.
     let mut reports = Vec::new();
@@ -102,10 +104,7 @@ fn run_one(session: &Session, target: &Target) -> GpuReport {
 }
 
 /// One GPU's sequence: the VF count, then vGPUs up to the count asked (or the room left).
-fn fill(
-    op: &mut Operation<'_>,
-    target: &Target,
-) -> Result<(Option<SriovChange>, Vec<VgpuHandle>)> {
+fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>, Vec<VgpuHandle>)> {
     let sriov = match target.vfs {
         Some(vfs) => Some(op.set_vf_count(target.gpu, vfs)?),
         None => None,

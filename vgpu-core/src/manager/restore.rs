@@ -63,7 +63,13 @@ impl RestoreReport {
     }
 
     /// Records one step's result.
-    fn push(&mut self, session: &Session, action: &'static str, device: String, result: Result<bool>) {
+    fn push(
+        &mut self,
+        session: &Session,
+        action: &'static str,
+        device: String,
+        result: Result<bool>,
+    ) {
         let (outcome, error) = match result {
             Ok(true) => (RestoreOutcome::Created, None),
             Ok(false) => (RestoreOutcome::Unchanged, None),
@@ -135,7 +141,12 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
             op.write_mdev_attrs(def)?;
             Ok(true)
         });
-        report.push(session, "mdev", format!("{}/{}", def.parent, def.uuid), result);
+        report.push(
+            session,
+            "mdev",
+            format!("{}/{}", def.parent, def.uuid),
+            result,
+        );
     }
     unreadable(&mut report, "vf-vgpu");
     for def in vf_vgpus.iter().filter(|d| d.start == Start::Auto) {

@@ -119,7 +119,12 @@ impl Session {
     pub(crate) fn record(&self, action: &str, device: &str, outcome: &str) {
         let entry = AuditEntry::now(&self.command, action, device, outcome);
         if let Err(err) = self.audit.record(&entry) {
-            tracing::error!(action, device, "cannot write the audit log: {}", err.chain());
+            tracing::error!(
+                action,
+                device,
+                "cannot write the audit log: {}",
+                err.chain()
+            );
         }
     }
 
@@ -425,7 +430,11 @@ impl Operation<'_> {
     }
 
     /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
-    pub(crate) fn realize(&mut self, placement: &Placement, id: VgpuHandle) -> Result<Option<String>> {
+    pub(crate) fn realize(
+        &mut self,
+        placement: &Placement,
+        id: VgpuHandle,
+    ) -> Result<Option<String>> {
         let result = backend::realize(self.paths(), placement, id);
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
@@ -451,7 +460,11 @@ impl Operation<'_> {
     }
 
     /// Stops the vGPU `id` (a plain VF goes back to the driver it had, or `fallback`).
-    pub(crate) fn stop(&mut self, id: VgpuHandle, fallback: Option<Option<&str>>) -> Result<Running> {
+    pub(crate) fn stop(
+        &mut self,
+        id: VgpuHandle,
+        fallback: Option<Option<&str>>,
+    ) -> Result<Running> {
         let result = backend::destroy(self.paths(), id, fallback);
         self.step("stop", &id.to_string(), result, |_| None)
     }
@@ -463,7 +476,8 @@ impl Operation<'_> {
             .and_then(|s| s.drivers_autoprobe);
         let result = sriov::set_autoprobe(self.paths(), pf, on);
         self.step("autoprobe", &pf.to_string(), result, |()| {
-            was.filter(|w| *w != on).map(|was| Undo::Autoprobe { pf, was })
+            was.filter(|w| *w != on)
+                .map(|was| Undo::Autoprobe { pf, was })
         })
     }
 
@@ -496,7 +510,11 @@ impl Operation<'_> {
 
     /// Binds `address` to `driver`, recording the driver it had until reboot; returns that
     /// driver. Already bound there: nothing changes.
-    pub(crate) fn bind(&mut self, address: PciAddress, driver_name: &str) -> Result<Option<String>> {
+    pub(crate) fn bind(
+        &mut self,
+        address: PciAddress,
+        driver_name: &str,
+    ) -> Result<Option<String>> {
         let paths = self.session.paths.clone();
         let result = driver::bind(&paths, address, driver_name).and_then(|previous| {
             if previous.as_deref() != Some(driver_name) {

@@ -179,11 +179,12 @@ impl std::str::FromStr for VgpuHandle {
         if let Ok(uuid) = Uuid::try_parse(text) {
             return Ok(VgpuHandle::Mdev(uuid));
         }
-        text.parse::<PciAddress>()
-            .map(VgpuHandle::Vf)
-            .map_err(|_| {
-                Error::bad_name(text, "a vGPU id (a mediated device UUID or a VF's PCI address)")
-            })
+        text.parse::<PciAddress>().map(VgpuHandle::Vf).map_err(|_| {
+            Error::bad_name(
+                text,
+                "a vGPU id (a mediated device UUID or a VF's PCI address)",
+            )
+        })
     }
 }
 
@@ -231,7 +232,6 @@ impl Inventory {
     }
 }
 
-
 impl VgpuType {
     /// Recomputes `available` from what the parents offer, capped at `max_instances` less the
     /// vGPUs in use (an A40's 32 VFs still hold 24 A40-2Q).
@@ -242,4 +242,3 @@ impl VgpuType {
         };
     }
 }
-

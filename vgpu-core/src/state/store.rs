@@ -51,8 +51,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::durable::{
-    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, update_error,
-    write_atomic,
+    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, update_error, write_atomic,
 };
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
@@ -71,7 +70,6 @@ const MDEVCTL_SCRIPTS: &str = "scripts.d";
 const SRIOV_DIR: &str = "sriov";
 const VF_VGPU_DIR: &str = "vf-vgpus";
 const BINDING_DIR: &str = "bindings";
-
 
 /// When a definition is to be started: at boot (`vgpuctl restore`, mdevctl's udev rule) or
 /// only on request.
@@ -723,4 +721,3 @@ fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
     }
     Ok(())
 }
-

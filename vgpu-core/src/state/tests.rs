@@ -1,15 +1,12 @@
 //! Unit tests of the persistent stores (mdevctl's and ours), the host lock and the audit log, on temporary
 //! host roots.
 
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tempfile::TempDir;
-use uuid::Uuid;
 use super::audit::{AuditEntry, AuditLog, rfc3339_utc};
 use super::lock::HostLock;
 use super::store::{
@@ -18,6 +15,8 @@ use super::store::{
 use crate::error::Error;
 use crate::host::paths::HostPaths;
 use crate::testing::addr;
+use tempfile::TempDir;
+use uuid::Uuid;
 
 const UUID_A: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0001);
 const UUID_B: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0002);
