@@ -1,31 +1,46 @@
-//! Creating and destroying vGPUs and VFs on the simulated host (`vgpu-sim`): the production
-//! code path writes to a FUSE filesystem that answers like the kernel.
+//! Creating and destroying vGPUs on the simulated host (`vgpu-sim`) through [`Manager`]: the
+//! production code path writes to a FUSE filesystem that answers like the kernel. VF counts
+//! and driver binding are in `lifecycle_sriov.rs`.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
+use std::path::{Path, PathBuf};
+
 use uuid::Uuid;
-use vgpu_core::lifecycle::{self, Placement, Running};
-use vgpu_core::sriov::{self, SriovOptions};
-use vgpu_core::{Error, Gpu, HostPaths, Inventory, PciAddress, VgpuHandle, discover, driver};
+use vgpu_core::{
+    AuditEntry, Backend, Created, Destroyed, Error, ErrorKind, Gpu, HostPaths, Inventory, Manager,
+    Object, PciAddress, Placement, Running, Start, Vgpu, VgpuHandle, discover,
+};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
 const A40: &str = "0000:41:00.0";
 const L40S: &str = "0000:41:00.0";
+const L40S_VF0: &str = "0000:41:00.4";
 const FLEX: &str = "0000:4d:00.0";
-const EBUSY: i32 = 16;
+const FLEX_VF0: &str = "0000:4d:00.1";
 const EIO: i32 = 5;
+const EBUSY: i32 = 16;
+const ENODEV: i32 = 19;
+const ENOSPC: i32 = 28;
+
+const FIXED: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0001);
+const FIXED_TEXT: &str = "0d6c4c1a-5e1f-4b8e-a1d2-000000000001";
 
 fn addr(text: &str) -> PciAddress {
     text.parse().unwrap()
 }
 
-/// The simulated kernel, with the state trees (run/ records of previous drivers) in this test
-/// binary's scratch directory: the simulator serves only sys/, proc/ and dev/.
+/// The simulated kernel, with the state trees (definitions, the lock, the audit log, run/
+/// records of previous drivers) in this test binary's scratch directory: the simulator serves
+/// only sys/, proc/ and dev/.
 fn paths(host: &SimHost) -> HostPaths {
     let name = host.root().file_name().unwrap().to_owned();
-    HostPaths::new(host.root())
-        .with_state_root(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name))
+    HostPaths::new(host.root()).with_state_root(Path::new(env!("CARGO_TARGET_TMPDIR")).join(name))
+}
+
+fn manager(host: &SimHost) -> Manager {
+    Manager::new(&paths(host), "test")
 }
 
 fn inventory(host: &SimHost) -> Inventory {
@@ -46,110 +61,309 @@ fn available(host: &SimHost, address: &str, type_id: &str) -> (u32, u32) {
     (t.available, t.in_use)
 }
 
-const FIXED: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0001);
+/// The faults and latencies the simulator still holds (`.vgpu-sim/control` without its
+/// header): empty once every injected fault has fired.
+fn pending(host: &SimHost) -> Vec<String> {
+    std::fs::read_to_string(host.root().join(".vgpu-sim/control"))
+        .unwrap()
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+const NONE_PENDING: Vec<String> = Vec::new();
+
+/// `(action, device, result)` of every audit record.
+fn audit(paths: &HostPaths) -> Vec<(String, String, String)> {
+    std::fs::read_to_string(paths.var().join("log/vgpu/audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<AuditEntry>(line).unwrap())
+        .map(|e| (e.action, e.device, e.result))
+        .collect()
+}
+
+fn record(action: &str, device: &str, result: &str) -> (String, String, String) {
+    (action.to_owned(), device.to_owned(), result.to_owned())
+}
+
+/// The `create` file of mdev type `type_id` under `parent`.
+fn create_path(host: &SimHost, parent: &str, type_id: &str) -> PathBuf {
+    paths(host)
+        .pci_device(&addr(parent))
+        .join("mdev_supported_types")
+        .join(type_id)
+        .join("create")
+}
+
+// ----- mediated devices on the PF (T4) -----
 
 #[test]
 fn t4_create_by_name_makes_mdev_on_pf() {
     let host = SimHost::mount_for_test("t4-legacy");
-    let created =
-        lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-2Q", Some(FIXED)).unwrap();
+    let created = manager(&host)
+        .create(T4, "GRID T4-2Q", Some(FIXED), None)
+        .unwrap();
     assert_eq!(
-        (created.id, created.placement),
-        (
-            VgpuHandle::Mdev(FIXED),
-            Placement::Mdev {
+        created,
+        Created {
+            id: VgpuHandle::Mdev(FIXED),
+            gpu: addr(T4),
+            placement: Placement::Mdev {
                 parent: addr(T4),
                 type_id: "nvidia-231".to_owned()
-            }
-        )
+            },
+            previous_driver: None,
+        }
     );
 }
 
 #[test]
 fn t4_create_lowers_available_instances() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
+    manager(&host).create(T4, "nvidia-231", None, None).unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (7, 1));
 }
 
 #[test]
 fn t4_create_shows_in_mdev_bus() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-2Q", Some(FIXED)).unwrap();
-    assert_eq!(
-        lifecycle::mdev_parent(&paths(&host), FIXED).unwrap(),
-        Some(addr(T4))
-    );
+    manager(&host)
+        .create(T4, "T4-2Q", Some(FIXED), None)
+        .unwrap();
+    let device = std::fs::canonicalize(paths(&host).mdev_devices().join(FIXED_TEXT)).unwrap();
+    let parent = std::fs::canonicalize(paths(&host).pci_device(&addr(T4))).unwrap();
+    assert_eq!(device.parent(), Some(parent.as_path()));
 }
 
 #[test]
 fn t4_destroy_removes_mdev() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
-    lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap();
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", Some(FIXED), None).unwrap();
+    manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (8, 0));
+}
+
+#[test]
+fn t4_destroy_reports_the_stopped_mdev() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", Some(FIXED), None).unwrap();
+    let destroyed = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap();
+    assert_eq!(
+        destroyed,
+        Destroyed {
+            id: VgpuHandle::Mdev(FIXED),
+            stopped: Some(Running::Mdev { parent: addr(T4) }),
+            undefined: false,
+        }
+    );
 }
 
 #[test]
 fn t4_second_type_refused_while_one_in_use() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap();
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-222", None).unwrap_err();
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", None, None).unwrap();
+    let err = manager.create(T4, "nvidia-222", None, None).unwrap_err();
+    let Error::NoCapacity {
+        gpu,
+        type_id,
+        asked,
+        available,
+        reserved,
+        path,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
     assert_eq!(
-        err.to_string(),
-        "GPU 0000:3b:00.0 has no capacity left for vGPU type nvidia-222"
+        (
+            *gpu,
+            type_id.as_str(),
+            *asked,
+            *available,
+            *reserved,
+            path.clone(),
+            err.kind()
+        ),
+        (
+            addr(T4),
+            "nvidia-222",
+            1,
+            0,
+            0,
+            paths(&host).pci_device(&addr(T4)),
+            ErrorKind::NoCapacity
+        )
     );
 }
 
 #[test]
 fn t4_full_type_is_refused_and_creates_nothing() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
+    let manager = manager(&host);
+    manager.create(T4, "GRID T4-16Q", None, None).unwrap();
     let before = inventory(&host);
-    assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).is_err());
-    assert_eq!(inventory(&host), before);
+    let err = manager.create(T4, "GRID T4-16Q", None, None).unwrap_err();
+    assert_eq!(
+        (err.kind(), inventory(&host)),
+        (ErrorKind::NoCapacity, before)
+    );
 }
 
 #[test]
 fn t4_duplicate_uuid_is_refused() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
-    let err =
-        lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap_err();
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", Some(FIXED), None).unwrap();
+    let err = manager
+        .create(T4, "nvidia-231", Some(FIXED), None)
+        .unwrap_err();
+    let Error::AlreadyExists { what, id } = &err else {
+        panic!("{err:?}")
+    };
     assert_eq!(
-        err.to_string(),
-        format!("mediated device {FIXED} already exists")
+        (*what, id.as_str(), err.kind()),
+        (Object::Mdev, FIXED_TEXT, ErrorKind::Conflict)
+    );
+}
+
+#[test]
+fn t4_create_of_defined_uuid_is_refused_as_defined() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager
+        .define(T4, "nvidia-231", Some(FIXED), Start::Manual)
+        .unwrap();
+    let err = manager
+        .create(T4, "nvidia-231", Some(FIXED), None)
+        .unwrap_err();
+    let Error::DefinitionExists { id, path } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (id.as_str(), path.clone(), err.kind()),
+        (
+            FIXED_TEXT,
+            paths(&host)
+                .etc()
+                .join("mdevctl.d")
+                .join(T4)
+                .join(FIXED_TEXT),
+            ErrorKind::Conflict
+        )
+    );
+}
+
+#[test]
+fn t4_definition_holds_its_room_from_create() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager
+        .define(T4, "GRID T4-16Q", Some(FIXED), Start::Manual)
+        .unwrap();
+    let err = manager.create(T4, "GRID T4-16Q", None, None).unwrap_err();
+    let Error::NoCapacity {
+        available,
+        reserved,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (*available, *reserved, err.kind()),
+        (0, 1, ErrorKind::NoCapacity)
     );
 }
 
 #[test]
 fn t4_unknown_type_names_what_is_offered() {
     let host = SimHost::mount_for_test("t4-legacy");
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "T4-3Q", None).unwrap_err();
-    assert!(
-        err.to_string().starts_with(
-            "GPU 0000:3b:00.0 offers no vGPU type \"T4-3Q\"; it offers: nvidia-222 (GRID T4-1B)"
+    let err = manager(&host).create(T4, "T4-3Q", None, None).unwrap_err();
+    let Error::UnknownType {
+        gpu,
+        wanted,
+        offered,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (
+            *gpu,
+            wanted.as_str(),
+            offered.iter().map(String::as_str).collect::<Vec<_>>(),
+            err.kind()
         ),
-        "{err}"
+        (
+            addr(T4),
+            "T4-3Q",
+            vec![
+                "nvidia-222 (GRID T4-1B)",
+                "nvidia-223 (GRID T4-2B)",
+                "nvidia-224 (GRID T4-2B4)",
+                "nvidia-225 (GRID T4-1A)",
+                "nvidia-226 (GRID T4-2A)",
+                "nvidia-227 (GRID T4-4A)",
+                "nvidia-228 (GRID T4-8A)",
+                "nvidia-229 (GRID T4-16A)",
+                "nvidia-230 (GRID T4-1Q)",
+                "nvidia-231 (GRID T4-2Q)",
+                "nvidia-232 (GRID T4-4Q)",
+                "nvidia-233 (GRID T4-8Q)",
+                "nvidia-234 (GRID T4-16Q)",
+                "nvidia-252 (GRID T4-1B4)",
+                "nvidia-319 (GRID T4-4C)",
+                "nvidia-320 (GRID T4-8C)",
+                "nvidia-321 (GRID T4-16C)",
+            ],
+            ErrorKind::NotFound
+        )
     );
 }
 
 #[test]
 fn t4_path_like_type_is_rejected() {
     let host = SimHost::mount_for_test("t4-legacy");
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "../x", None).unwrap_err();
-    assert_eq!(err.to_string(), "\"../x\" is not a vGPU type id or name");
+    let err = manager(&host).create(T4, "../x", None, None).unwrap_err();
+    let Error::BadName { value, expected } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (value.as_str(), *expected, err.kind()),
+        ("../x", "a vGPU type id or name", ErrorKind::BadInput)
+    );
 }
 
 #[test]
 fn t4_injected_create_failure_keeps_errno_and_path() {
     let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, EIO, "*/nvidia-231/create");
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
-    assert!(
-        matches!(&err, Error::Write { path, .. } if path.ends_with("nvidia-231/create"))
-            && err.errno() == Some(EIO),
-        "{err:?}"
+    let err = manager(&host)
+        .create(T4, "nvidia-231", Some(FIXED), None)
+        .unwrap_err();
+    let Error::Write { path, value, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (
+            path.clone(),
+            value.as_str(),
+            err.errno(),
+            err.kind(),
+            pending(&host)
+        ),
+        (
+            create_path(&host, T4, "nvidia-231"),
+            FIXED_TEXT,
+            Some(EIO),
+            ErrorKind::HostFault,
+            NONE_PENDING
+        )
     );
 }
 
@@ -158,31 +372,194 @@ fn t4_injected_create_failure_leaves_host_unchanged() {
     let host = SimHost::mount_for_test("t4-legacy");
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/nvidia-231/create");
-    assert!(lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).is_err());
-    assert_eq!(inventory(&host), before);
+    let err = manager(&host)
+        .create(T4, "nvidia-231", None, None)
+        .unwrap_err();
+    assert_eq!(
+        (err.errno(), err.kind(), pending(&host), inventory(&host)),
+        (Some(EBUSY), ErrorKind::Busy, NONE_PENDING, before)
+    );
+}
+
+#[test]
+fn t4_injected_create_failure_with_define_removes_the_definition() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    host.fail_next(1, EIO, "*/nvidia-231/create");
+    let manager = manager(&host);
+    let err = manager
+        .create(T4, "nvidia-231", Some(FIXED), Some(Start::Auto))
+        .unwrap_err();
+    assert_eq!(
+        (
+            err.errno(),
+            pending(&host),
+            manager.definitions().mdevs().unwrap()
+        ),
+        (Some(EIO), NONE_PENDING, Vec::new())
+    );
+}
+
+#[test]
+fn t4_injected_create_failure_with_define_audits_the_undo() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    host.fail_next(1, EIO, "*/nvidia-231/create");
+    let err = manager(&host)
+        .create(T4, "nvidia-231", Some(FIXED), Some(Start::Auto))
+        .unwrap_err();
+    assert_eq!(
+        (err.errno(), pending(&host), audit(&paths(&host))),
+        (
+            Some(EIO),
+            NONE_PENDING,
+            vec![
+                record("create", T4, "started"),
+                record("define", FIXED_TEXT, "ok"),
+                record("start", FIXED_TEXT, &err.chain()),
+                record("undo-define", FIXED_TEXT, "ok"),
+                record("create", T4, &err.chain()),
+            ]
+        )
+    );
 }
 
 #[test]
 fn t4_injected_remove_failure_is_busy() {
     let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", Some(FIXED), None).unwrap();
     host.fail_next(1, EBUSY, "*/remove");
-    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
-    assert!(matches!(err, Error::Busy { .. }), "{err:?}");
+    let err = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap_err();
+    let Error::Busy { path, value, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (
+            path.clone(),
+            value.as_str(),
+            err.errno(),
+            err.kind(),
+            pending(&host)
+        ),
+        (
+            paths(&host)
+                .pci_device(&addr(T4))
+                .join(FIXED_TEXT)
+                .join("remove"),
+            "1",
+            Some(EBUSY),
+            ErrorKind::Busy,
+            NONE_PENDING
+        )
+    );
 }
 
 #[test]
-fn unknown_mdev_destroy_is_no_such_device() {
+fn t4_destroy_of_unknown_mdev_is_not_found() {
     let host = SimHost::mount_for_test("t4-legacy");
-    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
-    assert!(matches!(err, Error::NoSuchDevice { .. }), "{err:?}");
+    let err = manager(&host).destroy(VgpuHandle::Mdev(FIXED)).unwrap_err();
+    let Error::NotFound { what, id, path } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (*what, id.as_str(), path.clone(), err.kind()),
+        (
+            Object::Vgpu,
+            FIXED_TEXT,
+            paths(&host).mdev_devices(),
+            ErrorKind::NotFound
+        )
+    );
 }
+
+#[test]
+fn mdev_remove_failing_keeps_the_mdev() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager.create(T4, "nvidia-231", Some(FIXED), None).unwrap();
+    let before = inventory(&host);
+    host.fail_next(1, ENODEV, "*/remove");
+    let err = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap_err();
+    assert_eq!(
+        (err.errno(), pending(&host), inventory(&host)),
+        (Some(ENODEV), NONE_PENDING, before)
+    );
+}
+
+#[test]
+fn mdev_create_refused_for_capacity_is_no_space() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    host.fail_next(1, ENOSPC, "*/nvidia-231/create");
+    let err = manager(&host)
+        .create(T4, "nvidia-231", Some(FIXED), None)
+        .unwrap_err();
+    let Error::NoSpace { path, value, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (
+            path.clone(),
+            value.as_str(),
+            err.errno(),
+            err.kind(),
+            pending(&host)
+        ),
+        (
+            create_path(&host, T4, "nvidia-231"),
+            FIXED_TEXT,
+            Some(ENOSPC),
+            ErrorKind::NoCapacity,
+            NONE_PENDING
+        )
+    );
+}
+
+#[test]
+fn no_capacity_is_its_own_error_naming_gpu_and_type() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager.create(T4, "GRID T4-16Q", None, None).unwrap();
+    let err = manager.create(T4, "GRID T4-16Q", None, None).unwrap_err();
+    let Error::NoCapacity {
+        gpu,
+        type_id,
+        asked,
+        available,
+        reserved,
+        path,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (
+            *gpu,
+            type_id.as_str(),
+            *asked,
+            *available,
+            *reserved,
+            path.clone(),
+            err.kind()
+        ),
+        (
+            addr(T4),
+            "nvidia-234",
+            1,
+            0,
+            0,
+            paths(&host).pci_device(&addr(T4)),
+            ErrorKind::NoCapacity
+        )
+    );
+}
+
+// ----- mediated devices on VFs (A40) -----
 
 #[test]
 fn a40_create_goes_on_first_free_vf() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
-    let created =
-        lifecycle::create(&paths(&host), &gpu(&host, A40), "NVIDIA A40-2Q", None).unwrap();
+    let created = manager(&host)
+        .create(A40, "NVIDIA A40-2Q", None, None)
+        .unwrap();
     assert_eq!(
         created.placement,
         Placement::Mdev {
@@ -195,8 +572,9 @@ fn a40_create_goes_on_first_free_vf() {
 #[test]
 fn a40_second_create_skips_used_vf() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
-    lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
-    let created = lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
+    let manager = manager(&host);
+    manager.create(A40, "nvidia-558", None, None).unwrap();
+    let created = manager.create(A40, "nvidia-558", None, None).unwrap();
     assert_eq!(
         created.placement,
         Placement::Mdev {
@@ -209,45 +587,76 @@ fn a40_second_create_skips_used_vf() {
 #[test]
 fn a40_capacity_counts_per_gpu() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
-    lifecycle::create(&paths(&host), &gpu(&host, A40), "nvidia-558", None).unwrap();
+    manager(&host)
+        .create(A40, "nvidia-558", None, None)
+        .unwrap();
     assert_eq!(available(&host, A40, "nvidia-558"), (23, 1));
 }
+
+// ----- NVIDIA vendor-specific VFIO (L40S) -----
 
 #[test]
 fn l40s_create_sets_vf_type() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let created =
-        lifecycle::create(&paths(&host), &gpu(&host, L40S), "NVIDIA L40S-8Q", None).unwrap();
-    assert_eq!(created.id, VgpuHandle::Vf(addr("0000:41:00.4")));
+    let created = manager(&host)
+        .create(L40S, "NVIDIA L40S-8Q", None, None)
+        .unwrap();
+    assert_eq!(
+        created,
+        Created {
+            id: VgpuHandle::Vf(addr(L40S_VF0)),
+            gpu: addr(L40S),
+            placement: Placement::VendorVf {
+                vf: addr(L40S_VF0),
+                type_id: 1152
+            },
+            previous_driver: None,
+        }
+    );
 }
 
 #[test]
 fn l40s_created_vgpu_runs_as_vendor_vf() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
-    let Placement::VendorVf { type_id, .. } = created.placement else {
-        panic!("{created:?}")
-    };
+    manager(&host).create(L40S, "L40S-8Q", None, None).unwrap();
     assert_eq!(
-        lifecycle::running(&paths(&host), created.id).unwrap(),
-        Some(Running::VendorVf { type_id })
+        gpu(&host, L40S).vgpus,
+        vec![Vgpu {
+            id: VgpuHandle::Vf(addr(L40S_VF0)),
+            type_id: "1152".to_owned(),
+            parent: addr(L40S),
+        }]
     );
+}
+
+#[test]
+fn l40s_destroy_reports_the_stopped_vendor_vgpu() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let manager = manager(&host);
+    let created = manager.create(L40S, "L40S-8Q", None, None).unwrap();
+    let destroyed = manager.destroy(created.id).unwrap();
+    assert_eq!(destroyed.stopped, Some(Running::VendorVf { type_id: 1152 }));
 }
 
 #[test]
 fn l40s_uuid_for_vf_vgpu_is_refused() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let err =
-        lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", Some(FIXED)).unwrap_err();
-    assert!(err.to_string().contains("a UUID does not apply"), "{err}");
+    let err = manager(&host)
+        .create(L40S, "L40S-8Q", Some(FIXED), None)
+        .unwrap_err();
+    let Error::UuidNotApplicable { device } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((*device, err.kind()), (addr(L40S_VF0), ErrorKind::BadInput));
 }
 
 #[test]
 fn l40s_destroy_clears_vf_type() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let before = inventory(&host);
-    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
-    lifecycle::destroy(&paths(&host), created.id).unwrap();
+    let manager = manager(&host);
+    let created = manager.create(L40S, "L40S-8Q", None, None).unwrap();
+    manager.destroy(created.id).unwrap();
     assert_eq!(inventory(&host), before);
 }
 
@@ -256,441 +665,71 @@ fn l40s_injected_type_write_failure_leaves_host_unchanged() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let before = inventory(&host);
     host.fail_next(1, EIO, "*/current_vgpu_type");
-    assert!(lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).is_err());
-    assert_eq!(inventory(&host), before);
+    let err = manager(&host)
+        .create(L40S, "L40S-8Q", None, None)
+        .unwrap_err();
+    assert_eq!(
+        (err.errno(), pending(&host), inventory(&host)),
+        (Some(EIO), NONE_PENDING, before)
+    );
 }
 
 #[test]
-fn l40s_disable_vfs_through_nvidia_sequence() {
+fn vendor_vf_destroy_failing_keeps_the_vgpu() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
+    let manager = manager(&host);
+    let created = manager.create(L40S, "L40S-8Q", None, None).unwrap();
+    let before = inventory(&host);
+    host.fail_next(1, EBUSY, "*/current_vgpu_type");
+    let err = manager.destroy(created.id).unwrap_err();
     assert_eq!(
-        (change.before, change.enabled, change.vfs.len()),
-        (32, 0, 0)
+        (err.errno(), pending(&host), inventory(&host)),
+        (Some(EBUSY), NONE_PENDING, before)
     );
 }
 
-#[test]
-fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
-    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
-    let gpu = gpu(&host, L40S);
-    let drivers: Vec<Option<&str>> = gpu
-        .vfs
-        .iter()
-        .map(|v| v.driver.as_deref())
-        .filter(|d| *d != Some("nvidia"))
-        .collect();
-    assert_eq!(
-        (gpu.driver.as_deref(), gpu.vfs.len(), drivers),
-        (Some("nvidia"), 32, Vec::new())
-    );
-}
-
-#[test]
-fn l40s_partial_vf_count_is_refused_for_nvidia() {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 4, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "NVIDIA GPU 0000:41:00.0 enables all 32 VFs or none, not 4"
-    );
-}
-
-#[test]
-fn l40s_vf_in_use_blocks_disable_without_force() {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "cannot change the VF count of 0000:41:00.0: 0000:41:00.4 holds NVIDIA vGPU type 1152 (use force to override)"
-    );
-}
-
-#[test]
-fn l40s_failed_stub_bind_rebinds_nvidia() {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
-    host.fail_next(1, EIO, "*/sriov_numvfs");
-    assert!(sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).is_err());
-    let gpu = gpu(&host, L40S);
-    assert_eq!((gpu.driver.as_deref(), gpu.vfs.len()), (Some("nvidia"), 0));
-}
-
-#[test]
-fn flex_enable_vfs_appear() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
-    assert_eq!(
-        (
-            change.before,
-            change.requested,
-            change.enabled,
-            change.vfs.len()
-        ),
-        (0, 4, 4, 4)
-    );
-}
-
-#[test]
-fn flex_change_count_goes_through_zero() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
-    assert_eq!((change.before, change.enabled, change.vfs.len()), (4, 2, 2));
-}
-
-#[test]
-fn flex_count_above_total_is_refused_before_writing() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 17, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "0000:4d:00.0 supports at most 16 VFs, not 17"
-    );
-}
-
-#[test]
-fn flex_injected_disable_failure_keeps_vfs_and_errno() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 4, SriovOptions::default()).unwrap();
-    host.fail_next(1, EIO, "*/sriov_numvfs");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap_err();
-    assert_eq!((err.errno(), gpu(&host, FLEX).vfs.len()), (Some(EIO), 4));
-}
+// ----- plain SR-IOV VFs assigned whole (Flex) -----
 
 #[test]
 fn flex_plain_vf_create_binds_vfio() {
     let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
-    let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
-    let vf = gpu(&host, FLEX).vfs[0].clone();
+    let manager = manager(&host);
+    manager.set_vfs(FLEX, 2, None, false).unwrap();
+    let created = manager.create(FLEX, "vf", None, None).unwrap();
     assert_eq!(
-        (created.id, vf.driver.as_deref()),
-        (VgpuHandle::Vf(vf.address), Some("vfio-pci"))
+        (created, gpu(&host, FLEX).vfs[0].driver.clone()),
+        (
+            Created {
+                id: VgpuHandle::Vf(addr(FLEX_VF0)),
+                gpu: addr(FLEX),
+                placement: Placement::PlainVf { vf: addr(FLEX_VF0) },
+                previous_driver: Some("i915".to_owned()),
+            },
+            Some("vfio-pci".to_owned())
+        )
     );
 }
 
 #[test]
 fn flex_plain_vf_destroy_returns_default_driver() {
     let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
+    let manager = manager(&host);
+    manager.set_vfs(FLEX, 2, None, false).unwrap();
     let before = inventory(&host);
-    let created = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap();
-    lifecycle::destroy(&paths(&host), created.id).unwrap();
+    let created = manager.create(FLEX, "vf", None, None).unwrap();
+    manager.destroy(created.id).unwrap();
     assert_eq!(inventory(&host), before);
 }
 
 #[test]
 fn flex_plain_vf_without_vfs_says_enable_first() {
     let host = SimHost::mount_for_test("flex-sriov");
-    let err = lifecycle::create(&paths(&host), &gpu(&host, FLEX), "vf", None).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "GPU 0000:4d:00.0 has no VFs enabled: enable them first (vgpuctl sriov)"
-    );
-}
-
-#[test]
-fn flex_injected_probe_failure_rebinds_previous_driver() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
-    let vf = gpu(&host, FLEX).vfs[0].clone();
-    host.fail_next(1, EIO, "*drivers_probe");
-    assert!(driver::bind(&paths(&host), vf.address, "vfio-pci").is_err());
-    assert_eq!(gpu(&host, FLEX).vfs[0].driver, vf.driver);
-}
-
-#[test]
-fn autoprobe_off_leaves_new_vfs_unbound() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    sriov::set_autoprobe(&paths(&host), addr(FLEX), false).unwrap();
-    sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
-    assert_eq!(gpu(&host, FLEX).vfs[0].driver, None);
-}
-
-#[test]
-fn sriov_slow_enable_is_waited_for() {
-    let host = SimHost::mount_for_test("flex-sriov");
-    host.control("latency sriov-enable 300").unwrap();
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 2, SriovOptions::default()).unwrap();
-    assert_eq!(change.vfs.len(), 2);
-}
-
-// ----- a failure injected at each write step leaves the host as it was -----
-
-const ENOSPC: i32 = 28;
-const ENODEV: i32 = 19;
-const EPERM: i32 = 1;
-
-/// The L40S host with its VFs disabled: the start of NVIDIA's enable sequence.
-fn l40s_without_vfs() -> SimHost {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 0, SriovOptions::default()).unwrap();
-    host
-}
-
-fn override_of(host: &SimHost, address: &str) -> String {
-    std::fs::read_to_string(
-        paths(host)
-            .pci_device(&addr(address))
-            .join("driver_override"),
-    )
-    .unwrap()
-}
-
-#[test]
-fn nvidia_enable_failing_at_unbind_lock_leaves_host_unchanged() {
-    let host = l40s_without_vfs();
-    let before = inventory(&host);
-    host.fail_next(1, EPERM, "*/unbindLock");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!((err.errno(), inventory(&host)), (Some(EPERM), before));
-}
-
-#[test]
-fn nvidia_enable_failing_at_driver_override_leaves_host_unchanged() {
-    let host = l40s_without_vfs();
-    let before = inventory(&host);
-    host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!((err.errno(), inventory(&host)), (Some(ENOSPC), before));
-}
-
-#[test]
-fn nvidia_enable_failing_at_unbind_leaves_host_unchanged() {
-    let host = l40s_without_vfs();
-    let before = inventory(&host);
-    host.fail_next(1, EBUSY, "*/drivers/nvidia/unbind");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        (err.errno(), inventory(&host), override_of(&host, L40S)),
-        (Some(EBUSY), before, "(null)\n".to_owned())
-    );
-}
-
-#[test]
-fn nvidia_enable_failing_at_probe_leaves_host_unchanged() {
-    let host = l40s_without_vfs();
-    let before = inventory(&host);
-    host.fail_next(1, ENODEV, "*drivers_probe");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        (err.errno(), inventory(&host), override_of(&host, L40S)),
-        (Some(ENODEV), before, "(null)\n".to_owned())
-    );
-}
-
-#[test]
-fn nvidia_enable_failing_at_numvfs_leaves_host_unchanged() {
-    let host = l40s_without_vfs();
-    let before = inventory(&host);
-    host.fail_next(1, EIO, "*/sriov_numvfs");
-    let err =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!(
-        (err.errno(), inventory(&host), override_of(&host, L40S)),
-        (Some(EIO), before, "(null)\n".to_owned())
-    );
-}
-
-fn flex_with_vf() -> (SimHost, PciAddress) {
-    let host = SimHost::mount_for_test("flex-sriov");
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(FLEX), 1, SriovOptions::default()).unwrap();
-    (host, change.vfs[0])
-}
-
-#[test]
-fn vf_bind_failing_at_driver_override_leaves_host_unchanged() {
-    let (host, vf) = flex_with_vf();
-    let before = inventory(&host);
-    host.fail_next(1, EPERM, "*/driver_override");
-    let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
-    assert_eq!((err.errno(), inventory(&host)), (Some(EPERM), before));
-}
-
-#[test]
-fn vf_bind_failing_at_unbind_leaves_host_unchanged() {
-    let (host, vf) = flex_with_vf();
-    let before = inventory(&host);
-    host.fail_next(1, EBUSY, "*/unbind");
-    let err = driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
-    assert_eq!(
-        (
-            err.errno(),
-            inventory(&host),
-            override_of(&host, &vf.to_string())
-        ),
-        (Some(EBUSY), before, "(null)\n".to_owned())
-    );
-}
-
-#[test]
-fn vf_bind_failing_at_probe_clears_override() {
-    let (host, vf) = flex_with_vf();
-    host.fail_next(1, ENODEV, "*drivers_probe");
-    driver::bind(&paths(&host), vf, "vfio-pci").unwrap_err();
-    assert_eq!(override_of(&host, &vf.to_string()), "(null)\n");
-}
-
-#[test]
-fn vendor_vf_destroy_failing_keeps_the_vgpu() {
-    let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let created = lifecycle::create(&paths(&host), &gpu(&host, L40S), "L40S-8Q", None).unwrap();
-    let before = inventory(&host);
-    host.fail_next(1, EBUSY, "*/current_vgpu_type");
-    let err = lifecycle::destroy(&paths(&host), created.id).unwrap_err();
-    assert_eq!((err.errno(), inventory(&host)), (Some(EBUSY), before));
-}
-
-#[test]
-fn mdev_remove_failing_keeps_the_mdev() {
-    let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
-    let before = inventory(&host);
-    host.fail_next(1, ENODEV, "*/remove");
-    let err = lifecycle::destroy(&paths(&host), VgpuHandle::Mdev(FIXED)).unwrap_err();
-    assert_eq!((err.errno(), inventory(&host)), (Some(ENODEV), before));
-}
-
-#[test]
-fn mdev_create_refused_for_capacity_is_no_space() {
-    let host = SimHost::mount_for_test("t4-legacy");
-    host.fail_next(1, ENOSPC, "*/nvidia-231/create");
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", None).unwrap_err();
-    assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
-}
-
-fn unbind_lock(host: &SimHost) -> String {
-    std::fs::read_to_string(
-        paths(host)
-            .proc()
-            .join("driver/nvidia/gpus")
-            .join(L40S)
-            .join("unbindLock"),
-    )
-    .unwrap()
-}
-
-#[test]
-fn nvidia_enable_failing_at_stub_bind_releases_unbind_lock() {
-    let host = l40s_without_vfs();
-    host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    assert_eq!(unbind_lock(&host), "0\n");
-}
-
-#[test]
-fn nvidia_enable_failing_at_vf_rebind_puts_count_back() {
-    let host = l40s_without_vfs();
-    sriov::set_autoprobe(&paths(&host), addr(L40S), false).unwrap();
-    host.fail_next(1, EIO, "*/0000:41:00.5/driver_override");
-    sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap_err();
-    let gpu = gpu(&host, L40S);
-    assert_eq!(
-        (
-            gpu.driver.as_deref(),
-            gpu.vfs.len(),
-            override_of(&host, L40S)
-        ),
-        (Some("nvidia"), 0, "(null)\n".to_owned())
-    );
-}
-
-/// A sequence interrupted with the PF on pci-pf-stub (as after a SIGKILL) is finished.
-#[test]
-fn nvidia_pf_left_on_stub_is_finished() {
-    let host = l40s_without_vfs();
-    driver::bind(&paths(&host), addr(L40S), "pci-pf-stub").unwrap();
-    let change =
-        sriov::set_vf_count(&paths(&host), addr(L40S), 32, SriovOptions::default()).unwrap();
-    let gpu = gpu(&host, L40S);
-    assert_eq!(
-        (
-            change.enabled,
-            gpu.driver.as_deref(),
-            override_of(&host, L40S)
-        ),
-        (32, Some("nvidia"), "(null)\n".to_owned())
-    );
-}
-
-#[test]
-fn no_capacity_is_its_own_error_naming_gpu_and_type() {
-    let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap();
-    let err = lifecycle::create(&paths(&host), &gpu(&host, T4), "GRID T4-16Q", None).unwrap_err();
-    assert!(
-        matches!(&err, Error::NoCapacity { gpu, type_id, .. } if *gpu == addr(T4) && type_id == "nvidia-234"),
-        "{err:?}"
-    );
-}
-
-/// On a static tree the VFs never appear after the write: the wait ends at its deadline with
-/// an error naming the PF, and the count is put back.
-#[test]
-fn vfs_that_never_appear_time_out_and_count_is_put_back() {
-    use vgpu_core::testing::{FakeHost, PciSpec};
-    let host = FakeHost::new().unwrap();
-    let pf = addr("0000:4d:00.0");
-    host.pci(
-        &PciSpec::new(pf, 0x8086, 0x56c0, 0x038000)
-            .driver("i915")
-            .sriov(16, 0x56c0),
-    )
-    .unwrap();
-    let options = SriovOptions {
-        force: false,
-        timeout: std::time::Duration::from_millis(50),
+    let err = manager(&host).create(FLEX, "vf", None, None).unwrap_err();
+    let Error::NoVfs { gpu, backend } = &err else {
+        panic!("{err:?}")
     };
-    let err = sriov::set_vf_count(&host.paths(), pf, 2, options).unwrap_err();
-    let numvfs =
-        std::fs::read_to_string(host.paths().pci_device(&pf).join("sriov_numvfs")).unwrap();
     assert_eq!(
-        (err.to_string(), numvfs),
-        (
-            "2 VFs of 0000:4d:00.0 did not happen within 50 ms (watching ".to_owned()
-                + &host.paths().pci_device(&pf).display().to_string()
-                + ")",
-            "0\n".to_owned()
-        )
-    );
-}
-
-#[test]
-fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
-    let host = SimHost::mount_for_test("t4-legacy");
-    lifecycle::create(&paths(&host), &gpu(&host, T4), "nvidia-231", Some(FIXED)).unwrap();
-    let err = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap_err();
-    assert!(
-        matches!(&err, Error::UnbindLockRefused { path } if path.ends_with("0000:3b:00.0/unbindLock"))
-            && gpu(&host, T4).driver.as_deref() == Some("nvidia"),
-        "{err:?}"
-    );
-}
-
-#[test]
-fn binding_an_idle_nvidia_gpu_away_takes_its_unbind_lock() {
-    let host = SimHost::mount_for_test("t4-legacy");
-    let previous = driver::bind(&paths(&host), addr(T4), "vfio-pci").unwrap();
-    assert_eq!(
-        (previous.as_deref(), gpu(&host, T4).driver.as_deref()),
-        (Some("nvidia"), Some("vfio-pci"))
+        (*gpu, *backend, err.kind()),
+        (addr(FLEX), Backend::Sriov, ErrorKind::Conflict)
     );
 }
