@@ -4,13 +4,16 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use uuid::Uuid;
 use vgpu_core::{
-    AuditEntry, Backend, Created, Destroyed, Error, ErrorKind, Gpu, HostPaths, Inventory, Manager,
-    Object, PciAddress, Placement, Running, Start, Vgpu, VgpuHandle, discover,
+    Backend, Created, Destroyed, Error, ErrorKind, Object, Placement, Running, Start, Vgpu,
+    VgpuHandle,
 };
+mod common;
+
+use common::{NONE_PENDING, addr, audit, gpu, inventory, manager, paths, pending, record};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -27,65 +30,10 @@ const ENOSPC: i32 = 28;
 const FIXED: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0001);
 const FIXED_TEXT: &str = "0d6c4c1a-5e1f-4b8e-a1d2-000000000001";
 
-fn addr(text: &str) -> PciAddress {
-    text.parse().unwrap()
-}
-
-/// The simulated kernel, with the state trees (definitions, the lock, the audit log, run/
-/// records of previous drivers) in this test binary's scratch directory: the simulator serves
-/// only sys/, proc/ and dev/.
-fn paths(host: &SimHost) -> HostPaths {
-    let name = host.root().file_name().unwrap().to_owned();
-    HostPaths::new(host.root()).with_state_root(Path::new(env!("CARGO_TARGET_TMPDIR")).join(name))
-}
-
-fn manager(host: &SimHost) -> Manager {
-    Manager::new(&paths(host), "test")
-}
-
-fn inventory(host: &SimHost) -> Inventory {
-    discover(&paths(host)).unwrap()
-}
-
-fn gpu(host: &SimHost, address: &str) -> Gpu {
-    inventory(host)
-        .gpus
-        .into_iter()
-        .find(|g| g.address == addr(address))
-        .unwrap()
-}
-
 fn available(host: &SimHost, address: &str, type_id: &str) -> (u32, u32) {
     let gpu = gpu(host, address);
     let t = gpu.types.iter().find(|t| t.id == type_id).unwrap();
     (t.available, t.in_use)
-}
-
-/// The faults and latencies the simulator still holds (`.vgpu-sim/control` without its
-/// header): empty once every injected fault has fired.
-fn pending(host: &SimHost) -> Vec<String> {
-    std::fs::read_to_string(host.root().join(".vgpu-sim/control"))
-        .unwrap()
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .map(str::to_owned)
-        .collect()
-}
-
-const NONE_PENDING: Vec<String> = Vec::new();
-
-/// `(action, device, result)` of every audit record.
-fn audit(paths: &HostPaths) -> Vec<(String, String, String)> {
-    std::fs::read_to_string(paths.var().join("log/vgpu/audit.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<AuditEntry>(line).unwrap())
-        .map(|e| (e.action, e.device, e.result))
-        .collect()
-}
-
-fn record(action: &str, device: &str, result: &str) -> (String, String, String) {
-    (action.to_owned(), device.to_owned(), result.to_owned())
 }
 
 /// The `create` file of mdev type `type_id` under `parent`.

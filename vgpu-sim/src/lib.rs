@@ -3,8 +3,10 @@
 //!
 //! # The kernel model
 //!
-//! This crate is an independent model of the kernel interfaces in `shared/REFERENCE.md`
-//! §1-5; it shares no code with `vgpu-core`, so it can catch that crate's mistakes.
+//! This crate is an independent model of the kernel interfaces described in
+//! `docs/host-interfaces.md` (PCI and SR-IOV, mdev, NVIDIA, Intel, IOMMU; each with the kernel
+//! or vendor document it follows); it shares no code with `vgpu-core`, so it can catch that
+//! crate's mistakes.
 //!
 //! * **PCI** (`drivers/pci/pci-sysfs.c`, `drivers/base/bus.c`): every function has a directory
 //!   under `sys/devices/pci<dddd>:<bb>/[<bridge>/]<addr>` with `vendor`, `device`,
@@ -31,7 +33,7 @@
 //!   `physfn`/`virtfnN` links, their own IOMMU groups, and are probed when
 //!   `sriov_drivers_autoprobe` is 1. `vfio-pci`, `i915` and `xe` disable VFs when unbound
 //!   from the PF; `pci-pf-stub` and `nvidia` leave them.
-//! * **NVIDIA** (REFERENCE §3): the PF rejects `sriov_numvfs` while bound to `nvidia`
+//! * **NVIDIA** (NVIDIA vGPU user guide, `sriov-manage`): the PF rejects `sriov_numvfs` while bound to `nvidia`
 //!   (`ENOENT`); `sriov-manage`'s sequence works: write `1` to
 //!   `proc/driver/nvidia/gpus/<bdf>/unbindLock` (reads back `1` only on an idle GPU), unbind,
 //!   bind `pci-pf-stub`, write `sriov_totalvfs`, rebind `nvidia`. While the lock is held, no
@@ -47,7 +49,7 @@
 //!   physical GPU: one NVIDIA type at a time (others read 0), VFs of an mdev-on-VF GPU read 0
 //!   or 1; GVT-g mixes types within 512 MiB low / 3072 MiB high graphics memory and 28 fences.
 //!   `remove` takes a number (`0` is a no-op).
-//! * **NVIDIA vendor VFIO** (REFERENCE §3): VFs bound to `nvidia` have
+//! * **NVIDIA vendor VFIO** (NVIDIA vGPU user guide, vendor-specific VFIO framework): VFs bound to `nvidia` have
 //!   `nvidia/creatable_vgpu_types` (header, then `%-5d : %s` lines of the types creatable now;
 //!   only the header when the card is full or the VF is in use), `current_vgpu_type` (an id
 //!   creates, `0` destroys; `EPERM` when set and writing an id, or unset and writing `0`;

@@ -1,6 +1,6 @@
 //! Running an independent tool against a simulated host: `mdevctl` in a private mount
 //! namespace, with the simulator's `sys` on `/sys` and a private store on `/etc/mdevctl.d`
-//! (`shared/REFERENCE.md` §7). Needs root, `unshare` and `mdevctl`.
+//! (as `mdevctl(8)` documents its store). Needs root, `unshare` and `mdevctl`.
 
 use std::io;
 use std::path::Path;

@@ -160,7 +160,8 @@ pub(crate) fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuTyp
 }
 
 /// The type id a vGPU of `wanted` has on `gpu`: the id of the type `wanted` names, or
-/// [`PLAIN_VF_TYPE`] for a plain SR-IOV GPU (which must be asked for by that name).
+/// [`PLAIN_VF_TYPE`] for a plain SR-IOV GPU (which must be asked for by that name, and have
+/// VFs enabled).
 pub(crate) fn placement_type(gpu: &Gpu, wanted: &str) -> Result<String> {
     match gpu.backend {
         // NVIDIA's vGPU types show only on enabled VFs.
@@ -172,6 +173,10 @@ pub(crate) fn placement_type(gpu: &Gpu, wanted: &str) -> Result<String> {
             gpu: gpu.address,
             wanted: wanted.to_owned(),
             offered: vec![PLAIN_VF_TYPE.to_owned()],
+        }),
+        Backend::Sriov if gpu.vfs.is_empty() => Err(Error::NoVfs {
+            gpu: gpu.address,
+            backend: gpu.backend,
         }),
         Backend::Sriov => Ok(PLAIN_VF_TYPE.to_owned()),
         Backend::None => Err(Error::NotVirtualizable {

@@ -76,22 +76,9 @@ pub(crate) fn validate_driver_name(driver: &str) -> Result<()> {
     }
 }
 
-fn existing(paths: &HostPaths, address: PciAddress) -> Result<PciDevice> {
-    let device = PciDevice::new(paths, address);
-    if device.exists() {
-        Ok(device)
-    } else {
-        Err(Error::NotFound {
-            what: Object::PciDevice,
-            id: address.to_string(),
-            path: device.path().to_path_buf(),
-        })
-    }
-}
-
 /// Unbinds `address` from its driver; returns the driver it had (`None` if it was unbound).
 pub(crate) fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
-    let device = existing(paths, address)?;
+    let device = PciDevice::existing(paths, address)?;
     let current = device.driver()?;
     let Some(driver) = &current else {
         return Ok(current);
@@ -165,7 +152,7 @@ fn probe(paths: &HostPaths, address: PciAddress) -> Result<()> {
 /// On failure after the unbind, the previous driver is bound again.
 pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Option<String>> {
     validate_driver_name(driver)?;
-    let device = existing(paths, address)?;
+    let device = PciDevice::existing(paths, address)?;
     let previous = device.driver()?;
     if previous.as_deref() == Some(driver) {
         return Ok(previous);
@@ -205,7 +192,7 @@ pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&st
     if let Some(driver) = driver {
         validate_driver_name(driver)?;
     }
-    let device = existing(paths, address)?;
+    let device = PciDevice::existing(paths, address)?;
     let current = device.driver()?;
     if current.as_deref() == driver {
         return set_override(paths, address, None);
@@ -228,7 +215,7 @@ pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&st
 
 /// Clears `driver_override`, unbinds `address` and lets the kernel probe its default driver.
 pub(crate) fn reprobe(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
-    existing(paths, address)?;
+    PciDevice::existing(paths, address)?;
     set_override(paths, address, None)?;
     unbind(paths, address)?;
     probe(paths, address)?;

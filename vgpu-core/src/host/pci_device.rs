@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
 use crate::model::pci::PciAddress;
@@ -45,6 +45,20 @@ impl PciDevice {
         Self {
             address,
             path: paths.pci_device(&address),
+        }
+    }
+
+    /// The function at `address`, which must exist ([`Error::NotFound`] otherwise).
+    pub(crate) fn existing(paths: &HostPaths, address: PciAddress) -> Result<Self> {
+        let device = Self::new(paths, address);
+        if device.exists() {
+            Ok(device)
+        } else {
+            Err(Error::NotFound {
+                what: Object::PciDevice,
+                id: address.to_string(),
+                path: device.path,
+            })
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::{Error, Object, Result};
+use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
@@ -97,7 +97,7 @@ pub(crate) fn set_vf_count(
     count: u32,
     options: SriovOptions,
 ) -> Result<SriovChange> {
-    let device = existing(paths, pf)?;
+    let device = PciDevice::existing(paths, pf)?;
     let Some(capability) = device.sriov()? else {
         return Err(Error::NoSriov {
             pf,
@@ -238,22 +238,9 @@ fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, 
 
 /// Sets `sriov_drivers_autoprobe`: whether VFs enabled from now on are bound to a driver.
 pub(crate) fn set_autoprobe(paths: &HostPaths, pf: PciAddress, on: bool) -> Result<()> {
-    let device = existing(paths, pf)?;
+    let device = PciDevice::existing(paths, pf)?;
     write_attr(
         &device.path().join("sriov_drivers_autoprobe"),
         if on { "1" } else { "0" },
     )
-}
-
-fn existing(paths: &HostPaths, pf: PciAddress) -> Result<PciDevice> {
-    let device = PciDevice::new(paths, pf);
-    if device.exists() {
-        Ok(device)
-    } else {
-        Err(Error::NotFound {
-            what: Object::PciDevice,
-            id: pf.to_string(),
-            path: device.path().to_path_buf(),
-        })
-    }
 }

@@ -280,14 +280,7 @@ impl Manager {
     ) -> Result<Option<String>> {
         self.mutate("bind", &address.to_string(), |op| {
             driver::validate_driver_name(driver_name)?;
-            let device = PciDevice::new(op.paths(), address);
-            if !device.exists() {
-                return Err(Error::NotFound {
-                    what: Object::PciDevice,
-                    id: address.to_string(),
-                    path: device.path().to_path_buf(),
-                });
-            }
+            let device = PciDevice::existing(op.paths(), address)?;
             if !force && !is_gpu_function(op.paths(), address)? {
                 return Err(Error::NotGpu { address });
             }
@@ -389,16 +382,7 @@ fn start_defined(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
             let Some(def) = op.store().mdev(uuid)? else {
                 return Ok(false);
             };
-            let parent: PciAddress = def.parent.parse().map_err(|_| Error::Definition {
-                path: op.store().mdev_path(&def),
-                reason: format!("parent {:?} is not a PCI device", def.parent),
-            })?;
-            let placement = Placement::Mdev {
-                parent,
-                type_id: def.mdev_type.clone(),
-            };
-            op.realize(&placement, id)?;
-            op.write_mdev_attrs(&def)?;
+            op.start_mdev(&def)?;
             Ok(true)
         }
         VgpuHandle::Vf(vf) => {

@@ -19,8 +19,8 @@ use crate::backend;
 use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::sriov::SriovChange;
+use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::model::{Backend, VgpuHandle};
 
 /// What to make on one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,12 +113,6 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     // none); then each place in order, as `create` would choose them.
     let (gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
     let type_id = backend::placement_type(&gpu, &target.type_name)?;
-    if gpu.backend == Backend::Sriov && gpu.vfs.is_empty() {
-        return Err(Error::NoVfs {
-            gpu: gpu.address,
-            backend: gpu.backend,
-        });
-    }
     let reserved = op.reservations(&gpu)?;
     let room = backend::room(op.paths(), &gpu, &type_id, &reserved)?;
     let gpu_dir = op.paths().pci_device(&gpu.address);
@@ -139,7 +133,7 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     let mut created = Vec::new();
     for placement in backend::candidates(&gpu, &type_id, &reserved)? {
         // Only a parent that is the PF itself takes more than one vGPU.
-        let many = gpu.backend == Backend::Mdev;
+        let many = placement.device() == gpu.address;
         while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {
             created.push(op.create_at(&placement, None)?.0);
             if !many {

@@ -129,16 +129,7 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
             if backend::running(op.paths(), id)?.is_some() {
                 return Ok(false);
             }
-            let parent = def.parent.parse().map_err(|_| Error::Definition {
-                path: op.store().mdev_path(def),
-                reason: format!("parent {:?} is not a PCI device", def.parent),
-            })?;
-            let placement = Placement::Mdev {
-                parent,
-                type_id: def.mdev_type.clone(),
-            };
-            op.realize(&placement, id)?;
-            op.write_mdev_attrs(def)?;
+            op.start_mdev(def)?;
             Ok(true)
         });
         report.push(

@@ -281,12 +281,6 @@ impl Operation<'_> {
     /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
     pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
         let type_id = backend::placement_type(gpu, wanted)?;
-        if gpu.vfs.is_empty() && gpu.backend == crate::model::Backend::Sriov {
-            return Err(Error::NoVfs {
-                gpu: gpu.address,
-                backend: gpu.backend,
-            });
-        }
         let reserved = self.reservations(gpu)?;
         let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
         let no_room = |available| Error::NoCapacity {
@@ -439,8 +433,22 @@ impl Operation<'_> {
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
+    /// Creates a defined mediated device on its parent, then writes its attributes in order.
+    pub(crate) fn start_mdev(&mut self, def: &MdevDefinition) -> Result<()> {
+        let parent = def.parent.parse().map_err(|_| Error::Definition {
+            path: self.store().mdev_path(def),
+            reason: format!("parent {:?} is not a PCI device", def.parent),
+        })?;
+        let placement = Placement::Mdev {
+            parent,
+            type_id: def.mdev_type.clone(),
+        };
+        self.realize(&placement, VgpuHandle::Mdev(def.uuid))?;
+        self.write_mdev_attrs(def)
+    }
+
     /// Writes the attributes of a defined mediated device, in order.
-    pub(crate) fn write_mdev_attrs(&mut self, def: &MdevDefinition) -> Result<()> {
+    fn write_mdev_attrs(&mut self, def: &MdevDefinition) -> Result<()> {
         let Some(parent) = backend::mdev::parent_of(self.paths(), def.uuid)? else {
             return Err(Error::NotFound {
                 what: crate::error::Object::Mdev,
