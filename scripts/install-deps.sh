@@ -8,7 +8,13 @@ packages=(
   mdevctl      # the peer the simulator and lifecycle tests interoperate with
   util-linux   # unshare, mount, mountpoint for running peers against a simulated host
   procps       # ps, for the demo and process tests
+  libvirt-dev                 # the virt crate links libvirt
+  libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
+  qemu-system-x86             # the emulator the QEMU driver probes and starts
 )
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -19,10 +25,17 @@ done
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# libvirt's QEMU driver, run as root, reads the user and group it runs guests as before
+# anything else; Debian's libvirt-daemon-system would create them, with a daemon we do not need.
+if ! getent group libvirt-qemu >/dev/null; then
+  "${sudo_cmd[@]}" groupadd -r libvirt-qemu
+fi
+if ! getent passwd libvirt-qemu >/dev/null; then
+  "${sudo_cmd[@]}" useradd -r -M -g libvirt-qemu -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
