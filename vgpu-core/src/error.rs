@@ -290,6 +290,20 @@ pub enum Error {
         /// What holds it.
         by: String,
     },
+    /// A process holds the device's VFIO node open (a guest is using it).
+    #[error(
+        "{device} is open by process {pid} ({command}) through {node} (force to remove it anyway)"
+    )]
+    HeldOpen {
+        /// The vGPU or device.
+        device: String,
+        /// The process.
+        pid: u32,
+        /// Its command name.
+        command: String,
+        /// The node it holds open.
+        node: String,
+    },
     /// Something that must be new exists already.
     #[error("{what} {id} already exists")]
     AlreadyExists {
@@ -477,6 +491,7 @@ impl Error {
             Error::Busy { .. }
             | Error::Locked { .. }
             | Error::InUse { .. }
+            | Error::HeldOpen { .. }
             | Error::UnbindLockRefused { .. } => ErrorKind::Busy,
             Error::Denied { .. } => ErrorKind::Permission,
             Error::BadName { .. }

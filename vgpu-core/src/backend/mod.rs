@@ -24,6 +24,7 @@ use uuid::Uuid;
 use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
+use crate::host::vfio::{self, Holder};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
 
@@ -330,4 +331,13 @@ pub(crate) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<Stri
         return Ok(Some(holder));
     }
     plain_vf::vf_holder(paths, vf)
+}
+
+/// The processes holding the VFIO device of `handle` open.
+pub(crate) fn open_by(paths: &HostPaths, handle: VgpuHandle) -> Result<Vec<Holder>> {
+    let nodes = match handle {
+        VgpuHandle::Mdev(uuid) => vfio::mdev_nodes(paths, uuid)?,
+        VgpuHandle::Vf(address) => vfio::pci_nodes(paths, address)?,
+    };
+    vfio::holders(paths, &nodes)
 }

@@ -9,3 +9,4 @@ pub(crate) mod paths;
 pub(crate) mod pci_device;
 pub(crate) mod sriov;
 pub(crate) mod sysfs;
+pub(crate) mod vfio;

@@ -38,6 +38,7 @@ pub struct Manager {
     command: String,
     lock_timeout: Duration,
     sriov: SriovOptions,
+    force: bool,
 }
 
 /// What `create` made.
@@ -97,6 +98,7 @@ impl Manager {
             command: command.into(),
             lock_timeout: Duration::from_secs(60),
             sriov: SriovOptions::default(),
+            force: false,
         }
     }
 
@@ -112,13 +114,27 @@ impl Manager {
         self
     }
 
+    /// Removes vGPUs and devices even while a process (a guest's QEMU) holds their VFIO
+    /// device open, and changes VF counts even while VFs are in use. Without it, `destroy`,
+    /// `stop`, `unbind` and `set_vfs` refuse with [`Error::HeldOpen`] or [`Error::InUse`].
+    pub fn with_force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
     /// The persistent definitions, to read.
     pub fn definitions(&self) -> &Store {
         &self.store
     }
 
     fn session(&self) -> Result<Session> {
-        Session::open(&self.paths, &self.command, self.lock_timeout, self.sriov)
+        Session::open(
+            &self.paths,
+            &self.command,
+            self.lock_timeout,
+            self.sriov,
+            self.force,
+        )
     }
 
     /// Runs `f` as one audited operation under the host lock.
@@ -310,6 +326,7 @@ impl Manager {
     pub fn unbind(&self, address: PciAddress, force: bool) -> Result<Option<String>> {
         self.mutate("unbind", &address.to_string(), |op| {
             let paths = op.paths().clone();
+            op.check_released(VgpuHandle::Vf(address))?;
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);
             let result = match recorded.or(defined) {
@@ -366,8 +383,10 @@ fn undefine(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
     }
 }
 
-/// Stops `id`; a plain VF with no driver record goes back to the one its definition names.
+/// Stops `id`, unless a process holds it open; a plain VF with no driver record goes back to
+/// the one its definition names.
 fn stop(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
+    op.check_released(id)?;
     let fallback = match id {
         VgpuHandle::Vf(vf) => op.store().binding(vf)?.map(|b| b.previous_driver),
         VgpuHandle::Mdev(_) => None,

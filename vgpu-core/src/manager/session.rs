@@ -33,6 +33,7 @@ pub(crate) struct Session {
     audit: AuditLog,
     command: String,
     sriov: SriovOptions,
+    force: bool,
     _lock: HostLock,
 }
 
@@ -98,6 +99,7 @@ impl Session {
         command: &str,
         lock_timeout: Duration,
         sriov: SriovOptions,
+        force: bool,
     ) -> Result<Self> {
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
@@ -106,6 +108,7 @@ impl Session {
             audit: AuditLog::open(paths)?,
             command: command.to_owned(),
             sriov,
+            force,
             _lock: lock,
         })
     }
@@ -378,6 +381,23 @@ impl Operation<'_> {
         }
     }
 
+    /// Fails with [`Error::HeldOpen`] when a process holds the VFIO device of `id` open,
+    /// unless the session is forced.
+    pub(crate) fn check_released(&self, id: VgpuHandle) -> Result<()> {
+        if self.session.force {
+            return Ok(());
+        }
+        match backend::open_by(self.paths(), id)?.into_iter().next() {
+            Some(holder) => Err(Error::HeldOpen {
+                device: id.to_string(),
+                pid: holder.pid,
+                command: holder.command,
+                node: holder.node,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Writes a binding definition (the caller checked there is none).
     pub(crate) fn define_binding(&mut self, def: &BindingDefinition) -> Result<()> {
         let result = self.store().define_binding(def);
@@ -494,10 +514,15 @@ impl Operation<'_> {
     pub(crate) fn set_vf_count(&mut self, pf: PciAddress, count: u32) -> Result<SriovChange> {
         let options = self.session.sriov;
         let device = PciDevice::new(self.paths(), pf);
-        if !options.force && device.exists() {
+        if !options.force && !self.session.force && device.exists() {
             let present = device.virtfns()?;
             if !present.is_empty() && present.len() != count as usize {
                 for vf in present {
+                    self.check_released(VgpuHandle::Vf(vf))?;
+                    let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&vf));
+                    for mdev in parent.devices()? {
+                        self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
+                    }
                     if let Some(by) = backend::vf_holder(self.paths(), vf)? {
                         return Err(Error::InUse {
                             device: vf.to_string(),
