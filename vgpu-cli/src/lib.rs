@@ -17,6 +17,7 @@ use vgpu_core::HostPaths;
 
 mod mutate;
 mod render;
+mod vm;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;
@@ -49,6 +50,16 @@ pub struct Cli {
     /// under --root (a simulated host serves only sys/, proc/ and dev/).
     #[arg(long, global = true, env = "VGPU_STATE_ROOT", value_name = "DIR")]
     pub state_root: Option<PathBuf>,
+    /// The libvirt connection for attach, detach, owners and destroy's check
+    /// (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a daemon).
+    #[arg(
+        long,
+        global = true,
+        env = "VGPU_CONNECT",
+        value_name = "URI",
+        default_value = vgpu_libvirt::DEFAULT_URI
+    )]
+    pub connect: String,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -104,10 +115,14 @@ pub enum Command {
         #[arg(long, requires = "define")]
         auto: bool,
     },
-    /// Stop a vGPU and remove its definition.
+    /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
+    /// open or a libvirt domain references it.
     Destroy {
         /// A mediated device UUID or a VF address.
         id: String,
+        /// Destroy it even then.
+        #[arg(long)]
+        force: bool,
     },
     /// Persist a vGPU without creating it.
     Define {
@@ -128,10 +143,14 @@ pub enum Command {
         /// A mediated device UUID or a VF address.
         id: String,
     },
-    /// Stop a running vGPU, keeping its definition.
+    /// Stop a running vGPU, keeping its definition. Refused while a process holds its VFIO
+    /// device open.
     Stop {
         /// A mediated device UUID or a VF address.
         id: String,
+        /// Stop it even then.
+        #[arg(long)]
+        force: bool,
     },
     /// Bind a PCI function to a driver (vfio-pci by default) with driver_override.
     Bind {
@@ -154,7 +173,8 @@ pub enum Command {
     Unbind {
         /// The function's PCI address.
         address: vgpu_core::PciAddress,
-        /// Reprobe a device `vgpuctl bind` did not bind (it goes to its default driver).
+        /// Reprobe a device `vgpuctl bind` did not bind (it goes to its default driver), and
+        /// unbind it even while a process holds its VFIO device open.
         #[arg(long)]
         force: bool,
     },
@@ -179,6 +199,53 @@ pub enum Command {
         #[arg(long)]
         count: Option<u32>,
     },
+    /// Give a vGPU to a libvirt domain: an existing one (ID), or a new one made on GPU
+    /// (defined, started at boot) and named after the domain, so running it again changes
+    /// nothing.
+    Attach {
+        /// The domain's name.
+        domain: String,
+        /// The vGPU: a mediated device UUID or a VF address.
+        #[arg(conflicts_with_all = ["gpu", "type_name"], required_unless_present = "gpu")]
+        id: Option<String>,
+        /// Make the vGPU on this GPU.
+        #[arg(long, requires = "type_name")]
+        gpu: Option<String>,
+        /// With --gpu: the type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE", requires = "gpu")]
+        type_name: Option<String>,
+        /// With --gpu: which of the domain's vGPUs on that GPU this is (0 for the first).
+        #[arg(long, default_value_t = 0, requires = "gpu")]
+        index: u32,
+        /// Change the running domain (default: when it runs).
+        #[arg(long)]
+        live: bool,
+        /// Change the persistent configuration (default: always).
+        #[arg(long)]
+        config: bool,
+        /// Give a mediated device a display (display='on').
+        #[arg(long)]
+        display: bool,
+    },
+    /// Take a vGPU away from a libvirt domain.
+    Detach {
+        /// The domain's name.
+        domain: String,
+        /// The vGPU: a mediated device UUID or a VF address.
+        id: String,
+        /// Change the running domain (default: when it runs).
+        #[arg(long)]
+        live: bool,
+        /// Change the persistent configuration (default: always).
+        #[arg(long)]
+        config: bool,
+        /// Then destroy the vGPU and its definition.
+        #[arg(long)]
+        destroy: bool,
+    },
+    /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
+    /// no domain holds, and the devices domains name that are not on this host.
+    Owners,
 }
 
 /// A vGPU to create or define.
@@ -275,6 +342,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Unbind { .. }
         | Command::Restore
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
+        Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
+            vm::run(cli, &paths, out)
+        }
         Command::Check { gpu } => {
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())
@@ -320,14 +390,32 @@ pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()
 
 /// The `vgpu_core::Error` behind `err`, if there is one.
 pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
-    err.chain()
-        .find_map(|c| c.downcast_ref::<vgpu_core::Error>())
+    err.chain().find_map(|c| {
+        c.downcast_ref::<vgpu_core::Error>().or_else(|| {
+            match c.downcast_ref::<vgpu_libvirt::Error>() {
+                Some(vgpu_libvirt::Error::Core(core)) => Some(core),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// What a caller can do about `err`: the kind of the library error behind it, if any.
+pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
+    err.chain().find_map(|c| {
+        c.downcast_ref::<vgpu_core::Error>()
+            .map(vgpu_core::Error::kind)
+            .or_else(|| c.downcast_ref::<vgpu_libvirt::Error>().map(vgpu_libvirt::Error::kind))
+    })
 }
 
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
     if let Some(core) = core_error(err) {
         let hint = match core {
+            Error::HeldOpen { .. } => {
+                "shut the guest down (or detach the vGPU) first, or use --force"
+            }
             Error::NotFound {
                 what: vgpu_core::Object::Gpu,
                 ..

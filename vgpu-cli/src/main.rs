@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             if cli.json {
                 // Programs reading --json get the error as JSON too (the text goes to stderr).
                 let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
-                let kind = vgpu_cli::core_error(&err).map(vgpu_core::Error::kind);
+                let kind = vgpu_cli::error_kind(&err);
                 let value = serde_json::json!({ "error": chain.join(": "), "kind": kind });
                 // stdout may be the very thing that failed; stderr still says it.
                 let _printed = writeln!(out, "{value}");

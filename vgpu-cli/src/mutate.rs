@@ -12,7 +12,7 @@ use crate::render;
 use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
 
 /// The command line as typed, for the audit log.
-fn command_line() -> String {
+pub(crate) fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
@@ -20,12 +20,12 @@ fn start(auto: bool) -> Start {
     if auto { Start::Auto } else { Start::Manual }
 }
 
-fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
+pub(crate) fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
     Ok(text.parse()?)
 }
 
 /// Writes `value` as JSON, or `line` for people.
-fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
+pub(crate) fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
     if cli.json {
         render::json(out, value)?;
     } else {
@@ -58,6 +58,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             let autoprobe = autoprobe.as_deref().map(|a| a == "on");
             let change = manager
                 .with_sriov_options(options)
+                .with_force(*force)
                 .set_vfs(gpu, *vfs, autoprobe, *define)
                 .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
             let line = format!(
@@ -96,9 +97,21 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &defined, &defined.id.to_string())?;
         }
-        Command::Destroy { id } => {
+        Command::Destroy { id, force } => {
+            let vgpu = handle(id)?;
+            if !*force {
+                if let Some(domains) = crate::vm::holders_of(cli, paths, vgpu)? {
+                    if !domains.is_empty() {
+                        anyhow::bail!(vgpu_core::Error::InUse {
+                            device: id.clone(),
+                            by: format!("libvirt domain(s) {} reference it", domains.join(", ")),
+                        });
+                    }
+                }
+            }
             let destroyed = manager
-                .destroy(handle(id)?)
+                .with_force(*force)
+                .destroy(vgpu)
                 .with_context(|| format!("cannot destroy {id}"))?;
             let line = format!(
                 "{id}: {}{}",
@@ -146,8 +159,9 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 &format!("{id}: started"),
             )?;
         }
-        Command::Stop { id } => {
+        Command::Stop { id, force } => {
             let stopped = manager
+                .with_force(*force)
                 .stop(handle(id)?)
                 .with_context(|| format!("cannot stop {id}"))?;
             emit(cli, out, &stopped, &format!("{id}: stopped"))?;
@@ -186,6 +200,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         }
         Command::Unbind { address, force } => {
             let now = manager
+                .with_force(*force)
                 .unbind(*address, *force)
                 .with_context(|| format!("cannot unbind {address}"))?;
             #[derive(Serialize)]
@@ -261,7 +276,12 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 return Ok(EXIT_ERROR);
             }
         }
-        Command::List | Command::Types { .. } | Command::Check { .. } => {
+        Command::List
+        | Command::Types { .. }
+        | Command::Check { .. }
+        | Command::Attach { .. }
+        | Command::Detach { .. }
+        | Command::Owners => {
             anyhow::bail!("{:?} does not change the host", cli.command)
         }
     }

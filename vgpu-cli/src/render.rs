@@ -276,3 +276,50 @@ pub(crate) fn provision_table(
     }
     table.write(out)
 }
+
+/// `owners` as a table: one row per vGPU and holder, orphans with `-`, then the references to
+/// devices that are not on this host.
+pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -> io::Result<()> {
+    let mut table = Table::new(&["VGPU", "GPU", "TYPE", "DOMAIN", "STATE", "LIVE", "CONFIG"]);
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    for owned in &owners.vgpus {
+        let cells = |domain: String, state: &str, live: String, config: String| {
+            vec![
+                owned.id.to_string(),
+                owned.gpu.to_string(),
+                owned.type_id.clone(),
+                domain,
+                state.to_owned(),
+                live,
+                config,
+            ]
+        };
+        if owned.holders.is_empty() {
+            table.row(cells("-".to_owned(), "-", "-".to_owned(), "-".to_owned()));
+        }
+        for holder in &owned.holders {
+            table.row(cells(
+                holder.domain.clone(),
+                if holder.running { "running" } else { "shut off" },
+                yes_no(holder.live),
+                yes_no(holder.config),
+            ));
+        }
+    }
+    table.write(out)?;
+    if !owners.missing.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Referenced by domains but not on this host:")?;
+        let mut missing = Table::new(&["DEVICE", "DOMAIN", "LIVE", "CONFIG"]);
+        for r in &owners.missing {
+            missing.row(vec![
+                r.device.to_string(),
+                r.domain.clone(),
+                yes_no(r.live),
+                yes_no(r.config),
+            ]);
+        }
+        missing.write(out)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The commands that give vGPUs to VMs through libvirt: `attach`, `detach`, `owners`, and the
+//! libvirt half of `destroy`'s guard.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use uuid::Uuid;
+
+use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
+use vgpu_libvirt::{Connection, Hostdev, HostdevKind, Owners, Scope};
+
+use crate::mutate::{command_line, emit, handle};
+use crate::{Cli, Command, EXIT_OK, render};
+
+/// Which scopes a change applies to: as asked, or both when the domain runs and its config
+/// alone when it does not.
+fn scope(live: bool, config: bool, running: bool) -> Scope {
+    if live || config {
+        Scope { live, config }
+    } else {
+        Scope::default_for(running)
+    }
+}
+
+/// The mediated device UUID of the `index`-th vGPU `attach --gpu` gives the domain `domain`:
+/// a name-based (version 5) UUID in the domain's UUID as namespace, so that the same request
+/// names the same vGPU every time.
+pub(crate) fn derived_uuid(domain: Uuid, index: u32) -> Uuid {
+    Uuid::new_v5(&domain, format!("vgpu-{index}").as_bytes())
+}
+
+/// What `attach` did.
+#[derive(Debug, Serialize)]
+struct Attached {
+    domain: String,
+    id: VgpuHandle,
+    kind: HostdevKind,
+    live: bool,
+    config: bool,
+    /// Whether the vGPU was created by this command.
+    created: bool,
+    /// Whether anything changed (false when the domain already held it).
+    changed: bool,
+}
+
+/// What `detach` did.
+#[derive(Debug, Serialize)]
+struct Detached {
+    domain: String,
+    id: VgpuHandle,
+    live: bool,
+    config: bool,
+    destroyed: bool,
+}
+
+/// Runs a libvirt command; returns the exit code.
+pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
+    match &cli.command {
+        Command::Attach {
+            domain,
+            id,
+            gpu,
+            type_name,
+            index,
+            live,
+            config,
+            display,
+        } => {
+            let conn = connect(cli)?;
+            let target = conn.domain(domain)?;
+            let scope = scope(*live, *config, target.running);
+            let done = match (id, gpu, type_name) {
+                (Some(id), None, None) => {
+                    attach_existing(&conn, paths, domain, handle(id)?, scope, *display)?
+                }
+                (None, Some(gpu), Some(type_name)) => attach_new(
+                    &conn,
+                    paths,
+                    &target,
+                    NewVgpu {
+                        gpu,
+                        type_name,
+                        index: *index,
+                        display: *display,
+                    },
+                    scope,
+                )?,
+                _ => anyhow::bail!("attach takes either ID, or --gpu GPU --type TYPE"),
+            };
+            let line = format!(
+                "{domain}: {} {}{}",
+                done.id,
+                if done.changed {
+                    "attached"
+                } else {
+                    "already attached"
+                },
+                if done.created { " (created)" } else { "" }
+            );
+            emit(cli, out, &done, &line)?;
+        }
+        Command::Detach {
+            domain,
+            id,
+            live,
+            config,
+            destroy,
+        } => {
+            let conn = connect(cli)?;
+            let target = conn.domain(domain)?;
+            let id = handle(id)?;
+            let scope = scope(*live, *config, target.running);
+            conn.detach(domain, id, scope)
+                .with_context(|| format!("cannot detach {id} from {domain}"))?;
+            if *destroy {
+                Manager::new(paths, command_line())
+                    .destroy(id)
+                    .with_context(|| format!("{id} was detached from {domain}, but"))?;
+            }
+            let done = Detached {
+                domain: domain.clone(),
+                id,
+                live: scope.live,
+                config: scope.config,
+                destroyed: *destroy,
+            };
+            let line = format!(
+                "{domain}: {id} detached{}",
+                if *destroy { " and destroyed" } else { "" }
+            );
+            emit(cli, out, &done, &line)?;
+        }
+        Command::Owners => {
+            let conn = connect(cli)?;
+            let inventory = discover(paths)?;
+            let owners = conn.owners(&inventory)?;
+            if cli.json {
+                render::json(out, &owners)?;
+            } else {
+                render::owners_table(out, &owners)?;
+            }
+        }
+        _ => anyhow::bail!("{:?} does not use libvirt", cli.command),
+    }
+    Ok(EXIT_OK)
+}
+
+fn connect(cli: &Cli) -> Result<Connection> {
+    Connection::open(&cli.connect)
+        .with_context(|| format!("cannot connect to libvirt at {}", cli.connect))
+}
+
+/// Attaches the existing vGPU `id`.
+fn attach_existing(
+    conn: &Connection,
+    paths: &HostPaths,
+    domain: &str,
+    id: VgpuHandle,
+    scope: Scope,
+    display: bool,
+) -> Result<Attached> {
+    let inventory = discover(paths)?;
+    let mut hostdev = Hostdev::for_vgpu(&inventory, id)?;
+    hostdev.display = display;
+    let changed = !holds(conn, domain, id, scope)?;
+    conn.attach(domain, &hostdev, scope)
+        .with_context(|| format!("cannot attach {id} to {domain}"))?;
+    Ok(Attached {
+        domain: domain.to_owned(),
+        id,
+        kind: hostdev.kind,
+        live: scope.live,
+        config: scope.config,
+        created: false,
+        changed,
+    })
+}
+
+/// Whether `domain` holds `id` in every scope asked.
+fn holds(conn: &Connection, domain: &str, id: VgpuHandle, scope: Scope) -> Result<bool> {
+    Ok(conn.hostdevs(domain)?.iter().any(|a| {
+        a.device == id && (!scope.live || a.live) && (!scope.config || a.config)
+    }))
+}
+
+/// A vGPU `attach --gpu --type` makes.
+struct NewVgpu<'a> {
+    gpu: &'a str,
+    type_name: &'a str,
+    index: u32,
+    display: bool,
+}
+
+/// Creates (with a definition that starts at boot) and attaches the `index`-th vGPU of the
+/// domain on `gpu`; finds it instead when an earlier run made it. A failed attach destroys the
+/// vGPU this run made.
+fn attach_new(
+    conn: &Connection,
+    paths: &HostPaths,
+    domain: &vgpu_libvirt::Domain,
+    new: NewVgpu<'_>,
+    scope: Scope,
+) -> Result<Attached> {
+    let inventory = discover(paths)?;
+    let gpu = inventory.gpu(new.gpu, paths)?;
+    let attached = conn.hostdevs(&domain.name)?;
+    let mdev_backend = matches!(
+        gpu.backend,
+        vgpu_core::Backend::Mdev | vgpu_core::Backend::VfMdev
+    );
+    // The vGPU this request names, when it exists already.
+    let existing = if mdev_backend {
+        let uuid = derived_uuid(domain.uuid, new.index);
+        let id = VgpuHandle::Mdev(uuid);
+        let on_host = gpu.vgpus.iter().any(|v| v.id == id);
+        let in_domain = attached.iter().any(|a| a.device == id);
+        (on_host || in_domain).then_some(id)
+    } else {
+        // VF-based vGPUs are named by their VF: the domain's index-th hostdev on this GPU.
+        attached
+            .iter()
+            .map(|a| a.device)
+            .filter(|d| matches!(d, VgpuHandle::Vf(vf) if gpu.vfs.iter().any(|v| v.address == *vf)))
+            .nth(new.index as usize)
+    };
+    let manager = Manager::new(paths, command_line());
+    let (id, created) = match existing {
+        Some(id) if gpu.vgpus.iter().any(|v| v.id == id) => (id, false),
+        Some(id) => {
+            // In the domain's XML but not on the host (after a reboot without restore):
+            // bring it back from its definition.
+            manager
+                .start(id)
+                .with_context(|| format!("{} holds {id}, which cannot be started", domain.name))?;
+            (id, true)
+        }
+        None => {
+            let uuid = mdev_backend.then(|| derived_uuid(domain.uuid, new.index));
+            let made = manager
+                .create(new.gpu, new.type_name, uuid, Some(Start::Auto))
+                .with_context(|| format!("cannot create a {} vGPU on {}", new.type_name, new.gpu))?;
+            (made.id, true)
+        }
+    };
+    let result = attach_existing(conn, paths, &domain.name, id, scope, new.display);
+    match result {
+        Ok(mut done) => {
+            done.created = created;
+            done.changed = done.changed || created;
+            Ok(done)
+        }
+        Err(err) if created => {
+            if let Err(undo) = manager.destroy(id) {
+                tracing::error!(%id, "cannot destroy the vGPU after a failed attach: {undo:#}");
+            }
+            Err(err)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The domains that reference `id`, when libvirt answers at `uri`; `None` (and a warning) when
+/// it cannot be reached.
+pub(crate) fn holders_of(cli: &Cli, paths: &HostPaths, id: VgpuHandle) -> Result<Option<Vec<String>>> {
+    let conn = match Connection::open(&cli.connect) {
+        Ok(conn) => conn,
+        Err(err) => {
+            tracing::warn!(uri = %cli.connect, "libvirt is not reachable, not checking which domains hold {id}: {err}");
+            return Ok(None);
+        }
+    };
+    let inventory = discover(paths)?;
+    let owners: Owners = conn.owners(&inventory)?;
+    let mut domains: Vec<String> = owners
+        .vgpus
+        .iter()
+        .filter(|o| o.id == id)
+        .flat_map(|o| o.holders.iter().map(|h| h.domain.clone()))
+        .chain(
+            owners
+                .missing
+                .iter()
+                .filter(|r| r.device == id)
+                .map(|r| r.domain.clone()),
+        )
+        .collect();
+    domains.sort();
+    domains.dedup();
+    Ok(Some(domains))
+}
