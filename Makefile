@@ -16,6 +16,7 @@ lint: deps
 ## The whole test suite: formatting, lints, unit, integration and simulator tests.
 test: lint
 	$(CARGO) test --workspace
+	$(CARGO) run --quiet --example orchestrator
 
 ## vgpuctl list, types and check on the simulated "mixed" host.
 demo: deps

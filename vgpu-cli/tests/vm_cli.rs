@@ -1,0 +1,298 @@
+//! `vgpuctl attach`, `detach`, `owners` and `destroy`'s libvirt check, against libvirt's real
+//! QEMU driver embedded in each process (`qemu:///embed?root=DIR`, no daemon) and a simulated
+//! host (`vgpu-sim`).
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+use std::process::{Command, Output};
+
+use vgpu_libvirt::Connection;
+use vgpu_sim::SimHost;
+
+const T4: &str = "0000:3b:00.0";
+const L40S: &str = "0000:5e:00.0";
+const UUID: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
+
+struct Host {
+    sim: SimHost,
+    state: tempfile::TempDir,
+    libvirt: tempfile::TempDir,
+}
+
+impl Host {
+    fn uri(&self) -> String {
+        vgpu_libvirt::embedded_uri(self.libvirt.path())
+    }
+
+    /// Defines domain `name` (an embedded driver's root is locked by one process at a time:
+    /// the connection is closed again before any vgpuctl runs).
+    fn define(&self, name: &str) {
+        self.define_with(name, "");
+    }
+
+    /// Defines domain `name` with `devices` in its `<devices>`.
+    fn define_with(&self, name: &str, devices: &str) {
+        let conn = Connection::open(&self.uri()).unwrap();
+        conn.define(&format!(
+            "<domain type='kvm'><name>{name}</name><memory unit='MiB'>64</memory>\
+             <os><type arch='x86_64' machine='pc'>hvm</type></os>\
+             <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>\
+             </domain>"
+        ))
+        .unwrap();
+    }
+}
+
+fn host() -> Host {
+    Host {
+        sim: SimHost::mount_for_test("mixed"),
+        state: tempfile::tempdir().unwrap(),
+        libvirt: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn vgpuctl(host: &Host, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .arg("--root")
+        .arg(host.sim.root())
+        .arg("--state-root")
+        .arg(host.state.path())
+        .arg("--connect")
+        .arg(host.uri())
+        .args(args)
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .env_remove("VGPU_CONNECT")
+        .output()
+        .unwrap()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn create(host: &Host, gpu: &str, type_name: &str, uuid: Option<&str>) -> String {
+    let mut args = vec!["create", gpu, "--type", type_name, "--json"];
+    if let Some(uuid) = uuid {
+        args.extend(["--uuid", uuid]);
+    }
+    json(&vgpuctl(host, &args))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn attach_existing_mdev_to_defined_domain_is_in_its_config() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let out = vgpuctl(&h, &["attach", "vm1", UUID, "--json"]);
+    let owners = json(&vgpuctl(&h, &["owners", "--json"]));
+    let held: Vec<(&str, &str, bool, bool)> = owners["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|o| {
+            o["holders"].as_array().unwrap().iter().map(move |h| {
+                (
+                    o["id"].as_str().unwrap(),
+                    h["domain"].as_str().unwrap(),
+                    h["live"].as_bool().unwrap(),
+                    h["config"].as_bool().unwrap(),
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        (out.status.code(), &json(&out)["kind"], held),
+        (
+            Some(0),
+            &serde_json::json!("mdev"),
+            vec![(UUID, "vm1", false, true)]
+        )
+    );
+}
+
+#[test]
+fn attach_of_a_vgpu_another_domain_holds_is_refused_naming_it() {
+    let h = host();
+    h.define("vm1");
+    h.define("vm2");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "vm1", UUID]);
+    let out = vgpuctl(&h, &["attach", "vm2", UUID, "--json"]);
+    let value = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["kind"],
+            value["error"].as_str().unwrap().contains("vm1")
+        ),
+        (Some(1), &serde_json::json!("conflict"), true)
+    );
+}
+
+#[test]
+fn attach_with_gpu_and_type_twice_changes_nothing_the_second_time() {
+    let h = host();
+    h.define("vm1");
+    let first = json(&vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
+    ));
+    let second = json(&vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
+    ));
+    let vgpus = json(&vgpuctl(&h, &["list", "--json"]))["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["address"] == T4)
+        .unwrap()["vgpus"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        (
+            &first["created"],
+            &first["changed"],
+            &second["created"],
+            &second["changed"],
+            first["id"] == second["id"],
+            vgpus
+        ),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!(true),
+            &serde_json::json!(false),
+            &serde_json::json!(false),
+            true,
+            1
+        )
+    );
+}
+
+#[test]
+fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
+    let h = host();
+    h.define("vm1");
+    let out = vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", L40S, "--type", "L40S-24Q", "--json"],
+    );
+    let value = json(&out);
+    assert_eq!(
+        (out.status.code(), &value["kind"], &value["created"]),
+        (
+            Some(0),
+            &serde_json::json!("vendor-vf"),
+            &serde_json::json!(true)
+        )
+    );
+}
+
+#[test]
+fn detach_with_destroy_leaves_neither_hostdev_nor_vgpu() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "vm1", UUID]);
+    let out = vgpuctl(&h, &["detach", "vm1", UUID, "--destroy", "--json"]);
+    let owners = json(&vgpuctl(&h, &["owners", "--json"]));
+    let ours = owners["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["id"] == UUID)
+        .count();
+    assert_eq!(
+        (out.status.code(), &json(&out)["destroyed"], ours),
+        (Some(0), &serde_json::json!(true), 0)
+    );
+}
+
+#[test]
+fn detach_of_a_vgpu_the_domain_does_not_hold_is_not_found() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let out = vgpuctl(&h, &["detach", "vm1", UUID, "--json"]);
+    assert_eq!(
+        (out.status.code(), &json(&out)["kind"]),
+        (Some(1), &serde_json::json!("not-found"))
+    );
+}
+
+#[test]
+fn attach_to_a_domain_that_does_not_exist_is_not_found() {
+    let h = host();
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let out = vgpuctl(&h, &["attach", "nosuch", UUID, "--json"]);
+    assert_eq!(
+        (out.status.code(), &json(&out)["kind"]),
+        (Some(1), &serde_json::json!("not-found"))
+    );
+}
+
+#[test]
+fn destroy_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "vm1", UUID]);
+    let out = vgpuctl(&h, &["destroy", UUID, "--json"]);
+    let value = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["kind"],
+            value["error"].as_str().unwrap().to_owned()
+        ),
+        (
+            Some(1),
+            &serde_json::json!("busy"),
+            format!("{UUID} is in use: libvirt domain(s) vm1 reference it (force to override)")
+        )
+    );
+}
+
+/// A vGPU that no domain holds, and a domain holding an mdev that is not on the host.
+#[test]
+fn owners_lists_orphans_and_missing_devices() {
+    const ABSENT: &str = "7d0f6a2e-5b3c-4e1d-8a9f-0c1b2d3e4f5a";
+    let h = host();
+    create(&h, T4, "T4-2Q", Some(UUID));
+    h.define_with(
+        "vm1",
+        &format!(
+            "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\
+             <source><address uuid='{ABSENT}'/></source></hostdev>"
+        ),
+    );
+    let owners = json(&vgpuctl(&h, &["owners", "--json"]));
+    let orphans: Vec<&str> = owners["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["holders"].as_array().unwrap().is_empty())
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    let missing: Vec<(&str, &str)> = owners["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["domain"].as_str().unwrap(), r["device"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        (orphans, missing),
+        (vec![UUID], vec![("vm1", ABSENT)])
+    );
+}
