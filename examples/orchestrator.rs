@@ -88,7 +88,10 @@ fn run(paths: &HostPaths, conn: &Connection, type_name: &str) -> Result<(), Box<
     let manager = Manager::new(paths, "orchestrator example");
     println!("discover: looking for room for a {type_name}");
     let created = create_anywhere(&manager, paths, type_name)?;
-    println!("create: {} on {} ({:?})", created.id, created.gpu, created.placement);
+    println!(
+        "create: {} on {} ({:?})",
+        created.id, created.gpu, created.placement
+    );
 
     let result = (|| -> Result<(), Box<dyn StdError>> {
         let domain = conn.define(&domain_xml())?;

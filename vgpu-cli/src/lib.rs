@@ -405,7 +405,10 @@ pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
     err.chain().find_map(|c| {
         c.downcast_ref::<vgpu_core::Error>()
             .map(vgpu_core::Error::kind)
-            .or_else(|| c.downcast_ref::<vgpu_libvirt::Error>().map(vgpu_libvirt::Error::kind))
+            .or_else(|| {
+                c.downcast_ref::<vgpu_libvirt::Error>()
+                    .map(vgpu_libvirt::Error::kind)
+            })
     })
 }
 

@@ -25,7 +25,12 @@ pub(crate) fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
 }
 
 /// Writes `value` as JSON, or `line` for people.
-pub(crate) fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
+pub(crate) fn emit(
+    cli: &Cli,
+    out: &mut dyn Write,
+    value: &impl Serialize,
+    line: &str,
+) -> Result<()> {
     if cli.json {
         render::json(out, value)?;
     } else {

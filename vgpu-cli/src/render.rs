@@ -300,7 +300,11 @@ pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -
         for holder in &owned.holders {
             table.row(cells(
                 holder.domain.clone(),
-                if holder.running { "running" } else { "shut off" },
+                if holder.running {
+                    "running"
+                } else {
+                    "shut off"
+                },
                 yes_no(holder.live),
                 yes_no(holder.config),
             ));

@@ -179,9 +179,10 @@ fn attach_existing(
 
 /// Whether `domain` holds `id` in every scope asked.
 fn holds(conn: &Connection, domain: &str, id: VgpuHandle, scope: Scope) -> Result<bool> {
-    Ok(conn.hostdevs(domain)?.iter().any(|a| {
-        a.device == id && (!scope.live || a.live) && (!scope.config || a.config)
-    }))
+    Ok(conn
+        .hostdevs(domain)?
+        .iter()
+        .any(|a| a.device == id && (!scope.live || a.live) && (!scope.config || a.config)))
 }
 
 /// A vGPU `attach --gpu --type` makes.
@@ -239,7 +240,9 @@ fn attach_new(
             let uuid = mdev_backend.then(|| derived_uuid(domain.uuid, new.index));
             let made = manager
                 .create(new.gpu, new.type_name, uuid, Some(Start::Auto))
-                .with_context(|| format!("cannot create a {} vGPU on {}", new.type_name, new.gpu))?;
+                .with_context(|| {
+                    format!("cannot create a {} vGPU on {}", new.type_name, new.gpu)
+                })?;
             (made.id, true)
         }
     };
@@ -262,7 +265,11 @@ fn attach_new(
 
 /// The domains that reference `id`, when libvirt answers at `uri`; `None` (and a warning) when
 /// it cannot be reached.
-pub(crate) fn holders_of(cli: &Cli, paths: &HostPaths, id: VgpuHandle) -> Result<Option<Vec<String>>> {
+pub(crate) fn holders_of(
+    cli: &Cli,
+    paths: &HostPaths,
+    id: VgpuHandle,
+) -> Result<Option<Vec<String>>> {
     let conn = match Connection::open(&cli.connect) {
         Ok(conn) => conn,
         Err(err) => {

@@ -186,7 +186,9 @@ fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
     h.define("vm1");
     let out = vgpuctl(
         &h,
-        &["attach", "vm1", "--gpu", L40S, "--type", "L40S-24Q", "--json"],
+        &[
+            "attach", "vm1", "--gpu", L40S, "--type", "L40S-24Q", "--json",
+        ],
     );
     let value = json(&out);
     assert_eq!(
@@ -291,8 +293,5 @@ fn owners_lists_orphans_and_missing_devices() {
         .iter()
         .map(|r| (r["domain"].as_str().unwrap(), r["device"].as_str().unwrap()))
         .collect();
-    assert_eq!(
-        (orphans, missing),
-        (vec![UUID], vec![("vm1", ABSENT)])
-    );
+    assert_eq!((orphans, missing), (vec![UUID], vec![("vm1", ABSENT)]));
 }

@@ -1,0 +1,280 @@
+//! `vgpu`'s own store (`etc/vgpu/`): SR-IOV counts, vendor-VFIO types on VFs, bindings.
+
+use super::*;
+
+// ---- our store: SR-IOV ----
+
+#[test]
+fn define_sriov_writes_versioned_json() {
+    let (_dir, paths) = host();
+    let def = SriovDefinition {
+        pf: addr("0000:41:00.0"),
+        num_vfs: 4,
+        drivers_autoprobe: Some(false),
+    };
+    Store::new(&paths).define_sriov(&def).unwrap();
+    let written =
+        fs::read_to_string(paths.root().join("etc/vgpu/sriov/0000:41:00.0.json")).unwrap();
+    assert_eq!(
+        written,
+        "{\n  \"version\": 1,\n  \"num_vfs\": 4,\n  \"drivers_autoprobe\": false\n}\n"
+    );
+}
+
+#[test]
+fn sriov_defined_reads_back_sorted() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let second = SriovDefinition {
+        pf: addr("0001:01:00.0"),
+        num_vfs: 16,
+        drivers_autoprobe: None,
+    };
+    let first = SriovDefinition {
+        pf: addr("0000:41:00.0"),
+        num_vfs: 4,
+        drivers_autoprobe: Some(true),
+    };
+    store.define_sriov(&second).unwrap();
+    store.define_sriov(&first).unwrap();
+    assert_eq!(store.sriov().unwrap(), vec![first, second]);
+}
+
+#[test]
+fn sriov_version_2_is_definition_error() {
+    let (_dir, paths) = host();
+    let path = paths.root().join("etc/vgpu/sriov/0000:41:00.0.json");
+    put(&path, r#"{"version": 2, "num_vfs": 4, "vfs": []}"#);
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid definition {}: format version 2 is not supported (this vgpu reads 1)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn sriov_without_version_is_definition_error() {
+    let (_dir, paths) = host();
+    let path = paths.root().join("etc/vgpu/sriov/0000:41:00.0.json");
+    put(&path, r#"{"num_vfs": 4}"#);
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid definition {}: no \"version\" field: not a vgpu definition",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn sriov_unknown_field_is_json_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join("etc/vgpu/sriov/0000:41:00.0.json"),
+        r#"{"version": 1, "num_vfs": 4, "drivers_autoprobe": null, "numa": 0}"#,
+    );
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert!(matches!(err, Error::DefinitionJson { .. }));
+}
+
+#[test]
+fn sriov_non_address_name_is_definition_error() {
+    let (_dir, paths) = host();
+    let path = paths.root().join("etc/vgpu/sriov/gpu0.json");
+    put(&path, r#"{"version": 1, "num_vfs": 4}"#);
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid definition {}: the name is not a canonical PCI address with .json \
+             (dddd:bb:dd.f.json)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn sriov_non_canonical_address_name_is_definition_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join("etc/vgpu/sriov/00000000:41:00.0.json"),
+        r#"{"version": 1, "num_vfs": 4}"#,
+    );
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert!(matches!(err, Error::Definition { .. }));
+}
+
+#[test]
+fn sriov_of_undefined_is_none() {
+    let (_dir, paths) = host();
+    assert_eq!(
+        Store::new(&paths).sriov_of(addr("0000:41:00.0")).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn undefine_sriov_defined_returns_true_then_false() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let pf = addr("0000:41:00.0");
+    store
+        .define_sriov(&SriovDefinition {
+            pf,
+            num_vfs: 4,
+            drivers_autoprobe: None,
+        })
+        .unwrap();
+    let first = store.undefine_sriov(pf).unwrap();
+    let second = store.undefine_sriov(pf).unwrap();
+    assert_eq!((first, second), (true, false));
+}
+
+// ---- our store: vendor-VFIO types on VFs ----
+
+#[test]
+fn define_vf_vgpu_writes_versioned_json() {
+    let (_dir, paths) = host();
+    let def = VfVgpuDefinition {
+        vf: addr("0000:41:00.4"),
+        gpu: addr("0000:41:00.0"),
+        type_id: 1151,
+        start: Start::Auto,
+    };
+    Store::new(&paths).define_vf_vgpu(&def).unwrap();
+    let written =
+        fs::read_to_string(paths.root().join("etc/vgpu/vf-vgpus/0000:41:00.4.json")).unwrap();
+    assert_eq!(
+        written,
+        "{\n  \"version\": 1,\n  \"gpu\": \"0000:41:00.0\",\n  \"type_id\": 1151,\n  \
+         \"start\": \"auto\"\n}\n"
+    );
+}
+
+#[test]
+fn vf_vgpu_defined_reads_back() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let def = VfVgpuDefinition {
+        vf: addr("0000:41:00.4"),
+        gpu: addr("0000:41:00.0"),
+        type_id: 1151,
+        start: Start::Manual,
+    };
+    store.define_vf_vgpu(&def).unwrap();
+    assert_eq!(store.vf_vgpu(def.vf).unwrap(), Some(def));
+}
+
+#[test]
+fn vf_vgpus_unknown_start_is_json_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join("etc/vgpu/vf-vgpus/0000:41:00.4.json"),
+        r#"{"version": 1, "gpu": "0000:41:00.0", "type_id": 1151, "start": "yes"}"#,
+    );
+    let err = Store::new(&paths).vf_vgpus().unwrap_err();
+    assert!(matches!(err, Error::DefinitionJson { .. }));
+}
+
+#[test]
+fn vf_vgpus_bad_gpu_address_is_json_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join("etc/vgpu/vf-vgpus/0000:41:00.4.json"),
+        r#"{"version": 1, "gpu": "41:00.0", "type_id": 1151, "start": "auto"}"#,
+    );
+    let err = Store::new(&paths).vf_vgpus().unwrap_err();
+    assert!(matches!(err, Error::DefinitionJson { .. }));
+}
+
+#[test]
+fn undefine_vf_vgpu_undefined_returns_false() {
+    let (_dir, paths) = host();
+    assert!(
+        !Store::new(&paths)
+            .undefine_vf_vgpu(addr("0000:41:00.4"))
+            .unwrap()
+    );
+}
+
+// ---- our store: bindings ----
+
+#[test]
+fn define_binding_writes_versioned_json() {
+    let (_dir, paths) = host();
+    let def = BindingDefinition {
+        address: addr("0000:00:02.1"),
+        driver: "vfio-pci".to_owned(),
+        previous_driver: None,
+        start: Start::Auto,
+    };
+    Store::new(&paths).define_binding(&def).unwrap();
+    let written =
+        fs::read_to_string(paths.root().join("etc/vgpu/bindings/0000:00:02.1.json")).unwrap();
+    assert_eq!(
+        written,
+        "{\n  \"version\": 1,\n  \"driver\": \"vfio-pci\",\n  \"previous_driver\": null,\n  \
+         \"start\": \"auto\"\n}\n"
+    );
+}
+
+#[test]
+fn binding_defined_reads_back() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let def = BindingDefinition {
+        address: addr("0000:00:02.1"),
+        driver: "vfio-pci".to_owned(),
+        previous_driver: Some("i915".to_owned()),
+        start: Start::Manual,
+    };
+    store.define_binding(&def).unwrap();
+    assert_eq!(store.binding(def.address).unwrap(), Some(def));
+}
+
+#[test]
+fn define_binding_driver_with_slash_is_refused() {
+    let (_dir, paths) = host();
+    let def = BindingDefinition {
+        address: addr("0000:00:02.1"),
+        driver: "../../unbind".to_owned(),
+        previous_driver: None,
+        start: Start::Auto,
+    };
+    let err = Store::new(&paths).define_binding(&def).unwrap_err();
+    assert!(matches!(err, Error::Definition { .. }));
+}
+
+#[test]
+fn bindings_driver_dotdot_in_file_is_definition_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join("etc/vgpu/bindings/0000:00:02.1.json"),
+        r#"{"version": 1, "driver": "..", "previous_driver": null, "start": "auto"}"#,
+    );
+    let err = Store::new(&paths).bindings().unwrap_err();
+    assert!(matches!(err, Error::Definition { .. }));
+}
+
+#[test]
+fn bindings_lenient_returns_good_definitions_and_each_error() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let good = BindingDefinition {
+        address: addr("0000:00:02.1"),
+        driver: "vfio-pci".to_owned(),
+        previous_driver: Some("i915".to_owned()),
+        start: Start::Auto,
+    };
+    store.define_binding(&good).unwrap();
+    put(
+        &paths.root().join("etc/vgpu/bindings/0000:00:02.2.json"),
+        "",
+    );
+    let (defs, errors) = store.bindings_lenient();
+    assert_eq!((defs, errors.len()), (vec![good], 1));
+}
