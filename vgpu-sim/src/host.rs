@@ -231,8 +231,8 @@ impl SimHost {
     /// Runs control commands, as written to `.vgpu-sim/control` (see [`crate::control`]).
     ///
     /// # Errors
-    /// [`SimError::Control`] for a malformed command or an unknown device; nothing is applied
-    /// when a line does not parse.
+    /// [`SimError::Control`] for a malformed command, an unknown device or process, or a limit
+    /// passed; nothing is applied when a line is refused.
     pub fn control(&self, text: &str) -> Result<(), SimError> {
         let cmds = parse_commands(text)?;
         self.shared
