@@ -6,8 +6,10 @@
 //! fail-next <count> <errno> <path-glob>   next <count> writes to matching paths fail with <errno>
 //! latency <op> <millis>                   add <millis> to every <op> (0 removes it)
 //! unplug <dddd:bb:ss.f>                   hot-unplug a PCI function (with its VFs and mdevs)
+//! hold <pid> <comm> <target>              process <pid> opens <target>: proc/<pid>/fd/<n>
+//! drop <pid>                              process <pid> exits: proc/<pid> goes away
 //! counters-reset                          zero all operation counters
-//! clear                                   drop every pending fault and latency
+//! clear                                   drop every pending fault, latency and process
 //! ```
 //!
 //! `<errno>` is a name (`EBUSY`, `EIO`, ...) or a number from 1 to 133 ([`MAX_ERRNO`]). At most
@@ -18,10 +20,23 @@
 //! matches any run of characters including `/`, `?` one character. `<op>` is a kernel
 //! operation (`sriov-enable`, `sriov-disable`, `mdev-create`, `mdev-remove`, `vgpu-create`,
 //! `vgpu-destroy`, `bind`, `unbind`, `probe`, `reset`) or a filesystem operation (`lookup`,
-//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`). A write with an unknown command,
-//! a malformed line, an errno or latency out of range, or more faults than fit fails with
-//! `EINVAL` and applies none of its lines; one that unplugs an absent device fails with
-//! `ENODEV`, also applying none.
+//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`).
+//!
+//! `hold` gives process `<pid>` (1 to [`MAX_PID`]; created with name `<comm>` when new) one
+//! more open file: the lowest free descriptor from 3, a link `proc/<pid>/fd/<n>` whose target
+//! is `<target>` literally, as the kernel shows it (`/dev/vfio/42`,
+//! `/dev/vfio/devices/vfio3`, `anon_inode:[vfio-device]`; it need not exist). `<comm>` is 1
+//! to [`MAX_COMM_LEN`] bytes without whitespace or control characters and must match the
+//! name of an existing process; `<target>` is 1 to [`MAX_TARGET_LEN`] bytes without
+//! whitespace or control characters, an absolute path or a `<kind>:<name>` pseudo-file. At
+//! most [`MAX_HELD_FDS`] descriptors are held by all processes together. `drop` ends a
+//! process with all its descriptors.
+//!
+//! A write with an unknown command, a malformed line, an errno, latency, pid, name or target
+//! out of range, more faults or descriptors than fit, or a `hold` naming an existing process
+//! by another name fails with `EINVAL` and applies none of its lines; one that unplugs an
+//! absent device fails with `ENODEV`, one that drops an absent process with `ESRCH`, also
+//! applying none. Lines are checked in order against the state the earlier ones leave.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,6 +52,14 @@ pub const MAX_ERRNO: i32 = 133;
 pub const MAX_LATENCY: Duration = Duration::from_millis(60_000);
 /// The most faults that can be pending at once.
 pub const MAX_FAULTS: usize = 1024;
+/// The largest pid (`PID_MAX_LIMIT` on 64-bit kernels).
+pub const MAX_PID: u32 = 4_194_304;
+/// The longest process name (`TASK_COMM_LEN` less its NUL).
+pub const MAX_COMM_LEN: usize = 15;
+/// The longest `hold` target (`PATH_MAX` less its NUL).
+pub const MAX_TARGET_LEN: usize = 4095;
+/// The most descriptors all simulated processes can hold together.
+pub const MAX_HELD_FDS: usize = 4096;
 
 /// A kernel operation that latency can be added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -188,13 +211,112 @@ pub enum Command {
     Latency(LatencyOp, Duration),
     /// `unplug <addr>`.
     Unplug(PciAddr),
+    /// `hold <pid> <comm> <target>`.
+    Hold(Hold),
+    /// `drop <pid>`.
+    Drop(u32),
     /// `counters-reset`.
     CountersReset,
     /// `clear`.
     Clear,
 }
 
-const ERRNOS: [(&str, i32); 22] = [
+/// One file held open by a simulated process: `hold <pid> <comm> <target>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// The process (1 to [`MAX_PID`]).
+    pub pid: u32,
+    /// Its name, `proc/<pid>/comm` without the newline.
+    pub comm: String,
+    /// What `proc/<pid>/fd/<n>` points to, literally.
+    pub target: String,
+}
+
+impl Hold {
+    /// A checked `hold`: the pid, name and target rules of the module doc.
+    ///
+    /// # Errors
+    /// What is wrong, for [`SimError::Control`].
+    pub fn new(pid: u32, comm: &str, target: &str) -> Result<Self, String> {
+        check_pid(pid)?;
+        check_comm(comm)?;
+        check_target(target)?;
+        Ok(Self {
+            pid,
+            comm: comm.to_owned(),
+            target: target.to_owned(),
+        })
+    }
+}
+
+/// Whether `pid` is one Linux can give (1 to [`MAX_PID`]).
+///
+/// # Errors
+/// What is wrong.
+pub fn check_pid(pid: u32) -> Result<(), String> {
+    if (1..=MAX_PID).contains(&pid) {
+        Ok(())
+    } else {
+        Err(format!("pid {pid} is not 1 to {MAX_PID}"))
+    }
+}
+
+fn parse_pid(s: &str) -> Result<u32, String> {
+    let pid = s
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| s.parse::<u32>().ok())
+        .flatten()
+        .ok_or_else(|| format!("bad pid {s:?} (1 to {MAX_PID})"))?;
+    check_pid(pid)?;
+    Ok(pid)
+}
+
+fn printable_word(s: &str) -> bool {
+    !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Whether `comm` can be a process name here: 1 to [`MAX_COMM_LEN`] bytes, no whitespace or
+/// control characters.
+///
+/// # Errors
+/// What is wrong.
+pub fn check_comm(comm: &str) -> Result<(), String> {
+    if comm.is_empty() || comm.len() > MAX_COMM_LEN || !printable_word(comm) {
+        return Err(format!(
+            "bad process name {comm:?} (1 to {MAX_COMM_LEN} bytes, no whitespace)"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `target` can be a descriptor's link target: 1 to [`MAX_TARGET_LEN`] bytes, no
+/// whitespace or control characters, an absolute path (`/dev/vfio/42`) or a pseudo-file
+/// `<kind>:<name>` (`anon_inode:[vfio-device]`, `socket:[4242]`).
+///
+/// # Errors
+/// What is wrong.
+pub fn check_target(target: &str) -> Result<(), String> {
+    let pseudo = target.split_once(':').is_some_and(|(kind, name)| {
+        !kind.is_empty()
+            && !name.is_empty()
+            && kind
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    });
+    if target.len() > MAX_TARGET_LEN
+        || !printable_word(target)
+        || !(target.starts_with('/') || pseudo)
+    {
+        return Err(format!(
+            "bad target {target:?} (an absolute path or <kind>:<name>, 1 to {MAX_TARGET_LEN} \
+             bytes, no whitespace)"
+        ));
+    }
+    Ok(())
+}
+
+const ERRNOS: [(&str, i32); 23] = [
     ("EPERM", libc::EPERM),
     ("ENOENT", libc::ENOENT),
     ("EINTR", libc::EINTR),
@@ -217,6 +339,7 @@ const ERRNOS: [(&str, i32); 22] = [
     ("EOPNOTSUPP", libc::EOPNOTSUPP),
     ("ENOTSUP", libc::ENOTSUP),
     ("ENOLCK", libc::ENOLCK),
+    ("ESRCH", libc::ESRCH),
 ];
 
 /// Whether `errno` is one Linux defines (1 to [`MAX_ERRNO`]).
@@ -286,6 +409,11 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                 Command::Latency(op, delay)
             }
             ["unplug", addr] => Command::Unplug(addr.parse().map_err(|e| bad(format!("{e}")))?),
+            ["hold", pid, comm, target] => {
+                let pid = parse_pid(pid).map_err(bad)?;
+                Command::Hold(Hold::new(pid, comm, target).map_err(bad)?)
+            }
+            ["drop", pid] => Command::Drop(parse_pid(pid).map_err(bad)?),
             ["counters-reset"] => Command::CountersReset,
             ["clear"] => Command::Clear,
             _ => {
@@ -479,6 +607,66 @@ mod tests {
                 MAX_LATENCY
             )]
         );
+    }
+
+    #[test]
+    fn parse_commands_hold_parses() {
+        assert_eq!(
+            parse_commands("hold 4242 qemu-system-x86 /dev/vfio/42").expect("valid"),
+            vec![Command::Hold(Hold {
+                pid: 4242,
+                comm: "qemu-system-x86".into(),
+                target: "/dev/vfio/42".into()
+            })]
+        );
+    }
+
+    #[test]
+    fn parse_commands_drop_parses() {
+        assert_eq!(
+            parse_commands("drop 4242").expect("valid"),
+            vec![Command::Drop(4242)]
+        );
+    }
+
+    #[test]
+    fn parse_commands_hold_extra_word_fails() {
+        assert!(parse_commands("hold 1 qemu /dev/vfio/1 (deleted)").is_err());
+    }
+
+    #[test]
+    fn check_target_pseudo_file_parses() {
+        assert_eq!(check_target("socket:[4242]"), Ok(()));
+    }
+
+    #[test]
+    fn check_target_pseudo_file_without_name_fails() {
+        assert!(check_target("anon_inode:").is_err());
+    }
+
+    #[test]
+    fn check_target_uppercase_kind_fails() {
+        assert!(check_target("C:[x]").is_err());
+    }
+
+    #[test]
+    fn check_target_control_character_fails() {
+        assert!(check_target("/dev/vfio/\x7f").is_err());
+    }
+
+    #[test]
+    fn check_target_4095_bytes_parses() {
+        assert_eq!(check_target(&format!("/{}", "a".repeat(4094))), Ok(()));
+    }
+
+    #[test]
+    fn check_comm_empty_fails() {
+        assert!(check_comm("").is_err());
+    }
+
+    #[test]
+    fn check_comm_16_bytes_of_two_byte_chars_fails() {
+        assert!(check_comm("éééééééé").is_err());
     }
 
     #[test]

@@ -52,18 +52,29 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Applies control commands: all or none. Every command was parsed; here the faults must
-    /// fit in [`MAX_FAULTS`] (`EINVAL`) and every unplugged device must exist (`ENODEV`).
-    pub(crate) fn apply(&self, cmds: Vec<Command>) -> Result<(), (String, i32)> {
+    /// Applies control commands: all or none. Every command was parsed; here, in order
+    /// against the state the earlier lines leave, the faults must fit in [`MAX_FAULTS`]
+    /// (`EINVAL`), every unplugged device must exist (`ENODEV`), every `hold` must fit and
+    /// name a process by its name (`EINVAL`) and every dropped process must exist (`ESRCH`).
+    /// Returns the descriptor each `hold` got, in order.
+    pub(crate) fn apply(&self, cmds: Vec<Command>) -> Result<Vec<u32>, (String, i32)> {
         let mut k = self.kernel();
         let mut pending = k.faults.len();
+        // Processes are independent of the rest: run the lines on a copy, keep it on success.
+        let mut procs = k.procs.clone();
+        let mut fds = Vec::new();
         for cmd in &cmds {
             match cmd {
                 Command::FailNext(_) => pending += 1,
-                Command::Clear => pending = 0,
+                Command::Clear => {
+                    pending = 0;
+                    procs.clear();
+                }
                 Command::Unplug(a) if !k.devs.contains_key(a) => {
                     return Err((format!("unplug {a}: no such device"), libc::ENODEV));
                 }
+                Command::Hold(h) => fds.push(procs.hold(h)?),
+                Command::Drop(pid) => procs.end(*pid)?,
                 _ => {}
             }
             if pending > MAX_FAULTS {
@@ -92,9 +103,11 @@ impl Shared {
                     k.faults.clear();
                     k.latency.clear();
                 }
+                Command::Hold(_) | Command::Drop(_) => {}
             }
         }
-        Ok(())
+        k.procs = procs;
+        Ok(fds)
     }
 
     fn control_status(&self) -> String {
@@ -171,6 +184,13 @@ fn join(parent: &str, name: &str) -> String {
     }
 }
 
+/// Whether `path` is below a `proc/<pid>/` directory.
+fn is_pid_path(path: &str) -> bool {
+    path.strip_prefix("proc/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(pid, _)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn err(e: i32) -> Errno {
     Errno::from_i32(e)
 }
@@ -218,7 +238,7 @@ impl SimFs {
                 (FileType::RegularFile, *mode, size, 0)
             }
             Node::Link(t) => (FileType::Symlink, 0o777, t.len() as u64, 0),
-            Node::CharDev(r) => (FileType::CharDevice, 0o666, 0, *r),
+            Node::CharDev(r, mode) => (FileType::CharDevice, *mode, 0, *r),
         };
         let t = self.shared.born;
         FileAttr {
@@ -246,6 +266,8 @@ impl SimFs {
             Some(Node::File(f, mode)) => Ok((path, f, mode)),
             Some(Node::Dir) => Err(Errno::EISDIR),
             Some(_) => Err(Errno::EINVAL),
+            // An open file of a process gone: procfs answers ESRCH (`get_proc_task` fails).
+            None if is_pid_path(&path) => Err(Errno::ESRCH),
             // An open file whose device went away: sysfs answers ENODEV.
             None => Err(Errno::ENODEV),
         }
@@ -258,7 +280,7 @@ impl SimFs {
                 tracing::warn!("{e}");
                 libc::EINVAL
             })?;
-            return self.shared.apply(cmds).map_err(|(m, e)| {
+            return self.shared.apply(cmds).map(drop).map_err(|(m, e)| {
                 tracing::warn!("{m}");
                 e
             });
@@ -493,7 +515,7 @@ impl fuser::Filesystem for SimFs {
                     Node::Dir => FileType::Directory,
                     Node::File(..) => FileType::RegularFile,
                     Node::Link(_) => FileType::Symlink,
-                    Node::CharDev(_) => FileType::CharDevice,
+                    Node::CharDev(..) => FileType::CharDevice,
                 };
                 let child = inodes.ino(&join(&path, &name));
                 all.push((child, kind, name));

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 
 use crate::control::{
-    Command, Counters, Fault, LatencyOp, MAX_ERRNO, MAX_LATENCY, is_valid_errno, parse_commands,
+    Command, Counters, Fault, Hold, LatencyOp, MAX_ERRNO, MAX_LATENCY, is_valid_errno,
+    parse_commands,
 };
 use crate::error::SimError;
 use crate::fs::{Shared, SimFs};
@@ -230,12 +231,13 @@ impl SimHost {
     /// Runs control commands, as written to `.vgpu-sim/control` (see [`crate::control`]).
     ///
     /// # Errors
-    /// [`SimError::Control`] for a malformed command or an unknown device; nothing is applied
-    /// when a line does not parse.
+    /// [`SimError::Control`] for a malformed command, an unknown device or process, or a limit
+    /// passed; nothing is applied when a line is refused.
     pub fn control(&self, text: &str) -> Result<(), SimError> {
         let cmds = parse_commands(text)?;
         self.shared
             .apply(cmds)
+            .map(drop)
             .map_err(|(reason, _)| SimError::Control {
                 line: text.trim().to_owned(),
                 reason,
@@ -262,6 +264,7 @@ impl SimHost {
         };
         self.shared
             .apply(vec![Command::FailNext(fault)])
+            .map(drop)
             .map_err(|(reason, _)| SimError::Control { line, reason })
     }
 
@@ -290,6 +293,7 @@ impl SimHost {
         }
         self.shared
             .apply(vec![Command::Latency(op, delay)])
+            .map(drop)
             .map_err(|(reason, _)| SimError::Control { line, reason })
     }
 
@@ -305,6 +309,50 @@ impl SimHost {
                 line: format!("unplug {addr}"),
                 reason: "no such device".into(),
             })
+    }
+
+    /// Gives process `pid` (created with name `comm` when new) one more open file, whose link
+    /// `proc/<pid>/fd/<n>` reads `target` literally (`/dev/vfio/42`,
+    /// `/dev/vfio/devices/vfio3`, `anon_inode:[vfio-device]`; it need not exist), as the
+    /// control line `hold <pid> <comm> <target>` does. Returns `n`, the lowest free descriptor
+    /// from 3.
+    ///
+    /// # Errors
+    /// [`SimError::Control`] when `pid` is not 1 to [`MAX_PID`](crate::control::MAX_PID),
+    /// `comm` or `target` breaks the rules of [`crate::control`] (whitespace, length, a
+    /// relative path), the process runs under another name, or
+    /// [`MAX_HELD_FDS`](crate::control::MAX_HELD_FDS) descriptors are held already. Nothing
+    /// changes then.
+    pub fn hold(&self, pid: u32, comm: &str, target: &str) -> Result<u32, SimError> {
+        let line = format!("hold {pid} {comm} {target}");
+        let hold = Hold::new(pid, comm, target).map_err(|reason| SimError::Control {
+            line: line.clone(),
+            reason,
+        })?;
+        let fds = self
+            .shared
+            .apply(vec![Command::Hold(hold)])
+            .map_err(|(reason, _)| SimError::Control {
+                line: line.clone(),
+                reason,
+            })?;
+        fds.first().copied().ok_or_else(|| SimError::Control {
+            line,
+            reason: "no descriptor given".into(),
+        })
+    }
+
+    /// Ends process `pid` with all its descriptors (`proc/<pid>` goes away), as the control
+    /// line `drop <pid>` does.
+    ///
+    /// # Errors
+    /// [`SimError::Control`] when no simulated process `pid` runs.
+    pub fn drop_process(&self, pid: u32) -> Result<(), SimError> {
+        let line = format!("drop {pid}");
+        self.shared
+            .apply(vec![Command::Drop(pid)])
+            .map(drop)
+            .map_err(|(reason, _)| SimError::Control { line, reason })
     }
 
     /// Operations served since mount or the last reset.

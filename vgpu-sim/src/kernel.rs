@@ -7,7 +7,9 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::control::{Fault, KernelOp, LatencyOp, glob_match};
+use crate::process::Processes;
 use crate::profile::{DeviceSpec, IommuKind, PciAddr, Profile, SriovSpec, TypeSpec, VgpuMode};
+use crate::vfio::{VfioNodes, is_vfio_pci_driver};
 
 /// An errno (positive, as in `libc`).
 pub(crate) type Errno = i32;
@@ -109,6 +111,10 @@ pub(crate) struct Kernel {
     next_group: u32,
     pub(crate) faults: Vec<Fault>,
     pub(crate) latency: BTreeMap<LatencyOp, Duration>,
+    /// The registered VFIO devices; [`Kernel::sync_vfio`] after every change of state.
+    pub(crate) vfio: VfioNodes,
+    /// Simulated processes and the files they hold open (control interface).
+    pub(crate) procs: Processes,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -196,6 +202,8 @@ impl Kernel {
             next_group: max_group + 1,
             faults: Vec::new(),
             latency: BTreeMap::new(),
+            vfio: VfioNodes::default(),
+            procs: Processes::default(),
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k
@@ -207,6 +215,7 @@ impl Kernel {
         for (pf, n) in pfs {
             k.enable_vfs(pf, n);
         }
+        k.sync_vfio();
         k
     }
 
@@ -417,12 +426,13 @@ impl Kernel {
     }
 
     /// Why probing `driver` on a matching, unbound device fails, if it does: `ENODEV` from
-    /// `pci_device_probe` when the device cannot be probed, `EINVAL` from `vfio-pci` on a
-    /// device without an IOMMU group (`vfio_group_find_or_alloc` without `noiommu`).
+    /// `pci_device_probe` when the device cannot be probed, `EINVAL` from `vfio-pci` (or a
+    /// variant driver) on a device without an IOMMU group (`vfio_group_find_or_alloc`
+    /// without `noiommu`).
     fn probe_error(&self, driver: &str, d: &Dev) -> Option<Errno> {
         if !self.can_probe(d) {
             Some(libc::ENODEV)
-        } else if driver == "vfio-pci" && d.group.is_none() {
+        } else if is_vfio_pci_driver(driver) && d.group.is_none() {
             Some(libc::EINVAL)
         } else {
             None
@@ -843,7 +853,9 @@ impl Kernel {
 
     /// Hot-unplug from the control interface: the hardware is gone, no rescan finds it.
     pub(crate) fn unplug(&mut self, addr: PciAddr) -> KResult<()> {
-        self.take_out(addr, false)
+        let r = self.take_out(addr, false);
+        self.sync_vfio();
+        r
     }
 }
 

@@ -57,8 +57,30 @@
 //! * **IOMMU**: `sys/firmware/acpi/tables/DMAR` or `IVRS`, `sys/class/iommu/dmar0` or `ivhd0`
 //!   (`intel-iommu/ecap` bit 3 = interrupt remapping), `sys/kernel/iommu_groups/<n>/devices`;
 //!   the `no-iommu` profile has none of them (so `vfio-pci` binds nothing there; its mdevs
-//!   have no group either, where the kernel would give them an emulated one). `dev/vfio/vfio` and `dev/vfio/<group>` for groups
-//!   with a function bound to `vfio-pci`; `sys/module/vfio_pci`.
+//!   have no group either, where the kernel would give them an emulated one);
+//!   `sys/module/vfio_pci`.
+//! * **VFIO devices** (`Documentation/driver-api/vfio.rst`, `drivers/vfio/vfio_main.c`,
+//!   `group.c`, `device_cdev.c`): a function bound to `vfio-pci` (or a `*vfio*pci` variant
+//!   driver), an NVIDIA vendor-VFIO VF whose `current_vgpu_type` is not 0 (NVIDIA's driver
+//!   registers it with VFIO) and an mdev are VFIO devices, when they have an IOMMU group.
+//!   Each has `<device>/vfio-dev/vfio<N>/` (`dev` reads `511:<N>`, `uevent`, links `device`
+//!   and `subsystem`), `sys/class/vfio-dev/vfio<N>` and `dev/vfio/devices/vfio<N>` (character
+//!   device 511:N, mode 0600). `N` is the lowest free index when the device registers (bound
+//!   to the driver, vGPU type set, mdev created) and is given back when it unregisters
+//!   (unbound, type back to 0, mdev removed, VF disabled, function removed or unplugged). Every
+//!   IOMMU group with a VFIO device has `dev/vfio/<group>` (character device 243:`<group>`,
+//!   mode 0600; the kernel allocates the minor, the simulator uses the group number) and
+//!   `sys/class/vfio/<group>` (`dev` reads `243:<group>`). `dev/vfio/vfio` (the container,
+//!   10:196, mode 0666) is always there; `dev/vfio/devices/` only while a cdev is, as
+//!   devtmpfs removes empty directories. To find the nodes of a PCI function `<bdf>` (or an
+//!   mdev: `sys/bus/mdev/devices/<uuid>` instead of `sys/bus/pci/devices/<bdf>`): the group
+//!   node is `dev/vfio/` + the last component of `sys/bus/pci/devices/<bdf>/iommu_group`, the
+//!   cdev is `dev/vfio/devices/` + the one entry of `sys/bus/pci/devices/<bdf>/vfio-dev/`.
+//! * **Processes** (`fs/proc/base.c`, `fs/proc/fd.c`): `proc/<pid>/comm` and
+//!   `proc/<pid>/fd/<n>` (links whose target is what the process opened, as `/dev/vfio/42`)
+//!   for the processes the control interface adds (`hold`, `drop`); `proc/` lists their pids.
+//!   Looking one up after its process ended is `ENOENT`; reading a file opened before is
+//!   `ESRCH`.
 //!
 //! Nothing is cached by the kernel (zero entry and attribute lifetimes, direct I/O): every read
 //! sees the current state and every write returns the errno of that write. A store sees at
@@ -70,9 +92,11 @@
 //!
 //! `<root>/.vgpu-sim/control` takes commands (grammar in [`control`]): injected failures
 //! (`fail-next 2 EBUSY */sriov_numvfs`), latency (`latency sriov-enable 1500`), hot-unplug
-//! (`unplug 0000:3b:00.0`), `counters-reset`, `clear`. Reading it shows what is pending.
-//! `<root>/.vgpu-sim/counters` reads `lookup N\ngetattr N\n...`: the FUSE operations served
-//! outside `.vgpu-sim/`. [`SimHost`] has the same operations as methods.
+//! (`unplug 0000:3b:00.0`), processes holding files open (`hold 4242 qemu-system-x86
+//! /dev/vfio/42`, `drop 4242`), `counters-reset`, `clear` (faults, latencies and processes).
+//! Reading it shows the pending faults and latencies. `<root>/.vgpu-sim/counters` reads
+//! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`. [`SimHost`]
+//! has the same operations as methods ([`SimHost::hold`], [`SimHost::drop_process`], ...).
 //!
 //! # Use
 //!
@@ -93,10 +117,12 @@ mod fs;
 mod host;
 mod kernel;
 pub mod peer;
+mod process;
 pub mod profile;
 mod tree;
+mod vfio;
 
-pub use control::{Counters, FsOp, KernelOp, LatencyOp};
+pub use control::{Counters, FsOp, Hold, KernelOp, LatencyOp};
 pub use error::SimError;
 pub use host::{SimHost, fuse_for_test, require_fuse};
 pub use profile::{PciAddr, Profile};

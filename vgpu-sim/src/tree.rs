@@ -8,6 +8,10 @@ use uuid::Uuid;
 use crate::control::KernelOp;
 use crate::kernel::{Dev, Errno, KResult, Kernel, kstrtoul, parse_bool, store_ul};
 use crate::profile::{CpuVendor, IommuKind, PciAddr, VgpuMode};
+use crate::vfio::{
+    CDEV_MAJOR, CONTAINER_MAJOR, CONTAINER_MINOR, GROUP_MAJOR, VfioKey, cdev_name, encode_dev,
+    parse_cdev_name,
+};
 
 /// What a regular file is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,19 +78,38 @@ pub(crate) enum DrvAttr {
 pub(crate) enum Node {
     Dir,
     File(FileRef, u16),
+    /// A symlink; its target exactly as `readlink` returns it.
     Link(String),
-    CharDev(u32),
+    /// A character device node: `rdev` as FUSE encodes it ([`encode_dev`]), permission bits.
+    CharDev(u32, u16),
 }
 
 const RO: u16 = 0o444;
 const WO: u16 = 0o200;
 const RW: u16 = 0o644;
+/// devtmpfs nodes of VFIO groups and device cdevs: `crw-------`.
+const DEV_PRIVATE: u16 = 0o600;
+/// `/dev/vfio/vfio`: `crw-rw-rw-`.
+const DEV_PUBLIC: u16 = 0o666;
 
-/// A relative symlink target from directory `from` to `to` (both below the root).
+/// A `proc/<pid>` name: canonical decimal.
+fn parse_pid_dir(name: &str) -> Option<u32> {
+    let pid: u32 = name.parse().ok()?;
+    (pid.to_string() == name).then_some(pid)
+}
+
+/// A relative symlink target from directory `from` to `to` (both below the root), as
+/// `kernfs_get_target_path` writes it: up to the nearest common ancestor that is a strict
+/// ancestor of `to` (so a link to an ancestor reads `../../../<name>`), then down.
 pub(crate) fn rel(from: &str, to: &str) -> String {
     let f: Vec<&str> = from.split('/').filter(|s| !s.is_empty()).collect();
     let t: Vec<&str> = to.split('/').filter(|s| !s.is_empty()).collect();
-    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let common = f
+        .iter()
+        .zip(&t)
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(t.len().saturating_sub(1));
     let mut out = "../".repeat(f.len() - common);
     out.push_str(&t[common..].join("/"));
     out
@@ -117,6 +140,10 @@ impl Dir {
     fn link(&mut self, name: impl Into<String>, to: &str) {
         let target = rel(&self.path, to);
         self.entries.push((name.into(), Node::Link(target)));
+    }
+    fn chardev(&mut self, name: impl Into<String>, major: u32, minor: u32, mode: u16) {
+        self.entries
+            .push((name.into(), Node::CharDev(encode_dev(major, minor), mode)));
     }
 }
 
@@ -244,6 +271,21 @@ impl Kernel {
             ["sys", "class"] => {
                 d.dir("iommu");
                 d.dir("mdev_bus");
+                d.dir("vfio");
+                d.dir("vfio-dev");
+            }
+            ["sys", "class", "vfio"] => {
+                for g in self.vfio.groups() {
+                    d.link(g.to_string(), &format!("sys/devices/virtual/vfio/{g}"));
+                }
+            }
+            ["sys", "class", "vfio-dev"] => {
+                for (key, v) in self.vfio.iter() {
+                    if let Some(dev) = self.vfio_dev_path(key) {
+                        let name = cdev_name(v.index);
+                        d.link(name.clone(), &format!("{dev}/vfio-dev/{name}"));
+                    }
+                }
             }
             ["sys", "class", "mdev_bus"] => {
                 for p in self.devs.values().filter(|x| x.is_mdev_parent()) {
@@ -262,7 +304,27 @@ impl Kernel {
                 d.dir("system");
                 d.dir("virtual");
             }
-            ["sys", "devices", "virtual"] => d.dir("iommu"),
+            ["sys", "devices", "virtual"] => {
+                d.dir("iommu");
+                d.dir("vfio");
+            }
+            ["sys", "devices", "virtual", "vfio"] => {
+                for g in self.vfio.groups() {
+                    d.dir(g.to_string());
+                }
+            }
+            ["sys", "devices", "virtual", "vfio", g] => {
+                let g = g.parse::<u32>().ok().filter(|n| n.to_string() == *g)?;
+                if !self.vfio.groups().contains(&g) {
+                    return None;
+                }
+                d.text("dev", format!("{GROUP_MAJOR}:{g}\n"));
+                d.link("subsystem", "sys/class/vfio");
+                d.text(
+                    "uevent",
+                    format!("MAJOR={GROUP_MAJOR}\nMINOR={g}\nDEVNAME=vfio/{g}\n"),
+                );
+            }
             ["sys", "devices", "virtual", "iommu"] => {
                 if let Some(unit) = self.iommu_unit() {
                     d.dir(unit);
@@ -372,6 +434,9 @@ impl Kernel {
                 d.text("cmdline", format!("{}\n", self.profile.cmdline));
                 d.text("cpuinfo", self.cpuinfo());
                 d.dir("driver");
+                for pid in self.procs.pids() {
+                    d.dir(pid.to_string());
+                }
             }
             ["proc", "driver"] => {
                 if self.drivers.iter().any(|x| x == "nvidia") {
@@ -396,21 +461,33 @@ impl Kernel {
                 d.file("information", FileRef::NvInfo(g.addr), RO);
                 d.file("unbindLock", FileRef::UnbindLock(g.addr), RW);
             }
+            ["proc", pid] => {
+                let p = self.procs.get(parse_pid_dir(pid)?)?;
+                d.text("comm", format!("{}\n", p.comm));
+                d.dir("fd");
+            }
+            ["proc", pid, "fd"] => {
+                let p = self.procs.get(parse_pid_dir(pid)?)?;
+                for (fd, target) in &p.fds {
+                    d.entries.push((fd.to_string(), Node::Link(target.clone())));
+                }
+            }
             ["dev"] => d.dir("vfio"),
+            // devtmpfs: the container, a node per IOMMU group with a VFIO device (minor: the
+            // group number), `devices/` while any VFIO device cdev exists.
             ["dev", "vfio"] => {
-                d.entries
-                    .push(("vfio".to_owned(), Node::CharDev((10 << 8) | 196)));
-                let mut groups: Vec<u32> = self
-                    .devs
-                    .values()
-                    .filter(|x| x.driver.as_deref() == Some("vfio-pci"))
-                    .filter_map(|x| x.group)
-                    .collect();
-                groups.sort_unstable();
-                groups.dedup();
-                for g in groups {
-                    d.entries
-                        .push((g.to_string(), Node::CharDev((243 << 8) | (g & 0xff))));
+                d.chardev("vfio", CONTAINER_MAJOR, CONTAINER_MINOR, DEV_PUBLIC);
+                for g in self.vfio.groups() {
+                    d.chardev(g.to_string(), GROUP_MAJOR, g, DEV_PRIVATE);
+                }
+                if self.vfio.iter().next().is_some() {
+                    d.dir("devices");
+                }
+            }
+            ["dev", "vfio", "devices"] => {
+                self.vfio.iter().next()?;
+                for (_, v) in self.vfio.iter() {
+                    d.chardev(cdev_name(v.index), CDEV_MAJOR, v.index, DEV_PRIVATE);
                 }
             }
             _ => return None,
@@ -621,6 +698,29 @@ impl Kernel {
         if dev.is_vendor_vf() {
             d.dir("nvidia");
         }
+        if self.vfio.get(VfioKey::Pci(a)).is_some() {
+            d.dir("vfio-dev");
+        }
+    }
+
+    /// `vfio-dev/` of a VFIO device whose directory is `dev_path`: `sub` is below it.
+    fn list_vfio_dev(&self, d: &mut Dir, key: VfioKey, dev_path: &str, sub: &[&str]) -> Option<()> {
+        let v = self.vfio.get(key)?;
+        match sub {
+            [] => d.dir(cdev_name(v.index)),
+            [name] if parse_cdev_name(name) == Some(v.index) => {
+                let n = v.index;
+                d.text("dev", format!("{CDEV_MAJOR}:{n}\n"));
+                d.link("device", dev_path);
+                d.link("subsystem", "sys/class/vfio-dev");
+                d.text(
+                    "uevent",
+                    format!("MAJOR={CDEV_MAJOR}\nMINOR={n}\nDEVNAME=vfio/devices/vfio{n}\n"),
+                );
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     fn list_inside_device(&self, d: &mut Dir, dev: &Dev, sub: &[&str]) -> Option<()> {
@@ -670,11 +770,26 @@ impl Kernel {
                 d.file("current_vgpu_type", FileRef::Pci(a, PciAttr::NvCurrent), RW);
                 d.file("vgpu_params", FileRef::Pci(a, PciAttr::NvParams), RW);
             }
+            ["vfio-dev", rest @ ..] => {
+                self.list_vfio_dev(d, VfioKey::Pci(a), &dev.path(), rest)?;
+            }
+            [u, "vfio-dev", rest @ ..] => {
+                let uuid = Uuid::try_parse(u).ok()?;
+                self.mdevs.get(&uuid).filter(|m| m.parent == a)?;
+                if uuid.to_string() != *u {
+                    return None;
+                }
+                let mdev_path = format!("{}/{u}", dev.path());
+                self.list_vfio_dev(d, VfioKey::Mdev(uuid), &mdev_path, rest)?;
+            }
             [u] => {
                 let uuid = Uuid::try_parse(u).ok()?;
                 let m = self.mdevs.get(&uuid).filter(|m| m.parent == a)?;
                 if uuid.to_string() != *u {
                     return None;
+                }
+                if self.vfio.get(VfioKey::Mdev(uuid)).is_some() {
+                    d.dir("vfio-dev");
                 }
                 d.link(
                     "mdev_type",
@@ -830,8 +945,15 @@ impl Kernel {
         }
     }
 
-    /// A store to a file: the errno of that store, as sysfs returns it.
+    /// A store to a file: the errno of that store, as sysfs returns it. VFIO devices
+    /// register and unregister as the store leaves them.
     pub(crate) fn write(&mut self, f: &FileRef, data: &[u8]) -> Result<(), Errno> {
+        let r = self.store(f, data);
+        self.sync_vfio();
+        r
+    }
+
+    fn store(&mut self, f: &FileRef, data: &[u8]) -> Result<(), Errno> {
         match f {
             FileRef::Pci(a, attr) => match attr {
                 PciAttr::SriovNum => self.set_numvfs(*a, data),
@@ -919,6 +1041,17 @@ mod tests {
         assert_eq!(
             k.lookup(&["sys", "devices", "pci0000:c0"], "0000:41:00.4"),
             None
+        );
+    }
+
+    #[test]
+    fn rel_to_ancestor_climbs_past_it_and_names_it() {
+        assert_eq!(
+            rel(
+                "sys/devices/pci0000:40/a/vfio-dev/vfio0",
+                "sys/devices/pci0000:40/a"
+            ),
+            "../../../a"
         );
     }
 

@@ -167,15 +167,6 @@ fn proc_cmdline_reads_profile_cmdline() {
     );
 }
 
-#[test]
-fn dev_vfio_has_container_and_vfio_bound_group() {
-    let h = host("mixed");
-    assert_eq!(
-        ls(&h.root().join("dev/vfio")),
-        Ok(vec!["141".into(), "vfio".into()])
-    );
-}
-
 // ----- SR-IOV -----
 
 #[test]
