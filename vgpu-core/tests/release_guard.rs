@@ -1,0 +1,216 @@
+//! The release guard: a vGPU whose VFIO device a process holds open (a guest's QEMU) is not
+//! removed from under it unless forced. The simulator serves `proc/<pid>/fd` links to the
+//! device's group node or its `vfio-dev` character device, as the kernel does.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::path::Path;
+
+use common::{addr, gpu, manager, paths};
+use uuid::Uuid;
+use vgpu_core::{Error, ErrorKind, Manager, VgpuHandle};
+use vgpu_sim::SimHost;
+
+const T4: &str = "0000:3b:00.0";
+const L40S: &str = "0000:41:00.0";
+const FLEX: &str = "0000:4d:00.0";
+const UUID: Uuid = Uuid::from_u128(0x0d6c_4c1a_5e1f_4b8e_a1d2_0000_0000_0009);
+const QEMU: u32 = 4242;
+
+/// The group node of the VFIO device whose sysfs directory is `dir`, as a process sees it.
+fn group_node(dir: &Path) -> String {
+    let group = std::fs::read_link(dir.join("iommu_group")).unwrap();
+    format!("/dev/vfio/{}", group.file_name().unwrap().to_string_lossy())
+}
+
+/// The `vfio-dev` character device of the VFIO device whose sysfs directory is `dir`.
+fn cdev_node(dir: &Path) -> String {
+    let entry = std::fs::read_dir(dir.join("vfio-dev"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    format!("/dev/vfio/devices/{}", entry.file_name().to_string_lossy())
+}
+
+fn mdev_dir(host: &SimHost, uuid: Uuid) -> std::path::PathBuf {
+    host.root().join(format!("sys/bus/mdev/devices/{uuid}"))
+}
+
+fn held_open(err: &Error) -> Option<(&str, u32, &str, &str)> {
+    match err {
+        Error::HeldOpen {
+            device,
+            pid,
+            command,
+            node,
+        } => Some((device, *pid, command, node)),
+        _ => None,
+    }
+}
+
+#[test]
+fn destroy_of_an_mdev_open_by_a_process_is_refused_naming_it() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    let err = manager(&host).destroy(VgpuHandle::Mdev(UUID)).unwrap_err();
+    assert_eq!(
+        (held_open(&err), err.kind(), gpu(&host, T4).vgpus.len()),
+        (
+            Some((
+                UUID.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            ErrorKind::Busy,
+            1
+        )
+    );
+}
+
+#[test]
+fn destroy_with_force_removes_an_mdev_open_by_a_process() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    manager(&host)
+        .with_force(true)
+        .destroy(VgpuHandle::Mdev(UUID))
+        .unwrap();
+    assert_eq!(gpu(&host, T4).vgpus.len(), 0);
+}
+
+#[test]
+fn destroy_after_the_holder_exits_goes_through() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    host.drop_process(QEMU).unwrap();
+    manager(&host).destroy(VgpuHandle::Mdev(UUID)).unwrap();
+    assert_eq!(gpu(&host, T4).vgpus.len(), 0);
+}
+
+#[test]
+fn a_process_holding_another_device_does_not_block_destroy() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    host.hold(QEMU, "qemu-system-x86", "/dev/vfio/999").unwrap();
+    manager(&host).destroy(VgpuHandle::Mdev(UUID)).unwrap();
+    assert_eq!(gpu(&host, T4).vgpus.len(), 0);
+}
+
+#[test]
+fn stop_of_a_vendor_vf_open_through_its_cdev_is_refused() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let created = manager(&host).create(L40S, "L40S-24Q", None, None).unwrap();
+    let VgpuHandle::Vf(vf) = created.id else {
+        panic!("a vendor-VFIO vGPU is named by its VF: {:?}", created.id);
+    };
+    let node = cdev_node(&paths(&host).pci_device(&vf));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    let err = manager(&host).stop(created.id).unwrap_err();
+    assert_eq!(
+        (held_open(&err), gpu(&host, L40S).vgpus.len()),
+        (
+            Some((
+                vf.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            1
+        )
+    );
+}
+
+/// A plain VF given to a guest: neither `unbind` nor disabling the VFs takes it away.
+fn flex_vf_open_by_qemu(host: &SimHost) -> (Manager, vgpu_core::PciAddress, String) {
+    let manager = manager(host);
+    manager.set_vfs(FLEX, 2, None, false).unwrap();
+    let created = manager.create(FLEX, "vf", None, None).unwrap();
+    let VgpuHandle::Vf(vf) = created.id else {
+        panic!("a plain VF is named by its address: {:?}", created.id);
+    };
+    let node = group_node(&paths(host).pci_device(&vf));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    (manager, vf, node)
+}
+
+#[test]
+fn unbind_of_a_plain_vf_open_by_a_process_is_refused() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (manager, vf, node) = flex_vf_open_by_qemu(&host);
+    let err = manager.unbind(vf, false).unwrap_err();
+    assert_eq!(
+        (held_open(&err), gpu(&host, FLEX).vfs[0].driver.as_deref()),
+        (
+            Some((
+                vf.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            Some("vfio-pci")
+        )
+    );
+}
+
+#[test]
+fn disabling_vfs_while_one_is_open_by_a_process_is_refused() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (manager, vf, node) = flex_vf_open_by_qemu(&host);
+    let err = manager.set_vfs(FLEX, 0, None, false).unwrap_err();
+    assert_eq!(
+        (held_open(&err), gpu(&host, FLEX).vfs.len()),
+        (
+            Some((
+                vf.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            2
+        )
+    );
+}
+
+#[test]
+fn guard_reads_the_holders_command_name() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(7, "crosvm", "/dev/null").unwrap();
+    host.hold(7, "crosvm", &node).unwrap();
+    let err = manager(&host).destroy(VgpuHandle::Mdev(UUID)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{UUID} is open by process 7 (crosvm) through {node} (force to remove it anyway)")
+    );
+}
+
+#[test]
+fn guard_ignores_addresses_it_does_not_hold() {
+    // A VF address whose device does not exist has no nodes: nothing to guard.
+    let host = SimHost::mount_for_test("t4-legacy");
+    let err = manager(&host)
+        .destroy(VgpuHandle::Vf(addr("0000:3b:00.7")))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+}
