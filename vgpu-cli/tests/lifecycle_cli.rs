@@ -1090,3 +1090,44 @@ fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
         )
     );
 }
+
+/// A guest's QEMU holds the mdev's group node open: `destroy` names it and changes nothing;
+/// `--force` goes ahead.
+#[test]
+fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
+    let h = host("t4-legacy");
+    vgpuctl(&h, &["create", T4, "--type", "T4-2Q", "--uuid", UUID]);
+    let group = std::fs::read_link(
+        h.sim
+            .root()
+            .join(format!("sys/bus/mdev/devices/{UUID}/iommu_group")),
+    )
+    .unwrap();
+    let node = format!("/dev/vfio/{}", group.file_name().unwrap().to_string_lossy());
+    h.sim.hold(4242, "qemu-system-x86", &node).unwrap();
+    let refused = vgpuctl(&h, &["destroy", UUID, "--json"]);
+    let kept = vgpu_ids(&h, T4);
+    let forced = vgpuctl(&h, &["destroy", UUID, "--force"]);
+    assert_eq!(
+        (
+            refused.status.code(),
+            json(&refused),
+            kept,
+            forced.status.code(),
+            vgpu_ids(&h, T4)
+        ),
+        (
+            Some(1),
+            serde_json::json!({
+                "error": format!(
+                    "cannot destroy {UUID}: {UUID} is open by process 4242 (qemu-system-x86) \
+                     through {node} (force to remove it anyway)"
+                ),
+                "kind": "busy"
+            }),
+            vec![UUID.to_owned()],
+            Some(0),
+            Vec::<String>::new()
+        )
+    );
+}
