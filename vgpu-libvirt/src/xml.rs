@@ -1,12 +1,13 @@
 //! Reading the `<hostdev>` elements of a domain's XML, within bounds.
 //!
 //! Domain XML comes from libvirt, but what libvirt stores was written by whoever defined the
-//! domain, so it is read as untrusted input: a document is refused (with [`Error::Xml`] and a
+//! domain, so it is read as untrusted input. A document is refused (with [`Error::Xml`] and a
 //! one-line reason) when it is larger than [`MAX_BYTES`], is not UTF-8, has a DTD (no entity is
-//! ever expanded), has an element with more than [`MAX_ATTRIBUTES`] attributes, nests elements
-//! deeper than [`MAX_DEPTH`], or has more than [`MAX_NODES`] nodes. These bounds are checked by
-//! one linear scan before the document is parsed, so every refusal takes time linear in the
-//! input, and nothing here panics.
+//! ever expanded), has an element with more than [`MAX_ATTRIBUTES`] attributes, has more than
+//! [`MAX_NAMESPACES`] namespace declarations, nests elements deeper than [`MAX_DEPTH`], or has
+//! more than [`MAX_NODES`] nodes. One linear scan checks all but the last before the document
+//! is parsed, and the parser stops at the last, so reading takes time linear in the input,
+//! and nothing here panics.
 //!
 //! The elements read are those of libvirt's "host device assignment"
 //! (<https://libvirt.org/formatdomain.html#host-device-assignment>) under
@@ -32,12 +33,19 @@ use crate::hostdev::HostdevKind;
 /// The largest document read, in bytes (4 MiB; a domain with hundreds of devices is well
 /// under 1 MiB).
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
-/// The deepest element nesting read (libvirt's own documents nest fewer than 10 levels).
-pub const MAX_DEPTH: usize = 256;
+/// The deepest element nesting read. libvirt's own elements nest fewer than 10 levels, but a
+/// domain's `<metadata>` holds whatever its author wrote, up to the depth libxml2 lets libvirt
+/// parse (257 levels with the root); this bound is above that, so every domain libvirt holds is
+/// read.
+pub const MAX_DEPTH: usize = 512;
 /// The most nodes (elements, text, comments) in a document.
 pub const MAX_NODES: u32 = 500_000;
 /// The most attributes on one element (libvirt's elements have fewer than 20).
-pub const MAX_ATTRIBUTES: usize = 256;
+pub const MAX_ATTRIBUTES: usize = 64;
+/// The most namespace declarations in a document (libvirt writes one for each application's
+/// `<metadata>` and one for `qemu:commandline`). Resolving names costs up to the number of
+/// namespaces in scope, so this bound keeps reading linear.
+pub const MAX_NAMESPACES: usize = 64;
 
 /// One `<hostdev>` of a kind this crate assigns, as a domain's XML has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +228,7 @@ fn check_bounds(xml: &str) -> std::result::Result<(), String> {
         return Err(too_large(bytes.len()));
     }
     let mut depth = 0usize;
+    let mut namespaces = 0usize;
     let mut at = 0usize;
     while let Some(offset) = bytes[at..].iter().position(|b| *b == b'<') {
         let start = at + offset;
@@ -240,6 +249,10 @@ fn check_bounds(xml: &str) -> std::result::Result<(), String> {
             skip_to(b">", 2)
         } else {
             let tag = start_tag(&bytes[start..])?;
+            namespaces += tag.namespaces;
+            if namespaces > MAX_NAMESPACES {
+                return Err(format!("more than {MAX_NAMESPACES} namespace declarations"));
+            }
             if !tag.self_closing {
                 depth += 1;
                 if depth > MAX_DEPTH {
@@ -261,13 +274,16 @@ struct StartTag {
     /// Its length up to and including `>`; `None` when it is not closed.
     len: Option<usize>,
     self_closing: bool,
+    /// Its namespace declarations (`xmlns=`, `xmlns:p=`).
+    namespaces: usize,
 }
 
 /// The start tag at the beginning of `bytes`, its attributes counted by their `=` outside
-/// quotes.
+/// quotes, its namespace declarations by the attribute names `xmlns` and `xmlns:…`.
 fn start_tag(bytes: &[u8]) -> std::result::Result<StartTag, String> {
     let mut quote: Option<u8> = None;
     let mut attributes = 0usize;
+    let mut namespaces = 0usize;
     for (i, &b) in bytes.iter().enumerate().skip(1) {
         match quote {
             Some(q) if b == q => quote = None,
@@ -286,7 +302,11 @@ fn start_tag(bytes: &[u8]) -> std::result::Result<StartTag, String> {
                     return Ok(StartTag {
                         len: Some(i + 1),
                         self_closing: bytes[i - 1] == b'/',
+                        namespaces,
                     });
+                }
+                b'x' if bytes[i - 1].is_ascii_whitespace() && is_xmlns(&bytes[i..]) => {
+                    namespaces += 1;
                 }
                 _ => {}
             },
@@ -295,6 +315,15 @@ fn start_tag(bytes: &[u8]) -> std::result::Result<StartTag, String> {
     Ok(StartTag {
         len: None,
         self_closing: false,
+        namespaces,
+    })
+}
+
+/// Whether an attribute name starting here is `xmlns` or `xmlns:…`.
+fn is_xmlns(bytes: &[u8]) -> bool {
+    bytes.strip_prefix(b"xmlns").is_some_and(|rest| {
+        rest.first()
+            .is_some_and(|b| *b == b':' || *b == b'=' || b.is_ascii_whitespace())
     })
 }
 
@@ -524,6 +553,38 @@ mod tests {
         assert_eq!(
             reason(hostdevs(&xml)),
             format!("an element has more than {MAX_ATTRIBUTES} attributes")
+        );
+    }
+
+    #[test]
+    fn hostdevs_too_many_namespace_declarations_is_refused() {
+        let children = "<x:a xmlns:x='urn:x'/>".repeat(MAX_NAMESPACES + 1);
+        let xml = format!("<domain>{children}</domain>");
+        assert_eq!(
+            reason(hostdevs(&xml)),
+            format!("more than {MAX_NAMESPACES} namespace declarations")
+        );
+    }
+
+    #[test]
+    fn hostdevs_namespaced_metadata_is_read() {
+        let xml = format!(
+            "<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'><metadata><app:x xmlns:app=\"urn:app\" xmlns='urn:d'/></metadata><devices><hostdev type='mdev'><source><address uuid='{MDEV_UUID}'/></source></hostdev></devices><qemu:commandline/></domain>"
+        );
+        assert_eq!(hostdevs(&xml).map(|v| v.len()).ok(), Some(1));
+    }
+
+    #[test]
+    fn is_xmlns_names_only_declarations() {
+        assert_eq!(
+            [
+                is_xmlns(b"xmlns='u'"),
+                is_xmlns(b"xmlns:q='u'"),
+                is_xmlns(b"xmlns ='u'"),
+                is_xmlns(b"xmlnsfoo='u'"),
+                is_xmlns(b"xml:lang='en'")
+            ],
+            [true, true, true, false, false]
         );
     }
 
