@@ -11,6 +11,7 @@ packages=(
   libvirt-dev                 # the virt crate links libvirt
   libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
   qemu-system-x86             # the emulator the QEMU driver probes and starts
+  libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
 )
 
 sudo_cmd=()
@@ -36,6 +37,12 @@ if ! getent group libvirt-qemu >/dev/null; then
 fi
 if ! getent passwd libvirt-qemu >/dev/null; then
   "${sudo_cmd[@]}" useradd -r -M -g libvirt-qemu -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+fi
+# As Debian's libvirt-daemon-system does: the QEMU driver checks that the user it runs guests as
+# can open /dev/kvm, and when it cannot, it finds its cached QEMU capabilities stale and probes
+# QEMU again at every start (seconds each time).
+if getent group kvm >/dev/null && ! id -nG libvirt-qemu | tr ' ' '\n' | grep -qx kvm; then
+  "${sudo_cmd[@]}" usermod -a -G kvm libvirt-qemu
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
