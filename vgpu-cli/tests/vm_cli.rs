@@ -6,7 +6,6 @@
 
 use std::process::{Command, Output};
 
-use vgpu_libvirt::Connection;
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -24,22 +23,38 @@ impl Host {
         vgpu_libvirt::embedded_uri(self.libvirt.path())
     }
 
-    /// Defines domain `name` (an embedded driver's root is locked by one process at a time:
-    /// the connection is closed again before any vgpuctl runs).
+    /// Defines domain `name`.
     fn define(&self, name: &str) {
         self.define_with(name, "");
     }
 
-    /// Defines domain `name` with `devices` in its `<devices>`.
+    /// Defines domain `name` with `devices` in its `<devices>`, with `virsh` in a process of
+    /// its own: libvirt embeds its QEMU driver at one root per process, and each test has its
+    /// own root.
     fn define_with(&self, name: &str, devices: &str) {
-        let conn = Connection::open(&self.uri()).unwrap();
-        conn.define(&format!(
-            "<domain type='kvm'><name>{name}</name><memory unit='MiB'>64</memory>\
-             <os><type arch='x86_64' machine='pc'>hvm</type></os>\
-             <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>\
-             </domain>"
-        ))
+        let xml = self.libvirt.path().join(format!("{name}.xml"));
+        std::fs::write(
+            &xml,
+            format!(
+                "<domain type='kvm'><name>{name}</name><memory unit='MiB'>64</memory>\
+                 <os><type arch='x86_64' machine='pc'>hvm</type></os>\
+                 <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>\
+                 </domain>"
+            ),
+        )
         .unwrap();
+        let out = Command::new("virsh")
+            .arg("-c")
+            .arg(self.uri())
+            .arg("define")
+            .arg(&xml)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "virsh define: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
