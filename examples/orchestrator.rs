@@ -21,7 +21,7 @@
 use std::error::Error as StdError;
 use std::path::PathBuf;
 
-use vgpu::{Created, ErrorKind, HostPaths, Manager, Start, VgpuHandle, discover};
+use vgpu::{Created, ErrorKind, HostPaths, Manager, Placement, Start, VgpuHandle, discover};
 use vgpu_libvirt::{Connection, Hostdev, Scope};
 
 /// What to do, from the command line.
