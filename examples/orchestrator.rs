@@ -88,10 +88,12 @@ fn run(paths: &HostPaths, conn: &Connection, type_name: &str) -> Result<(), Box<
     let manager = Manager::new(paths, "orchestrator example");
     println!("discover: looking for room for a {type_name}");
     let created = create_anywhere(&manager, paths, type_name)?;
-    println!(
-        "create: {} on {} ({:?})",
-        created.id, created.gpu, created.placement
-    );
+    let place = match &created.placement {
+        Placement::Mdev { parent, type_id } => format!("mediated device {type_id} on {parent}"),
+        Placement::VendorVf { vf, type_id } => format!("NVIDIA type {type_id} on VF {vf}"),
+        Placement::PlainVf { vf } => format!("VF {vf} on vfio-pci"),
+    };
+    println!("create: {} on GPU {}, {place}", created.id, created.gpu);
 
     let result = (|| -> Result<(), Box<dyn StdError>> {
         let domain = conn.define(&domain_xml())?;

@@ -226,6 +226,9 @@ pub enum Command {
         /// Give a mediated device a display (display='on').
         #[arg(long)]
         display: bool,
+        /// The PCI address the guest sees it at (dddd:bb:ss.f); libvirt picks one otherwise.
+        #[arg(long, value_name = "ADDRESS")]
+        guest_address: Option<vgpu_core::PciAddress>,
     },
     /// Take a vGPU away from a libvirt domain.
     Detach {

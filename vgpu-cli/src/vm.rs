@@ -8,7 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
-use vgpu_libvirt::{Connection, Hostdev, HostdevKind, Owners, Scope};
+use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Owners, Scope};
 
 use crate::mutate::{command_line, emit, handle};
 use crate::{Cli, Command, EXIT_OK, render};
@@ -66,13 +66,18 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             live,
             config,
             display,
+            guest_address,
         } => {
+            let shape = Shape {
+                display: *display,
+                guest_address: guest_address.map(guest).transpose()?,
+            };
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
             let done = match (id, gpu, type_name) {
                 (Some(id), None, None) => {
-                    attach_existing(&conn, paths, domain, handle(id)?, scope, *display)?
+                    attach_existing(&conn, paths, domain, handle(id)?, scope, shape)?
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
@@ -82,7 +87,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                         gpu,
                         type_name,
                         index: *index,
-                        display: *display,
+                        shape,
                     },
                     scope,
                 )?,
@@ -151,6 +156,25 @@ fn connect(cli: &Cli) -> Result<Connection> {
         .with_context(|| format!("cannot connect to libvirt at {}", cli.connect))
 }
 
+/// How the guest sees an attached vGPU.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    display: bool,
+    guest_address: Option<GuestAddress>,
+}
+
+/// The guest PCI address `address` names (libvirt's guest PCI domains have 16 bits).
+fn guest(address: vgpu_core::PciAddress) -> Result<GuestAddress> {
+    let domain = u16::try_from(address.domain())
+        .with_context(|| format!("guest address {address}: the domain must fit 16 bits"))?;
+    Ok(GuestAddress {
+        domain,
+        bus: address.bus(),
+        slot: address.device(),
+        function: address.function(),
+    })
+}
+
 /// Attaches the existing vGPU `id`.
 fn attach_existing(
     conn: &Connection,
@@ -158,11 +182,12 @@ fn attach_existing(
     domain: &str,
     id: VgpuHandle,
     scope: Scope,
-    display: bool,
+    shape: Shape,
 ) -> Result<Attached> {
     let inventory = discover(paths)?;
     let mut hostdev = Hostdev::for_vgpu(&inventory, id)?;
-    hostdev.display = display;
+    hostdev.display = shape.display;
+    hostdev.guest_address = shape.guest_address;
     let changed = !holds(conn, domain, id, scope)?;
     conn.attach(domain, &hostdev, scope)
         .with_context(|| format!("cannot attach {id} to {domain}"))?;
@@ -190,7 +215,7 @@ struct NewVgpu<'a> {
     gpu: &'a str,
     type_name: &'a str,
     index: u32,
-    display: bool,
+    shape: Shape,
 }
 
 /// Creates (with a definition that starts at boot) and attaches the `index`-th vGPU of the
@@ -246,7 +271,7 @@ fn attach_new(
             (made.id, true)
         }
     };
-    let result = attach_existing(conn, paths, &domain.name, id, scope, new.display);
+    let result = attach_existing(conn, paths, &domain.name, id, scope, new.shape);
     match result {
         Ok(mut done) => {
             done.created = created;

@@ -310,3 +310,32 @@ fn owners_lists_orphans_and_missing_devices() {
         .collect();
     assert_eq!((orphans, missing), (vec![UUID], vec![("vm1", ABSENT)]));
 }
+
+/// The guest sees the vGPU where `--guest-address` says: libvirt keeps that address.
+#[test]
+fn attach_with_guest_address_keeps_it_in_the_domain_xml() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let out = vgpuctl(
+        &h,
+        &["attach", "vm1", UUID, "--guest-address", "0000:00:09.0"],
+    );
+    let xml = Command::new("virsh")
+        .arg("-c")
+        .arg(h.uri())
+        .args(["dumpxml", "--inactive", "vm1"])
+        .output()
+        .unwrap();
+    let xml = String::from_utf8_lossy(&xml.stdout);
+    assert_eq!(
+        (
+            out.status.code(),
+            xml.contains(
+                "<address type='pci' domain='0x0000' bus='0x00' slot='0x09' function='0x0'/>"
+            )
+        ),
+        (Some(0), true),
+        "{xml}"
+    );
+}
