@@ -26,3 +26,4 @@ bench: deps
 	$(CARGO) bench -p vgpu-cli --bench list
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
+	$(CARGO) bench -p vgpu-libvirt --bench owners

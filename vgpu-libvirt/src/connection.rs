@@ -249,7 +249,10 @@ impl Connection {
     ///
     /// For an embedded driver (`qemu:///embed?root=DIR`), `DIR/etc/qemu.conf` is created with
     /// `stdio_handler = "file"` when it is missing (an existing file is never overwritten), so
-    /// that domains start without `virtlogd`. libvirt allows one embedded root per process.
+    /// that domains start without `virtlogd`. libvirt allows one embedded root per process, and
+    /// shuts the driver down when its last connection closes, which it cannot do and undo
+    /// more than a few times in a process; so the first connection to an embedded driver is
+    /// kept for the life of the process and every later one shares it.
     ///
     /// The first call sets libvirt up for the process: its errors are returned rather than
     /// printed, and its default event loop runs on a thread of its own.
@@ -584,6 +587,58 @@ fn describe(dom: &virt::domain::Domain, name: &str, operation: &'static str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hostdev::HostdevKind;
+
+    fn element(n: u128) -> HostdevElement {
+        HostdevElement {
+            device: VgpuHandle::Mdev(Uuid::from_u128(n)),
+            kind: HostdevKind::Mdev,
+            text: String::new(),
+        }
+    }
+
+    fn attached(n: u128, live: bool, config: bool) -> Attached {
+        Attached {
+            device: VgpuHandle::Mdev(Uuid::from_u128(n)),
+            kind: HostdevKind::Mdev,
+            live,
+            config,
+        }
+    }
+
+    #[test]
+    fn connection_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Connection>();
+    }
+
+    #[test]
+    fn merged_joins_live_and_config_per_device_by_device() {
+        let assigned = Assigned {
+            live: vec![element(3), element(1)],
+            config: vec![element(2), element(1)],
+        };
+        assert_eq!(
+            assigned.merged(),
+            vec![
+                attached(1, true, true),
+                attached(2, false, true),
+                attached(3, true, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn holds_looks_in_both_configurations() {
+        let assigned = Assigned {
+            live: vec![element(1)],
+            config: vec![element(2)],
+        };
+        assert_eq!(
+            [1, 2, 3].map(|n| assigned.holds(VgpuHandle::Mdev(Uuid::from_u128(n)))),
+            [true, true, false]
+        );
+    }
 
     #[test]
     fn embedded_uri_plain_path() {

@@ -69,7 +69,7 @@
 //! # }
 //! ```
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod connection;
 mod error;
