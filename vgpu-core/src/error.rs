@@ -386,6 +386,64 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A desired-state file (`host.toml`, vgpu-device-manager YAML) is not valid there: a
+    /// syntax error, an unknown key, another version, a value of the wrong shape, or (from a
+    /// plan) a GPU or type this host does not have.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Desired {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The column, from 1.
+        column: usize,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
+    /// A desired-state file has no config by the name asked for (or, with none asked for, no
+    /// `default` and more than one).
+    #[error(
+        "{} has no config {}; it has: {}",
+        path.display(),
+        name.as_deref().map_or_else(|| "named default (choose one with -c NAME)".to_owned(), |n| format!("{n:?}")),
+        known.join(", ")
+    )]
+    NoConfig {
+        /// The file.
+        path: PathBuf,
+        /// The name asked for.
+        name: Option<String>,
+        /// The configs it has.
+        known: Vec<String>,
+    },
+    /// A plan asks for what this host cannot do (each reason is in the plan); nothing was
+    /// applied.
+    #[error("the plan of config {config:?} cannot be applied: {first}{}", if *refused > 1 { format!(" (and {} more)", refused - 1) } else { String::new() })]
+    PlanRefused {
+        /// The config.
+        config: String,
+        /// How many reasons there are.
+        refused: usize,
+        /// The first one, with its place in the file.
+        first: String,
+    },
+    /// A GPU changed between planning and applying (another command made or removed vGPUs or
+    /// VFs): plan again.
+    #[error("GPU {gpu} changed since it was planned ({what}): plan again")]
+    PlanStale {
+        /// The GPU.
+        gpu: PciAddress,
+        /// What changed, in words.
+        what: String,
+    },
+    /// Fewer vGPUs than asked fit on the GPUs a placement may use; nothing was chosen.
+    #[error("{asked} vGPU(s) asked, the GPUs can take {fits}")]
+    NoPlacement {
+        /// How many were asked for.
+        asked: u32,
+        /// How many fit.
+        fits: u32,
+    },
     /// The host lock is held by another `vgpuctl`.
     #[error(
         "another vgpuctl holds {} (waited {waited_ms} ms)",
@@ -486,8 +544,12 @@ impl Error {
             | Error::MdevDefinedElsewhere { .. }
             | Error::DefinitionMismatch { .. }
             | Error::NoVfs { .. }
-            | Error::NotOwned { .. } => ErrorKind::Conflict,
-            Error::NoCapacity { .. } | Error::NoSpace { .. } => ErrorKind::NoCapacity,
+            | Error::NotOwned { .. }
+            | Error::PlanStale { .. } => ErrorKind::Conflict,
+            Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::NoPlacement { .. } => {
+                ErrorKind::NoCapacity
+            }
+            Error::NoConfig { .. } => ErrorKind::NotFound,
             Error::Busy { .. }
             | Error::Locked { .. }
             | Error::InUse { .. }
@@ -501,7 +563,9 @@ impl Error {
             | Error::DuplicateTarget { .. }
             | Error::NoSriov { .. }
             | Error::BadVfCount { .. }
-            | Error::NotGpu { .. } => ErrorKind::BadInput,
+            | Error::NotGpu { .. }
+            | Error::Desired { .. }
+            | Error::PlanRefused { .. } => ErrorKind::BadInput,
             Error::Read { .. }
             | Error::Missing { .. }
             | Error::DanglingLink { .. }

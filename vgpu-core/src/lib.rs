@@ -82,6 +82,7 @@ mod error;
 mod host;
 mod manager;
 mod model;
+mod plan;
 mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
@@ -105,6 +106,13 @@ pub use manager::{
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+pub use plan::desired::{
+    Desired, DesiredFile, Entry, Format, Location, Partition, Selection, SizeItem, TypeItem,
+    VfDriver,
+};
+pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+pub use plan::planner::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want, plan};
+pub use plan::{DefinitionSet, HostState};
 pub use state::audit::AuditEntry;
 pub use state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,

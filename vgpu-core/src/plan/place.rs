@@ -1,0 +1,322 @@
+//! Placement for orchestrators: which GPUs (and VFs) `count` new vGPUs of one size or type
+//! should go on, under each GPU's rules. It only chooses; creating is the manager's job.
+//!
+//! A GPU can take a vGPU when it offers the type (for a size: the type of exactly that frame
+//! buffer in the series, or the next larger with `round_up`), holds no vGPU of another type
+//! where it holds one type at a time, has an instance available after what definitions hold
+//! for vGPUs that are not running, and, for VF-based interfaces, has a free VF no definition
+//! names. Among those:
+//!
+//! - [`Policy::Pack`] fills partly used GPUs first, the one left with the least room (best
+//!   fit), then empty ones, the smallest first: whole GPUs stay free for large vGPUs;
+//! - [`Policy::Spread`] takes the GPU with the most room left (fewest vGPUs on a tie): load is
+//!   balanced.
+//!
+//! Ties go to the lower address, so the same host and request give the same answer.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::HostState;
+use super::offers::{GpuView, Rule};
+use crate::backend::PLAIN_VF_TYPE;
+use crate::discovery::parse::strip_vendor_prefix;
+use crate::error::{Error, Result};
+use crate::host::driver::is_passthrough_driver;
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
+
+/// How to choose among GPUs that can take a vGPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Fill partly used GPUs first (best fit).
+    #[default]
+    Pack,
+    /// Balance vGPUs across GPUs.
+    Spread,
+}
+
+/// What vGPUs to place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceRequest {
+    /// How many.
+    pub count: u32,
+    /// Of which size or type.
+    pub want: PlaceWant,
+    /// Only on GPUs of this NUMA node.
+    pub numa_node: Option<u32>,
+}
+
+/// The size or type of the vGPUs to place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaceWant {
+    /// A frame buffer size, mapped on each GPU as a plan maps it.
+    Framebuffer {
+        /// MiB.
+        mib: u64,
+        /// The NVIDIA series (`Q` usually).
+        series: char,
+        /// Take the smallest larger type when no type has exactly this frame buffer.
+        round_up: bool,
+    },
+    /// A type: an id, a name, or a name without its vendor prefix; `vf` for a whole plain VF.
+    Type(String),
+}
+
+/// Where one new vGPU goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Pick {
+    /// The physical GPU.
+    pub gpu: PciAddress,
+    /// The type's id on that GPU.
+    pub type_id: String,
+    /// The type's name, when the GPU states it.
+    pub type_name: Option<String>,
+    /// Frame buffer of the vGPU, in MiB, when known.
+    pub framebuffer_mib: Option<u64>,
+    /// The VF it goes on, for VF-based interfaces.
+    pub vf: Option<PciAddress>,
+}
+
+/// One GPU that can take vGPUs of the request, and how many.
+struct Slot<'a> {
+    gpu: &'a Gpu,
+    ty: Option<&'a VgpuType>,
+    room: u32,
+    in_use: u32,
+    free_vfs: Vec<PciAddress>,
+    framebuffer_mib: Option<u64>,
+    taken: u32,
+}
+
+/// Chooses GPUs (and VFs) for `request.count` new vGPUs on the host `host` describes, under
+/// `policy`. Fails with [`Error::NoPlacement`] when fewer fit (saying how many), choosing
+/// nothing. Pure: reads and changes nothing.
+pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result<Vec<Pick>> {
+    let held = Held::of(host);
+    let mut slots: Vec<Slot<'_>> = host
+        .inventory
+        .gpus
+        .iter()
+        .filter(|g| g.backend != Backend::None)
+        .filter(|g| request.numa_node.is_none() || g.numa_node == request.numa_node)
+        .filter_map(|g| slot(g, &request.want, &held))
+        .collect();
+    let capacity: u32 = slots.iter().map(|s| s.room).sum();
+    if capacity < request.count {
+        return Err(Error::NoPlacement {
+            asked: request.count,
+            fits: capacity,
+        });
+    }
+    let mut picks = Vec::with_capacity(request.count as usize);
+    for _ in 0..request.count {
+        let best = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.taken < s.room)
+            .min_by_key(|(_, s)| {
+                let left = s.room - s.taken - 1;
+                let load = s.in_use + s.taken;
+                match policy {
+                    Policy::Pack => (load == 0, left, 0, s.gpu.address),
+                    Policy::Spread => (false, u32::MAX - left, load, s.gpu.address),
+                }
+            })
+            .map(|(i, _)| i);
+        let Some(i) = best else { break };
+        let slot = &mut slots[i];
+        let vf = (!slot.free_vfs.is_empty()).then(|| slot.free_vfs.remove(0));
+        slot.taken += 1;
+        picks.push(Pick {
+            gpu: slot.gpu.address,
+            type_id: slot
+                .ty
+                .map_or_else(|| PLAIN_VF_TYPE.to_owned(), |t| t.id.clone()),
+            type_name: slot.ty.and_then(|t| t.name.clone()),
+            framebuffer_mib: slot.framebuffer_mib,
+            vf,
+        });
+    }
+    Ok(picks)
+}
+
+/// What definitions hold: the VFs they name, and defined vGPUs that are not running, by GPU.
+struct Held {
+    vfs: BTreeSet<PciAddress>,
+    /// `(gpu or mdev parent, type id)` of each defined vGPU that is not running.
+    pending: Vec<(PciAddress, String)>,
+}
+
+impl Held {
+    fn of(host: &HostState) -> Held {
+        let defs = &host.definitions;
+        let mut held = Held {
+            vfs: BTreeSet::new(),
+            pending: Vec::new(),
+        };
+        if defs.mdevs.is_empty() && defs.vf_vgpus.is_empty() && defs.bindings.is_empty() {
+            return held;
+        }
+        let running: BTreeSet<VgpuHandle> = host
+            .inventory
+            .gpus
+            .iter()
+            .flat_map(|g| g.vgpus.iter().map(|v| v.id))
+            .collect();
+        for def in &defs.mdevs {
+            let Ok(parent) = def.parent.parse::<PciAddress>() else {
+                continue;
+            };
+            held.vfs.insert(parent);
+            if !running.contains(&VgpuHandle::Mdev(def.uuid)) {
+                held.pending.push((parent, def.mdev_type.clone()));
+            }
+        }
+        for def in &defs.vf_vgpus {
+            held.vfs.insert(def.vf);
+            if !running.contains(&VgpuHandle::Vf(def.vf)) {
+                held.pending.push((def.gpu, def.type_id.to_string()));
+            }
+        }
+        held.vfs.extend(defs.bindings.iter().map(|b| b.address));
+        held
+    }
+
+    /// Defined vGPUs of `gpu` that are not running: `(of type_id, of any type)`.
+    fn pending_on(&self, gpu: &Gpu, type_id: &str) -> (u32, u32) {
+        let mine = |a: &PciAddress| *a == gpu.address || gpu.vfs.iter().any(|v| v.address == *a);
+        let on_gpu: Vec<&String> = self
+            .pending
+            .iter()
+            .filter(|(a, _)| mine(a))
+            .map(|(_, t)| t)
+            .collect();
+        let same = on_gpu.iter().filter(|t| t.as_str() == type_id).count() as u32;
+        (same, on_gpu.len() as u32)
+    }
+}
+
+/// The slot `gpu` offers for `want`, if it can take any.
+fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
+    let rule = match gpu.backend {
+        Backend::Sriov if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Vfs,
+        Backend::Sriov | Backend::None => return None,
+        Backend::Mdev if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Shares,
+        _ => Rule::OneType,
+    };
+    let free_vfs: Vec<PciAddress> = gpu
+        .vfs
+        .iter()
+        .filter(|vf| vf.vgpu_type.is_none() && !held.vfs.contains(&vf.address))
+        .filter(|vf| !vf.driver.as_deref().is_some_and(is_passthrough_driver))
+        .map(|vf| vf.address)
+        .collect();
+    if rule == Rule::Vfs {
+        let share = GpuView::new(gpu)
+            .memory_mib
+            .zip(u64::try_from(gpu.vfs.len()).ok().filter(|n| *n > 0))
+            .map(|(memory, n)| memory / n);
+        let fits = match want {
+            PlaceWant::Type(name) => name == PLAIN_VF_TYPE,
+            PlaceWant::Framebuffer { mib, .. } => share.is_some_and(|s| s >= *mib),
+        };
+        let room = free_vfs.len() as u32;
+        return (fits && room > 0).then_some(Slot {
+            gpu,
+            ty: None,
+            room,
+            in_use: (gpu.vfs.len() - free_vfs.len()) as u32,
+            free_vfs,
+            framebuffer_mib: share,
+            taken: 0,
+        });
+    }
+    let ty = choose_type(gpu, want)?;
+    let in_use: u32 = gpu.types.iter().map(|t| t.in_use).sum();
+    if rule == Rule::OneType && gpu.types.iter().any(|t| t.id != ty.id && t.in_use > 0) {
+        return None;
+    }
+    let (pending_same, pending_any) = held.pending_on(gpu, &ty.id);
+    if rule == Rule::OneType && pending_any > pending_same {
+        return None;
+    }
+    let mut room = ty.available.saturating_sub(pending_same);
+    if matches!(gpu.backend, Backend::VfMdev | Backend::NvidiaVfio) {
+        room = room.min(free_vfs.len() as u32);
+    }
+    let free_vfs = if gpu.backend == Backend::Mdev {
+        Vec::new()
+    } else {
+        free_vfs
+    };
+    (room > 0).then_some(Slot {
+        gpu,
+        ty: Some(ty),
+        room,
+        in_use,
+        free_vfs,
+        framebuffer_mib: ty.framebuffer_mib,
+        taken: 0,
+    })
+}
+
+/// The type of `gpu` that `want` names.
+fn choose_type<'a>(gpu: &'a Gpu, want: &PlaceWant) -> Option<&'a VgpuType> {
+    match want {
+        PlaceWant::Type(name) => {
+            let bare = strip_vendor_prefix(name);
+            gpu.types.iter().find(|t| t.id == *name).or_else(|| {
+                gpu.types.iter().find(|t| {
+                    t.name.as_deref().is_some_and(|n| {
+                        n == name || strip_vendor_prefix(n).eq_ignore_ascii_case(bare)
+                    })
+                })
+            })
+        }
+        PlaceWant::Framebuffer {
+            mib,
+            series,
+            round_up,
+        } => {
+            let eligible = gpu.types.iter().filter(|t| {
+                t.framebuffer_mib.is_some()
+                    && t.name
+                        .as_deref()
+                        .and_then(series_of)
+                        .is_none_or(|s| s == *series)
+            });
+            let exact = eligible
+                .clone()
+                .filter(|t| t.framebuffer_mib == Some(*mib))
+                .min_by_key(|t| &t.id);
+            match (exact, round_up) {
+                (Some(t), _) => Some(t),
+                (None, true) => eligible
+                    .filter(|t| t.framebuffer_mib.is_some_and(|fb| fb > *mib))
+                    .min_by_key(|t| (t.framebuffer_mib, &t.id)),
+                (None, false) => None,
+            }
+        }
+    }
+}
+
+/// The series letter of a time-sliced NVIDIA type name (`Q` of `NVIDIA L40S-12Q`); `None` for
+/// other names and MIG-backed types (which need GPU instances and are never placed by size).
+fn series_of(name: &str) -> Option<char> {
+    let (head, size) = name.rsplit_once('-')?;
+    // MIG-backed names have a slice count before the size: `A100-1-5C`.
+    if head
+        .rsplit_once('-')
+        .is_some_and(|(_, s)| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Some('-');
+    }
+    let digits = size.bytes().take_while(u8::is_ascii_digit).count();
+    size[digits..]
+        .chars()
+        .next()
+        .filter(|c| digits > 0 && matches!(c, 'A' | 'B' | 'C' | 'Q'))
+}
