@@ -101,8 +101,8 @@ pub use host::paths::HostPaths;
 pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use manager::{
-    Created, Defined, Destroyed, GpuReport, Manager, RestoreOutcome, RestoreReport, RestoreStep,
-    Target,
+    ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
+    Manager, Progress, RestoreOutcome, RestoreReport, RestoreStep, Target,
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};

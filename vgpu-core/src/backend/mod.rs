@@ -333,6 +333,32 @@ pub(crate) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<Stri
     plain_vf::vf_holder(paths, vf)
 }
 
+/// For each of `handles` whose VFIO device a process holds open, the first such process, in
+/// one pass over the processes.
+pub(crate) fn open_handles(
+    paths: &HostPaths,
+    handles: &[VgpuHandle],
+) -> Result<BTreeMap<VgpuHandle, Holder>> {
+    let mut by_node: BTreeMap<String, VgpuHandle> = BTreeMap::new();
+    for handle in handles {
+        let nodes = match *handle {
+            VgpuHandle::Mdev(uuid) => vfio::mdev_nodes(paths, uuid)?,
+            VgpuHandle::Vf(address) => vfio::pci_nodes(paths, address)?,
+        };
+        for node in nodes {
+            by_node.insert(node, *handle);
+        }
+    }
+    let nodes = by_node.keys().cloned().collect();
+    let mut held = BTreeMap::new();
+    for (node, holder) in vfio::holders_by_node(paths, &nodes)? {
+        if let Some(handle) = by_node.get(&node) {
+            held.entry(*handle).or_insert(holder);
+        }
+    }
+    Ok(held)
+}
+
 /// The processes holding the VFIO device of `handle` open.
 pub(crate) fn open_by(paths: &HostPaths, handle: VgpuHandle) -> Result<Vec<Holder>> {
     let nodes = match handle {

@@ -7,7 +7,7 @@
 //! under such a process (QEMU, most often) pulls it out of a running guest, so the manager
 //! refuses to unless forced.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use uuid::Uuid;
@@ -58,8 +58,37 @@ pub(crate) fn mdev_nodes(paths: &HostPaths, uuid: Uuid) -> Result<BTreeSet<Strin
 /// is skipped; so is one whose descriptors cannot be listed (another user's, when not root).
 pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec<Holder>> {
     let mut found = Vec::new();
+    scan(paths, nodes, |holder| {
+        found.push(holder);
+        false
+    })?;
+    Ok(found)
+}
+
+/// For each of `nodes` that a process holds open, the first such process (by pid): one pass
+/// over the processes for any number of devices.
+pub(crate) fn holders_by_node(
+    paths: &HostPaths,
+    nodes: &BTreeSet<String>,
+) -> Result<BTreeMap<String, Holder>> {
+    let mut found: BTreeMap<String, Holder> = BTreeMap::new();
+    scan(paths, nodes, |holder| {
+        found.entry(holder.node.clone()).or_insert(holder);
+        true
+    })?;
+    Ok(found)
+}
+
+/// Calls `found` for each open descriptor of one of `nodes`, in pid order; after the first
+/// one of a process, the rest of that process's descriptors are read only while `found`
+/// returns true.
+fn scan(
+    paths: &HostPaths,
+    nodes: &BTreeSet<String>,
+    mut found: impl FnMut(Holder) -> bool,
+) -> Result<()> {
     if nodes.is_empty() {
-        return Ok(found);
+        return Ok(());
     }
     let proc = paths.proc();
     let mut pids: Vec<u32> = sysfs::dir_names(&proc)?
@@ -88,14 +117,16 @@ pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec
                     .ok()
                     .flatten()
                     .map_or_else(|| "?".to_owned(), |c| c.trim().to_owned());
-                found.push(Holder {
+                let more = found(Holder {
                     pid,
                     command,
                     node: target.into_owned(),
                 });
-                break;
+                if !more {
+                    break;
+                }
             }
         }
     }
-    Ok(found)
+    Ok(())
 }

@@ -6,6 +6,7 @@
 //! changed and removed again if the change fails: a process killed in between leaves a
 //! definition that [`Manager::restore`] carries out, never a device that nothing describes.
 
+mod apply;
 mod provision;
 mod restore;
 mod session;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use uuid::Uuid;
 
+pub use apply::{ApplyEvent, ApplyOutcome, ApplyReport, GpuApply, Progress};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreReport, RestoreStep};
 
@@ -27,6 +29,8 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::plan::planner::Plan;
+use crate::plan::{DefinitionSet, HostState};
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 use session::{Operation, Session};
 
@@ -349,6 +353,68 @@ impl Manager {
     pub async fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
         let session = std::sync::Arc::new(self.session()?);
         provision::run(session, targets).await
+    }
+
+    /// What the planner and placement read: the inventory, every definition, and the vGPUs a
+    /// process holds open (named `process <pid> (<command>)`). Callers that know more holders
+    /// (libvirt domains) add them to [`HostState::holds`].
+    pub fn host_state(&self) -> Result<HostState> {
+        let inventory = discover(&self.paths)?;
+        let definitions = DefinitionSet {
+            mdevs: self.store.mdevs()?,
+            vf_vgpus: self.store.vf_vgpus()?,
+            bindings: self.store.bindings()?,
+            sriov: self.store.sriov()?,
+        };
+        let handles: Vec<VgpuHandle> = inventory
+            .gpus
+            .iter()
+            .flat_map(|g| {
+                let plain = g
+                    .vfs
+                    .iter()
+                    .filter(|vf| {
+                        vf.driver
+                            .as_deref()
+                            .is_some_and(driver::is_passthrough_driver)
+                    })
+                    .map(|vf| VgpuHandle::Vf(vf.address));
+                g.vgpus.iter().map(|v| v.id).chain(plain)
+            })
+            .collect();
+        let holds = backend::open_handles(&self.paths, &handles)?
+            .into_iter()
+            .map(|(id, holder)| (id, format!("process {} ({})", holder.pid, holder.command)))
+            .collect();
+        Ok(HostState {
+            inventory,
+            definitions,
+            holds,
+        })
+    }
+
+    /// Carries `plan` out: every GPU with steps at once, each GPU's steps in order as one
+    /// operation under one hold of the host lock (see [`apply`](self::apply)). A GPU whose
+    /// steps fail has them undone and the others go on; a GPU the plan refuses because a
+    /// guest holds a vGPU is skipped. Fails as a whole, changing nothing, when the plan refuses
+    /// anything else ([`Error::PlanRefused`]), or when the lock or the audit log cannot be had.
+    /// `progress` hears of each GPU and step as they happen. Applying a plan of a host that
+    /// matches changes nothing and takes no lock.
+    pub async fn apply(&self, plan: &Plan, progress: Option<Progress>) -> Result<ApplyReport> {
+        apply::check(plan)?;
+        let busy = plan
+            .gpus
+            .iter()
+            .any(|g| g.refusals.is_empty() && !g.steps.is_empty());
+        let session = match busy {
+            true => Some(std::sync::Arc::new(self.session()?)),
+            false => None,
+        };
+        let gpus = apply::run(session, plan, progress).await?;
+        Ok(ApplyReport {
+            config: plan.config.clone(),
+            gpus,
+        })
     }
 
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first,

@@ -62,6 +62,17 @@ enum Undo {
         address: PciAddress,
         previous: Option<String>,
     },
+    /// Make again the vGPU that was stopped, where it was.
+    Restart {
+        placement: Placement,
+        id: VgpuHandle,
+    },
+    /// Write back the mdev definition removed.
+    RedefineMdev(MdevDefinition),
+    /// Write back the VF-vGPU definition removed.
+    RedefineVfVgpu(VfVgpuDefinition),
+    /// Write back the binding definition removed.
+    RedefineBinding(BindingDefinition),
 }
 
 impl Undo {
@@ -75,13 +86,20 @@ impl Undo {
             Undo::VfCount { .. } => "undo-sriov",
             Undo::Autoprobe { .. } => "undo-autoprobe",
             Undo::Driver { .. } => "undo-bind",
+            Undo::Restart { .. } => "undo-stop",
+            Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
+                "undo-undefine"
+            }
         }
     }
 
     fn device(&self) -> String {
         match self {
             Undo::MdevDefinition(uuid) => uuid.to_string(),
-            Undo::Vgpu(id) => id.to_string(),
+            Undo::Vgpu(id) | Undo::Restart { id, .. } => id.to_string(),
+            Undo::RedefineMdev(def) => def.uuid.to_string(),
+            Undo::RedefineVfVgpu(def) => def.vf.to_string(),
+            Undo::RedefineBinding(def) => def.address.to_string(),
             Undo::VfVgpuDefinition(a)
             | Undo::BindingDefinition(a)
             | Undo::SriovDefinition { pf: a, .. }
@@ -239,6 +257,10 @@ impl Operation<'_> {
                 driver::restore(paths, address, previous.as_deref())?;
                 driver::forget_previous(paths, address)
             }
+            Undo::Restart { placement, id } => backend::realize(paths, &placement, id).map(drop),
+            Undo::RedefineMdev(def) => store.define_mdev(&def),
+            Undo::RedefineVfVgpu(def) => store.define_vf_vgpu(&def),
+            Undo::RedefineBinding(def) => store.define_binding(&def),
         }
     }
 
@@ -313,12 +335,34 @@ impl Operation<'_> {
         id: VgpuHandle,
         start: crate::state::store::Start,
     ) -> Result<()> {
+        self.write_definition(gpu, placement, id, start, false)
+    }
+
+    /// Writes a definition for the running vGPU `id` at `placement`; never replaces one.
+    pub(crate) fn adopt(
+        &mut self,
+        gpu: &Gpu,
+        placement: &Placement,
+        id: VgpuHandle,
+        start: crate::state::store::Start,
+    ) -> Result<()> {
+        self.write_definition(gpu, placement, id, start, true)
+    }
+
+    fn write_definition(
+        &mut self,
+        gpu: &Gpu,
+        placement: &Placement,
+        id: VgpuHandle,
+        start: crate::state::store::Start,
+        running: bool,
+    ) -> Result<()> {
         self.check_undefined(id)?;
         let store = self.session.store.clone();
         let device = id.to_string();
         let (result, undo) = match (placement, id) {
             (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
-                if backend::running(self.paths(), id)?.is_some() {
+                if !running && backend::running(self.paths(), id)?.is_some() {
                     return Err(Error::AlreadyExists {
                         what: crate::error::Object::Mdev,
                         id: device,
@@ -343,8 +387,12 @@ impl Operation<'_> {
                 (store.define_vf_vgpu(&def), Undo::VfVgpuDefinition(*vf))
             }
             (Placement::PlainVf { vf }, _) => {
-                // The driver it has now is the one to give it back to on destroy.
-                let previous = PciDevice::new(self.paths(), *vf).driver()?;
+                // The driver it has now is the one to give it back to on destroy; a running one
+                // is on vfio-pci, and the driver it had is the one recorded when it was bound.
+                let previous = match running {
+                    false => PciDevice::new(self.paths(), *vf).driver()?,
+                    true => driver::recalled_previous(self.paths(), *vf)?.flatten(),
+                };
                 let def = BindingDefinition {
                     address: *vf,
                     driver: "vfio-pci".to_owned(),
@@ -566,6 +614,64 @@ impl Operation<'_> {
                 previous: previous.clone(),
             })
         })
+    }
+
+    /// Stops the vGPU `id` of type `type_id` (as [`Operation::stop`]); undo makes it again in
+    /// the same place under the same handle.
+    pub(crate) fn stop_reversibly(
+        &mut self,
+        id: VgpuHandle,
+        type_id: &str,
+        fallback: Option<Option<&str>>,
+    ) -> Result<Running> {
+        let placement = match (backend::running(self.paths(), id)?, id) {
+            (Some(Running::Mdev { parent }), _) => Some(Placement::Mdev {
+                parent,
+                type_id: type_id.to_owned(),
+            }),
+            (Some(Running::VendorVf { type_id }), VgpuHandle::Vf(vf)) => {
+                Some(Placement::VendorVf { vf, type_id })
+            }
+            (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
+            _ => None,
+        };
+        let result = backend::destroy(self.paths(), id, fallback);
+        self.step("stop", &id.to_string(), result, |_| {
+            placement.map(|placement| Undo::Restart { placement, id })
+        })
+    }
+
+    /// Removes every definition of `id` (mdev, VF vGPU, binding); undo writes them back.
+    /// False when there was none.
+    pub(crate) fn undefine_reversibly(&mut self, id: VgpuHandle) -> Result<bool> {
+        let store = self.store().clone();
+        let device = id.to_string();
+        let mut removed = false;
+        match id {
+            VgpuHandle::Mdev(uuid) => {
+                if let Some(def) = store.mdev(uuid)? {
+                    let result = store.undefine_mdev(uuid);
+                    removed |= self.step("undefine", &device, result, |gone| {
+                        gone.then_some(Undo::RedefineMdev(def))
+                    })?;
+                }
+            }
+            VgpuHandle::Vf(vf) => {
+                if let Some(def) = store.vf_vgpu(vf)? {
+                    let result = store.undefine_vf_vgpu(vf);
+                    removed |= self.step("undefine", &device, result, |gone| {
+                        gone.then_some(Undo::RedefineVfVgpu(def))
+                    })?;
+                }
+                if let Some(def) = store.binding(vf)? {
+                    let result = store.undefine_binding(vf);
+                    removed |= self.step("undefine", &device, result, |gone| {
+                        gone.then_some(Undo::RedefineBinding(def))
+                    })?;
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Audits a step the operation took outside these helpers.

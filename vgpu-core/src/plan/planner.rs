@@ -87,6 +87,26 @@ pub(crate) struct Before {
     pub(crate) num_vfs: u32,
 }
 
+impl Before {
+    /// What `gpu` holds now.
+    pub(crate) fn of(gpu: &Gpu) -> Before {
+        let plain = gpu.backend == Backend::Sriov && gpu.vendor_id != Some(NVIDIA_VENDOR_ID);
+        let vgpus = if plain {
+            gpu.vfs
+                .iter()
+                .filter(|vf| vf.driver.as_deref().is_some_and(is_passthrough_driver))
+                .map(|vf| VgpuHandle::Vf(vf.address))
+                .collect()
+        } else {
+            gpu.vgpus.iter().map(|v| v.id).collect()
+        };
+        Before {
+            vgpus,
+            num_vfs: gpu.sriov.as_ref().map_or(0, |s| s.num_vfs),
+        }
+    }
+}
+
 /// vGPUs of one type a GPU should hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Want {

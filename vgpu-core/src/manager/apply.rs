@@ -1,0 +1,347 @@
+//! Carrying out a [`Plan`]: every GPU with steps at once, each GPU's steps in order as one
+//! operation of one session.
+//!
+//! Like [`provision`](super::provision), one task per GPU runs on a blocking thread under one
+//! hold of the host lock; every step is audited; a GPU whose steps fail has its own steps
+//! undone (vGPUs it stopped are made again, definitions it removed are written back, VF counts
+//! put back) and the other GPUs go on. Before its first step, each GPU is read again and
+//! compared with what it held when it was planned: a GPU that changed in between is left alone
+//! ([`Error::PlanStale`]). A vGPU a process holds open is never stopped (the session's release
+//! guard); one a libvirt domain references is refused by the planner, which the caller told.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::session::{Operation, Session};
+use super::start_defined;
+use crate::backend::{Placement, Running};
+use crate::discovery::discover_gpu;
+use crate::error::{Error, ErrorKind, Object, Result};
+use crate::model::pci::PciAddress;
+use crate::model::{Gpu, VgpuHandle};
+use crate::plan::planner::{Before, GpuPlan, Plan, Step};
+use crate::state::store::{SriovDefinition, Start};
+
+/// What `apply` did, GPU by GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApplyReport {
+    /// The config applied.
+    pub config: String,
+    /// Every GPU of the plan, by address.
+    pub gpus: Vec<GpuApply>,
+}
+
+impl ApplyReport {
+    /// Whether every GPU now matches the config (none failed or was skipped).
+    pub fn succeeded(&self) -> bool {
+        self.gpus
+            .iter()
+            .all(|g| matches!(g.outcome, ApplyOutcome::Applied | ApplyOutcome::Unchanged))
+    }
+}
+
+/// What happened to one GPU of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuApply {
+    /// The GPU.
+    pub gpu: PciAddress,
+    /// How it went.
+    pub outcome: ApplyOutcome,
+    /// Steps the plan had for it.
+    pub steps: usize,
+    /// vGPUs created and kept.
+    pub created: Vec<VgpuHandle>,
+    /// vGPUs destroyed.
+    pub destroyed: Vec<VgpuHandle>,
+    /// Why it failed or was skipped.
+    pub error: Option<String>,
+    /// What a caller can do about that.
+    pub kind: Option<ErrorKind>,
+    /// How long its steps took, in milliseconds.
+    pub elapsed_ms: u128,
+}
+
+/// How one GPU of a plan went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApplyOutcome {
+    /// Every step was taken.
+    Applied,
+    /// It already matched: nothing to do.
+    Unchanged,
+    /// A guest holds a vGPU the plan would take away: left alone.
+    Skipped,
+    /// A step failed; its steps were undone.
+    Failed,
+}
+
+/// What [`Manager::apply`](super::Manager::apply) reports while it works, for a progress
+/// display. Sent from the GPUs' threads, in order per GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyEvent {
+    /// A GPU's steps begin.
+    Started {
+        /// The GPU.
+        gpu: PciAddress,
+        /// How many steps it has.
+        steps: usize,
+    },
+    /// A step was taken.
+    Stepped {
+        /// The GPU.
+        gpu: PciAddress,
+        /// Which step (from 0).
+        index: usize,
+        /// The step.
+        step: Step,
+        /// The device it changed (the vGPU made or removed, or the GPU).
+        device: String,
+    },
+    /// A GPU is done.
+    Finished {
+        /// The GPU.
+        gpu: PciAddress,
+        /// Why it failed (its steps were undone), if it did.
+        error: Option<String>,
+    },
+}
+
+/// A receiver of [`ApplyEvent`]s.
+pub type Progress = Arc<dyn Fn(&ApplyEvent) + Send + Sync>;
+
+/// Checks that `plan` may be applied: nothing it refuses other than GPUs a guest holds.
+pub(super) fn check(plan: &Plan) -> Result<()> {
+    if !plan.blocked() {
+        return Ok(());
+    }
+    let file = plan.file.display();
+    let mut reasons: Vec<String> = plan
+        .unmatched
+        .iter()
+        .filter(|u| u.blocking)
+        .map(|u| format!("{file}:{}: {} is not on this host", u.at, u.selection))
+        .collect();
+    for gpu in &plan.gpus {
+        for refused in gpu.refusals.iter().filter(|r| !r.refusal.is_held()) {
+            reasons.push(match refused.at {
+                Some(at) => format!("{file}:{at}: {}: {}", gpu.gpu, refused.message),
+                None => format!("{}: {}", gpu.gpu, refused.message),
+            });
+        }
+    }
+    Err(Error::PlanRefused {
+        config: plan.config.clone(),
+        refused: reasons.len(),
+        first: reasons.into_iter().next().unwrap_or_default(),
+    })
+}
+
+/// Runs every GPU of `plan` that has steps as its own operation of `session`, all at once.
+pub(super) async fn run(
+    session: Option<Arc<Session>>,
+    plan: &Plan,
+    progress: Option<Progress>,
+) -> Result<Vec<GpuApply>> {
+    let mut reports = Vec::new();
+    let mut tasks = Vec::new();
+    for gpu in &plan.gpus {
+        let idle = |outcome, refused: Option<&crate::plan::planner::Refused>| GpuApply {
+            gpu: gpu.gpu,
+            outcome,
+            steps: gpu.steps.len(),
+            created: Vec::new(),
+            destroyed: Vec::new(),
+            error: refused.map(|r| r.message.clone()),
+            kind: refused.map(|_| ErrorKind::Busy),
+            elapsed_ms: 0,
+        };
+        if let Some(refused) = gpu.refusals.first() {
+            reports.push(idle(ApplyOutcome::Skipped, Some(refused)));
+            continue;
+        }
+        let Some(session) = session.clone().filter(|_| !gpu.steps.is_empty()) else {
+            reports.push(idle(ApplyOutcome::Unchanged, None));
+            continue;
+        };
+        let gpu = gpu.clone();
+        let progress = progress.clone();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            run_one(&session, &gpu, progress.as_ref())
+        }));
+    }
+    // Every task is awaited before the lock goes, even when one of them died.
+    let mut lost = None;
+    for task in tasks {
+        match task.await {
+            Ok(report) => reports.push(report),
+            Err(join) => {
+                lost.get_or_insert(join.to_string());
+            }
+        }
+    }
+    if let Some(reason) = lost {
+        return Err(Error::TaskLost {
+            what: "apply",
+            reason,
+        });
+    }
+    reports.sort_by_key(|r| r.gpu);
+    Ok(reports)
+}
+
+/// What one GPU's operation changed.
+#[derive(Default)]
+struct Done {
+    created: Vec<VgpuHandle>,
+    destroyed: Vec<VgpuHandle>,
+}
+
+fn run_one(session: &Session, plan: &GpuPlan, progress: Option<&Progress>) -> GpuApply {
+    let started = Instant::now();
+    let tell = |event: ApplyEvent| {
+        if let Some(progress) = progress {
+            progress(&event);
+        }
+    };
+    tell(ApplyEvent::Started {
+        gpu: plan.gpu,
+        steps: plan.steps.len(),
+    });
+    let device = plan.gpu.to_string();
+    let result = session.run("apply", &device, |op| steps(op, plan, &tell));
+    tell(ApplyEvent::Finished {
+        gpu: plan.gpu,
+        error: result.as_ref().err().map(Error::chain),
+    });
+    let (outcome, done, error) = match result {
+        Ok(done) => (ApplyOutcome::Applied, done, None),
+        Err(err) => (ApplyOutcome::Failed, Done::default(), Some(err)),
+    };
+    GpuApply {
+        gpu: plan.gpu,
+        outcome,
+        steps: plan.steps.len(),
+        created: done.created,
+        destroyed: done.destroyed,
+        kind: error.as_ref().map(Error::kind),
+        error: error.as_ref().map(Error::chain),
+        elapsed_ms: started.elapsed().as_millis(),
+    }
+}
+
+/// One GPU's steps, in order, after checking it still holds what it held when planned.
+fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> Result<Done> {
+    let pf = plan.gpu;
+    let (mut gpu, _warnings) = discover_gpu(op.paths(), pf)?;
+    let now = Before::of(&gpu);
+    if now != plan.before {
+        let what = if now.num_vfs != plan.before.num_vfs {
+            format!("{} VFs, planned with {}", now.num_vfs, plan.before.num_vfs)
+        } else {
+            format!(
+                "{} vGPUs, planned with {}",
+                now.vgpus.len(),
+                plan.before.vgpus.len()
+            )
+        };
+        return Err(Error::PlanStale { gpu: pf, what });
+    }
+    let mut done = Done::default();
+    // Whether the host changed since `gpu` was read.
+    let mut dirty = false;
+    for (index, step) in plan.steps.iter().enumerate() {
+        if dirty && matches!(step, Step::Define { .. } | Step::Create { .. }) {
+            gpu = discover_gpu(op.paths(), pf)?.0;
+            dirty = false;
+        }
+        let device = match step {
+            Step::Vfs { to, .. } => {
+                op.define_sriov(&SriovDefinition {
+                    pf,
+                    num_vfs: *to,
+                    drivers_autoprobe: None,
+                })?;
+                op.set_vf_count(pf, *to)?;
+                dirty = true;
+                pf.to_string()
+            }
+            Step::Destroy { id, type_id, .. } => {
+                op.check_released(*id)?;
+                let fallback = match id {
+                    VgpuHandle::Vf(vf) => op.store().binding(*vf)?.map(|b| b.previous_driver),
+                    VgpuHandle::Mdev(_) => None,
+                };
+                op.stop_reversibly(*id, type_id, fallback.as_ref().map(|d| d.as_deref()))?;
+                op.undefine_reversibly(*id)?;
+                done.destroyed.push(*id);
+                dirty = true;
+                id.to_string()
+            }
+            Step::Undefine { id } => {
+                op.undefine_reversibly(*id)?;
+                dirty = true;
+                id.to_string()
+            }
+            Step::Start { id } => {
+                if !start_defined(op, *id)? {
+                    return Err(Error::NotFound {
+                        what: Object::Definition,
+                        id: id.to_string(),
+                        path: op.store().vgpu_dir().to_path_buf(),
+                    });
+                }
+                dirty = true;
+                id.to_string()
+            }
+            Step::Define { id, start } => {
+                let placement = running_placement(op, &gpu, *id)?;
+                op.adopt(&gpu, &placement, *id, *start)?;
+                id.to_string()
+            }
+            Step::Create { start, .. } => {
+                let wanted = step.wanted_type().unwrap_or_default();
+                let id = create(op, &gpu, wanted, *start)?;
+                done.created.push(id);
+                id.to_string()
+            }
+        };
+        tell(ApplyEvent::Stepped {
+            gpu: pf,
+            index,
+            step: step.clone(),
+            device,
+        });
+    }
+    Ok(done)
+}
+
+/// Creates and defines one vGPU of type `wanted` where `create` would put it.
+fn create(op: &mut Operation<'_>, gpu: &Gpu, wanted: &str, start: Start) -> Result<VgpuHandle> {
+    let placement = op.place(gpu, wanted)?;
+    let id = placement.handle(None)?;
+    op.define(gpu, &placement, id, start)?;
+    op.realize(&placement, id)?;
+    Ok(id)
+}
+
+/// Where the running vGPU `id` of `gpu` is, as a definition records it.
+fn running_placement(op: &Operation<'_>, gpu: &Gpu, id: VgpuHandle) -> Result<Placement> {
+    let listed = gpu.vgpus.iter().find(|v| v.id == id);
+    match (crate::backend::running(op.paths(), id)?, id, listed) {
+        (Some(Running::Mdev { parent }), _, Some(vgpu)) => Ok(Placement::Mdev {
+            parent,
+            type_id: vgpu.type_id.clone(),
+        }),
+        (Some(Running::VendorVf { type_id }), VgpuHandle::Vf(vf), _) => {
+            Ok(Placement::VendorVf { vf, type_id })
+        }
+        (Some(Running::PlainVf), VgpuHandle::Vf(vf), _) => Ok(Placement::PlainVf { vf }),
+        _ => Err(Error::NotFound {
+            what: Object::Vgpu,
+            id: id.to_string(),
+            path: op.paths().pci_device(&gpu.address),
+        }),
+    }
+}
