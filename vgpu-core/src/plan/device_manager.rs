@@ -216,15 +216,16 @@ impl Source<'_> {
         for (name, count) in raw.vgpu_devices {
             let at = [
                 &here[..],
-                &[Seg::Key("vgpu-devices"), Seg::Key(name.as_str())],
+                &[Seg::Key("vgpu-devices"), Seg::KeyName(name.as_str())],
             ]
             .concat();
             let count = u32::try_from(count)
                 .ok()
                 .filter(|c| *c > 0)
                 .ok_or_else(|| {
+                    let value = [&here[..], &[Seg::Key("vgpu-devices"), Seg::Key(&name)]].concat();
                     self.error(
-                        &at,
+                        &value,
                         format!("{name:?}: {count}: expected a count of 1 or more"),
                     )
                 })?;
@@ -265,34 +266,34 @@ fn parse_device_id(text: &str) -> Option<(u16, u16)> {
 /// One step of a path into the document: a mapping key or a sequence index.
 #[derive(Debug, Clone, Copy)]
 enum Seg<'a> {
+    /// The value of this key.
     Key(&'a str),
+    /// This key itself (last in a path).
+    KeyName(&'a str),
+    /// This element.
     Index(usize),
 }
 
-/// Where the node at `path` is: the YAML crate marks an error raised on reaching it. A path
-/// that is not in the document falls back to its longest prefix that is, then the start.
+/// Where the node at `path` is: the YAML crate marks an error raised inside the node's own
+/// deserialization with the node's start (a key's value, a sequence element). A path that is
+/// not in the document falls back to its longest prefix that is, then the start.
 fn locate(text: &str, path: &[Seg<'_>]) -> Location {
     for len in (1..=path.len()).rev() {
         let deserializer = serde_yaml_ng::Deserializer::from_str(text);
+        // The text parsed already, so the only error is the one raised on arrival.
         if let Err(err) = Seek(&path[..len]).deserialize(deserializer) {
-            if err.to_string().contains(FOUND) {
-                if let Some(mark) = err.location() {
-                    return Location {
-                        line: mark.line(),
-                        column: mark.column(),
-                    };
-                }
+            if let Some(mark) = err.location() {
+                return Location {
+                    line: mark.line(),
+                    column: mark.column(),
+                };
             }
         }
     }
     Location { line: 1, column: 1 }
 }
 
-/// The marker error [`Seek`] raises where it arrives.
-const FOUND: &str = "vgpu: found the node";
-
-/// Walks a document along a path and fails on arrival, so that the deserializer's error carries
-/// the node's mark.
+/// Walks a document along a path and fails inside the node it arrives at.
 struct Seek<'p, 'a>(&'p [Seg<'a>]);
 
 impl<'de> DeserializeSeed<'de> for Seek<'_, '_> {
@@ -303,9 +304,50 @@ impl<'de> DeserializeSeed<'de> for Seek<'_, '_> {
         deserializer: D,
     ) -> std::result::Result<(), D::Error> {
         if self.0.is_empty() {
-            return Err(de::Error::custom(FOUND));
+            return deserializer.deserialize_any(Arrived);
         }
         deserializer.deserialize_any(self)
+    }
+}
+
+/// Reads a mapping key, failing (marked at the key) when it is the one wanted.
+struct KeyProbe<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for KeyProbe<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyProbe<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> std::result::Result<(), E> {
+        if key == self.0 {
+            Err(E::custom("located"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A visitor that accepts nothing: every node it is given fails, marked where it starts.
+struct Arrived;
+
+impl Visitor<'_> for Arrived {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("nothing: this node is being located")
     }
 }
 
@@ -317,13 +359,15 @@ impl<'de> Visitor<'de> for Seek<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        if let Some(Seg::KeyName(wanted)) = self.0.first() {
+            while map.next_key_seed(KeyProbe(wanted))?.is_some() {
+                map.next_value::<IgnoredAny>()?;
+            }
+            return Ok(());
+        }
         while let Some(key) = map.next_key::<String>()? {
             match self.0.first() {
                 Some(Seg::Key(wanted)) if *wanted == key => {
-                    if self.0.len() == 1 {
-                        // The key's own mark, rather than its value's.
-                        return Err(de::Error::custom(FOUND));
-                    }
                     return map.next_value_seed(Seek(&self.0[1..]));
                 }
                 _ => {
@@ -402,7 +446,7 @@ mod tests {
             Seg::Key("default"),
             Seg::Index(0),
             Seg::Key("vgpu-devices"),
-            Seg::Key("T4-1Q"),
+            Seg::KeyName("T4-1Q"),
         ];
         assert_eq!(locate(text, &at), Location { line: 6, column: 7 });
     }

@@ -15,6 +15,8 @@ pub(crate) mod host_toml;
 pub(crate) mod offers;
 pub(crate) mod place;
 pub(crate) mod planner;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 

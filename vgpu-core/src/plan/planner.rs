@@ -633,8 +633,7 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
         )]);
     }
     for (offer, count, at) in &types {
-        let cap = capacity(view, offer);
-        if let Some(max) = cap.filter(|max| count > max) {
+        if let Some(max) = type_max(view, offer).filter(|max| count > max) {
             refusals.push(Refused::new(
                 Refusal::TooMany {
                     type_name: offer.label(),
@@ -661,7 +660,7 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
         // Each type is a fraction of the GPU: the counts over the capacities add up to at most 1.
         let caps: Vec<u64> = types
             .iter()
-            .map(|(o, _, _)| u64::from(capacity(view, o).unwrap_or(1).max(1)))
+            .map(|(o, _, _)| u64::from(type_max(view, o).unwrap_or(1).max(1)))
             .collect();
         let common: u64 = caps.iter().product();
         let used: u64 = types
@@ -690,10 +689,9 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
     })
 }
 
-/// How many vGPUs of `offer` the GPU holds: its per-GPU maximum, and no more than the VFs it
-/// can sit on. A GVT-g GPU with no vGPUs says itself how many fit (its fences may allow fewer
-/// than the type's nominal count).
-fn capacity(view: &GpuView<'_>, offer: &Offer) -> Option<u32> {
+/// How many vGPUs of `offer` the GPU holds: its per-GPU maximum. A GVT-g GPU with no vGPUs
+/// says itself how many fit (its fences may allow fewer than the type's nominal count).
+fn type_max(view: &GpuView<'_>, offer: &Offer) -> Option<u32> {
     let mut max = offer.max_instances?;
     if view.rule == Rule::Shares && view.gpu.vgpus.is_empty() {
         if let Some(listed) = view
@@ -705,14 +703,16 @@ fn capacity(view: &GpuView<'_>, offer: &Offer) -> Option<u32> {
             max = max.min(listed.available);
         }
     }
-    if let (Rule::OneType, Some(slots)) = (view.rule, view.vf_slots) {
-        max = max.min(slots.max(1));
-    }
     Some(max)
 }
 
+/// "As many as fit": the type's maximum, and no more than the VFs vGPUs sit on.
 fn as_many_as_fit(view: &GpuView<'_>, offer: &Offer) -> Option<u32> {
-    capacity(view, offer)
+    let max = type_max(view, offer)?;
+    Some(match (view.rule, view.vf_slots) {
+        (Rule::OneType, Some(slots)) => max.min(slots),
+        _ => max,
+    })
 }
 
 /// Resolves a partition on a plain SR-IOV GPU into a VF count.

@@ -437,4 +437,5 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The hosts the tests and demos talk about, built with real ids, names and descriptions.
+pub mod fleet;
 pub mod scenarios;

@@ -1,0 +1,55 @@
+//! Unit tests of the planner, placement and the file readers, on in-memory hosts
+//! ([`crate::testing::fleet`]) and files written inline.
+
+#![allow(clippy::unwrap_used)]
+
+mod files;
+mod place;
+mod planner;
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::desired::{Desired, DesiredFile, Format};
+use super::{DefinitionSet, HostState};
+use crate::model::pci::PciAddress;
+use crate::model::{Gpu, Inventory};
+use crate::testing::addr;
+use crate::testing::fleet::{self, Model};
+
+/// A host with these GPUs, no definitions and nothing held.
+fn host(gpus: Vec<Gpu>) -> HostState {
+    HostState {
+        inventory: Inventory {
+            gpus,
+            warnings: Vec::new(),
+        },
+        definitions: DefinitionSet::default(),
+        holds: BTreeMap::new(),
+    }
+}
+
+/// The only config of a `host.toml` text.
+fn toml(text: &str) -> Desired {
+    let mut file = DesiredFile::parse("host.toml", Format::HostToml, text).unwrap();
+    file.configs.remove(0)
+}
+
+/// The config `name` of a vgpu-device-manager text.
+fn yaml(text: &str, name: &str) -> Desired {
+    let file = DesiredFile::parse("config.yaml", Format::DeviceManagerYaml, text).unwrap();
+    file.config(Some(name)).unwrap().clone()
+}
+
+fn gpu(model: Model, address: &str) -> Gpu {
+    fleet::gpu(model, addr(address), Some(0))
+}
+
+fn uuid(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+fn vf(pf: &str, index: u32) -> PciAddress {
+    fleet::vf_address(addr(pf), index).unwrap()
+}
