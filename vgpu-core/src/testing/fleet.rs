@@ -35,8 +35,20 @@ pub enum Model {
 /// `(vendor, device, model name, catalog gpu, catalog interface)`.
 fn ids(model: Model) -> (u16, u16, &'static str, &'static str, &'static str) {
     match model {
-        Model::T4 => (0x10de, 0x1eb8, "TU104GL [Tesla T4]", "Tesla T4 16GB", "mdev"),
-        Model::A40 => (0x10de, 0x2235, "GA102GL [A40]", "NVIDIA A40 48GB", "mdev-on-vf"),
+        Model::T4 => (
+            0x10de,
+            0x1eb8,
+            "TU104GL [Tesla T4]",
+            "Tesla T4 16GB",
+            "mdev",
+        ),
+        Model::A40 => (
+            0x10de,
+            0x2235,
+            "GA102GL [A40]",
+            "NVIDIA A40 48GB",
+            "mdev-on-vf",
+        ),
         Model::L40s | Model::L40sVfsOff => (
             0x10de,
             0x26b9,
@@ -45,7 +57,13 @@ fn ids(model: Model) -> (u16, u16, &'static str, &'static str, &'static str) {
             "vendor-vfio",
         ),
         Model::Flex170 => (0x8086, 0x56c0, "ATS-M [Data Center GPU Flex 170]", "", ""),
-        Model::Gvtg => (0x8086, 0x3e92, "CoffeeLake-S GT2 [UHD Graphics 630]", "", ""),
+        Model::Gvtg => (
+            0x8086,
+            0x3e92,
+            "CoffeeLake-S GT2 [UHD Graphics 630]",
+            "",
+            "",
+        ),
     }
 }
 
@@ -180,16 +198,9 @@ fn recount(gpu: &mut Gpu) {
         .map(|t| t.id.clone());
     if gpu.backend == Backend::Mdev && gpu.vendor_id != Some(0x10de) {
         let used = |f: &dyn Fn(&VgpuType) -> u64| -> u64 {
-            gpu.types
-                .iter()
-                .map(|t| u64::from(t.in_use) * f(t))
-                .sum()
+            gpu.types.iter().map(|t| u64::from(t.in_use) * f(t)).sum()
         };
-        let (low, high, fences) = (
-            used(&|t| gvt(t).0),
-            used(&|t| gvt(t).1),
-            used(&|_| 4),
-        );
+        let (low, high, fences) = (used(&|t| gvt(t).0), used(&|t| gvt(t).1), used(&|_| 4));
         for t in &mut gpu.types {
             let (l, h) = gvt(t);
             let n = ((GVT_LOW_MIB - low.min(GVT_LOW_MIB)) / l)

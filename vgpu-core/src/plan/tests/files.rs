@@ -54,12 +54,18 @@ fn host_toml_every_key_is_read() {
                     SizeItem {
                         count: Some(2),
                         framebuffer_mib: 2048,
-                        at: Location { line: 7, column: 10 }
+                        at: Location {
+                            line: 7,
+                            column: 10
+                        }
                     },
                     SizeItem {
                         count: None,
                         framebuffer_mib: 1024,
-                        at: Location { line: 7, column: 20 }
+                        at: Location {
+                            line: 7,
+                            column: 20
+                        }
                     }
                 ]),
                 series: 'B',
@@ -77,7 +83,10 @@ fn host_toml_every_key_is_read() {
                 },
                 partition: Partition::Vfs {
                     count: 8,
-                    at: Location { line: 13, column: 7 }
+                    at: Location {
+                        line: 13,
+                        column: 7
+                    }
                 },
                 series: 'B',
                 round_up: false,
@@ -93,13 +102,19 @@ fn host_toml_every_key_is_read() {
                 partition: Partition::Types(vec![TypeItem {
                     name: "T4-1Q".to_owned(),
                     count: 16,
-                    at: Location { line: 17, column: 11 }
+                    at: Location {
+                        line: 17,
+                        column: 11
+                    }
                 }]),
                 series: 'B',
                 round_up: false,
                 persistence: Start::Auto,
                 vf_driver: VfDriver::VfioPci,
-                at: Location { line: 15, column: 1 }
+                at: Location {
+                    line: 15,
+                    column: 1
+                }
             }
         ]
     );
@@ -121,8 +136,9 @@ fn host_toml_unknown_key_names_line_column_and_the_keys_expected() {
 
 #[test]
 fn host_toml_other_version_is_refused_where_it_is_written() {
-    let (line, column, message) =
-        toml_error("\nversion = 2\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 1\n");
+    let (line, column, message) = toml_error(
+        "\nversion = 2\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 1\n",
+    );
 
     assert_eq!(
         (line, column, message),
@@ -173,8 +189,9 @@ fn host_toml_zero_count_of_a_type_is_refused() {
 
 #[test]
 fn host_toml_unknown_persistence_names_the_choices() {
-    let (line, column, message) =
-        toml_error(&format!("{HEAD}all = true\nvfs = 1\npersistence = \"boot\"\n"));
+    let (line, column, message) = toml_error(&format!(
+        "{HEAD}all = true\nvfs = 1\npersistence = \"boot\"\n"
+    ));
 
     assert_eq!(
         (line, column, message),
@@ -202,7 +219,8 @@ fn host_toml_entry_without_selection_is_refused() {
 
 #[test]
 fn host_toml_two_partitions_are_refused() {
-    let (_line, _column, message) = toml_error(&format!("{HEAD}all = true\nvfs = 1\nsizes = \"1GiB\"\n"));
+    let (_line, _column, message) =
+        toml_error(&format!("{HEAD}all = true\nvfs = 1\nsizes = \"1GiB\"\n"));
 
     assert_eq!(
         message,
@@ -336,7 +354,10 @@ fn config_without_name_is_default() {
     )
     .unwrap();
 
-    assert_eq!(file.config(None).map(|c| c.name.clone()).ok(), Some("default".to_owned()));
+    assert_eq!(
+        file.config(None).map(|c| c.name.clone()).ok(),
+        Some("default".to_owned())
+    );
 }
 
 #[test]

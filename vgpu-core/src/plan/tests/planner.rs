@@ -82,7 +82,8 @@ fn mdev_definition(n: u128, type_id: &str, start: Start) -> MdevDefinition {
     }
 }
 
-const L40S_BY_MODEL: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"L40S\"\n";
+const L40S_BY_MODEL: &str =
+    "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"L40S\"\n";
 
 #[test]
 fn plan_size_maps_to_type_of_that_framebuffer_in_series_q() {
@@ -118,13 +119,18 @@ fn plan_size_in_series_c_maps_to_c_type() {
 #[test]
 fn plan_size_with_round_up_takes_next_larger_type() {
     let state = host(vec![gpu(Model::L40s, L40S)]);
-    let desired = toml(&format!("{L40S_BY_MODEL}sizes = \"2x5GiB\"\nround_up = true\n"));
+    let desired = toml(&format!(
+        "{L40S_BY_MODEL}sizes = \"2x5GiB\"\nround_up = true\n"
+    ));
 
     let plan = plan(&state, &desired);
 
     assert_eq!(
         plan.gpus[0].steps,
-        vec![create("1151", "NVIDIA L40S-6Q"), create("1151", "NVIDIA L40S-6Q")]
+        vec![
+            create("1151", "NVIDIA L40S-6Q"),
+            create("1151", "NVIDIA L40S-6Q")
+        ]
     );
 }
 
@@ -149,7 +155,10 @@ fn plan_type_without_vendor_prefix_resolves() {
 
     assert_eq!(
         plan.gpus[0].steps,
-        vec![create("nvidia-233", "GRID T4-8Q"), create("nvidia-233", "GRID T4-8Q")]
+        vec![
+            create("nvidia-233", "GRID T4-8Q"),
+            create("nvidia-233", "GRID T4-8Q")
+        ]
     );
 }
 
@@ -161,7 +170,11 @@ fn plan_gpu_that_matches_has_no_steps() {
     let plan = plan(&state, &desired);
 
     assert_eq!(
-        (plan.gpus[0].steps.clone(), plan.gpus[0].keep.len(), plan.matches()),
+        (
+            plan.gpus[0].steps.clone(),
+            plan.gpus[0].keep.len(),
+            plan.matches()
+        ),
         (Vec::new(), 4, true)
     );
 }
@@ -596,7 +609,9 @@ fn plan_size_with_no_type_of_it_is_no_such_size() {
         Refusal::NoSuchSize {
             framebuffer_mib: 5120,
             series: Some('Q'),
-            offered_mib: vec![1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 49152]
+            offered_mib: vec![
+                1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 49152
+            ]
         }
     );
 }
@@ -644,9 +659,8 @@ fn plan_more_vgpus_than_vfs_is_not_enough_vfs() {
 #[test]
 fn plan_more_vfs_than_the_gpu_supports_is_not_enough_vfs() {
     let state = host(vec![gpu(Model::Flex170, FLEX)]);
-    let desired = toml(
-        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 20\n",
-    );
+    let desired =
+        toml("version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 20\n");
 
     let plan = plan(&state, &desired);
 
@@ -728,9 +742,8 @@ fn plan_size_on_sriov_gpu_of_unknown_memory_is_refused() {
 #[test]
 fn plan_vf_count_on_vgpu_gpu_is_not_sriov() {
     let state = host(vec![gpu(Model::T4, T4)]);
-    let desired = toml(
-        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 4\n",
-    );
+    let desired =
+        toml("version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 4\n");
 
     let plan = plan(&state, &desired);
 
@@ -765,9 +778,7 @@ fn plan_address_of_gpu_without_vgpus_is_not_virtualizable() {
 fn plan_held_vgpu_is_never_destroyed() {
     let mut state = t4_holding("nvidia-233", 1);
     let id = VgpuHandle::Mdev(uuid(1));
-    state
-        .holds
-        .insert(id, "libvirt domain web-1".to_owned());
+    state.holds.insert(id, "libvirt domain web-1".to_owned());
     let desired = toml(
         "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nsizes = \"1x4GiB\"\n",
     );
@@ -803,7 +814,10 @@ fn plan_gpu_two_entries_select_is_an_overlap() {
     assert_eq!(
         plan.gpus[0].refusals[0].refusal,
         Refusal::Overlap {
-            selections: vec![Location { line: 3, column: 1 }, Location { line: 6, column: 1 }]
+            selections: vec![
+                Location { line: 3, column: 1 },
+                Location { line: 6, column: 1 }
+            ]
         }
     );
 }
