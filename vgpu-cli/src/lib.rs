@@ -2,7 +2,8 @@
 //! people, `--json` for programs).
 //!
 //! Commands write to a `&mut dyn Write` so that tests can check their output against golden
-//! files. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`].
+//! files. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`],
+//! [`EXIT_CHANGES_PENDING`].
 
 #![forbid(unsafe_code)]
 
@@ -16,8 +17,11 @@ use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
 mod mutate;
+mod plans;
 mod render;
 mod vm;
+
+pub use plans::PolicyArg;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;
@@ -27,6 +31,8 @@ pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// `check` found a failure (a failed host check, or a device that is not isolated).
 pub const EXIT_CHECK_FAILED: u8 = 3;
+/// `plan` found changes to make (the host does not match the config yet).
+pub const EXIT_CHANGES_PENDING: u8 = 4;
 
 /// Manage vGPUs and SR-IOV virtual functions on a KVM host.
 #[derive(Debug, Parser)]
@@ -34,7 +40,7 @@ pub const EXIT_CHECK_FAILED: u8 = 3;
     name = "vgpuctl",
     version,
     about,
-    after_help = "Exit codes: 0 success, 1 error, 2 usage, 3 check found a failure."
+    after_help = "Exit codes: 0 success, 1 error, 2 usage, 3 check found a failure, 4 plan found changes pending."
 )]
 pub struct Cli {
     /// Read the host laid out under DIR instead of / (a test tree or a vgpu-sim mount).
@@ -249,6 +255,71 @@ pub enum Command {
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.
     Owners,
+    /// Show what bringing the host to a config of a desired-state file (host.toml, or
+    /// vgpu-device-manager YAML) would change, per GPU. Exit 0 when the host matches, 4 when
+    /// changes are pending, 1 when the config cannot be applied here.
+    Plan {
+        /// The desired-state file (`.yaml`/`.yml`: vgpu-device-manager's format).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config (default: the one named `default`, or the only one).
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+    },
+    /// Bring the host to a config: all GPUs at once, each GPU's steps in order and undone if
+    /// one fails. Running it again changes nothing.
+    Apply {
+        /// The desired-state file.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config.
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+        /// Only show the plan.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Exit 0 when the host matches a config, 1 naming each difference.
+    Assert {
+        /// The desired-state file.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config.
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+    },
+    /// Choose GPUs (and VFs) for new vGPUs of one size or type; with --apply, create them.
+    Place {
+        /// How many vGPUs.
+        #[arg(long)]
+        count: u32,
+        /// Their frame buffer (12GiB, 512MiB).
+        #[arg(
+            long,
+            value_name = "SIZE",
+            required_unless_present = "type_name",
+            conflicts_with = "type_name"
+        )]
+        framebuffer: Option<String>,
+        /// Their type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: Option<String>,
+        /// Only GPUs on this NUMA node.
+        #[arg(long, value_name = "NODE")]
+        numa: Option<u32>,
+        /// pack fills partly used GPUs first; spread balances.
+        #[arg(long, value_enum, default_value = "pack")]
+        policy: PolicyArg,
+        /// With --framebuffer: the NVIDIA series (A, B, C, Q).
+        #[arg(long, default_value_t = 'Q')]
+        series: char,
+        /// With --framebuffer: take the next larger type when none has that size.
+        #[arg(long)]
+        round_up: bool,
+        /// Create the vGPUs (defined, started at boot), each GPU's as one operation.
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 /// A vGPU to create or define.
@@ -348,6 +419,10 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
             vm::run(cli, &paths, out)
         }
+        Command::Plan { .. }
+        | Command::Apply { .. }
+        | Command::Assert { .. }
+        | Command::Place { .. } => plans::run(cli, &paths, out),
         Command::Check { gpu } => {
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())
@@ -435,6 +510,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Error::Locked { .. } => {
                 "another vgpuctl is changing this host; try again when it is done"
             }
+            Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
+            Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
+            Error::NoConfig { .. } => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }

@@ -1,6 +1,7 @@
 //! `vgpuctl`: discover GPUs, list vGPU types and check IOMMU readiness on a KVM host.
 //!
-//! Exit codes: 0 success, 1 error, 2 usage, 3 `check` found a failure.
+//! Exit codes: 0 success, 1 error, 2 usage, 3 `check` found a failure, 4 `plan` found changes
+//! pending.
 
 #![forbid(unsafe_code)]
 

@@ -286,7 +286,11 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Check { .. }
         | Command::Attach { .. }
         | Command::Detach { .. }
-        | Command::Owners => {
+        | Command::Owners
+        | Command::Plan { .. }
+        | Command::Apply { .. }
+        | Command::Assert { .. }
+        | Command::Place { .. } => {
             anyhow::bail!("{:?} does not change the host", cli.command)
         }
     }

@@ -37,6 +37,20 @@ pub(crate) fn json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()
     writeln!(out)
 }
 
+/// Writes `rows` (the first is the header) as a table whose columns are as wide as their
+/// widest cell.
+pub(crate) fn rows(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
+    let Some((header, body)) = rows.split_first() else {
+        return Ok(());
+    };
+    let headers: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&headers);
+    for row in body {
+        table.row(row.clone());
+    }
+    table.write(out)
+}
+
 /// A table whose columns are as wide as their widest cell.
 struct Table {
     rows: Vec<Vec<String>>,

@@ -108,9 +108,9 @@ pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
 pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, Partition, Selection, SizeItem, TypeItem,
-    VfDriver,
+    VfDriver, parse_framebuffer,
 };
-pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
 pub use plan::planner::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want, plan};
 pub use plan::{DefinitionSet, HostState};
 pub use state::audit::AuditEntry;

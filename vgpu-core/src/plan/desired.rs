@@ -327,6 +327,18 @@ fn parse_decimal_mib(number: &str, per_unit: u64) -> Option<u64> {
         .filter(|mib| *mib > 0 && *mib < (1 << 48))
 }
 
+/// Parses a frame-buffer size given by a user: `12GiB`, `512MiB`, `1.5GiB` (a whole number of
+/// MiB above 0), in MiB.
+pub fn parse_framebuffer(text: &str) -> Result<u64> {
+    match parse_size(text) {
+        Ok((None, mib)) => Ok(mib),
+        _ => Err(Error::bad_name(
+            text,
+            "a frame-buffer size such as \"12GiB\" or \"512MiB\"",
+        )),
+    }
+}
+
 /// Parses a series letter: `A`, `B`, `C` or `Q` (either case).
 pub(crate) fn parse_series(text: &str) -> Option<char> {
     let mut chars = text.trim().chars();

@@ -14,18 +14,22 @@
 //!
 //! Ties go to the lower address, so the same host and request give the same answer.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::HostState;
+use super::desired::Location;
 use super::offers::{GpuView, Rule};
+use super::planner::{Before, GpuPlan, Plan, Step, Want};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::discovery::parse::strip_vendor_prefix;
 use crate::error::{Error, Result};
 use crate::host::driver::is_passthrough_driver;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
+use crate::state::store::Start;
 
 /// How to choose among GPUs that can take a vGPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -141,6 +145,55 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
         });
     }
     Ok(picks)
+}
+
+/// A plan that creates the vGPUs `picks` name (defined with `start`), GPU by GPU, for
+/// [`Manager::apply`](crate::Manager::apply): each GPU's vGPUs are made as one operation, and
+/// undone together if one fails. The manager puts each where `create` would (the first free
+/// VF no definition names), which is where [`place`] chose on a host that has not changed.
+pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
+    let mut by_gpu: BTreeMap<PciAddress, Vec<&Pick>> = BTreeMap::new();
+    for pick in picks {
+        by_gpu.entry(pick.gpu).or_default().push(pick);
+    }
+    let gpus = by_gpu
+        .into_iter()
+        .filter_map(|(address, picks)| {
+            let gpu = host.inventory.gpus.iter().find(|g| g.address == address)?;
+            let first = picks.first()?;
+            Some(GpuPlan {
+                gpu: address,
+                model: gpu.model.clone(),
+                backend: gpu.backend,
+                selection: "placement".to_owned(),
+                at: Location::default(),
+                want: vec![Want {
+                    type_id: Some(first.type_id.clone()),
+                    type_name: first.type_name.clone(),
+                    framebuffer_mib: first.framebuffer_mib,
+                    count: picks.len() as u32,
+                }],
+                vfs: None,
+                keep: Vec::new(),
+                steps: picks
+                    .iter()
+                    .map(|p| Step::Create {
+                        type_id: Some(p.type_id.clone()),
+                        type_name: p.type_name.clone(),
+                        start,
+                    })
+                    .collect(),
+                refusals: Vec::new(),
+                before: Before::of(gpu),
+            })
+        })
+        .collect();
+    Plan {
+        config: "placement".to_owned(),
+        file: PathBuf::new(),
+        gpus,
+        unmatched: Vec::new(),
+    }
 }
 
 /// What definitions hold: the VFs they name, and defined vGPUs that are not running, by GPU.

@@ -1,0 +1,612 @@
+//! `plan`, `apply`, `assert` and `place`: a host brought to a desired-state file, and new vGPUs
+//! placed for an orchestrator. The planner and placement are the core's; this module reads the
+//! file, adds what libvirt knows (which domain holds which vGPU), shows progress and renders.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use vgpu_core::{
+    ApplyEvent, ApplyOutcome, ApplyReport, DesiredFile, GpuPlan, HostPaths, HostState, Manager,
+    PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
+};
+
+use crate::mutate::command_line;
+use crate::{Cli, Command, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, render};
+
+/// `place --policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyArg {
+    /// Fill partly used GPUs first (best fit).
+    Pack,
+    /// Balance vGPUs across GPUs.
+    Spread,
+}
+
+/// Runs `plan`, `apply`, `assert` or `place`; returns the exit code.
+pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
+    let manager = Manager::new(paths, command_line());
+    match &cli.command {
+        Command::Plan { file, config } => {
+            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            render_plan(cli, out, &plan)?;
+            Ok(if !refusals(&plan).is_empty() {
+                EXIT_ERROR
+            } else if plan.changes() > 0 {
+                EXIT_CHANGES_PENDING
+            } else {
+                EXIT_OK
+            })
+        }
+        Command::Apply {
+            file,
+            config,
+            dry_run,
+        } => {
+            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            if *dry_run {
+                render_plan(cli, out, &plan)?;
+                return Ok(if refusals(&plan).is_empty() {
+                    EXIT_OK
+                } else {
+                    EXIT_ERROR
+                });
+            }
+            if plan.blocked() && !cli.json {
+                render_plan(cli, out, &plan)?;
+            }
+            let report = apply(cli, &manager, &plan, out)?;
+            Ok(if report.succeeded() {
+                EXIT_OK
+            } else {
+                EXIT_ERROR
+            })
+        }
+        Command::Assert { file, config } => {
+            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            let differences = differences(&plan);
+            if cli.json {
+                render::json(
+                    out,
+                    &AssertJson {
+                        config: &plan.config,
+                        matches: differences.is_empty(),
+                        differences: &differences,
+                    },
+                )?;
+            } else if differences.is_empty() {
+                writeln!(out, "the host matches config {:?}", plan.config)?;
+            } else {
+                for d in &differences {
+                    writeln!(out, "{}: {}", d.gpu, d.difference)?;
+                }
+            }
+            Ok(if differences.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_ERROR
+            })
+        }
+        Command::Place {
+            count,
+            framebuffer,
+            type_name,
+            numa,
+            policy,
+            series,
+            round_up,
+            apply: create,
+        } => {
+            let want = match (framebuffer, type_name) {
+                (Some(size), None) => PlaceWant::Framebuffer {
+                    mib: vgpu_core::parse_framebuffer(size)?,
+                    series: series.to_ascii_uppercase(),
+                    round_up: *round_up,
+                },
+                (None, Some(name)) => PlaceWant::Type(name.clone()),
+                _ => anyhow::bail!("place takes one of --framebuffer SIZE and --type TYPE"),
+            };
+            let request = PlaceRequest {
+                count: *count,
+                want,
+                numa_node: *numa,
+            };
+            let policy = match policy {
+                PolicyArg::Pack => Policy::Pack,
+                PolicyArg::Spread => Policy::Spread,
+            };
+            let state = host_state(cli, paths, &manager)?;
+            let picks = vgpu_core::place(&state, &request, policy)
+                .with_context(|| format!("cannot place {count} vGPU(s)"))?;
+            if !*create {
+                if cli.json {
+                    render::json(out, &PlaceJson { picks: &picks })?;
+                } else {
+                    picks_table(out, &picks)?;
+                }
+                return Ok(EXIT_OK);
+            }
+            let plan = vgpu_core::plan_picks(&state, &picks, Start::Auto);
+            let report = apply(cli, &manager, &plan, out)?;
+            Ok(if report.succeeded() {
+                EXIT_OK
+            } else {
+                EXIT_ERROR
+            })
+        }
+        _ => anyhow::bail!("{:?} is not a plan command", cli.command),
+    }
+}
+
+/// What the planner needs: the host, NVML's names, and which libvirt domains hold which vGPU
+/// (when libvirt answers; without it, only processes holding VFIO devices open protect them).
+fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostState> {
+    let mut state = manager
+        .host_state()
+        .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+    let nvml = vgpu_core::Nvml::load(paths);
+    for gpu in &mut state.inventory.gpus {
+        let warnings = nvml.enrich(gpu);
+        state.inventory.warnings.extend(warnings);
+    }
+    match vgpu_libvirt::Connection::open(&cli.connect) {
+        Ok(conn) => {
+            let owners = conn.owners(&state.inventory)?;
+            for owned in owners.vgpus {
+                if let Some(holder) = owned.holders.first() {
+                    state
+                        .holds
+                        .entry(owned.id)
+                        .or_insert_with(|| format!("libvirt domain {}", holder.domain));
+                }
+            }
+            for reference in owners.missing {
+                state
+                    .holds
+                    .entry(reference.device)
+                    .or_insert_with(|| format!("libvirt domain {}", reference.domain));
+            }
+        }
+        Err(err) => {
+            tracing::warn!(uri = %cli.connect, "libvirt is not reachable, so vGPUs its domains hold are not known: {err}");
+        }
+    }
+    Ok(state)
+}
+
+fn plan_file(
+    cli: &Cli,
+    paths: &HostPaths,
+    manager: &Manager,
+    file: &Path,
+    config: Option<&str>,
+) -> Result<Plan> {
+    let desired = DesiredFile::read(file)?;
+    let config = desired.config(config)?;
+    let state = host_state(cli, paths, manager)?;
+    Ok(vgpu_core::plan(&state, config))
+}
+
+/// Carries `plan` out, showing progress: bars on a terminal, a line per step otherwise, nothing
+/// with `--json` (which gets the report).
+fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Result<ApplyReport> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel::<ApplyEvent>();
+    let progress: vgpu_core::Progress = Arc::new(move |event: &ApplyEvent| {
+        // The receiver outlives the apply; a send to it cannot fail before it ends.
+        let _sent = sender.send(event.clone());
+    });
+    let terminal = !cli.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    let mut bars = Bars::new(terminal, plan);
+    let result = runtime.block_on(async {
+        let apply = manager.apply(plan, Some(progress));
+        tokio::pin!(apply);
+        loop {
+            tokio::select! {
+                result = &mut apply => break result,
+                Some(event) = events.recv() => bars.show(cli, out, &event)?,
+            }
+        }
+        .map_err(anyhow::Error::from)
+    });
+    while let Ok(event) = events.try_recv() {
+        bars.show(cli, out, &event)?;
+    }
+    let report = result.with_context(|| format!("cannot apply config {:?}", plan.config))?;
+    bars.finish();
+    if cli.json {
+        render::json(out, &report)?;
+    } else {
+        apply_summary(out, &report)?;
+    }
+    Ok(report)
+}
+
+/// Progress: one bar per GPU on a terminal, else plain lines.
+struct Bars {
+    multi: Option<MultiProgress>,
+    bars: BTreeMap<PciAddress, ProgressBar>,
+}
+
+impl Bars {
+    fn new(terminal: bool, plan: &Plan) -> Self {
+        let mut bars = BTreeMap::new();
+        let multi = terminal.then(MultiProgress::new);
+        if let Some(multi) = &multi {
+            let style = ProgressStyle::with_template("{prefix} [{bar:24}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            for gpu in plan
+                .gpus
+                .iter()
+                .filter(|g| g.refusals.is_empty() && !g.steps.is_empty())
+            {
+                let bar = multi.add(ProgressBar::new(gpu.steps.len() as u64));
+                bar.set_style(style.clone());
+                bar.set_prefix(gpu.gpu.to_string());
+                bars.insert(gpu.gpu, bar);
+            }
+        }
+        Bars { multi, bars }
+    }
+
+    fn show(&mut self, cli: &Cli, out: &mut dyn Write, event: &ApplyEvent) -> Result<()> {
+        if self.multi.is_some() {
+            if let ApplyEvent::Stepped { gpu, step, .. } = event {
+                if let Some(bar) = self.bars.get(gpu) {
+                    bar.inc(1);
+                    bar.set_message(step_text(step));
+                }
+            }
+            if let ApplyEvent::Finished { gpu, error } = event {
+                if let Some(bar) = self.bars.get(gpu) {
+                    bar.finish_with_message(match error {
+                        Some(_) => "failed, undone".to_owned(),
+                        None => "done".to_owned(),
+                    });
+                }
+            }
+            return Ok(());
+        }
+        if cli.json {
+            return Ok(());
+        }
+        match event {
+            ApplyEvent::Started { .. } => {}
+            ApplyEvent::Stepped {
+                gpu, step, device, ..
+            } => writeln!(out, "{gpu}: {} ({device})", step_text(step))?,
+            ApplyEvent::Finished { gpu, error } => match error {
+                Some(error) => writeln!(out, "{gpu}: failed, its steps were undone: {error}")?,
+                None => writeln!(out, "{gpu}: done")?,
+            },
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        if let Some(multi) = &self.multi {
+            // The bars were drawn on stderr; the summary follows on stdout.
+            let _cleared = multi.clear();
+        }
+    }
+}
+
+fn apply_summary(out: &mut dyn Write, report: &ApplyReport) -> Result<()> {
+    let count = |o: ApplyOutcome| report.gpus.iter().filter(|g| g.outcome == o).count();
+    for gpu in &report.gpus {
+        if let Some(error) = &gpu.error {
+            let what = match gpu.outcome {
+                ApplyOutcome::Skipped => "skipped",
+                _ => "failed",
+            };
+            writeln!(out, "{}: {what}: {error}", gpu.gpu)?;
+        }
+    }
+    writeln!(
+        out,
+        "config {:?}: {} GPU(s) changed, {} unchanged, {} skipped, {} failed",
+        report.config,
+        count(ApplyOutcome::Applied),
+        count(ApplyOutcome::Unchanged),
+        count(ApplyOutcome::Skipped),
+        count(ApplyOutcome::Failed)
+    )?;
+    Ok(())
+}
+
+/// Every refusal of the plan, with its place in the file: `(gpu, "file:line:col: message")`.
+fn refusals(plan: &Plan) -> Vec<(String, String)> {
+    let file = plan.file.display();
+    let mut out: Vec<(String, String)> = plan
+        .unmatched
+        .iter()
+        .filter(|u| u.blocking)
+        .map(|u| {
+            (
+                u.selection.clone(),
+                format!("{file}:{}: no such GPU on this host", u.at),
+            )
+        })
+        .collect();
+    for gpu in &plan.gpus {
+        for refused in &gpu.refusals {
+            let text = match refused.at {
+                Some(at) => format!("{file}:{at}: {}", refused.message),
+                None => refused.message.clone(),
+            };
+            out.push((gpu.gpu.to_string(), text));
+        }
+    }
+    out
+}
+
+/// `plan --json`.
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    matches: bool,
+    changes: usize,
+    blocked: bool,
+}
+
+fn render_plan(cli: &Cli, out: &mut dyn Write, plan: &Plan) -> Result<()> {
+    if cli.json {
+        render::json(
+            out,
+            &PlanJson {
+                plan,
+                matches: plan.matches(),
+                changes: plan.changes(),
+                blocked: plan.blocked(),
+            },
+        )?;
+        return Ok(());
+    }
+    writeln!(out, "config {:?} of {}", plan.config, plan.file.display())?;
+    for gpu in &plan.gpus {
+        gpu_plan(out, plan, gpu)?;
+    }
+    for unmatched in &plan.unmatched {
+        writeln!(
+            out,
+            "{}: {} matches no GPU{}",
+            unmatched.at,
+            unmatched.selection,
+            if unmatched.blocking {
+                " (no such GPU on this host)"
+            } else {
+                ""
+            }
+        )?;
+    }
+    let refused = refusals(plan).len();
+    let changed = plan
+        .gpus
+        .iter()
+        .filter(|g| g.refusals.is_empty() && !g.steps.is_empty())
+        .count();
+    if plan.matches() {
+        writeln!(out, "the host matches: nothing to do")?;
+    } else {
+        writeln!(
+            out,
+            "{} change(s) pending on {changed} GPU(s){}",
+            plan.changes(),
+            if refused > 0 {
+                format!("; {refused} refused")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    Ok(())
+}
+
+fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> Result<()> {
+    writeln!(
+        out,
+        "{}  {}  ({})",
+        gpu.gpu,
+        gpu.model.as_deref().unwrap_or("-"),
+        gpu.selection
+    )?;
+    let wants: Vec<String> = gpu
+        .want
+        .iter()
+        .map(|w| {
+            let size = w
+                .framebuffer_mib
+                .map(|mib| format!(" ({})", size_text(mib)))
+                .unwrap_or_default();
+            match w.type_id.as_deref() {
+                Some(vgpu_core::PLAIN_VF_TYPE) => format!("each on vfio-pci{size}"),
+                _ => {
+                    let name = type_text(w.type_id.as_deref(), w.type_name.as_deref());
+                    format!("{} x {name}{size}", w.count)
+                }
+            }
+        })
+        .collect();
+    let want = match (gpu.vfs, wants.is_empty()) {
+        (Some(vfs), true) => format!("{vfs} VFs"),
+        (Some(vfs), false) => format!("{vfs} VFs, {}", wants.join(", ")),
+        (None, true) => "no vGPUs".to_owned(),
+        (None, false) => wants.join(", "),
+    };
+    if gpu.refusals.is_empty() || !gpu.want.is_empty() {
+        writeln!(out, "  want     {want}")?;
+    }
+    for refused in &gpu.refusals {
+        match refused.at {
+            Some(at) => writeln!(
+                out,
+                "  refused  {}:{at}: {}",
+                plan.file.display(),
+                refused.message
+            )?,
+            None => writeln!(out, "  refused  {}", refused.message)?,
+        }
+    }
+    if !gpu.keep.is_empty() {
+        writeln!(out, "  keep     {} vGPU(s)", gpu.keep.len())?;
+    }
+    if gpu.refusals.is_empty() {
+        for (step, times) in grouped(&gpu.steps) {
+            let text = step_text(step);
+            match times {
+                1 => writeln!(out, "  {text}")?,
+                n => writeln!(out, "  {text}  x{n}")?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Consecutive equal steps, counted.
+fn grouped(steps: &[Step]) -> Vec<(&Step, usize)> {
+    let mut out: Vec<(&Step, usize)> = Vec::new();
+    for step in steps {
+        match out.last_mut() {
+            Some((last, n)) if *last == step => *n += 1,
+            _ => out.push((step, 1)),
+        }
+    }
+    out
+}
+
+fn type_text(type_id: Option<&str>, type_name: Option<&str>) -> String {
+    match (type_name, type_id) {
+        (_, Some(vgpu_core::PLAIN_VF_TYPE)) => "VF on vfio-pci".to_owned(),
+        (Some(name), _) => name.to_owned(),
+        (None, Some(id)) => id.to_owned(),
+        (None, None) => "?".to_owned(),
+    }
+}
+
+/// A step in words, as the plan and the progress lines show it.
+fn step_text(step: &Step) -> String {
+    match step {
+        Step::Vfs { from, to } if from == to => format!("define   {to} VFs"),
+        Step::Vfs { from, to } => format!("vfs      {from} -> {to}"),
+        Step::Destroy {
+            id,
+            type_id,
+            type_name,
+        } => format!(
+            "destroy  {id} ({})",
+            type_text(Some(type_id), type_name.as_deref())
+        ),
+        Step::Undefine { id } => format!("undefine {id}"),
+        Step::Start { id } => format!("start    {id}"),
+        Step::Define { id, start } => format!("define   {id} ({start})"),
+        Step::Create {
+            type_id,
+            type_name,
+            start,
+        } => format!(
+            "create   {} ({start})",
+            type_text(type_id.as_deref(), type_name.as_deref())
+        ),
+    }
+}
+
+fn size_text(mib: u64) -> String {
+    if mib % 1024 == 0 {
+        format!("{} GiB", mib / 1024)
+    } else {
+        format!("{mib} MiB")
+    }
+}
+
+/// One way the host differs from the config.
+#[derive(Debug, Serialize)]
+struct Difference {
+    gpu: String,
+    difference: String,
+}
+
+/// `assert --json`.
+#[derive(Serialize)]
+struct AssertJson<'a> {
+    config: &'a str,
+    matches: bool,
+    differences: &'a [Difference],
+}
+
+/// Every difference between the host and the config, in words.
+fn differences(plan: &Plan) -> Vec<Difference> {
+    let mut out: Vec<Difference> = refusals(plan)
+        .into_iter()
+        .map(|(gpu, difference)| Difference { gpu, difference })
+        .collect();
+    for gpu in &plan.gpus {
+        for (step, times) in grouped(&gpu.steps) {
+            let difference = match step {
+                Step::Vfs { from, to } if from == to => {
+                    format!("{to} VFs are enabled but not defined")
+                }
+                Step::Vfs { from, to } => format!("has {from} VFs, not {to}"),
+                Step::Destroy {
+                    id,
+                    type_id,
+                    type_name,
+                } => format!(
+                    "{id} ({}) is not wanted",
+                    type_text(Some(type_id), type_name.as_deref())
+                ),
+                Step::Undefine { id } => format!("{id} has a definition the config does not"),
+                Step::Start { id } => format!("{id} is defined but not running"),
+                Step::Define { id, start } => format!("{id} is not defined to start {start}"),
+                Step::Create {
+                    type_id, type_name, ..
+                } => format!(
+                    "lacks {times} x {}",
+                    type_text(type_id.as_deref(), type_name.as_deref())
+                ),
+            };
+            out.push(Difference {
+                gpu: gpu.gpu.to_string(),
+                difference,
+            });
+        }
+    }
+    out
+}
+
+/// `place --json`.
+#[derive(Serialize)]
+struct PlaceJson<'a> {
+    picks: &'a [Pick],
+}
+
+fn picks_table(out: &mut dyn Write, picks: &[Pick]) -> Result<()> {
+    let mut rows = vec![vec![
+        "GPU".to_owned(),
+        "TYPE".to_owned(),
+        "NAME".to_owned(),
+        "FRAMEBUFFER".to_owned(),
+        "VF".to_owned(),
+    ]];
+    for pick in picks {
+        rows.push(vec![
+            pick.gpu.to_string(),
+            pick.type_id.clone(),
+            pick.type_name.clone().unwrap_or_else(|| "-".to_owned()),
+            pick.framebuffer_mib
+                .map_or_else(|| "-".to_owned(), size_text),
+            pick.vf.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+        ]);
+    }
+    render::rows(out, &rows)?;
+    Ok(())
+}

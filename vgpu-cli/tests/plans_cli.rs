@@ -1,0 +1,387 @@
+//! `vgpuctl plan`, `apply`, `assert` and `place` as processes on a simulated host: exit codes
+//! (0 matches, 4 changes pending, 1 refused or different), renderings, idempotence, bad files.
+//!
+//! The plan renderings are pinned in golden files; `VGPU_REGENERATE=1` rewrites them.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use vgpu_sim::SimHost;
+
+struct Host {
+    sim: SimHost,
+    state: tempfile::TempDir,
+}
+
+fn host(profile: &str) -> Host {
+    Host {
+        sim: SimHost::mount_for_test(profile),
+        state: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn vgpuctl(host: &Host, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .arg("--root")
+        .arg(host.sim.root())
+        .arg("--state-root")
+        .arg(host.state.path())
+        // An embedded libvirt with no domains: nothing holds a vGPU.
+        .arg("--connect")
+        .arg(format!(
+            "qemu:///embed?root={}/libvirt",
+            host.state.path().display()
+        ))
+        .args(args)
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .env_remove("VGPU_CONNECT")
+        .output()
+        .unwrap()
+}
+
+fn example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).replace(&example(""), "<examples>/")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// The golden file `name`, rewritten from `actual` first with `VGPU_REGENERATE` set.
+fn expected(name: &str, actual: &str) -> String {
+    let path = golden(name);
+    if std::env::var_os("VGPU_REGENERATE").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()))
+}
+
+fn write(host: &Host, name: &str, text: &str) -> String {
+    let path = host.state.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn plan_on_fresh_mixed_host_exits_4_listing_changes() {
+    let host = host("mixed");
+
+    let out = vgpuctl(&host, &["plan", "-f", &example("host.toml")]);
+
+    let text = stdout(&out);
+    assert_eq!(
+        (out.status.code(), text.clone()),
+        (Some(4), expected("plan-mixed.txt", &text))
+    );
+}
+
+#[test]
+fn plan_json_on_fresh_mixed_host_is_pinned() {
+    let host = host("mixed");
+
+    let out = vgpuctl(&host, &["--json", "plan", "-f", &example("host.toml")]);
+
+    let text = stdout(&out);
+    assert_eq!(
+        (out.status.code(), text.clone()),
+        (Some(4), expected("plan-mixed.json", &text))
+    );
+}
+
+#[test]
+fn apply_then_plan_exits_0_and_assert_matches() {
+    let host = host("mixed");
+    let file = example("host.toml");
+    let applied = vgpuctl(&host, &["apply", "-f", &file]);
+
+    let plan = vgpuctl(&host, &["plan", "-f", &file]);
+    let assert = vgpuctl(&host, &["assert", "-f", &file]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            plan.status.code(),
+            assert.status.code(),
+            stdout(&assert)
+        ),
+        (
+            Some(0),
+            Some(0),
+            Some(0),
+            "the host matches config \"default\"\n".to_owned()
+        )
+    );
+}
+
+#[test]
+fn apply_progress_lines_name_each_step_without_a_terminal() {
+    let host = host("t4-legacy");
+    let file = write(
+        &host,
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:d8:00.0\"\nsizes = \"1x16GiB\"\n",
+    );
+
+    let out = vgpuctl(&host, &["apply", "-f", &file]);
+
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        (
+            out.status.code(),
+            lines[0].starts_with("0000:d8:00.0: create   GRID T4-16Q (auto) ("),
+            &lines[1..]
+        ),
+        (
+            Some(0),
+            true,
+            &[
+                "0000:d8:00.0: done",
+                "config \"default\": 1 GPU(s) changed, 0 unchanged, 0 skipped, 0 failed"
+            ][..]
+        )
+    );
+}
+
+#[test]
+fn apply_twice_reports_every_gpu_unchanged() {
+    let host = host("mixed");
+    let file = example("host.toml");
+    vgpuctl(&host, &["apply", "-f", &file]);
+
+    let out = vgpuctl(&host, &["--json", "apply", "-f", &file]);
+
+    let outcomes: Vec<String> = json(&out)["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["outcome"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        (out.status.code(), outcomes),
+        (Some(0), vec!["unchanged".to_owned(); 4])
+    );
+}
+
+#[test]
+fn apply_dry_run_changes_nothing() {
+    let host = host("t4-legacy");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "apply",
+            "--dry-run",
+            "-f",
+            &example("vgpu-device-manager.yaml"),
+        ],
+    );
+
+    let after = vgpuctl(&host, &["plan", "-f", &example("vgpu-device-manager.yaml")]);
+    assert_eq!((out.status.code(), after.status.code()), (Some(0), Some(4)));
+}
+
+#[test]
+fn assert_names_each_difference_and_exits_1() {
+    let host = host("t4-legacy");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "assert",
+            "-f",
+            &example("vgpu-device-manager.yaml"),
+            "-c",
+            "split",
+        ],
+    );
+
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (
+            Some(1),
+            "0000:3b:00.0: lacks 4 x GRID T4-4Q\n0000:d8:00.0: lacks 2 x GRID T4-8Q\n".to_owned()
+        )
+    );
+}
+
+#[test]
+fn device_manager_config_applied_then_asserted() {
+    let host = host("t4-legacy");
+    let file = example("vgpu-device-manager.yaml");
+    let applied = vgpuctl(&host, &["apply", "-f", &file, "-c", "split"]);
+
+    let assert = vgpuctl(&host, &["assert", "-f", &file, "-c", "split"]);
+
+    assert_eq!(
+        (applied.status.code(), assert.status.code()),
+        (Some(0), Some(0))
+    );
+}
+
+#[test]
+fn plan_bad_file_names_file_line_and_column() {
+    let host = host("t4-legacy");
+    let file = write(
+        &host,
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nsizes = \"4x12GB\"\n",
+    );
+
+    let out = vgpuctl(&host, &["plan", "-f", &file]);
+
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: {file}:5:9: \"12GB\" has no unit GiB or MiB: expected a size such as \"12GiB\", \"512MiB\" or \"4x12GiB\" (count x size)\n"
+            )
+        )
+    );
+}
+
+#[test]
+fn apply_unknown_type_exits_1_naming_its_place_and_changes_nothing() {
+    let host = host("t4-legacy");
+    let file = write(
+        &host,
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\ntypes = { \"T4-3Q\" = 1 }\n",
+    );
+
+    let out = vgpuctl(&host, &["apply", "-f", &file]);
+
+    let plan = vgpuctl(&host, &["--json", "plan", "-f", &file]);
+    assert_eq!(
+        (
+            out.status.code(),
+            stderr(&out).starts_with(&format!(
+                "vgpuctl: error: cannot apply config \"default\": the plan of config \"default\" cannot be applied: {file}:5:11: 0000:3b:00.0: no vGPU type \"T4-3Q\""
+            )),
+            json(&plan)["changes"].clone()
+        ),
+        (Some(1), true, serde_json::json!(0))
+    );
+}
+
+#[test]
+fn plan_unknown_config_exits_1_with_hint() {
+    let host = host("t4-legacy");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "plan",
+            "-f",
+            &example("vgpu-device-manager.yaml"),
+            "-c",
+            "huge",
+        ],
+    );
+
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: {} has no config \"huge\"; it has: T4-1Q, default, none, split\nhint: choose a config with -c NAME\n",
+                example("vgpu-device-manager.yaml")
+            )
+        )
+    );
+}
+
+#[test]
+fn place_pack_json_names_gpus_and_vfs() {
+    let host = host("l40s-vendor-vfio");
+
+    let out = vgpuctl(
+        &host,
+        &["--json", "place", "--count", "2", "--framebuffer", "24GiB"],
+    );
+
+    assert_eq!(
+        (out.status.code(), json(&out)),
+        (
+            Some(0),
+            serde_json::json!({"picks": [
+                {"gpu": "0000:41:00.0", "type_id": "1155", "type_name": "NVIDIA L40S-24Q",
+                 "framebuffer_mib": 24576, "vf": "0000:41:00.4"},
+                {"gpu": "0000:41:00.0", "type_id": "1155", "type_name": "NVIDIA L40S-24Q",
+                 "framebuffer_mib": 24576, "vf": "0000:41:00.5"}
+            ]})
+        )
+    );
+}
+
+#[test]
+fn place_spread_on_numa_node_and_apply_creates() {
+    let host = host("l40s-vendor-vfio");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "place", "--count", "2", "--type", "L40S-12Q", "--numa", "1", "--policy", "spread",
+            "--apply",
+        ],
+    );
+
+    let rest = vgpuctl(
+        &host,
+        &[
+            "--json", "place", "--count", "2", "--type", "L40S-12Q", "--numa", "1",
+        ],
+    );
+    let vfs: Vec<String> = json(&rest)["picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["vf"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        (out.status.code(), vfs),
+        (
+            Some(0),
+            vec!["0000:c1:00.6".to_owned(), "0000:c1:00.7".to_owned()]
+        )
+    );
+}
+
+#[test]
+fn place_more_than_fit_exits_1() {
+    let host = host("t4-legacy");
+
+    let out = vgpuctl(&host, &["place", "--count", "3", "--framebuffer", "16GiB"]);
+
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            "vgpuctl: error: cannot place 3 vGPU(s): 3 vGPU(s) asked, the GPUs can take 2\nhint: `vgpuctl types GPU` shows what each GPU can still take\n".to_owned()
+        )
+    );
+}
