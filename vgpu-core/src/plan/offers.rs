@@ -94,6 +94,14 @@ const SRIOV_MEMORY_MIB: &[(u16, u16, u64)] = &[
     (0x8086, 0x56c1, 6 * 1024),
 ];
 
+/// The local memory of a plain SR-IOV GPU whose model is known, in MiB.
+pub(crate) fn sriov_memory_mib(gpu: &Gpu) -> Option<u64> {
+    SRIOV_MEMORY_MIB
+        .iter()
+        .find(|(v, d, _)| gpu.vendor_id == Some(*v) && gpu.device_id == Some(*d))
+        .map(|(_, _, mib)| *mib)
+}
+
 impl<'a> GpuView<'a> {
     /// The view of `gpu`.
     pub(crate) fn new(gpu: &'a Gpu) -> Self {
@@ -109,10 +117,7 @@ impl<'a> GpuView<'a> {
             Backend::Sriov => gpu.sriov.as_ref().map(|s| s.total_vfs),
             Backend::Mdev | Backend::None => None,
         };
-        let memory_mib = SRIOV_MEMORY_MIB
-            .iter()
-            .find(|(v, d, _)| gpu.vendor_id == Some(*v) && gpu.device_id == Some(*d))
-            .map(|(_, _, mib)| *mib);
+        let memory_mib = sriov_memory_mib(gpu);
         let mut offers: Vec<Offer> = gpu
             .types
             .iter()

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::HostState;
 use super::desired::Location;
-use super::offers::{GpuView, Rule};
+use super::offers::{Rule, sriov_memory_mib};
 use super::planner::{Before, GpuPlan, Plan, Step, Want};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::discovery::parse::strip_vendor_prefix;
@@ -90,7 +90,9 @@ struct Slot<'a> {
     ty: Option<&'a VgpuType>,
     room: u32,
     in_use: u32,
-    free_vfs: Vec<PciAddress>,
+    /// Whether its vGPUs go on VFs (chosen when picked: most slots are never picked).
+    on_vfs: bool,
+    free_vfs: Option<Vec<PciAddress>>,
     framebuffer_mib: Option<u64>,
     taken: u32,
 }
@@ -132,7 +134,15 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
             .map(|(i, _)| i);
         let Some(i) = best else { break };
         let slot = &mut slots[i];
-        let vf = (!slot.free_vfs.is_empty()).then(|| slot.free_vfs.remove(0));
+        let vf = match slot.on_vfs {
+            true => {
+                let free = slot
+                    .free_vfs
+                    .get_or_insert_with(|| free_vfs(slot.gpu, &held));
+                (!free.is_empty()).then(|| free.remove(0))
+            }
+            false => None,
+        };
         slot.taken += 1;
         picks.push(Pick {
             gpu: slot.gpu.address,
@@ -240,6 +250,9 @@ impl Held {
 
     /// Defined vGPUs of `gpu` that are not running: `(of type_id, of any type)`.
     fn pending_on(&self, gpu: &Gpu, type_id: &str) -> (u32, u32) {
+        if self.pending.is_empty() {
+            return (0, 0);
+        }
         let mine = |a: &PciAddress| *a == gpu.address || gpu.vfs.iter().any(|v| v.address == *a);
         let on_gpu: Vec<&String> = self
             .pending
@@ -260,29 +273,26 @@ fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
         Backend::Mdev if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Shares,
         _ => Rule::OneType,
     };
-    let free_vfs: Vec<PciAddress> = gpu
-        .vfs
-        .iter()
-        .filter(|vf| vf.vgpu_type.is_none() && !held.vfs.contains(&vf.address))
-        .filter(|vf| !vf.driver.as_deref().is_some_and(is_passthrough_driver))
-        .map(|vf| vf.address)
-        .collect();
+    let free_vf_count = || gpu.vfs.iter().filter(|vf| is_free(vf, held)).count() as u32;
     if rule == Rule::Vfs {
-        let share = GpuView::new(gpu)
-            .memory_mib
+        let share = sriov_memory_mib(gpu)
             .zip(u64::try_from(gpu.vfs.len()).ok().filter(|n| *n > 0))
             .map(|(memory, n)| memory / n);
         let fits = match want {
             PlaceWant::Type(name) => name == PLAIN_VF_TYPE,
             PlaceWant::Framebuffer { mib, .. } => share.is_some_and(|s| s >= *mib),
         };
-        let room = free_vfs.len() as u32;
-        return (fits && room > 0).then_some(Slot {
+        if !fits {
+            return None;
+        }
+        let room = free_vf_count();
+        return (room > 0).then_some(Slot {
             gpu,
             ty: None,
             room,
-            in_use: (gpu.vfs.len() - free_vfs.len()) as u32,
-            free_vfs,
+            in_use: gpu.vfs.len() as u32 - room,
+            on_vfs: true,
+            free_vfs: None,
             framebuffer_mib: share,
             taken: 0,
         });
@@ -297,23 +307,40 @@ fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
         return None;
     }
     let mut room = ty.available.saturating_sub(pending_same);
-    if matches!(gpu.backend, Backend::VfMdev | Backend::NvidiaVfio) {
-        room = room.min(free_vfs.len() as u32);
+    if room == 0 {
+        return None;
     }
-    let free_vfs = if gpu.backend == Backend::Mdev {
-        Vec::new()
-    } else {
-        free_vfs
-    };
+    let on_vfs = gpu.backend != Backend::Mdev;
+    if on_vfs {
+        room = room.min(free_vf_count());
+    }
     (room > 0).then_some(Slot {
         gpu,
         ty: Some(ty),
         room,
         in_use,
-        free_vfs,
+        on_vfs,
+        free_vfs: None,
         framebuffer_mib: ty.framebuffer_mib,
         taken: 0,
     })
+}
+
+/// Whether a vGPU can go on `vf`: it holds none, no passthrough driver has it, and no
+/// definition names it.
+fn is_free(vf: &crate::model::Vf, held: &Held) -> bool {
+    vf.vgpu_type.is_none()
+        && !vf.driver.as_deref().is_some_and(is_passthrough_driver)
+        && !held.vfs.contains(&vf.address)
+}
+
+/// The VFs of `gpu` a vGPU can go on, in `virtfnN` order.
+fn free_vfs(gpu: &Gpu, held: &Held) -> Vec<PciAddress> {
+    gpu.vfs
+        .iter()
+        .filter(|vf| is_free(vf, held))
+        .map(|vf| vf.address)
+        .collect()
 }
 
 /// The type of `gpu` that `want` names.
@@ -334,21 +361,24 @@ fn choose_type<'a>(gpu: &'a Gpu, want: &PlaceWant) -> Option<&'a VgpuType> {
             series,
             round_up,
         } => {
-            let eligible = gpu.types.iter().filter(|t| {
-                t.framebuffer_mib.is_some()
-                    && t.name
-                        .as_deref()
-                        .and_then(series_of)
-                        .is_none_or(|s| s == *series)
-            });
-            let exact = eligible
-                .clone()
-                .filter(|t| t.framebuffer_mib == Some(*mib))
+            // The frame buffer is compared first: it rules out most types without reading a name.
+            let in_series = |t: &VgpuType| {
+                t.name
+                    .as_deref()
+                    .and_then(series_of)
+                    .is_none_or(|s| s == *series)
+            };
+            let exact = gpu
+                .types
+                .iter()
+                .filter(|t| t.framebuffer_mib == Some(*mib) && in_series(t))
                 .min_by_key(|t| &t.id);
             match (exact, round_up) {
                 (Some(t), _) => Some(t),
-                (None, true) => eligible
-                    .filter(|t| t.framebuffer_mib.is_some_and(|fb| fb > *mib))
+                (None, true) => gpu
+                    .types
+                    .iter()
+                    .filter(|t| t.framebuffer_mib.is_some_and(|fb| fb > *mib) && in_series(t))
                     .min_by_key(|t| (t.framebuffer_mib, &t.id)),
                 (None, false) => None,
             }
