@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mounts the simulated host (profile "mixed" unless PROFILE says otherwise) and shows what
-# vgpuctl sees there (`list`, `types`, `check`), then gives a VM a vGPU through libvirt's
-# embedded QEMU driver and takes it back. Unmounts on exit.
+# vgpuctl sees there (`list`, `types`, `check`), brings it to examples/host.toml (`plan`,
+# `apply`, `list` again), then gives a VM a vGPU through libvirt's embedded QEMU driver and
+# takes it back. Unmounts on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${PROFILE:-mixed}
@@ -43,32 +44,41 @@ for cmd in "list" "types" "check"; do
   [ "$status" -eq 0 ] || echo "(exit status $status)"
 done
 
-# A VM gets a vGPU through libvirt's QEMU driver, embedded in vgpuctl (no daemon): define a
-# domain with virsh, attach a new T4-2Q to it (created, defined, named after the domain), show
-# who holds what and the hostdev libvirt keeps, then detach and destroy it.
 state=$(mktemp -d)
 libvirt=$(mktemp -d)
 uri="qemu:///embed?root=$libvirt"
 trap 'cleanup; rm -rf "$state" "$libvirt"' EXIT
+run() {
+  echo
+  echo "\$ vgpuctl $*"
+  status=0
+  "$vgpuctl" --root "$host" --state-root "$state" --connect "$uri" "$@" || status=$?
+  [ "$status" -eq 0 ] || echo "(exit status $status)"
+}
+
+# The desired state, in frame buffer: what would change (exit 4: changes pending), the change,
+# and the host afterwards.
+run plan -f examples/host.toml
+run apply -f examples/host.toml
+run list
+
+# A VM gets a vGPU through libvirt's QEMU driver, embedded in vgpuctl (no daemon): define a
+# domain with virsh, attach a new T4-4Q to it (created, defined, named after the domain; the
+# T4 holds 4 GiB vGPUs now, one type at a time), show who holds what and the hostdev libvirt
+# keeps, then detach and destroy it.
 cat >"$libvirt/demo-vm.xml" <<XML
 <domain type='kvm'><name>demo-vm</name><memory unit='MiB'>256</memory>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>
 XML
-run() {
-  echo
-  echo "\$ vgpuctl $*"
-  "$vgpuctl" --root "$host" --state-root "$state" --connect "$uri" "$@"
-}
 echo
 echo "\$ virsh define demo-vm.xml"
 virsh -q -c "$uri" define "$libvirt/demo-vm.xml"
-run attach demo-vm --gpu 0000:3b:00.0 --type T4-2Q
+attached=$(run attach demo-vm --gpu 0000:3b:00.0 --type T4-4Q)
+echo "$attached"
+id=$(echo "$attached" | sed -n 's/^demo-vm: \([0-9a-f-]\{36\}\) .*/\1/p')
 run owners
 echo
 echo "\$ virsh dumpxml --inactive demo-vm | (the hostdev)"
 virsh -c "$uri" dumpxml --inactive demo-vm | sed -n '/<hostdev/,/<\/hostdev>/p'
-id=$("$vgpuctl" --root "$host" --state-root "$state" --connect "$uri" --json owners |
-  sed -n 's/.*"id": "\([0-9a-f-]\{36\}\)".*/\1/p' | head -n 1)
 run detach demo-vm "$id" --destroy
-run owners
