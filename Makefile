@@ -18,7 +18,8 @@ test: lint
 	$(CARGO) test --workspace
 	$(CARGO) run --quiet --example orchestrator
 
-## vgpuctl list, types and check on the simulated "mixed" host.
+## vgpuctl list, types and check on the simulated "mixed" host, examples/host.toml applied,
+## and a VM given a vGPU on libvirt's embedded QEMU driver.
 demo: deps
 	scripts/demo.sh
 
@@ -27,3 +28,4 @@ bench: deps
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
 	$(CARGO) bench -p vgpu-libvirt --bench owners
+	$(CARGO) bench -p vgpu-core --bench plan --features test-support

@@ -48,7 +48,7 @@ impl Rng {
 
 fn requests(count: usize, seed: u64, max_per_request: u64) -> Vec<PlaceRequest> {
     let mut rng = Rng(seed);
-    let mut size = move |rng: &mut Rng| {
+    let size = |rng: &mut Rng| {
         let mut draw = rng.below(100);
         for (gib, weight) in SIZES_GIB.iter().zip(WEIGHTS) {
             if draw < weight {

@@ -146,7 +146,7 @@ pub fn gpu(model: Model, address: PciAddress, numa_node: Option<u32>) -> Gpu {
         numa_node,
         iommu_group: None,
         backend,
-        sriov: (total_vfs > 0).then(|| SriovCapability {
+        sriov: (total_vfs > 0).then_some(SriovCapability {
             total_vfs,
             num_vfs: enabled,
             offset: Some(4),

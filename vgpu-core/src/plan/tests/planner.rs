@@ -556,7 +556,17 @@ fn plan_address_not_on_host_blocks() {
 
     let plan = plan(&state, &desired);
 
-    assert_eq!(plan.blocked(), true);
+    assert_eq!(
+        (plan.unmatched.clone(), plan.blocked()),
+        (
+            vec![Unmatched {
+                selection: "address 0000:99:00.0".to_owned(),
+                at: Location { line: 3, column: 1 },
+                blocking: true
+            }],
+            true
+        )
+    );
 }
 
 #[test]
