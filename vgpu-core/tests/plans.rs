@@ -535,3 +535,44 @@ fn apply_plan_steps_are_in_destroy_then_create_order() {
         ]
     );
 }
+
+#[test]
+fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
+    let host = mount("l40s-vendor-vfio");
+    manager(&host)
+        .set_vfs("0000:41:00.0", 0, None, false)
+        .unwrap();
+    let plan = plan_of(
+        &host,
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:41:00.0\"\nsizes = \"1x24GiB\"\n",
+        None,
+    );
+
+    let report = apply(&host, &plan).unwrap();
+
+    let sriov = manager(&host).definitions().sriov().unwrap();
+    assert_eq!(
+        (
+            plan.gpus[0].steps.clone(),
+            report.succeeded(),
+            in_use(&host),
+            sriov
+                .iter()
+                .map(|d| (d.pf.to_string(), d.num_vfs))
+                .collect::<Vec<_>>()
+        ),
+        (
+            vec![
+                Step::Vfs { from: 0, to: 32 },
+                Step::Create {
+                    type_id: None,
+                    type_name: Some("NVIDIA L40S-24Q".to_owned()),
+                    start: Start::Auto
+                }
+            ],
+            true,
+            vec![row("0000:41:00.0", "1155", 1)],
+            vec![("0000:41:00.0".to_owned(), 32)]
+        )
+    );
+}
