@@ -116,8 +116,9 @@ pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, Partition, Selection, SizeItem, TypeItem,
     VfDriver, parse_framebuffer,
 };
+pub use plan::model::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
-pub use plan::planner::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want, plan};
+pub use plan::planner::plan;
 pub use plan::{DefinitionSet, HostState};
 pub use state::audit::AuditEntry;
 pub use state::store::{

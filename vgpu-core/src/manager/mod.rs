@@ -29,7 +29,7 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::plan::planner::Plan;
+use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 use session::{Operation, Session};

@@ -3,7 +3,8 @@
 //!
 //! - [`desired`]: the model ([`DesiredFile`], [`Desired`], [`Entry`], [`Partition`]), read from
 //!   `host.toml` ([`host_toml`]) or NVIDIA vgpu-device-manager's v1 YAML ([`device_manager`]);
-//! - [`planner`]: [`plan`], a pure function from a [`HostState`] and a config to a [`Plan`];
+//! - [`planner`]: [`plan`], a pure function from a [`HostState`] and a config to a [`Plan`]
+//!   ([`model`]: the plan, its steps and refusals);
 //! - [`place`](mod@place): [`place()`], a pure function choosing GPUs for new vGPUs.
 //!
 //! Carrying a plan out is [`Manager::apply`](crate::Manager::apply)'s job: each GPU's steps are
@@ -12,6 +13,7 @@
 pub(crate) mod desired;
 pub(crate) mod device_manager;
 pub(crate) mod host_toml;
+pub(crate) mod model;
 pub(crate) mod offers;
 pub(crate) mod place;
 pub(crate) mod planner;

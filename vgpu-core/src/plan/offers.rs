@@ -6,7 +6,7 @@
 //! NVIDIA GPU whose VFs are not enabled lists none. For those the built-in catalog supplies the
 //! GPU's other types by name (their ids are known once the VFs list them, at apply time).
 
-use super::planner::Refusal;
+use super::model::Refusal;
 use crate::discovery::catalog;
 use crate::discovery::parse::{parse_nvidia_type_name, strip_vendor_prefix};
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::HostState;
 use super::desired::Location;
+use super::model::{Before, GpuPlan, Plan, Step, Want};
 use super::offers::{Rule, sriov_memory_mib};
-use super::planner::{Before, GpuPlan, Plan, Step, Want};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::discovery::parse::strip_vendor_prefix;
 use crate::error::{Error, Result};

@@ -6,6 +6,7 @@
 mod files;
 mod place;
 mod planner;
+mod refusals;
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ use super::desired::{Desired, DesiredFile, Format};
 use super::{DefinitionSet, HostState};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory};
+use crate::plan::place::Pick;
 use crate::testing::addr;
 use crate::testing::fleet::{self, Model};
 
@@ -52,4 +54,28 @@ fn uuid(n: u128) -> Uuid {
 
 fn vf(pf: &str, index: u32) -> PciAddress {
     fleet::vf_address(addr(pf), index).unwrap()
+}
+
+const L40S: &str = "0000:41:00.0";
+const T4: &str = "0000:3b:00.0";
+const FLEX: &str = "0000:4d:00.0";
+const GVTG: &str = "0000:00:02.0";
+
+const L40S_BY_MODEL: &str =
+    "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"L40S\"\n";
+
+/// A T4 holding `count` vGPUs of `type_id` (mdev UUIDs 1, 2, ...), not defined.
+fn t4_holding(type_id: &str, count: u32) -> crate::plan::HostState {
+    let mut state = host(vec![gpu(Model::T4, T4)]);
+    for _ in 0..count {
+        let pick = Pick {
+            gpu: addr(T4),
+            type_id: type_id.to_owned(),
+            type_name: None,
+            framebuffer_mib: None,
+            vf: None,
+        };
+        fleet::record(&mut state.inventory, &pick);
+    }
+    state
 }
