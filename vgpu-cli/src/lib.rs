@@ -116,7 +116,7 @@ pub enum Command {
         auto: bool,
     },
     /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
-    /// open or a libvirt domain references it.
+    /// open or a libvirt domain references it (checked when libvirt answers at --connect).
     Destroy {
         /// A mediated device UUID or a VF address.
         id: String,
@@ -165,7 +165,7 @@ pub enum Command {
         /// With --define: bind at boot (`restore`).
         #[arg(long, requires = "define")]
         auto: bool,
-        /// Bind a device that is neither a GPU nor a VF of one.
+        /// Bind a device that is neither a GPU nor a VF of one, or one a process holds open.
         #[arg(long)]
         force: bool,
     },
@@ -242,9 +242,13 @@ pub enum Command {
         /// Change the persistent configuration (default: always).
         #[arg(long)]
         config: bool,
-        /// Then destroy the vGPU and its definition.
+        /// Then destroy the vGPU and its definition (refused while another domain names it or
+        /// a process holds it open).
         #[arg(long)]
         destroy: bool,
+        /// With --destroy: destroy it even then.
+        #[arg(long, requires = "destroy")]
+        force: bool,
     },
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.

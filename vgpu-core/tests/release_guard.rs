@@ -214,3 +214,22 @@ fn guard_ignores_addresses_it_does_not_hold() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
 }
+
+#[test]
+fn bind_of_a_plain_vf_open_by_a_process_to_another_driver_is_refused() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (manager, vf, node) = flex_vf_open_by_qemu(&host);
+    let err = manager.bind(vf, "i915", None, false).unwrap_err();
+    assert_eq!(
+        (held_open(&err), gpu(&host, FLEX).vfs[0].driver.as_deref()),
+        (
+            Some((
+                vf.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            Some("vfio-pci")
+        )
+    );
+}

@@ -115,6 +115,25 @@ impl Reservations {
     pub(crate) fn pending(&self, type_id: &str) -> u32 {
         self.pending.get(type_id).copied().unwrap_or(0)
     }
+
+    /// How many instances of types other than `type_id` definitions are owed.
+    pub(crate) fn pending_other_than(&self, type_id: &str) -> u32 {
+        self.pending
+            .iter()
+            .filter(|(t, _)| t.as_str() != type_id)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// How many instances definitions are owed that a new vGPU of `type_id` on `gpu` cannot
+    /// share the GPU with: those of its own type, and on NVIDIA those of any other type.
+    pub(crate) fn holding_back(&self, gpu: &Gpu, type_id: &str) -> u32 {
+        if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {
+            self.pending.values().sum()
+        } else {
+            self.pending(type_id)
+        }
+    }
 }
 
 /// Checks a type id or name given by a user: 1 to 64 characters of letters, digits, space,
@@ -206,6 +225,11 @@ pub(crate) fn room(
             }
         }
         return Ok(free);
+    }
+    // An NVIDIA GPU holds vGPUs of one type at a time: a definition of another type that is
+    // not running yet owns the whole GPU (NVIDIA vGPU user guide, homogeneous vGPUs).
+    if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) && reserved.pending_other_than(type_id) > 0 {
+        return Ok(0);
     }
     let available = gpu
         .types

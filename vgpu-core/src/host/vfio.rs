@@ -71,10 +71,16 @@ pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec
         let fd_dir = proc.join(pid.to_string()).join("fd");
         let fds = match std::fs::read_dir(&fd_dir) {
             Ok(fds) => fds,
+            // The process ended meanwhile.
+            Err(err) if sysfs::is_absent(&err) => continue,
+            // A process whose files cannot be seen (a confining security module, another user
+            // when not root) may hold the device: say so rather than assume it does not.
             Err(err) => {
-                if !sysfs::is_absent(&err) {
-                    tracing::debug!(path = %fd_dir.display(), "cannot list open files: {err}");
-                }
+                found.push(Holder {
+                    pid,
+                    command: command_of(&proc, pid),
+                    node: format!("files that cannot be listed ({}: {err})", fd_dir.display()),
+                });
                 continue;
             }
         };
@@ -84,13 +90,9 @@ pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec
             };
             let target = target.to_string_lossy();
             if nodes.contains(target.as_ref()) {
-                let command = sysfs::read_attr(&proc.join(pid.to_string()).join("comm"))
-                    .ok()
-                    .flatten()
-                    .map_or_else(|| "?".to_owned(), |c| c.trim().to_owned());
                 found.push(Holder {
                     pid,
-                    command,
+                    command: command_of(&proc, pid),
                     node: target.into_owned(),
                 });
                 break;
@@ -98,4 +100,16 @@ pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec
         }
     }
     Ok(found)
+}
+
+/// The command name of process `pid`; `?` when it cannot be read (it may have just ended).
+fn command_of(proc: &Path, pid: u32) -> String {
+    match sysfs::read_attr(&proc.join(pid.to_string()).join("comm")) {
+        Ok(Some(comm)) => comm.trim().to_owned(),
+        Ok(None) => "?".to_owned(),
+        Err(err) => {
+            tracing::debug!(pid, "cannot read the command name: {}", err.chain());
+            "?".to_owned()
+        }
+    }
 }

@@ -300,6 +300,9 @@ impl Manager {
             if !force && !is_gpu_function(op.paths(), address)? {
                 return Err(Error::NotGpu { address });
             }
+            // Moving it to another driver takes it (and its mediated devices) from whoever
+            // holds it open.
+            op.check_released(VgpuHandle::Vf(address))?;
             let current = device.driver()?;
             if let Some(start) = define {
                 if op.store().binding(address)?.is_some() {

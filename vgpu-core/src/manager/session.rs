@@ -291,7 +291,7 @@ impl Operation<'_> {
             type_id: type_id.clone(),
             asked: 1,
             available,
-            reserved: reserved.pending(&type_id),
+            reserved: reserved.holding_back(gpu, &type_id),
             path: self.paths().pci_device(&gpu.address),
         };
         if room == 0 {
@@ -386,6 +386,13 @@ impl Operation<'_> {
     pub(crate) fn check_released(&self, id: VgpuHandle) -> Result<()> {
         if self.session.force {
             return Ok(());
+        }
+        // The mediated devices on a PCI function go with it.
+        if let VgpuHandle::Vf(address) = id {
+            let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&address));
+            for mdev in parent.devices()? {
+                self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
+            }
         }
         match backend::open_by(self.paths(), id)?.into_iter().next() {
             Some(holder) => Err(Error::HeldOpen {
@@ -519,10 +526,6 @@ impl Operation<'_> {
             if !present.is_empty() && present.len() != count as usize {
                 for vf in present {
                     self.check_released(VgpuHandle::Vf(vf))?;
-                    let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&vf));
-                    for mdev in parent.devices()? {
-                        self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
-                    }
                     if let Some(by) = backend::vf_holder(self.paths(), vf)? {
                         return Err(Error::InUse {
                             device: vf.to_string(),
