@@ -264,6 +264,34 @@ fn prepare_sets_the_vf_type_hook_toml_maps_the_nova_flavor_to() {
     );
 }
 
+/// The L40S holds 4 L40S-12Q; 4 definitions that are not running hold all of them.
+#[test]
+fn prepare_leaves_room_for_defined_vgpus_that_are_not_running() {
+    let h = Host::new("mixed");
+    for _ in 0..4 {
+        h.ok(&["define", L40S, "--type", "L40S-12Q"]);
+    }
+    let xml = domain_xml(
+        VM1,
+        &vgpu_metadata("L40S-12Q"),
+        &pci_hostdev(
+            "domain='0x0000' bus='0x5e' slot='0x01' function='0x0'",
+            "no",
+        ),
+    );
+    let out = h.prepare(&xml);
+    assert_eq!(
+        (out.status.code(), h.stderr(&out), h.vf_type("0000:5e:01.0")),
+        (
+            Some(1),
+            format!(
+                "vgpu hook: vm1 prepare: domain vm1: cannot make 0000:5e:01.0 ready (type \"L40S-12Q\" from the domain's metadata): GPU {L40S} has room for 0 more vGPU(s) of type 1153, not 1 (4 held for defined vGPUs)\n"
+            ),
+            "0".to_owned()
+        )
+    );
+}
+
 #[test]
 fn release_clears_the_vf_type_it_set_and_keeps_the_definition() {
     let h = Host::new("mixed");

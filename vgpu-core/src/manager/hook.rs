@@ -317,9 +317,56 @@ fn vf_type<'a>(
     }
 }
 
-/// The id of type `wanted` on the GPU `pf`, when the GPU has room for one more after what
-/// definitions hold and what this run planned.
+/// The id of type `wanted` on VF `vf` of GPU `pf`. The VF's own `creatable_vgpu_types` names
+/// it when the GPU has room for one more now; the GPU is read whole only when definitions hold
+/// instances of that type for vGPUs that are not running (then this run must leave them room)
+/// or the VF does not list the type (then the error says whether the GPU offers it at all).
 fn pick(
+    op: &Operation<'_>,
+    pf: PciAddress,
+    vf: PciAddress,
+    wanted: &str,
+    planned: &mut Planned,
+) -> Result<u32> {
+    backend::validate_type(wanted)?;
+    let paths = op.paths();
+    let creatable = match NvidiaVf::of(&paths.pci_device(&vf)) {
+        Some(nvidia) => nvidia.creatable_types()?,
+        None => Vec::new(),
+    };
+    let listed = creatable
+        .iter()
+        .find(|c| c.id.to_string() == wanted)
+        .or_else(|| {
+            creatable
+                .iter()
+                .find(|c| backend::name_matches(&c.name, wanted))
+        });
+    let type_id = match listed {
+        Some(listed) if pending(op, pf, listed.id)? == 0 => listed.id,
+        _ => return pick_counted(op, pf, vf, wanted, planned),
+    };
+    *planned.entry((pf, type_id.to_string())).or_default() += 1;
+    Ok(type_id)
+}
+
+/// Defined vGPUs of type `type_id` on VFs of GPU `pf` that are not running.
+fn pending(op: &Operation<'_>, pf: PciAddress, type_id: u32) -> Result<u32> {
+    let mut count = 0;
+    for def in op.store().vf_vgpus()? {
+        if def.gpu == pf
+            && def.type_id == type_id
+            && backend::running(op.paths(), VgpuHandle::Vf(def.vf))?.is_none()
+        {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// [`pick`] from the whole GPU: the type it offers by that name, and its room after what
+/// definitions hold and what this run planned.
+fn pick_counted(
     op: &Operation<'_>,
     pf: PciAddress,
     vf: PciAddress,
