@@ -17,6 +17,7 @@ use vgpu_core::HostPaths;
 
 mod hook;
 mod mutate;
+mod nova;
 mod render;
 mod vm;
 
@@ -252,6 +253,9 @@ pub enum Command {
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.
     Owners,
+    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
+    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
+    NovaConfig,
     /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
     /// when it stops, and its installation.
     Hook {
@@ -403,6 +407,11 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             vm::run(cli, &paths, out)
         }
         Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::NovaConfig => {
+            let (inventory, _nvml) = discover()?;
+            nova::run(cli.json, &paths, &inventory, out)?;
+            Ok(EXIT_OK)
+        }
         Command::Check { gpu } => {
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())

@@ -287,7 +287,8 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Attach { .. }
         | Command::Detach { .. }
         | Command::Owners
-        | Command::Hook { .. } => {
+        | Command::Hook { .. }
+        | Command::NovaConfig => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }
