@@ -229,6 +229,7 @@ fn one_line(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 mod tests {
     use super::*;
 
@@ -238,7 +239,7 @@ mod tests {
 
     #[test]
     fn hook_config_flavors_are_read() {
-        let config = parse("[flavors]\n\"vgpu.small\" = \"L40S-12Q\"\n").unwrap_or_default();
+        let config = parse("[flavors]\n\"vgpu.small\" = \"L40S-12Q\"\n").unwrap();
         assert_eq!(config.flavor_type("vgpu.small"), Some("L40S-12Q"));
     }
 
@@ -289,16 +290,16 @@ mod tests {
                     uuid: Uuid::from_u128(1),
                 },
                 Made::VendorType {
-                    vf: "0000:5e:00.4".parse().unwrap_or_else(|_| unreachable!()),
+                    vf: "0000:5e:00.4".parse().unwrap(),
                     type_id: 1151,
                 },
             ],
         );
         let path = Path::new("/run/vgpu/hook/x");
-        let text = record.encode(path).map(String::from_utf8);
+        let text = String::from_utf8(record.encode(path).unwrap()).unwrap();
         assert_eq!(
-            text.ok().and_then(Result::ok),
-            Some("{\"version\":1,\"domain\":\"vm1\",\"made\":[{\"kind\":\"mdev\",\"uuid\":\"00000000-0000-0000-0000-000000000001\"},{\"kind\":\"vendor-type\",\"vf\":\"0000:5e:00.4\",\"type_id\":1151}]}\n".to_owned())
+            text,
+            "{\"version\":1,\"domain\":\"vm1\",\"made\":[{\"kind\":\"mdev\",\"uuid\":\"00000000-0000-0000-0000-000000000001\"},{\"kind\":\"vendor-type\",\"vf\":\"0000:5e:00.4\",\"type_id\":1151}]}\n"
         );
     }
 }
