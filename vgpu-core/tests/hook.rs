@@ -117,14 +117,20 @@ fn release_domain_leaves_a_vf_a_process_holds_open_and_says_who() {
     let node = format!("/dev/vfio/{}", group.file_name().unwrap().to_string_lossy());
     host.hold(4242, "qemu-system-x86", &node).unwrap();
     let released = m.release_domain(DOMAIN, "vm").unwrap();
+    let reason = "process 4242 (qemu-system-x86) holds it open";
     assert_eq!(
-        (released.stopped, released.left),
+        (
+            released.stopped,
+            released.left,
+            audit(&paths(&host)).contains(&record("leave", VF, reason))
+        ),
         (
             Vec::new(),
             vec![Left {
                 made: vendor_type(VF, 1153),
-                reason: "process 4242 (qemu-system-x86) holds it open".to_owned()
-            }]
+                reason: reason.to_owned()
+            }],
+            true
         )
     );
 }

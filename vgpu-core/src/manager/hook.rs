@@ -418,15 +418,17 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
             }
         };
         if let Some(reason) = changed(op, &made, now.as_ref()) {
+            op.note("leave", &id.to_string(), &reason);
             released.left.push(Left { made, reason });
             continue;
         }
         match stop(op, id) {
             Ok(_) => released.stopped.push(made),
-            Err(Error::HeldOpen { pid, command, .. }) => released.left.push(Left {
-                made,
-                reason: format!("process {pid} ({command}) holds it open"),
-            }),
+            Err(Error::HeldOpen { pid, command, .. }) => {
+                let reason = format!("process {pid} ({command}) holds it open");
+                op.note("leave", &id.to_string(), &reason);
+                released.left.push(Left { made, reason });
+            }
             Err(err) => {
                 released.failed.push((made.clone(), err));
                 kept.push(made);

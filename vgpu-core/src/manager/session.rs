@@ -598,6 +598,11 @@ impl Operation<'_> {
         })
     }
 
+    /// Records in the audit log that `device` was left as it is, and why.
+    pub(crate) fn note(&self, action: &str, device: &str, why: &str) {
+        self.session.record(action, device, why);
+    }
+
     /// Audits a step the operation took outside these helpers.
     pub(crate) fn audit<T>(&self, action: &str, device: &str, result: &Result<T>) {
         self.session.record_result(action, device, result);
