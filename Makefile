@@ -27,3 +27,4 @@ bench: deps
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
 	$(CARGO) bench -p vgpu-libvirt --bench owners
+	$(CARGO) bench -p vgpu-cli --bench hook

@@ -15,9 +15,13 @@ use clap::{Parser, Subcommand};
 use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
+mod hook;
 mod mutate;
+mod nova;
 mod render;
 mod vm;
+
+pub use hook::DEFAULT_HOOKS_DIR;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;
@@ -253,6 +257,52 @@ pub enum Command {
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.
     Owners,
+    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
+    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
+    NovaConfig,
+    /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
+    /// when it stops, and its installation.
+    Hook {
+        /// What to do.
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+}
+
+/// The `hook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Run as libvirt runs /etc/libvirt/hooks/qemu.d/*: DOMAIN OP SUBOP EXTRA, the domain XML
+    /// on stdin. `prepare begin` makes the domain's vGPUs (exit 1 and one line on stderr when
+    /// one cannot be made, after undoing the rest); `release end` takes back what it made;
+    /// anything else exits 0 at once.
+    Qemu {
+        /// The domain's name.
+        #[arg(allow_hyphen_values = true)]
+        domain: String,
+        /// The operation (prepare, start, started, stopped, release, migrate, ...).
+        #[arg(allow_hyphen_values = true)]
+        op: String,
+        /// The sub-operation (begin, end).
+        #[arg(allow_hyphen_values = true)]
+        subop: String,
+        /// What libvirt passes last (`-`).
+        #[arg(allow_hyphen_values = true, num_args = 0..)]
+        extra: Vec<String>,
+    },
+    /// Install DIR/qemu.d/vgpu, a script that runs this vgpuctl as the hook with this
+    /// --root and --state-root. Other hooks are left alone.
+    Install {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = hook::DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
+    /// Remove DIR/qemu.d/vgpu if `hook install` wrote it.
+    Uninstall {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = hook::DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
 }
 
 /// A vGPU to create or define.
@@ -268,9 +318,17 @@ pub struct VgpuArgs {
     pub uuid: Option<uuid::Uuid>,
 }
 
-/// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
+/// Sets up logging to stderr: warnings by default (errors only for the libvirt hook, whose
+/// stderr libvirt shows the user), more with `-v`, or as `VGPU_LOG` says.
+pub fn init_logging(cli: &Cli) {
+    let quiet = matches!(
+        cli.command,
+        Command::Hook {
+            command: HookCommand::Qemu { .. }
+        }
+    );
+    let default = match cli.verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -351,6 +409,12 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
         Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
             vm::run(cli, &paths, out)
+        }
+        Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::NovaConfig => {
+            let (inventory, _nvml) = discover()?;
+            nova::run(cli.json, &paths, &inventory, out)?;
+            Ok(EXIT_OK)
         }
         Command::Check { gpu } => {
             let inventory = vgpu_core::discover(&paths).with_context(|| {

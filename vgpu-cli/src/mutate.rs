@@ -291,8 +291,10 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Check { .. }
         | Command::Attach { .. }
         | Command::Detach { .. }
-        | Command::Owners => {
-            anyhow::bail!("{:?} does not change the host", cli.command)
+        | Command::Owners
+        | Command::Hook { .. }
+        | Command::NovaConfig => {
+            anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }
     Ok(EXIT_OK)

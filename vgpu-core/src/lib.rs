@@ -30,6 +30,9 @@
 //! - **Changes**: every change goes through a [`Manager`], which takes the host lock, writes
 //!   the audit log, honours persistent definitions (it never gives away room a defined vGPU
 //!   is owed) and undoes a change that fails part-way. [`Manager::definitions`] reads them.
+//! - **The libvirt hook**: [`Manager::prepare_domain`] makes the vGPUs a starting domain's XML
+//!   names ([`HookDomain`]) from their definitions, its metadata or its Nova flavor
+//!   ([`HookConfig`]); [`Manager::release_domain`] takes back what it made ([`Made`]).
 //! - **Errors**: [`Error`] has one variant per failure with its facts (path, errno, device);
 //!   [`Error::kind`] gives the [`ErrorKind`] a caller acts on.
 //!
@@ -100,12 +103,13 @@ pub use host::paths::HostPaths;
 pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use manager::{
-    Created, Defined, Destroyed, GpuReport, Manager, RestoreOutcome, RestoreReport, RestoreStep,
-    Target,
+    Created, Defined, Destroyed, GpuReport, HookDomain, Left, Manager, Prepared, Released,
+    RestoreOutcome, RestoreReport, RestoreStep, Target,
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
 pub use state::audit::AuditEntry;
+pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
     VfVgpuDefinition,

@@ -152,18 +152,21 @@ pub(crate) fn validate_type(text: &str) -> Result<()> {
     }
 }
 
+/// Whether the type name `name` is what `wanted` names: the same, or the same without the
+/// vendor prefix (`T4-2Q` for `GRID T4-2Q`), case-insensitively.
+pub(crate) fn name_matches(name: &str, wanted: &str) -> bool {
+    use crate::discovery::parse::strip_vendor_prefix;
+    name == wanted || strip_vendor_prefix(name).eq_ignore_ascii_case(strip_vendor_prefix(wanted))
+}
+
 /// The type of `gpu` that `wanted` names: its id (`nvidia-231`, `1151`), its name
 /// (`GRID T4-2Q`), or its name without the vendor prefix (`T4-2Q`), case-insensitively.
 pub(crate) fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuType> {
     validate_type(wanted)?;
-    let bare = crate::discovery::parse::strip_vendor_prefix(wanted);
     let found = gpu.types.iter().find(|t| t.id == wanted).or_else(|| {
-        gpu.types.iter().find(|t| {
-            t.name.as_deref().is_some_and(|n| {
-                n == wanted
-                    || crate::discovery::parse::strip_vendor_prefix(n).eq_ignore_ascii_case(bare)
-            })
-        })
+        gpu.types
+            .iter()
+            .find(|t| t.name.as_deref().is_some_and(|n| name_matches(n, wanted)))
     });
     found.ok_or_else(|| Error::UnknownType {
         gpu: gpu.address,

@@ -6,6 +6,7 @@
 //! changed and removed again if the change fails: a process killed in between leaves a
 //! definition that [`Manager::restore`] carries out, never a device that nothing describes.
 
+mod hook;
 mod provision;
 mod restore;
 mod session;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use uuid::Uuid;
 
+pub use hook::{HookDomain, Left, Prepared, Released};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreReport, RestoreStep};
 
@@ -27,6 +29,7 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 use session::{Operation, Session};
 
@@ -352,6 +355,32 @@ impl Manager {
     pub async fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
         let session = std::sync::Arc::new(self.session()?);
         provision::run(session, targets).await
+    }
+
+    /// The libvirt hook's `prepare begin`: makes every device of `domain` that is the hook's
+    /// exist, recording what it made under `run/vgpu/hook/<domain-uuid>` first (see
+    /// [`HookDomain`] and the `hook` module documentation). When one device cannot be made,
+    /// everything this call made and recorded is undone and the error names the device
+    /// ([`Error::HookDevice`]). A domain that assigns no device returns at once, without
+    /// the host lock.
+    pub fn prepare_domain(&self, domain: &HookDomain, config: &HookConfig) -> Result<Prepared> {
+        if domain.devices.is_empty() {
+            return Ok(Prepared::default());
+        }
+        self.mutate("hook-prepare", &domain.name, |op| {
+            hook::prepare(op, domain, config)
+        })
+    }
+
+    /// The libvirt hook's `release end`: takes back what `prepare_domain` made for domain
+    /// `uuid` (named `name`), leaving definitions, anything changed since, and anything a
+    /// process holds open. What cannot be taken back stays recorded and is reported in
+    /// [`Released::failed`]. A domain with no record returns at once, without the host lock.
+    pub fn release_domain(&self, uuid: Uuid, name: &str) -> Result<Released> {
+        if !crate::state::hook::record_path(&self.paths, uuid).exists() {
+            return Ok(Released::default());
+        }
+        self.mutate("hook-release", name, |op| hook::release(op, uuid, name))
     }
 
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first,

@@ -7,6 +7,7 @@
 //! Definitions are honoured here as well: [`Operation::reservations`] says what a GPU holds
 //! for defined vGPUs that are not running, and placement never gives that away.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -20,6 +21,7 @@ use crate::host::sriov::{self, SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
 use crate::state::audit::{AuditEntry, AuditLog};
+use crate::state::durable;
 use crate::state::lock::HostLock;
 use crate::state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,
@@ -62,6 +64,11 @@ enum Undo {
         address: PciAddress,
         previous: Option<String>,
     },
+    /// Put back a file of `vgpu`'s own (a hook record) as it was, or remove it.
+    File {
+        path: PathBuf,
+        previous: Option<String>,
+    },
 }
 
 impl Undo {
@@ -75,6 +82,7 @@ impl Undo {
             Undo::VfCount { .. } => "undo-sriov",
             Undo::Autoprobe { .. } => "undo-autoprobe",
             Undo::Driver { .. } => "undo-bind",
+            Undo::File { .. } => "undo-record",
         }
     }
 
@@ -82,6 +90,7 @@ impl Undo {
         match self {
             Undo::MdevDefinition(uuid) => uuid.to_string(),
             Undo::Vgpu(id) => id.to_string(),
+            Undo::File { path, .. } => path.display().to_string(),
             Undo::VfVgpuDefinition(a)
             | Undo::BindingDefinition(a)
             | Undo::SriovDefinition { pf: a, .. }
@@ -239,6 +248,10 @@ impl Operation<'_> {
                 driver::restore(paths, address, previous.as_deref())?;
                 driver::forget_previous(paths, address)
             }
+            Undo::File { path, previous } => match previous {
+                Some(text) => durable::write_atomic(&path, text.as_bytes()),
+                None => durable::remove_durably(&path).map(drop),
+            },
         }
     }
 
@@ -569,6 +582,28 @@ impl Operation<'_> {
                 previous: previous.clone(),
             })
         })
+    }
+
+    /// Replaces the file at `path` (one of `vgpu`'s own under `run/`, up to 256 KiB) with
+    /// `bytes`, or removes it when `None`, durably; undo puts back what was there.
+    pub(crate) fn replace_file(&mut self, path: &Path, bytes: Option<&[u8]>) -> Result<()> {
+        let previous = crate::host::sysfs::read_bounded(path, 256 * 1024)?;
+        let result = match bytes {
+            Some(bytes) => durable::write_atomic(path, bytes),
+            None => durable::remove_durably(path).map(drop),
+        };
+        let shown = path.display().to_string();
+        self.step("record", &shown, result, |()| {
+            Some(Undo::File {
+                path: path.to_path_buf(),
+                previous,
+            })
+        })
+    }
+
+    /// Records in the audit log that `device` was left as it is, and why.
+    pub(crate) fn note(&self, action: &str, device: &str, why: &str) {
+        self.session.record(action, device, why);
     }
 
     /// Audits a step the operation took outside these helpers.
