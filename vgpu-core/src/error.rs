@@ -125,7 +125,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The kernel accepted a write but the device did not reach the expected state in time.
+    /// A wait ran out: the kernel accepted a write but the device did not reach the expected
+    /// state in time, or a write the kernel holds until a device is released (an unbind, a
+    /// removal) did not return in time and is still pending.
     #[error("{what} did not happen within {waited_ms} ms (watching {})", path.display())]
     Timeout {
         /// What was expected.

@@ -17,6 +17,7 @@ pub(crate) mod plain_vf;
 pub(crate) mod vendor_vf;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -277,6 +278,7 @@ pub(crate) fn realize(
     paths: &HostPaths,
     placement: &Placement,
     handle: VgpuHandle,
+    within: Duration,
 ) -> Result<Option<String>> {
     match (placement, handle) {
         (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
@@ -285,7 +287,7 @@ pub(crate) fn realize(
         (Placement::VendorVf { vf, type_id }, VgpuHandle::Vf(_)) => {
             vendor_vf::set_type(paths, *vf, *type_id).map(|()| None)
         }
-        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf),
+        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf, within),
         (_, VgpuHandle::Mdev(_)) => Err(Error::UuidNotApplicable {
             device: placement.device(),
         }),
@@ -318,11 +320,14 @@ pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Ru
 
 /// Destroys the vGPU named by `handle`: removes the mediated device, clears the VF's vendor
 /// type, or gives a plain VF back to the driver it had (`fallback` when none is recorded, its
-/// default driver when `fallback` is `None`). Returns what it was.
+/// default driver when `fallback` is `None`). Returns what it was. The kernel holds each of
+/// these writes while a process has the device open; `within` bounds the wait
+/// ([`Error::Timeout`]).
 pub(crate) fn destroy(
     paths: &HostPaths,
     handle: VgpuHandle,
     fallback: Option<Option<&str>>,
+    within: Duration,
 ) -> Result<Running> {
     let not_found = || Error::NotFound {
         what: Object::Vgpu,
@@ -335,13 +340,13 @@ pub(crate) fn destroy(
     let what = running(paths, handle)?.ok_or_else(not_found)?;
     match (&what, handle) {
         (Running::Mdev { .. }, VgpuHandle::Mdev(uuid)) => {
-            mdev::remove(paths, uuid)?;
+            mdev::remove(paths, uuid, within)?;
         }
         (Running::VendorVf { .. }, VgpuHandle::Vf(vf)) => {
-            vendor_vf::clear_type(paths, vf)?;
+            vendor_vf::clear_type(paths, vf, within)?;
         }
         (Running::PlainVf, VgpuHandle::Vf(vf)) => {
-            plain_vf::release(paths, vf, fallback)?;
+            plain_vf::release(paths, vf, fallback, within)?;
         }
         _ => return Err(not_found()),
     }

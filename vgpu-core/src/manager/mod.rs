@@ -31,7 +31,7 @@ use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
-use session::{Operation, Session};
+use session::{Operation, Session, SessionOptions};
 
 /// Performs host mutations for one command.
 #[derive(Debug, Clone)]
@@ -42,6 +42,7 @@ pub struct Manager {
     lock_timeout: Duration,
     sriov: SriovOptions,
     force: bool,
+    release_timeout: Duration,
 }
 
 /// What `create` made.
@@ -93,7 +94,8 @@ fn is_gpu_function(paths: &HostPaths, address: PciAddress) -> Result<bool> {
 
 impl Manager {
     /// A manager for the host at `paths`, recording `command` (the command line) in the audit
-    /// log. Waits up to 60 s for the host lock.
+    /// log. Waits up to 60 s for the host lock and 30 s for a write the kernel holds while a
+    /// device is in use.
     pub fn new(paths: &HostPaths, command: impl Into<String>) -> Self {
         Self {
             paths: paths.clone(),
@@ -102,7 +104,19 @@ impl Manager {
             lock_timeout: Duration::from_secs(60),
             sriov: SriovOptions::default(),
             force: false,
+            release_timeout: Duration::from_secs(30),
         }
+    }
+
+    /// Waits up to `timeout` for each write the kernel holds until a device is released
+    /// instead of answering: removing an mdev, clearing a vendor vGPU, unbinding a driver
+    /// while a process has the device open (only forced operations write then) or while
+    /// NVIDIA's driver uses the GPU. After it, the operation fails with [`Error::Timeout`],
+    /// which says what it waited for; the write stays pending in the kernel and takes effect
+    /// when the device is released. VF-count changes use [`SriovOptions::timeout`].
+    pub fn with_release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
+        self
     }
 
     /// Waits up to `timeout` for the host lock.
@@ -134,9 +148,12 @@ impl Manager {
         Session::open(
             &self.paths,
             &self.command,
-            self.lock_timeout,
-            self.sriov,
-            self.force,
+            SessionOptions {
+                lock_timeout: self.lock_timeout,
+                sriov: self.sriov,
+                force: self.force,
+                release_timeout: self.release_timeout,
+            },
         )
     }
 
@@ -335,9 +352,10 @@ impl Manager {
             op.check_released(VgpuHandle::Vf(address))?;
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);
+            let within = op.within();
             let result = match recorded.or(defined) {
-                Some(previous) => driver::restore(&paths, address, previous.as_deref()),
-                None if force => driver::reprobe(&paths, address).map(drop),
+                Some(previous) => driver::restore(&paths, address, previous.as_deref(), within),
+                None if force => driver::reprobe(&paths, address, within).map(drop),
                 None => Err(Error::NotOwned { address }),
             };
             op.audit("unbind-driver", &address.to_string(), &result);

@@ -36,7 +36,22 @@ pub(crate) struct Session {
     command: String,
     sriov: SriovOptions,
     force: bool,
+    /// How long a write the kernel holds while a device is in use is waited for.
+    release_timeout: Duration,
     _lock: HostLock,
+}
+
+/// How a session waits and whether it forces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionOptions {
+    /// How long to wait for the host lock.
+    pub(crate) lock_timeout: Duration,
+    /// How VF counts change.
+    pub(crate) sriov: SriovOptions,
+    /// Whether devices held open are taken anyway.
+    pub(crate) force: bool,
+    /// How long a write the kernel holds while a device is in use is waited for.
+    pub(crate) release_timeout: Duration,
 }
 
 /// A step that was taken, and how to take it back.
@@ -102,14 +117,14 @@ impl Undo {
 }
 
 impl Session {
-    /// Takes the host lock (waiting up to `lock_timeout`) and opens the audit log.
-    pub(crate) fn open(
-        paths: &HostPaths,
-        command: &str,
-        lock_timeout: Duration,
-        sriov: SriovOptions,
-        force: bool,
-    ) -> Result<Self> {
+    /// Takes the host lock (waiting up to `options.lock_timeout`) and opens the audit log.
+    pub(crate) fn open(paths: &HostPaths, command: &str, options: SessionOptions) -> Result<Self> {
+        let SessionOptions {
+            lock_timeout,
+            sriov,
+            force,
+            release_timeout,
+        } = options;
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
             paths: paths.clone(),
@@ -118,6 +133,7 @@ impl Session {
             command: command.to_owned(),
             sriov,
             force,
+            release_timeout,
             _lock: lock,
         })
     }
@@ -194,6 +210,12 @@ impl Operation<'_> {
         &self.session.paths
     }
 
+    /// How long a write the kernel holds while a device is in use (an unbind, a removal) is
+    /// waited for before [`Error::Timeout`].
+    pub(crate) fn within(&self) -> Duration {
+        self.session.release_timeout
+    }
+
     pub(crate) fn store(&self) -> &Store {
         &self.session.store
     }
@@ -239,13 +261,13 @@ impl Operation<'_> {
                 Some(def) => store.define_sriov(&def),
                 None => store.undefine_sriov(pf).map(drop),
             },
-            Undo::Vgpu(id) => backend::destroy(paths, id, None).map(drop),
+            Undo::Vgpu(id) => backend::destroy(paths, id, None, self.within()).map(drop),
             Undo::VfCount { pf, before } => {
                 sriov::set_vf_count(paths, pf, before, self.session.sriov).map(drop)
             }
             Undo::Autoprobe { pf, was } => sriov::set_autoprobe(paths, pf, was),
             Undo::Driver { address, previous } => {
-                driver::restore(paths, address, previous.as_deref())?;
+                driver::restore(paths, address, previous.as_deref(), self.within())?;
                 driver::forget_previous(paths, address)
             }
             Undo::File { path, previous } => match previous {
@@ -469,7 +491,7 @@ impl Operation<'_> {
         placement: &Placement,
         id: VgpuHandle,
     ) -> Result<Option<String>> {
-        let result = backend::realize(self.paths(), placement, id);
+        let result = backend::realize(self.paths(), placement, id, self.within());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
@@ -513,7 +535,7 @@ impl Operation<'_> {
         id: VgpuHandle,
         fallback: Option<Option<&str>>,
     ) -> Result<Running> {
-        let result = backend::destroy(self.paths(), id, fallback);
+        let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| None)
     }
 
@@ -565,10 +587,12 @@ impl Operation<'_> {
         driver_name: &str,
     ) -> Result<Option<String>> {
         let paths = self.session.paths.clone();
-        let result = driver::bind(&paths, address, driver_name).and_then(|previous| {
+        let within = self.within();
+        let result = driver::bind(&paths, address, driver_name, within).and_then(|previous| {
             if previous.as_deref() != Some(driver_name) {
                 if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
-                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref()) {
+                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref(), within)
+                    {
                         tracing::error!(%address, "cannot rebind the previous driver: {}", undo.chain());
                     }
                     return Err(err);
