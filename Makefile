@@ -29,3 +29,4 @@ bench: deps
 	$(CARGO) bench -p vgpu-sim --bench ops
 	$(CARGO) bench -p vgpu-libvirt --bench owners
 	$(CARGO) bench -p vgpu-core --bench plan --features test-support
+	$(CARGO) bench -p vgpu-cli --bench hook

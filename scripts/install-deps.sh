@@ -12,6 +12,8 @@ packages=(
   libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
   qemu-system-x86             # the emulator the QEMU driver probes and starts
   libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
+  libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory
+  python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
 )
 
 sudo_cmd=()

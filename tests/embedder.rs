@@ -323,3 +323,21 @@ fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
         }
     );
 }
+
+/// An NVIDIA GPU holds one type at a time: a defined T4-2Q that is not running keeps a T4-8Q
+/// off the GPU, so `restore` can still start it.
+#[test]
+fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
+    let host = mount("t4-legacy");
+    let manager = Manager::new(&host.paths, "embedder test");
+    manager.define(T4, "T4-2Q", None, Start::Auto).unwrap();
+    let err = manager.create(T4, "T4-8Q", None, None).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            vgpu::Error::NoCapacity { type_id, asked: 1, available: 0, reserved: 1, .. }
+                if type_id == "nvidia-233"
+        ),
+        "{err:?}"
+    );
+}

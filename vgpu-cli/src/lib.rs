@@ -16,11 +16,14 @@ use clap::{Parser, Subcommand};
 use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
+mod hook;
 mod mutate;
+mod nova;
 mod plans;
 mod render;
 mod vm;
 
+pub use hook::DEFAULT_HOOKS_DIR;
 pub use plans::PolicyArg;
 
 /// Success.
@@ -122,7 +125,7 @@ pub enum Command {
         auto: bool,
     },
     /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
-    /// open or a libvirt domain references it.
+    /// open or a libvirt domain references it (checked when libvirt answers at --connect).
     Destroy {
         /// A mediated device UUID or a VF address.
         id: String,
@@ -171,7 +174,7 @@ pub enum Command {
         /// With --define: bind at boot (`restore`).
         #[arg(long, requires = "define")]
         auto: bool,
-        /// Bind a device that is neither a GPU nor a VF of one.
+        /// Bind a device that is neither a GPU nor a VF of one, or one a process holds open.
         #[arg(long)]
         force: bool,
     },
@@ -248,9 +251,13 @@ pub enum Command {
         /// Change the persistent configuration (default: always).
         #[arg(long)]
         config: bool,
-        /// Then destroy the vGPU and its definition.
+        /// Then destroy the vGPU and its definition (refused while another domain names it or
+        /// a process holds it open).
         #[arg(long)]
         destroy: bool,
+        /// With --destroy: destroy it even then.
+        #[arg(long, requires = "destroy")]
+        force: bool,
     },
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.
@@ -320,6 +327,52 @@ pub enum Command {
         #[arg(long)]
         apply: bool,
     },
+    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
+    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
+    NovaConfig,
+    /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
+    /// when it stops, and its installation.
+    Hook {
+        /// What to do.
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+}
+
+/// The `hook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Run as libvirt runs /etc/libvirt/hooks/qemu.d/*: DOMAIN OP SUBOP EXTRA, the domain XML
+    /// on stdin. `prepare begin` makes the domain's vGPUs (exit 1 and one line on stderr when
+    /// one cannot be made, after undoing the rest); `release end` takes back what it made;
+    /// anything else exits 0 at once.
+    Qemu {
+        /// The domain's name.
+        #[arg(allow_hyphen_values = true)]
+        domain: String,
+        /// The operation (prepare, start, started, stopped, release, migrate, ...).
+        #[arg(allow_hyphen_values = true)]
+        op: String,
+        /// The sub-operation (begin, end).
+        #[arg(allow_hyphen_values = true)]
+        subop: String,
+        /// What libvirt passes last (`-`).
+        #[arg(allow_hyphen_values = true, num_args = 0..)]
+        extra: Vec<String>,
+    },
+    /// Install DIR/qemu.d/vgpu, a script that runs this vgpuctl as the hook with this
+    /// --root and --state-root. Other hooks are left alone.
+    Install {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = hook::DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
+    /// Remove DIR/qemu.d/vgpu if `hook install` wrote it.
+    Uninstall {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = hook::DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
 }
 
 /// A vGPU to create or define.
@@ -335,9 +388,17 @@ pub struct VgpuArgs {
     pub uuid: Option<uuid::Uuid>,
 }
 
-/// Sets up logging to stderr: warnings by default, more with `-v`, or as `VGPU_LOG` says.
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
+/// Sets up logging to stderr: warnings by default (errors only for the libvirt hook, whose
+/// stderr libvirt shows the user), more with `-v`, or as `VGPU_LOG` says.
+pub fn init_logging(cli: &Cli) {
+    let quiet = matches!(
+        cli.command,
+        Command::Hook {
+            command: HookCommand::Qemu { .. }
+        }
+    );
+    let default = match cli.verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -423,6 +484,12 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Apply { .. }
         | Command::Assert { .. }
         | Command::Place { .. } => plans::run(cli, &paths, out),
+        Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::NovaConfig => {
+            let (inventory, _nvml) = discover()?;
+            nova::run(cli.json, &paths, &inventory, out)?;
+            Ok(EXIT_OK)
+        }
         Command::Check { gpu } => {
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())

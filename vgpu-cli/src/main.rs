@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
         }
     };
-    vgpu_cli::init_logging(cli.verbose);
+    vgpu_cli::init_logging(&cli);
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match run(&cli, &mut out) {

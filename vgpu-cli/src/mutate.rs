@@ -138,7 +138,11 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 .undefine(handle(id)?)
                 .with_context(|| format!("cannot undefine {id}"))?;
             if !removed {
-                anyhow::bail!("{id} is not defined");
+                anyhow::bail!(vgpu_core::Error::NotFound {
+                    what: vgpu_core::Object::Definition,
+                    id: id.clone(),
+                    path: paths.etc(),
+                });
             }
             emit(
                 cli,
@@ -180,6 +184,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         } => {
             let define = define.then(|| start(*auto));
             let previous = manager
+                .with_force(*force)
                 .bind(*address, driver, define, *force)
                 .with_context(|| format!("cannot bind {address} to {driver}"))?;
             #[derive(Serialize)]
@@ -290,8 +295,10 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Plan { .. }
         | Command::Apply { .. }
         | Command::Assert { .. }
-        | Command::Place { .. } => {
-            anyhow::bail!("{:?} does not change the host", cli.command)
+        | Command::Place { .. }
+        | Command::Hook { .. }
+        | Command::NovaConfig => {
+            anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }
     Ok(EXIT_OK)

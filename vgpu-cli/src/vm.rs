@@ -111,6 +111,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             live,
             config,
             destroy,
+            force,
         } => {
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
@@ -119,7 +120,20 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             conn.detach(domain, id, scope)
                 .with_context(|| format!("cannot detach {id} from {domain}"))?;
             if *destroy {
+                // Another domain, or another scope of this one, may still name it.
+                let inventory = discover(paths)?;
+                let holders = domains_holding(&conn.owners(&inventory)?, id);
+                if !holders.is_empty() && !*force {
+                    let held = vgpu_core::Error::InUse {
+                        device: id.to_string(),
+                        by: format!("libvirt domain(s) {} reference it", holders.join(", ")),
+                    };
+                    return Err(anyhow::Error::new(held).context(format!(
+                        "{id} was detached from {domain}, but not destroyed"
+                    )));
+                }
                 Manager::new(paths, command_line())
+                    .with_force(*force)
                     .destroy(id)
                     .with_context(|| format!("{id} was detached from {domain}, but"))?;
             }
@@ -235,31 +249,44 @@ fn attach_new(
         gpu.backend,
         vgpu_core::Backend::Mdev | vgpu_core::Backend::VfMdev
     );
+    // A vGPU runs on the host when discovery lists it, or, for a plain VF, when the VF is on
+    // vfio-pci (plain VFs are assigned whole, discovery lists no vGPU for them).
+    let running = |id: VgpuHandle| {
+        gpu.vgpus.iter().any(|v| v.id == id)
+            || matches!(id, VgpuHandle::Vf(vf) if gpu.backend == vgpu_core::Backend::Sriov
+                && gpu.vfs.iter().any(|v| v.address == vf && v.driver.as_deref() == Some("vfio-pci")))
+    };
     // The vGPU this request names, when it exists already.
     let existing = if mdev_backend {
         let uuid = derived_uuid(domain.uuid, new.index);
         let id = VgpuHandle::Mdev(uuid);
-        let on_host = gpu.vgpus.iter().any(|v| v.id == id);
         let in_domain = attached.iter().any(|a| a.device == id);
-        (on_host || in_domain).then_some(id)
+        (running(id) || in_domain).then_some(id)
     } else {
         // VF-based vGPUs are named by their VF: the domain's index-th hostdev on this GPU.
-        attached
+        let held: Vec<VgpuHandle> = attached
             .iter()
             .map(|a| a.device)
             .filter(|d| matches!(d, VgpuHandle::Vf(vf) if gpu.vfs.iter().any(|v| v.address == *vf)))
-            .nth(new.index as usize)
+            .collect();
+        if new.index as usize > held.len() {
+            anyhow::bail!(vgpu_core::Error::BadName {
+                value: new.index.to_string(),
+                expected: "an index at most the number of vGPUs the domain holds on that GPU",
+            });
+        }
+        held.get(new.index as usize).copied()
     };
     let manager = Manager::new(paths, command_line());
-    let (id, created) = match existing {
-        Some(id) if gpu.vgpus.iter().any(|v| v.id == id) => (id, false),
+    let (id, made) = match existing {
+        Some(id) if running(id) => (id, Made::Found),
         Some(id) => {
             // In the domain's XML but not on the host (after a reboot without restore):
             // bring it back from its definition.
             manager
                 .start(id)
                 .with_context(|| format!("{} holds {id}, which cannot be started", domain.name))?;
-            (id, true)
+            (id, Made::Started)
         }
         None => {
             let uuid = mdev_backend.then(|| derived_uuid(domain.uuid, new.index));
@@ -268,24 +295,43 @@ fn attach_new(
                 .with_context(|| {
                     format!("cannot create a {} vGPU on {}", new.type_name, new.gpu)
                 })?;
-            (made.id, true)
+            (made.id, Made::Created)
         }
     };
     let result = attach_existing(conn, paths, &domain.name, id, scope, new.shape);
-    match result {
-        Ok(mut done) => {
-            done.created = created;
-            done.changed = done.changed || created;
+    match (result, made) {
+        (Ok(mut done), made) => {
+            done.created = made == Made::Created;
+            done.changed = done.changed || made != Made::Found;
             Ok(done)
         }
-        Err(err) if created => {
+        // Undo only what this run did: a vGPU it created goes with its definition, one it
+        // started from an existing definition is stopped and stays defined.
+        (Err(err), Made::Created) => {
             if let Err(undo) = manager.destroy(id) {
                 tracing::error!(%id, "cannot destroy the vGPU after a failed attach: {undo:#}");
             }
             Err(err)
         }
-        Err(err) => Err(err),
+        (Err(err), Made::Started) => {
+            if let Err(undo) = manager.stop(id) {
+                tracing::error!(%id, "cannot stop the vGPU after a failed attach: {undo:#}");
+            }
+            Err(err)
+        }
+        (Err(err), Made::Found) => Err(err),
     }
+}
+
+/// What `attach --gpu` did to the vGPU before attaching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// It was running already.
+    Found,
+    /// It was defined and this run started it.
+    Started,
+    /// This run created it, with its definition.
+    Created,
 }
 
 /// The domains that reference `id`, when libvirt answers at `uri`; `None` (and a warning) when
@@ -303,7 +349,11 @@ pub(crate) fn holders_of(
         }
     };
     let inventory = discover(paths)?;
-    let owners: Owners = conn.owners(&inventory)?;
+    Ok(Some(domains_holding(&conn.owners(&inventory)?, id)))
+}
+
+/// The domains that reference `id`, live or in their configuration, sorted.
+fn domains_holding(owners: &Owners, id: VgpuHandle) -> Vec<String> {
     let mut domains: Vec<String> = owners
         .vgpus
         .iter()
@@ -319,5 +369,5 @@ pub(crate) fn holders_of(
         .collect();
     domains.sort();
     domains.dedup();
-    Ok(Some(domains))
+    domains
 }

@@ -1092,7 +1092,7 @@ fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
 }
 
 /// A guest's QEMU holds the mdev's group node open: `destroy` names it and changes nothing;
-/// `--force` goes ahead.
+/// `--force` writes the removal, which the kernel (the simulator) holds until QEMU exits.
 #[test]
 fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
     let h = host("t4-legacy");
@@ -1107,7 +1107,13 @@ fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
     h.sim.hold(4242, "qemu-system-x86", &node).unwrap();
     let refused = vgpuctl(&h, &["destroy", UUID, "--json"]);
     let kept = vgpu_ids(&h, T4);
-    let forced = vgpuctl(&h, &["destroy", UUID, "--force"]);
+    let forced = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            h.sim.drop_process(4242).unwrap();
+        });
+        vgpuctl(&h, &["destroy", UUID, "--force"])
+    });
     assert_eq!(
         (
             refused.status.code(),

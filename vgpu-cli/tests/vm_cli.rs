@@ -339,3 +339,115 @@ fn attach_with_guest_address_keeps_it_in_the_domain_xml() {
         "{xml}"
     );
 }
+
+/// `attach --gpu` that starts a defined vGPU and then fails to attach stops it again: its
+/// definition stays, so the domain's vGPU can still be started.
+#[test]
+fn failed_attach_of_a_started_vgpu_keeps_its_definition() {
+    let h = host();
+    h.define("vm1");
+    let first = json(&vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
+    ));
+    let id = first["id"].as_str().unwrap().to_owned();
+    vgpuctl(&h, &["stop", &id]);
+    // A live attach to a domain that is not running: libvirt refuses.
+    let failed = vgpuctl(
+        &h,
+        &[
+            "attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--live", "--json",
+        ],
+    );
+    let started = vgpuctl(&h, &["start", &id]);
+    assert_eq!(
+        (
+            failed.status.code(),
+            &json(&failed)["kind"],
+            started.status.code()
+        ),
+        (Some(1), &serde_json::json!("conflict"), Some(0))
+    );
+}
+
+#[test]
+fn detach_with_destroy_of_a_vgpu_another_domain_names_is_refused_until_forced() {
+    let h = host();
+    create(&h, T4, "T4-2Q", Some(UUID));
+    h.define("vm1");
+    vgpuctl(&h, &["attach", "vm1", UUID, "--config"]);
+    // Another tool then gives vm2 the same vGPU, behind vgpuctl's back.
+    h.define_with(
+        "vm2",
+        &format!(
+            "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\
+             <source><address uuid='{UUID}'/></source></hostdev>"
+        ),
+    );
+    let refused = vgpuctl(&h, &["detach", "vm1", UUID, "--destroy", "--json"]);
+    let forced = vgpuctl(&h, &["detach", "vm2", UUID, "--destroy", "--force"]);
+    assert_eq!(
+        (
+            refused.status.code(),
+            &json(&refused)["kind"],
+            forced.status.code()
+        ),
+        (Some(1), &serde_json::json!("busy"), Some(0))
+    );
+}
+
+#[test]
+fn attach_with_gpu_of_a_plain_vf_twice_changes_nothing_the_second_time() {
+    const FLEX: &str = "0001:03:00.0";
+    let h = host();
+    h.define("vm1");
+    vgpuctl(&h, &["sriov", FLEX, "--vfs", "2"]);
+    let first = json(&vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", FLEX, "--type", "vf", "--json"],
+    ));
+    let second = vgpuctl(
+        &h,
+        &["attach", "vm1", "--gpu", FLEX, "--type", "vf", "--json"],
+    );
+    assert_eq!(
+        (
+            &first["kind"],
+            second.status.code(),
+            &json(&second)["changed"],
+            &json(&second)["id"]
+        ),
+        (
+            &serde_json::json!("plain-vf"),
+            Some(0),
+            &serde_json::json!(false),
+            &first["id"]
+        )
+    );
+}
+
+#[test]
+fn attach_with_an_index_past_the_domains_vgpus_is_bad_input() {
+    let h = host();
+    h.define("vm1");
+    let out = vgpuctl(
+        &h,
+        &[
+            "attach", "vm1", "--gpu", L40S, "--type", "L40S-24Q", "--index", "1", "--json",
+        ],
+    );
+    assert_eq!(
+        (out.status.code(), &json(&out)["kind"]),
+        (Some(1), &serde_json::json!("bad-input"))
+    );
+}
+
+#[test]
+fn undefine_of_an_undefined_vgpu_is_not_found() {
+    let h = host();
+    let out = vgpuctl(&h, &["undefine", UUID, "--json"]);
+    assert_eq!(
+        (out.status.code(), &json(&out)["kind"]),
+        (Some(1), &serde_json::json!("not-found"))
+    );
+}

@@ -125,7 +125,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The kernel accepted a write but the device did not reach the expected state in time.
+    /// A wait ran out: the kernel accepted a write but the device did not reach the expected
+    /// state in time, or a write the kernel holds until a device is released (an unbind, a
+    /// removal) did not return in time and is still pending.
     #[error("{what} did not happen within {waited_ms} ms (watching {})", path.display())]
     Timeout {
         /// What was expected.
@@ -444,6 +446,55 @@ pub enum Error {
         /// How many fit.
         fits: u32,
     },
+    /// The libvirt hook's configuration (`etc/vgpu/hook.toml`) is not valid.
+    #[error("invalid {}: {reason}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, in one line.
+        reason: String,
+    },
+    /// A vGPU a domain names is neither running nor defined, so nothing says how to make it.
+    #[error("{id} is neither running nor defined (no definition under {})", path.display())]
+    NotDefined {
+        /// The vGPU.
+        id: String,
+        /// Where its definition would be.
+        path: PathBuf,
+    },
+    /// A domain names an NVIDIA vendor-VFIO VF, and nothing says which vGPU type it gets.
+    #[error(
+        "no vGPU type for VF {vf}: define one (vgpuctl define), name one in the domain's \
+         metadata (<vgpu:vgpu type=\"…\"/>), or map its Nova flavor in {}",
+        config.display()
+    )]
+    NoTypeForVf {
+        /// The VF.
+        vf: PciAddress,
+        /// The hook's configuration file.
+        config: PathBuf,
+    },
+    /// A domain's Nova flavor has no vGPU type in the hook's configuration.
+    #[error("Nova flavor {flavor:?} has no vGPU type in {} ([flavors])", path.display())]
+    FlavorNotMapped {
+        /// The flavor's name.
+        flavor: String,
+        /// The hook's configuration file.
+        path: PathBuf,
+    },
+    /// The libvirt hook could not make one of a domain's devices ready.
+    #[error("domain {domain}: cannot make {device} ready{}", from.as_deref().map(|f| format!(" ({f})")).unwrap_or_default())]
+    HookDevice {
+        /// The domain's name.
+        domain: String,
+        /// The device: a mdev UUID or a PCI address.
+        device: String,
+        /// Where its type came from, when that is not its definition.
+        from: Option<String>,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// The host lock is held by another `vgpuctl`.
     #[error(
         "another vgpuctl holds {} (waited {waited_ms} ms)",
@@ -536,9 +587,12 @@ impl Error {
     /// The category a caller acts on.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotFound { .. } | Error::UnknownType { .. } | Error::Gone { .. } => {
-                ErrorKind::NotFound
-            }
+            Error::NotFound { .. }
+            | Error::UnknownType { .. }
+            | Error::Gone { .. }
+            | Error::NotDefined { .. }
+            | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
+            Error::HookDevice { source, .. } => source.kind(),
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }
@@ -565,7 +619,9 @@ impl Error {
             | Error::BadVfCount { .. }
             | Error::NotGpu { .. }
             | Error::Desired { .. }
-            | Error::PlanRefused { .. } => ErrorKind::BadInput,
+            | Error::PlanRefused { .. }
+            | Error::Config { .. }
+            | Error::NoTypeForVf { .. } => ErrorKind::BadInput,
             Error::Read { .. }
             | Error::Missing { .. }
             | Error::DanglingLink { .. }

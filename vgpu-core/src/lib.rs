@@ -36,6 +36,9 @@
 //!   the reasons it cannot be done ([`Plan`]); [`Manager::apply`] carries it out, one
 //!   operation per GPU. [`place`] chooses GPUs for new vGPUs ([`Policy::Pack`] or
 //!   [`Policy::Spread`]).
+//! - **The libvirt hook**: [`Manager::prepare_domain`] makes the vGPUs a starting domain's XML
+//!   names ([`HookDomain`]) from their definitions, its metadata or its Nova flavor
+//!   ([`HookConfig`]); [`Manager::release_domain`] takes back what it made ([`Made`]).
 //! - **Errors**: [`Error`] has one variant per failure with its facts (path, errno, device);
 //!   [`Error::kind`] gives the [`ErrorKind`] a caller acts on.
 //!
@@ -108,7 +111,8 @@ pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
-    Manager, Progress, RestoreOutcome, RestoreReport, RestoreStep, Target,
+    HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreReport,
+    RestoreStep, Target,
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
@@ -121,6 +125,7 @@ pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
 pub use plan::planner::plan;
 pub use plan::{DefinitionSet, HostState};
 pub use state::audit::AuditEntry;
+pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
     VfVgpuDefinition,

@@ -1,16 +1,19 @@
 //! The release guard: a vGPU whose VFIO device a process holds open (a guest's QEMU) is not
 //! removed from under it unless forced. The simulator serves `proc/<pid>/fd` links to the
-//! device's group node or its `vfio-dev` character device, as the kernel does.
+//! device's group node or its `vfio-dev` character device, as the kernel does. Forced, the
+//! removal is written and the kernel (the simulator) holds it until the holder lets go: the
+//! manager waits up to its release timeout and then fails with `Error::Timeout`.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use common::{addr, gpu, manager, paths};
 use uuid::Uuid;
-use vgpu_core::{Error, ErrorKind, Manager, VgpuHandle};
+use vgpu_core::{Error, ErrorKind, Manager, SriovOptions, VgpuHandle};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -37,6 +40,30 @@ fn cdev_node(dir: &Path) -> String {
 
 fn mdev_dir(host: &SimHost, uuid: Uuid) -> std::path::PathBuf {
     host.root().join(format!("sys/bus/mdev/devices/{uuid}"))
+}
+
+/// `(what, path, waited_ms)` of an [`Error::Timeout`].
+fn timeout(err: &Error) -> Option<(String, PathBuf, u128)> {
+    match err {
+        Error::Timeout {
+            what,
+            path,
+            waited_ms,
+        } => Some((what.clone(), path.clone(), *waited_ms)),
+        _ => None,
+    }
+}
+
+/// Polls `done` for up to 5 s.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
 }
 
 fn held_open(err: &Error) -> Option<(&str, u32, &str, &str)> {
@@ -75,19 +102,156 @@ fn destroy_of_an_mdev_open_by_a_process_is_refused_naming_it() {
     );
 }
 
+/// Forced, the removal is written; the kernel holds it until the holder lets go, and the
+/// manager gives up at its deadline saying what it waited for. The mdev is still there.
 #[test]
-fn destroy_with_force_removes_an_mdev_open_by_a_process() {
+fn destroy_with_force_of_an_mdev_held_open_times_out_naming_what_it_waited_for() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
         .create(T4, "T4-2Q", Some(UUID), None)
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    let err = manager(&host)
+        .with_force(true)
+        .with_release_timeout(Duration::from_millis(200))
+        .destroy(VgpuHandle::Mdev(UUID))
+        .unwrap_err();
+    let remove = paths(&host)
+        .pci_device(&addr(T4))
+        .join(UUID.to_string())
+        .join("remove");
+    assert_eq!(
+        (timeout(&err), gpu(&host, T4).vgpus.len()),
+        (
+            Some((
+                format!(
+                    "the release of mediated device {UUID} by the processes holding it open \
+                     (writing \"1\" stays pending in the kernel until then)"
+                ),
+                remove,
+                200
+            )),
+            1
+        )
+    );
+}
+
+#[test]
+fn destroy_with_force_timed_out_removal_takes_effect_when_the_holder_exits() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
+        .unwrap();
+    host.hold(QEMU, "qemu-system-x86", &group_node(&mdev_dir(&host, UUID)))
+        .unwrap();
     manager(&host)
         .with_force(true)
+        .with_release_timeout(Duration::from_millis(100))
         .destroy(VgpuHandle::Mdev(UUID))
+        .unwrap_err();
+    host.drop_process(QEMU).unwrap();
+    assert!(eventually(|| gpu(&host, T4).vgpus.is_empty()));
+}
+
+#[test]
+fn destroy_with_force_goes_through_when_the_holder_exits_in_time() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(T4, "T4-2Q", Some(UUID), None)
         .unwrap();
+    host.hold(QEMU, "qemu-system-x86", &group_node(&mdev_dir(&host, UUID)))
+        .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            host.drop_process(QEMU).unwrap();
+        });
+        manager(&host)
+            .with_force(true)
+            .with_release_timeout(Duration::from_secs(10))
+            .destroy(VgpuHandle::Mdev(UUID))
+            .unwrap();
+    });
     assert_eq!(gpu(&host, T4).vgpus.len(), 0);
+}
+
+#[test]
+fn stop_with_force_of_a_vendor_vf_held_open_times_out() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let created = manager(&host).create(L40S, "L40S-24Q", None, None).unwrap();
+    let VgpuHandle::Vf(vf) = created.id else {
+        panic!("a vendor-VFIO vGPU is named by its VF: {:?}", created.id);
+    };
+    host.hold(
+        QEMU,
+        "qemu-system-x86",
+        &cdev_node(&paths(&host).pci_device(&vf)),
+    )
+    .unwrap();
+    let err = manager(&host)
+        .with_force(true)
+        .with_release_timeout(Duration::from_millis(200))
+        .stop(created.id)
+        .unwrap_err();
+    let path = paths(&host)
+        .pci_device(&vf)
+        .join("nvidia/current_vgpu_type");
+    assert_eq!(
+        (
+            timeout(&err).map(|(_, p, ms)| (p, ms)),
+            gpu(&host, L40S).vgpus.len()
+        ),
+        (Some((path, 200)), 1)
+    );
+}
+
+#[test]
+fn unbind_with_force_of_a_plain_vf_held_open_times_out_and_keeps_vfio_pci() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (_, vf, _) = flex_vf_open_by_qemu(&host);
+    let err = manager(&host)
+        .with_force(true)
+        .with_release_timeout(Duration::from_millis(200))
+        .unbind(vf, false)
+        .unwrap_err();
+    assert_eq!(
+        (
+            timeout(&err).map(|(_, p, ms)| (p, ms)),
+            gpu(&host, FLEX).vfs[0].driver.as_deref()
+        ),
+        (
+            Some((paths(&host).pci_drivers().join("vfio-pci/unbind"), 200)),
+            Some("vfio-pci")
+        )
+    );
+}
+
+#[test]
+fn disabling_vfs_with_force_while_one_is_held_open_times_out() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (_, _, _) = flex_vf_open_by_qemu(&host);
+    let err = manager(&host)
+        .with_force(true)
+        .with_sriov_options(SriovOptions {
+            force: true,
+            timeout: Duration::from_millis(200),
+        })
+        .set_vfs(FLEX, 0, None, false)
+        .unwrap_err();
+    assert_eq!(
+        (
+            timeout(&err).map(|(_, p, ms)| (p, ms)),
+            gpu(&host, FLEX).vfs.len()
+        ),
+        (
+            Some((
+                paths(&host).pci_device(&addr(FLEX)).join("sriov_numvfs"),
+                200
+            )),
+            2
+        )
+    );
 }
 
 #[test]
@@ -213,4 +377,23 @@ fn guard_ignores_addresses_it_does_not_hold() {
         .destroy(VgpuHandle::Vf(addr("0000:3b:00.7")))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
+}
+
+#[test]
+fn bind_of_a_plain_vf_open_by_a_process_to_another_driver_is_refused() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    let (manager, vf, node) = flex_vf_open_by_qemu(&host);
+    let err = manager.bind(vf, "i915", None, false).unwrap_err();
+    assert_eq!(
+        (held_open(&err), gpu(&host, FLEX).vfs[0].driver.as_deref()),
+        (
+            Some((
+                vf.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            Some("vfio-pci")
+        )
+    );
 }

@@ -34,6 +34,10 @@
 //! of a `vgpu_core::Inventory` to the domains that hold it ([`Owners`]), listing orphans
 //! (held by none) and references to devices the host does not have as vGPUs.
 //!
+//! The libvirt hook (`vgpuctl hook qemu`) reads the domain XML libvirt gives it on stdin with
+//! [`xml::domain`]: its name, UUID, hostdevs, `vgpu`'s metadata element
+//! ([`xml::METADATA_NAMESPACE`]) and Nova's flavor name. The hook never calls libvirt.
+//!
 //! # Errors
 //!
 //! libvirt's refusals are returned as [`Error::Libvirt`] with the operation, the domain, the

@@ -9,6 +9,7 @@
 //! hold <pid> <comm> <target>              process <pid> opens <target>: proc/<pid>/fd/<n>
 //! drop <pid>                              process <pid> exits: proc/<pid> goes away
 //! counters-reset                          zero all operation counters
+//! uevents-clear                           empty the uevent log (`.vgpu-sim/uevents`)
 //! clear                                   drop every pending fault, latency and process
 //! ```
 //!
@@ -20,7 +21,10 @@
 //! matches any run of characters including `/`, `?` one character. `<op>` is a kernel
 //! operation (`sriov-enable`, `sriov-disable`, `mdev-create`, `mdev-remove`, `vgpu-create`,
 //! `vgpu-destroy`, `bind`, `unbind`, `probe`, `reset`) or a filesystem operation (`lookup`,
-//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`).
+//! `getattr`, `readlink`, `open`, `read`, `write`, `readdir`): the write or request takes
+//! that much longer. `async-probe` is different: it is how long after a `sriov_numvfs` write
+//! each new VF's driver probe runs (the write returns at once, the VFs are there but not yet
+//! bound; a profile's `async_probe_ms` sets it at boot, `clear` drops it).
 //!
 //! `hold` gives process `<pid>` (1 to [`MAX_PID`]; created with name `<comm>` when new) one
 //! more open file: the lowest free descriptor from 3, a link `proc/<pid>/fd/<n>` whose target
@@ -84,6 +88,9 @@ pub enum KernelOp {
     Probe,
     /// A write to a device's `reset`.
     Reset,
+    /// The asynchronous initial probe of a VF a `sriov_numvfs` write added: it runs this long
+    /// after the write (which does not wait for it).
+    AsyncProbe,
 }
 
 /// A filesystem operation, as served to the kernel's FUSE client.
@@ -148,7 +155,7 @@ pub enum LatencyOp {
     Fs(FsOp),
 }
 
-const KERNEL_OPS: [(&str, KernelOp); 10] = [
+const KERNEL_OPS: [(&str, KernelOp); 11] = [
     ("sriov-enable", KernelOp::SriovEnable),
     ("sriov-disable", KernelOp::SriovDisable),
     ("mdev-create", KernelOp::MdevCreate),
@@ -159,6 +166,7 @@ const KERNEL_OPS: [(&str, KernelOp); 10] = [
     ("unbind", KernelOp::Unbind),
     ("probe", KernelOp::Probe),
     ("reset", KernelOp::Reset),
+    ("async-probe", KernelOp::AsyncProbe),
 ];
 
 impl FromStr for LatencyOp {
@@ -217,6 +225,8 @@ pub enum Command {
     Drop(u32),
     /// `counters-reset`.
     CountersReset,
+    /// `uevents-clear`.
+    UeventsClear,
     /// `clear`.
     Clear,
 }
@@ -415,6 +425,7 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
             }
             ["drop", pid] => Command::Drop(parse_pid(pid).map_err(bad)?),
             ["counters-reset"] => Command::CountersReset,
+            ["uevents-clear"] => Command::UeventsClear,
             ["clear"] => Command::Clear,
             _ => {
                 return Err(bad(
@@ -555,6 +566,25 @@ mod tests {
                 LatencyOp::Kernel(KernelOp::SriovEnable),
                 Duration::from_millis(1500)
             )]
+        );
+    }
+
+    #[test]
+    fn parse_commands_async_probe_latency_parses() {
+        assert_eq!(
+            parse_commands("latency async-probe 200").expect("valid"),
+            vec![Command::Latency(
+                LatencyOp::Kernel(KernelOp::AsyncProbe),
+                Duration::from_millis(200)
+            )]
+        );
+    }
+
+    #[test]
+    fn parse_commands_uevents_clear_parses() {
+        assert_eq!(
+            parse_commands("uevents-clear").expect("valid"),
+            vec![Command::UeventsClear]
         );
     }
 

@@ -11,10 +11,9 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 
-use crate::control::{
-    Command, FsOp, LatencyOp, LiveCounters, MAX_FAULTS, errno_name, parse_commands,
-};
+use crate::control::{FsOp, LatencyOp, parse_commands};
 use crate::kernel::Kernel;
+use crate::shared::Shared;
 use crate::tree::{FileRef, Node};
 
 /// Kernel-side caching is off: every lookup and stat comes back to us.
@@ -23,120 +22,6 @@ const TTL: Duration = Duration::ZERO;
 const PAGE_SIZE: usize = 4096;
 /// The control directory, whose operations are not counted.
 const CONTROL_DIR: &str = ".vgpu-sim";
-
-/// State shared by the FUSE threads and the [`crate::SimHost`] handle.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    kernel: Mutex<Kernel>,
-    pub(crate) counters: LiveCounters,
-    uid: u32,
-    gid: u32,
-    born: SystemTime,
-}
-
-impl Shared {
-    pub(crate) fn new(kernel: Kernel) -> Self {
-        Self {
-            kernel: Mutex::new(kernel),
-            counters: LiveCounters::default(),
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-            born: SystemTime::now(),
-        }
-    }
-
-    /// The kernel lock; a panic elsewhere never makes the model unusable.
-    pub(crate) fn kernel(&self) -> MutexGuard<'_, Kernel> {
-        self.kernel
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Applies control commands: all or none. Every command was parsed; here, in order
-    /// against the state the earlier lines leave, the faults must fit in [`MAX_FAULTS`]
-    /// (`EINVAL`), every unplugged device must exist (`ENODEV`), every `hold` must fit and
-    /// name a process by its name (`EINVAL`) and every dropped process must exist (`ESRCH`).
-    /// Returns the descriptor each `hold` got, in order.
-    pub(crate) fn apply(&self, cmds: Vec<Command>) -> Result<Vec<u32>, (String, i32)> {
-        let mut k = self.kernel();
-        let mut pending = k.faults.len();
-        // Processes are independent of the rest: run the lines on a copy, keep it on success.
-        let mut procs = k.procs.clone();
-        let mut fds = Vec::new();
-        for cmd in &cmds {
-            match cmd {
-                Command::FailNext(_) => pending += 1,
-                Command::Clear => {
-                    pending = 0;
-                    procs.clear();
-                }
-                Command::Unplug(a) if !k.devs.contains_key(a) => {
-                    return Err((format!("unplug {a}: no such device"), libc::ENODEV));
-                }
-                Command::Hold(h) => fds.push(procs.hold(h)?),
-                Command::Drop(pid) => procs.end(*pid)?,
-                _ => {}
-            }
-            if pending > MAX_FAULTS {
-                return Err((
-                    format!("more than {MAX_FAULTS} pending faults"),
-                    libc::EINVAL,
-                ));
-            }
-        }
-        for cmd in cmds {
-            match cmd {
-                Command::FailNext(f) => k.faults.push(f),
-                Command::Latency(op, d) => {
-                    if d.is_zero() {
-                        k.latency.remove(&op);
-                    } else {
-                        k.latency.insert(op, d);
-                    }
-                }
-                Command::Unplug(a) => {
-                    k.unplug(a)
-                        .map_err(|e| (format!("unplug {a}: no such device"), e))?;
-                }
-                Command::CountersReset => self.counters.reset(),
-                Command::Clear => {
-                    k.faults.clear();
-                    k.latency.clear();
-                }
-                Command::Hold(_) | Command::Drop(_) => {}
-            }
-        }
-        k.procs = procs;
-        Ok(fds)
-    }
-
-    fn control_status(&self) -> String {
-        let k = self.kernel();
-        let mut s = format!("# vgpu-sim profile {}\n", k.profile.name);
-        for f in &k.faults {
-            s.push_str(&format!(
-                "fail-next {} {} {}\n",
-                f.remaining,
-                errno_name(f.errno),
-                f.glob
-            ));
-        }
-        for (op, d) in &k.latency {
-            s.push_str(&format!("latency {op} {}\n", d.as_millis()));
-        }
-        s
-    }
-
-    /// Resolves a path below the root to its entry (`None`: no such entry).
-    fn resolve(&self, path: &str) -> Option<Node> {
-        if path.is_empty() {
-            return Some(Node::Dir);
-        }
-        let comps: Vec<&str> = path.split('/').collect();
-        let (name, parent) = comps.split_last()?;
-        self.kernel().lookup(parent, name)
-    }
-}
 
 /// Path <-> inode number table. Inodes are never reused, so a path keeps its number for the
 /// life of the mount even when the device behind it comes and goes.
@@ -273,7 +158,7 @@ impl SimFs {
         }
     }
 
-    fn do_write(&self, path: &str, f: &FileRef, data: &[u8]) -> Result<(), i32> {
+    fn do_write(&self, path: &str, f: &FileRef, data: &[u8], pid: u32) -> Result<(), i32> {
         if *f == FileRef::Control {
             let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
             let cmds = parse_commands(text).map_err(|e| {
@@ -296,7 +181,7 @@ impl SimFs {
         if let Some(d) = delay {
             std::thread::sleep(d);
         }
-        let r = self.shared.kernel().write(f, data);
+        let r = self.shared.store(path, f, data, pid);
         tracing::info!(path, value = %String::from_utf8_lossy(data).trim_end(), result = ?r, "store");
         r
     }
@@ -429,7 +314,7 @@ impl fuser::Filesystem for SimFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _offset: u64,
@@ -452,7 +337,7 @@ impl fuser::Filesystem for SimFs {
         } else {
             &data[..data.len().min(PAGE_SIZE)]
         };
-        match self.do_write(&path, &f, data) {
+        match self.do_write(&path, &f, data, req.pid()) {
             Ok(()) => reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX)),
             Err(e) => reply.error(err(e)),
         }

@@ -11,9 +11,11 @@ use crate::control::{
     parse_commands,
 };
 use crate::error::SimError;
-use crate::fs::{Shared, SimFs};
+use crate::fs::SimFs;
 use crate::kernel::Kernel;
 use crate::profile::{PciAddr, Profile};
+use crate::shared::Shared;
+use crate::uevent::Uevent;
 
 /// How long [`SimHost::mount_at`] waits for the mount to answer.
 const MOUNT_DEADLINE: Duration = Duration::from_secs(10);
@@ -196,11 +198,20 @@ impl SimHost {
     /// When FUSE is not usable here, when the profile does not load, and when the mount fails
     /// for another reason (a timeout, a bad mount point).
     pub fn mount_for_test(profile_name: &str) -> Self {
-        fuse_for_test();
         let profile = match Profile::builtin(profile_name) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
+        Self::mount_profile_for_test(profile)
+    }
+
+    /// [`SimHost::mount_for_test`] for a profile a test built or changed (a built-in one with
+    /// `async_probe_ms`, `driver_max_vfs` or `kernel` set, say).
+    ///
+    /// # Panics
+    /// As [`SimHost::mount_for_test`].
+    pub fn mount_profile_for_test(profile: Profile) -> Self {
+        fuse_for_test();
         match Self::mount(profile) {
             Ok(host) => host,
             Err(SimError::Mount { path, source })
@@ -302,13 +313,12 @@ impl SimHost {
     /// # Errors
     /// [`SimError::Control`] when no such function is present.
     pub fn unplug(&self, addr: PciAddr) -> Result<(), SimError> {
-        self.shared
-            .kernel()
-            .unplug(addr)
-            .map_err(|_| SimError::Control {
-                line: format!("unplug {addr}"),
-                reason: "no such device".into(),
-            })
+        let r = self.shared.kernel().unplug(addr);
+        self.shared.notify();
+        r.map_err(|_| SimError::Control {
+            line: format!("unplug {addr}"),
+            reason: "no such device".into(),
+        })
     }
 
     /// Gives process `pid` (created with name `comm` when new) one more open file, whose link
@@ -355,6 +365,13 @@ impl SimHost {
             .map_err(|(reason, _)| SimError::Control { line, reason })
     }
 
+    /// The uevents the kernel sent since the host booted or the log was cleared (at most
+    /// [`MAX_UEVENTS`](crate::uevent::MAX_UEVENTS), oldest first), as
+    /// `.vgpu-sim/uevents` lists them.
+    pub fn uevents(&self) -> Vec<Uevent> {
+        self.shared.kernel().uevents.snapshot()
+    }
+
     /// Operations served since mount or the last reset.
     pub fn counters(&self) -> Counters {
         self.shared.counters.snapshot()
@@ -365,7 +382,10 @@ impl SimHost {
         self.shared.counters.reset();
     }
 
-    /// Unmounts now and reports a failure (drop does the same and logs it).
+    /// Unmounts now and reports a failure (drop does the same and logs it). Writes waiting
+    /// for a device are answered `ENODEV` first; then the mount is detached and, up to a
+    /// deadline of 10 s, its last open file waited for (a file of this mount still open when
+    /// the process exits would hang the exit: the kernel asks this process to flush it).
     ///
     /// # Errors
     /// [`SimError::Unmount`] when the detach fails (`umount2`, or `fusermount3 -u -z` when
@@ -383,11 +403,17 @@ impl SimHost {
             path: self.root.clone(),
             source,
         };
-        // Detach synchronously ourselves (auto_unmount alone would leave it to the helper,
-        // racing with the removal of the temporary directory). The session is dropped (its
-        // threads joined) whatever happens, so a failure leaves no thread behind.
+        // Writes waiting for a device give up first (`ENODEV`). Then detach synchronously
+        // ourselves (auto_unmount alone would leave it to the helper, racing with the removal
+        // of the temporary directory).
+        self.shared.close();
         let detached = self.detach();
-        drop(session);
+        // Dropping a `BackgroundSession` does not stop its threads: they serve until the
+        // lazily detached mount's last open file is closed and the kernel ends the
+        // connection. Wait for that (up to the deadline), so that no file of this mount is
+        // still open when the process exits: its last thread would then wait forever for
+        // this process to answer the file's FLUSH.
+        let BackgroundSession { guard, .. } = session;
         detached.map_err(failed)?;
         let deadline = Instant::now() + MOUNT_DEADLINE;
         while is_mountpoint(&self.root).map_err(failed)? {
@@ -395,6 +421,19 @@ impl SimHost {
                 return Err(failed(std::io::Error::from_raw_os_error(libc::EBUSY)));
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+        while !guard.is_finished() {
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    root = %self.root.display(),
+                    "files of the detached simulator are still open; its threads keep serving them"
+                );
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Ok(Err(e)) = guard.join() {
+            tracing::warn!("the simulator's FUSE session ended with {e}");
         }
         Ok(())
     }

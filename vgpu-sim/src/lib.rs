@@ -15,40 +15,61 @@
 //!   `subsystem`; `sys/bus/pci/devices/<addr>` links to it. `drivers/<drv>/bind` answers
 //!   `ENODEV` for an unknown device or one the driver does not match, then `EBUSY` when the
 //!   device is bound, then the probe's errno: `ENODEV` when `pci_device_can_probe` refuses (a
-//!   VF whose PF has `sriov_drivers_autoprobe` 0 and no `driver_override`), `EINVAL` from
-//!   `vfio-pci` on a device without an IOMMU group. `unbind` answers `ENODEV` unless bound to
-//!   that driver; `drivers_probe` binds the first matching driver that probes (only
-//!   `driver_override` when set) and succeeds even when none does. Every number a store
-//!   parses (`kstrtoul`, `kstrtou16`) answers `EINVAL` when it does not parse or overflows.
+//!   VF whose PF has `sriov_drivers_autoprobe` 0 and no `driver_override`), from `vfio-pci`
+//!   `EBUSY` on a PF with VFs enabled ("Cannot bind to PF with SR-IOV enabled"), then `EINVAL`
+//!   on a device without an IOMMU group. `unbind` answers `ENODEV` unless bound to that driver;
+//!   `drivers_probe` binds the first matching driver that probes (drivers in name order; only
+//!   `driver_override` when set) and succeeds even when none does: read `driver` back.
+//!   `new_id` (`new_id_store`) takes 2 to 7 hex fields (`vendor device [subvendor subdevice
+//!   [class mask [driver_data]]]`, as `sscanf("%x ...")` reads them; fewer than 2, or a
+//!   `driver_data` other than 0: `EINVAL`), answers `EEXIST` when the driver already matches
+//!   those ids (unless all 7 are given), adds a dynamic id and binds every unbound function it
+//!   matches, VFs included; `remove_id` removes the first matching dynamic id (`ENODEV` when
+//!   none), leaving bound devices bound. `driver_override` keeps the bytes of a write up to its
+//!   first NUL, then up to its first newline (a newline first, or nothing, clears it; any other
+//!   bytes are kept). `sriov_drivers_autoprobe` parses with `kstrtobool` (first character
+//!   `y`/`t`/`1` or `n`/`f`/`0`, or `on`/`off`; else `EINVAL`); the bus's `drivers_autoprobe`
+//!   is off only when the first byte written is `0` and gates nothing here (hot-added PCI
+//!   functions are probed by `pci_bus_add_device` regardless). Every number a store parses
+//!   (`kstrtoul`, `kstrtou16`) answers `EINVAL` when it does not parse or overflows.
 //!   `reset` takes `1` (`EINVAL` otherwise), `ENOTTY` once `reset_method` is emptied (an
-//!   empty line; `default` restores the supported list, an unsupported method is `EINVAL`). `remove` /
-//!   `rescan` hot-remove and restore (a restored function has no `driver_override`, its VFs
-//!   disabled and `sriov_drivers_autoprobe` 1); an `unplug` (control interface) is physical
-//!   and no rescan brings it back.
+//!   empty line; `default` restores the supported list, an unsupported method is `EINVAL`).
+//!   `remove` / `rescan` hot-remove and restore (a restored function has no `driver_override`,
+//!   its VFs disabled and `sriov_drivers_autoprobe` 1); an `unplug` (control interface) is
+//!   physical: it waits for no holder and no rescan brings it back.
 //! * **SR-IOV** (`sriov_numvfs_store`, `drivers/pci/iov.c`): `EINVAL` for what `kstrtou16`
 //!   refuses (a non-number, or above 65535), `ERANGE` above `sriov_totalvfs`, equal value a
-//!   no-op, `ENOENT` without a driver with `sriov_configure` (`pci-pf-stub`, `i915`, `xe`;
-//!   not `nvidia`, nor `vfio-pci` without `enable_sriov`), `EBUSY` for non-zero while VFs
-//!   exist. VFs sit beside their PF, at routing id `PF + offset + stride * i`, with
-//!   `physfn`/`virtfnN` links, their own IOMMU groups, and are probed when
-//!   `sriov_drivers_autoprobe` is 1. `vfio-pci`, `i915` and `xe` disable VFs when unbound
-//!   from the PF; `pci-pf-stub` and `nvidia` leave them.
+//!   no-op, `ENOENT` without a driver with `sriov_configure` (`pci-pf-stub`, `xe`, and `i915`
+//!   only when the profile names it in `out_of_tree_drivers`: upstream i915 has none; not
+//!   `nvidia`, nor `vfio-pci` without `enable_sriov`), `EBUSY` for non-zero while VFs exist.
+//!   A PF's own driver (its profile `driver`) may lower `sriov_totalvfs` while bound
+//!   (`driver_max_vfs`; back to the device's maximum on unbind) and enable fewer VFs than
+//!   asked (`driver_enables_at_most`; the write succeeds). VFs sit beside their PF, at routing
+//!   id `PF + offset + stride * i`, with `physfn`/`virtfnN` links, their own IOMMU groups, and
+//!   are probed when `sriov_drivers_autoprobe` is 1: at once, or, with an `async-probe`
+//!   latency (profile `async_probe_ms`), that long after the write returned (the VF is listed
+//!   with no driver, and NVIDIA's `nvidia/` is not there, until then). `vfio-pci`, `i915` and
+//!   `xe` disable VFs when unbound from the PF; `pci-pf-stub` and `nvidia` leave them.
 //! * **NVIDIA** (NVIDIA vGPU user guide, `sriov-manage`): the PF rejects `sriov_numvfs` while bound to `nvidia`
 //!   (`ENOENT`); `sriov-manage`'s sequence works: write `1` to
 //!   `proc/driver/nvidia/gpus/<bdf>/unbindLock` (reads back `1` only on an idle GPU), unbind,
-//!   bind `pci-pf-stub`, write `sriov_totalvfs`, rebind `nvidia`. While the lock is held, no
-//!   vGPU can be created on that GPU (`create` and `current_vgpu_type` answer `EBUSY`).
-//!   Deviations, so that a client skipping a step fails: unbinding `nvidia` from a vGPU PF
-//!   without the lock answers `EBUSY` (the real driver blocks until `nvidia-vgpu-mgr` lets
-//!   go), and on `pci-pf-stub` such a PF takes only `0` or `sriov_totalvfs` (`EINVAL`; the
-//!   kernel would enable any count, NVIDIA's vGPU manager supports only the full set).
+//!   bind `pci-pf-stub` (`new_id`, as the script does, or `driver_override`), write
+//!   `sriov_totalvfs`, unbind the stub, `remove_id`, rebind `nvidia` and every VF. While the
+//!   lock is held, no vGPU can be created on that GPU (`create` and `current_vgpu_type` answer
+//!   `EBUSY`). Unbinding (or removing) a vGPU PF from `nvidia` without the lock waits until the
+//!   lock is taken (standing for NVIDIA's vGPU manager letting go of the GPU; see *Writes that
+//!   wait*). Deviation, so that a client writing a partial count fails: on `pci-pf-stub` such a
+//!   PF takes only `0` or `sriov_totalvfs` (`EINVAL`; the kernel would enable any count,
+//!   NVIDIA's vGPU manager supports only the full set).
 //! * **mdev** (`drivers/vfio/mdev`): an mdev parent exists while its vendor driver is bound
 //!   (legacy PF, VF of an mdev-on-VF GPU, GVT-g iGPU). `create` takes a 36-character UUID (one
 //!   trailing character allowed; `EINVAL` otherwise), `EEXIST` for a duplicate anywhere,
 //!   `EUSERS` (NVIDIA) or `ENOSPC` (GVT-g) when `available_instances` is 0. Capacity is per
 //!   physical GPU: one NVIDIA type at a time (others read 0), VFs of an mdev-on-VF GPU read 0
 //!   or 1; GVT-g mixes types within 512 MiB low / 3072 MiB high graphics memory and 28 fences.
-//!   `remove` takes a number (`0` is a no-op).
+//!   `remove` takes a number (`0` is a no-op). A type has `name` when the vendor driver gives
+//!   one (NVIDIA) or the kernel is 6.1 or later (the mdev core's, `GVTg_V5_4` for GVT-g); the
+//!   profile's `kernel` (else the release in its command line) decides.
 //! * **NVIDIA vendor VFIO** (NVIDIA vGPU user guide, vendor-specific VFIO framework): VFs bound to `nvidia` have
 //!   `nvidia/creatable_vgpu_types` (header, then `%-5d : %s` lines of the types creatable now;
 //!   only the header when the card is full or the VF is in use), `current_vgpu_type` (an id
@@ -81,6 +102,25 @@
 //!   for the processes the control interface adds (`hold`, `drop`); `proc/` lists their pids.
 //!   Looking one up after its process ended is `ENOENT`; reading a file opened before is
 //!   `ESRCH`.
+//! * **Writes that wait** (`vfio_unregister_group_dev`, NVIDIA's `nv_pci_remove`): a store
+//!   that would unregister a VFIO device (unbind its function or an mdev parent, remove an
+//!   mdev or a function, remove VFs through `sriov_numvfs`, clear a vendor VF's
+//!   `current_vgpu_type`) while a simulated process holds the device's cdev or its IOMMU
+//!   group's node (a group counts as holding each of its VFIO devices), or that would take a
+//!   vGPU PF from `nvidia` without its `unbindLock`, does not fail: the FUSE request waits
+//!   until nothing blocks it, then the store is carried out. Reading `.vgpu-sim/control` lists
+//!   the waiting writes (`# waiting <path>: <why>`); the other requests are served meanwhile.
+//!   Deviations: a writer killed while waiting gets `EINTR` and its store is dropped (the kernel
+//!   would keep it in an uninterruptible wait and carry the store out once released); at most
+//!   8 writes wait at once, a ninth answers `EBUSY`; unmounting answers the waiting writes
+//!   `ENODEV`.
+//! * **Uevents** ([`uevent`]): each change records the events the kernel sends, in its order,
+//!   in `.vgpu-sim/uevents` (`<seqnum> <action> <devpath> <subsystem> KEY=VALUE...`): `add`,
+//!   `bind`, `unbind`, `remove` of PCI functions (VFs included) and mdevs (bound to the vendor's
+//!   mdev driver, `vfio_mdev` before 5.16), `change` with `MDEV_STATE=registered` /
+//!   `unregistered` when a parent's driver binds or unbinds, `add`/`remove` of VFIO group
+//!   nodes (`vfio`) and cdevs (`vfio-dev`). A write to a device's `uevent` sends that action as
+//!   a synthetic event (`SYNTH_UUID`); an unknown action is `EINVAL`. Booting sends none.
 //!
 //! Nothing is cached by the kernel (zero entry and attribute lifetimes, direct I/O): every read
 //! sees the current state and every write returns the errno of that write. A store sees at
@@ -91,12 +131,14 @@
 //! # Control interface
 //!
 //! `<root>/.vgpu-sim/control` takes commands (grammar in [`control`]): injected failures
-//! (`fail-next 2 EBUSY */sriov_numvfs`), latency (`latency sriov-enable 1500`), hot-unplug
-//! (`unplug 0000:3b:00.0`), processes holding files open (`hold 4242 qemu-system-x86
-//! /dev/vfio/42`, `drop 4242`), `counters-reset`, `clear` (faults, latencies and processes).
-//! Reading it shows the pending faults and latencies. `<root>/.vgpu-sim/counters` reads
-//! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`. [`SimHost`]
-//! has the same operations as methods ([`SimHost::hold`], [`SimHost::drop_process`], ...).
+//! (`fail-next 2 EBUSY */sriov_numvfs`), latency (`latency sriov-enable 1500`; `latency
+//! async-probe 300` delays new VFs' probe), hot-unplug (`unplug 0000:3b:00.0`), processes
+//! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`),
+//! `counters-reset`, `uevents-clear`, `clear` (faults, latencies and processes). Reading it
+//! shows the pending faults, latencies and waiting writes. `<root>/.vgpu-sim/counters` reads
+//! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`;
+//! `<root>/.vgpu-sim/uevents` the uevent log. [`SimHost`] has the same operations as methods
+//! ([`SimHost::hold`], [`SimHost::drop_process`], [`SimHost::uevents`], ...).
 //!
 //! # Use
 //!
@@ -119,10 +161,13 @@ mod kernel;
 pub mod peer;
 mod process;
 pub mod profile;
+mod shared;
 mod tree;
+pub mod uevent;
 mod vfio;
 
 pub use control::{Counters, FsOp, Hold, KernelOp, LatencyOp};
 pub use error::SimError;
 pub use host::{SimHost, fuse_for_test, require_fuse};
 pub use profile::{PciAddr, Profile};
+pub use uevent::Uevent;

@@ -76,6 +76,22 @@ impl Processes {
         self.procs.get(&pid)
     }
 
+    /// Whether no process runs.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    /// (pid, comm, target) of every descriptor whose target is one of `nodes`, by pid.
+    pub(crate) fn holding(&self, nodes: &[String]) -> Vec<(u32, String, String)> {
+        let mut found = Vec::new();
+        for (pid, p) in &self.procs {
+            for target in p.fds.values().filter(|t| nodes.contains(t)) {
+                found.push((*pid, p.comm.clone(), target.clone()));
+            }
+        }
+        found
+    }
+
     /// The running pids, ascending.
     pub(crate) fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.procs.keys().copied()
@@ -140,6 +156,17 @@ mod tests {
     fn end_unknown_pid_is_esrch() {
         let mut p = Processes::default();
         assert_eq!(p.end(42).map_err(|(_, e)| e), Err(libc::ESRCH));
+    }
+
+    #[test]
+    fn holding_lists_matching_descriptors_only() {
+        let mut p = Processes::default();
+        p.hold(&hold(42, "qemu", "/dev/vfio/7")).expect("first");
+        p.hold(&hold(42, "qemu", "/dev/null")).expect("second");
+        assert_eq!(
+            p.holding(&["/dev/vfio/7".to_owned()]),
+            vec![(42, "qemu".to_owned(), "/dev/vfio/7".to_owned())]
+        );
     }
 
     #[test]

@@ -166,6 +166,16 @@ pub struct SriovSpec {
     /// VFs enabled at boot.
     #[serde(default)]
     pub num_vfs: u16,
+    /// The `sriov_totalvfs` the device's own driver (its `driver` at boot) sets when it probes
+    /// the PF (`pci_sriov_set_totalvfs`, as i915's `max_vfs` does); any other driver, and no
+    /// driver, show `total_vfs` (`pci_iov_remove` resets it on unbind). At most `total_vfs`.
+    #[serde(default)]
+    pub driver_max_vfs: Option<u16>,
+    /// The most VFs the device's own driver enables per `sriov_numvfs` write: asked for more,
+    /// its `sriov_configure` enables this many and the write succeeds ("only %d enabled").
+    /// Other drivers (`pci-pf-stub`) enable what is asked.
+    #[serde(default)]
+    pub driver_enables_at_most: Option<u16>,
 }
 
 fn yes() -> bool {
@@ -304,9 +314,35 @@ pub struct Profile {
     /// PCI functions.
     #[serde(rename = "device")]
     pub devices: Vec<DeviceSpec>,
+    /// Kernel release (`6.8.0-45-generic`); absent, the release in `cmdline`'s
+    /// `BOOT_IMAGE=...vmlinuz-<release>`, else 6.8. Its major and minor decide what the
+    /// kernel offers: mdev types have `name` from 6.1, mdevs bind to `vfio_mdev` before 5.16.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Drivers that are a vendor's out-of-tree build rather than the kernel's own. Only
+    /// `i915` is known: Intel's backported i915 has `sriov_configure` (Flex SR-IOV), upstream
+    /// i915 has none (`sriov_numvfs` answers `ENOENT`; SR-IOV upstream is `xe`'s).
+    #[serde(default)]
+    pub out_of_tree_drivers: Vec<String>,
+    /// Milliseconds between a new VF's appearance and its driver probe (asynchronous
+    /// probing, `PROBE_PREFER_ASYNCHRONOUS`): the `sriov_numvfs` write returns before the VFs
+    /// are bound. The control line `latency async-probe <millis>` changes it. At most 60 000.
+    #[serde(default)]
+    pub async_probe_ms: u64,
     /// vGPU types, filled from the embedded catalog for the catalogs the devices name.
     #[serde(skip)]
     pub types: Vec<TypeSpec>,
+}
+
+/// Drivers the simulator has an out-of-tree build of (see [`Profile::out_of_tree_drivers`]).
+const OUT_OF_TREE: [&str; 1] = ["i915"];
+
+/// The kernel version of a release string (`6.8.0-45-generic` -> (6, 8)).
+fn parse_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 fn four() -> u32 {
@@ -318,6 +354,23 @@ fn one() -> u32 {
 }
 
 impl Profile {
+    /// The kernel version (major, minor): [`Profile::kernel`], else the release in the
+    /// command line's `vmlinuz-<release>`, else (6, 8).
+    pub fn kernel_version(&self) -> (u32, u32) {
+        let from_cmdline = || {
+            self.cmdline
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("BOOT_IMAGE="))
+                .and_then(|image| image.rsplit_once("vmlinuz-"))
+                .and_then(|(_, release)| parse_release(release))
+        };
+        self.kernel
+            .as_deref()
+            .and_then(parse_release)
+            .or_else(from_cmdline)
+            .unwrap_or((6, 8))
+    }
+
     /// Names of the built-in profiles.
     pub fn names() -> Vec<&'static str> {
         BUILTIN.iter().map(|(n, _)| *n).collect()
@@ -396,10 +449,36 @@ impl Profile {
                 _ => {}
             }
             if let Some(s) = &dev.sriov {
-                if s.num_vfs > s.total_vfs || s.stride == 0 {
+                if s.num_vfs > s.total_vfs
+                    || s.stride == 0
+                    || s.driver_max_vfs.is_some_and(|m| m > s.total_vfs)
+                {
                     return Err(invalid(format!("device {}: bad sriov section", dev.addr)));
                 }
             }
+        }
+        if let Some(k) = &profile.kernel {
+            if parse_release(k).is_none() {
+                return Err(invalid(format!(
+                    "kernel {k:?} is not a release such as 6.8.0-45-generic"
+                )));
+            }
+        }
+        if let Some(d) = profile
+            .out_of_tree_drivers
+            .iter()
+            .find(|d| !OUT_OF_TREE.contains(&d.as_str()))
+        {
+            return Err(invalid(format!(
+                "out_of_tree_drivers: no out-of-tree build of {d:?} is modelled (known: {})",
+                OUT_OF_TREE.join(", ")
+            )));
+        }
+        if profile.async_probe_ms > 60_000 {
+            return Err(invalid(format!(
+                "async_probe_ms {} is above 60000",
+                profile.async_probe_ms
+            )));
         }
         // Vendor-VFIO type ids are the numbers `current_vgpu_type` takes and
         // `creatable_vgpu_types` prints (`%-5d`): canonical, non-zero decimals.
@@ -525,6 +604,47 @@ mod tests {
         assert!(matches!(
             Profile::from_toml(text, Path::new("x.toml")),
             Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("vendor-VFIO type id")
+        ));
+    }
+
+    #[test]
+    fn kernel_version_from_cmdline_release() {
+        let p = Profile::builtin("a40-vf-mdev").expect("builtin");
+        assert_eq!(p.kernel_version(), (5, 15));
+    }
+
+    #[test]
+    fn kernel_version_key_wins_over_cmdline() {
+        let mut p = Profile::builtin("a40-vf-mdev").expect("builtin");
+        p.kernel = Some("6.1.0-18-amd64".into());
+        assert_eq!(p.kernel_version(), (6, 1));
+    }
+
+    #[test]
+    fn kernel_version_without_any_is_6_8() {
+        let mut p = Profile::builtin("a40-vf-mdev").expect("builtin");
+        p.cmdline = "ro quiet".into();
+        assert_eq!(p.kernel_version(), (6, 8));
+    }
+
+    #[test]
+    fn profile_from_toml_unknown_out_of_tree_driver_fails() {
+        let text = "name='x'\ncmdline=''\nout_of_tree_drivers=['xe']\n[[device]]\n\
+                    addr='0000:01:00.0'\nvendor=1\ndevice=2\nclass=0x030000\n";
+        assert!(matches!(
+            Profile::from_toml(text, Path::new("x.toml")),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("out-of-tree")
+        ));
+    }
+
+    #[test]
+    fn profile_from_toml_driver_max_vfs_above_total_fails() {
+        let text = "name='x'\ncmdline=''\n[[device]]\naddr='0000:01:00.0'\nvendor=1\n\
+                    device=2\nclass=0x030000\nsriov={total_vfs=4,offset=1,stride=1,\
+                    vf_device=2,driver_max_vfs=5}\n";
+        assert!(matches!(
+            Profile::from_toml(text, Path::new("x.toml")),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("bad sriov")
         ));
     }
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::control::glob_match;
 use crate::kernel::Kernel;
 use crate::profile::PciAddr;
+use crate::uevent::devpath;
 
 /// Major number of the VFIO device cdevs (`vfio.device_devt`; dynamic in the kernel).
 pub(crate) const CDEV_MAJOR: u32 = 511;
@@ -54,14 +55,42 @@ pub(crate) struct VfioDev {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct VfioNodes {
     devices: BTreeMap<VfioKey, VfioDev>,
+    /// The sysfs directory each device had when it registered (for its removal event, sent
+    /// when the device may be gone already).
+    paths: BTreeMap<VfioKey, String>,
+}
+
+/// One registration or unregistration made by [`VfioNodes::sync`], with the device's
+/// directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum VfioChange {
+    /// A device registered.
+    Added(VfioKey, VfioDev, Option<String>),
+    /// A device unregistered.
+    Removed(VfioKey, VfioDev, Option<String>),
 }
 
 impl VfioNodes {
     /// Brings the registrations in line with `want` (device -> group): devices no longer
     /// wanted (or now in another group) unregister first, then new ones register in key
-    /// order, each taking the lowest free index.
-    pub(crate) fn sync(&mut self, want: &BTreeMap<VfioKey, u32>) {
-        self.devices.retain(|k, d| want.get(k) == Some(&d.group));
+    /// order, each taking the lowest free index. Returns what changed, in that order.
+    pub(crate) fn sync(
+        &mut self,
+        want: &BTreeMap<VfioKey, u32>,
+        path_of: impl Fn(VfioKey) -> Option<String>,
+    ) -> Vec<VfioChange> {
+        let mut changes = Vec::new();
+        let gone: Vec<VfioKey> = self
+            .devices
+            .iter()
+            .filter(|(k, d)| want.get(k) != Some(&d.group))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in gone {
+            if let Some(d) = self.devices.remove(&key) {
+                changes.push(VfioChange::Removed(key, d, self.paths.remove(&key)));
+            }
+        }
         let mut used: BTreeSet<u32> = self.devices.values().map(|d| d.index).collect();
         for (key, group) in want {
             if self.devices.contains_key(key) {
@@ -71,14 +100,18 @@ impl VfioNodes {
                 .find(|i| !used.contains(i))
                 .unwrap_or(u32::MAX);
             used.insert(index);
-            self.devices.insert(
-                *key,
-                VfioDev {
-                    index,
-                    group: *group,
-                },
-            );
+            let dev = VfioDev {
+                index,
+                group: *group,
+            };
+            self.devices.insert(*key, dev);
+            let path = path_of(*key);
+            if let Some(p) = &path {
+                self.paths.insert(*key, p.clone());
+            }
+            changes.push(VfioChange::Added(*key, dev, path));
         }
+        changes
     }
 
     /// The registration of a device, if it is a VFIO device now.
@@ -130,10 +163,66 @@ impl Kernel {
         want
     }
 
-    /// Registers and unregisters VFIO devices after a change of state.
+    /// Registers and unregisters VFIO devices after a change of state, with their uevents:
+    /// a device's cdev (`vfio-dev`) goes before its group node (`vfio`) when that is left
+    /// empty; a new group's node comes before the cdev.
     pub(crate) fn sync_vfio(&mut self) {
         let want = self.wanted_vfio();
-        self.vfio.sync(&want);
+        let groups_before = self.vfio.groups();
+        let mut vfio = std::mem::take(&mut self.vfio);
+        let changes = vfio.sync(&want, |k| self.vfio_dev_path(k));
+        self.vfio = vfio;
+        if changes.is_empty() {
+            return;
+        }
+        let groups_after = self.vfio.groups();
+        for change in &changes {
+            if let VfioChange::Removed(_, d, Some(path)) = change {
+                self.cdev_event("remove", path, d.index);
+            }
+        }
+        for g in groups_before.difference(&groups_after) {
+            self.group_event("remove", *g);
+        }
+        let mut announced: BTreeSet<u32> =
+            groups_before.intersection(&groups_after).copied().collect();
+        for change in &changes {
+            if let VfioChange::Added(_, d, path) = change {
+                if announced.insert(d.group) {
+                    self.group_event("add", d.group);
+                }
+                if let Some(path) = path {
+                    self.cdev_event("add", path, d.index);
+                }
+            }
+        }
+    }
+
+    fn cdev_event(&mut self, action: &str, dev_path: &str, index: u32) {
+        let name = cdev_name(index);
+        self.uevents.push(
+            action,
+            devpath(&format!("{dev_path}/vfio-dev/{name}")),
+            "vfio-dev",
+            vec![
+                ("MAJOR".to_owned(), CDEV_MAJOR.to_string()),
+                ("MINOR".to_owned(), index.to_string()),
+                ("DEVNAME".to_owned(), format!("vfio/devices/{name}")),
+            ],
+        );
+    }
+
+    fn group_event(&mut self, action: &str, group: u32) {
+        self.uevents.push(
+            action,
+            format!("/devices/virtual/vfio/{group}"),
+            "vfio",
+            vec![
+                ("MAJOR".to_owned(), GROUP_MAJOR.to_string()),
+                ("MINOR".to_owned(), group.to_string()),
+                ("DEVNAME".to_owned(), format!("vfio/{group}")),
+            ],
+        );
     }
 
     /// The sysfs directory (below the root) of a VFIO device.
@@ -156,6 +245,12 @@ mod tests {
 
     fn key(n: u8) -> VfioKey {
         VfioKey::Pci(format!("0000:3b:00.{n}").parse().expect("valid address"))
+    }
+
+    impl VfioNodes {
+        fn sync_all(&mut self, want: &BTreeMap<VfioKey, u32>) {
+            self.sync(want, |_| None);
+        }
     }
 
     fn indexes(v: &VfioNodes) -> Vec<(VfioKey, u32)> {
@@ -185,24 +280,24 @@ mod tests {
     #[test]
     fn sync_new_devices_take_indexes_in_key_order() {
         let mut v = VfioNodes::default();
-        v.sync(&BTreeMap::from([(key(1), 7), (key(0), 7)]));
+        v.sync_all(&BTreeMap::from([(key(1), 7), (key(0), 7)]));
         assert_eq!(indexes(&v), vec![(key(0), 0), (key(1), 1)]);
     }
 
     #[test]
     fn sync_reuses_lowest_free_index() {
         let mut v = VfioNodes::default();
-        v.sync(&BTreeMap::from([(key(0), 7), (key(1), 8), (key(2), 9)]));
-        v.sync(&BTreeMap::from([(key(1), 8), (key(2), 9)]));
-        v.sync(&BTreeMap::from([(key(1), 8), (key(2), 9), (key(3), 10)]));
+        v.sync_all(&BTreeMap::from([(key(0), 7), (key(1), 8), (key(2), 9)]));
+        v.sync_all(&BTreeMap::from([(key(1), 8), (key(2), 9)]));
+        v.sync_all(&BTreeMap::from([(key(1), 8), (key(2), 9), (key(3), 10)]));
         assert_eq!(indexes(&v), vec![(key(1), 1), (key(2), 2), (key(3), 0)]);
     }
 
     #[test]
     fn sync_group_change_registers_again() {
         let mut v = VfioNodes::default();
-        v.sync(&BTreeMap::from([(key(0), 7), (key(1), 8)]));
-        v.sync(&BTreeMap::from([(key(0), 9), (key(1), 8)]));
+        v.sync_all(&BTreeMap::from([(key(0), 7), (key(1), 8)]));
+        v.sync_all(&BTreeMap::from([(key(0), 9), (key(1), 8)]));
         assert_eq!(v.get(key(0)), Some(VfioDev { index: 0, group: 9 }));
     }
 

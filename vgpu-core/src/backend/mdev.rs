@@ -2,13 +2,15 @@
 //! `1` written to its `remove` ends it (`Documentation/driver-api/vfio-mediated-device.rst`,
 //! `Documentation/ABI/testing/sysfs-bus-vfio-mdev`).
 
+use std::time::Duration;
+
 use uuid::Uuid;
 
 use super::Placement;
 use crate::error::{Error, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::paths::HostPaths;
-use crate::host::sysfs::{self, write_attr};
+use crate::host::sysfs::{self, write_attr, write_attr_within};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu};
 
@@ -109,8 +111,9 @@ pub(crate) fn parent_of(paths: &HostPaths, uuid: Uuid) -> Result<Option<PciAddre
     }
 }
 
-/// Removes mediated device `uuid` and verifies it is gone; returns its parent.
-pub(crate) fn remove(paths: &HostPaths, uuid: Uuid) -> Result<PciAddress> {
+/// Removes mediated device `uuid` and verifies it is gone; returns its parent. The kernel holds
+/// the removal while a process has the device open: after `within`, [`Error::Timeout`].
+pub(crate) fn remove(paths: &HostPaths, uuid: Uuid, within: Duration) -> Result<PciAddress> {
     let Some(parent) = parent_of(paths, uuid)? else {
         return Err(Error::NotFound {
             what: Object::Mdev,
@@ -119,7 +122,12 @@ pub(crate) fn remove(paths: &HostPaths, uuid: Uuid) -> Result<PciAddress> {
         });
     };
     let dir = paths.pci_device(&parent).join(uuid.to_string());
-    write_attr(&dir.join("remove"), "1")?;
+    write_attr_within(
+        &dir.join("remove"),
+        "1",
+        within,
+        &format!("the release of mediated device {uuid} by the processes holding it open"),
+    )?;
     if sysfs::exists(&dir) {
         return Err(Error::NotApplied {
             path: dir,

@@ -17,6 +17,7 @@ pub(crate) mod plain_vf;
 pub(crate) mod vendor_vf;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -115,6 +116,25 @@ impl Reservations {
     pub(crate) fn pending(&self, type_id: &str) -> u32 {
         self.pending.get(type_id).copied().unwrap_or(0)
     }
+
+    /// How many instances of types other than `type_id` definitions are owed.
+    pub(crate) fn pending_other_than(&self, type_id: &str) -> u32 {
+        self.pending
+            .iter()
+            .filter(|(t, _)| t.as_str() != type_id)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// How many instances definitions are owed that a new vGPU of `type_id` on `gpu` cannot
+    /// share the GPU with: those of its own type, and on NVIDIA those of any other type.
+    pub(crate) fn holding_back(&self, gpu: &Gpu, type_id: &str) -> u32 {
+        if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {
+            self.pending.values().sum()
+        } else {
+            self.pending(type_id)
+        }
+    }
 }
 
 /// Checks a type id or name given by a user: 1 to 64 characters of letters, digits, space,
@@ -133,18 +153,21 @@ pub(crate) fn validate_type(text: &str) -> Result<()> {
     }
 }
 
+/// Whether the type name `name` is what `wanted` names: the same, or the same without the
+/// vendor prefix (`T4-2Q` for `GRID T4-2Q`), case-insensitively.
+pub(crate) fn name_matches(name: &str, wanted: &str) -> bool {
+    use crate::discovery::parse::strip_vendor_prefix;
+    name == wanted || strip_vendor_prefix(name).eq_ignore_ascii_case(strip_vendor_prefix(wanted))
+}
+
 /// The type of `gpu` that `wanted` names: its id (`nvidia-231`, `1151`), its name
 /// (`GRID T4-2Q`), or its name without the vendor prefix (`T4-2Q`), case-insensitively.
 pub(crate) fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuType> {
     validate_type(wanted)?;
-    let bare = crate::discovery::parse::strip_vendor_prefix(wanted);
     let found = gpu.types.iter().find(|t| t.id == wanted).or_else(|| {
-        gpu.types.iter().find(|t| {
-            t.name.as_deref().is_some_and(|n| {
-                n == wanted
-                    || crate::discovery::parse::strip_vendor_prefix(n).eq_ignore_ascii_case(bare)
-            })
-        })
+        gpu.types
+            .iter()
+            .find(|t| t.name.as_deref().is_some_and(|n| name_matches(n, wanted)))
     });
     found.ok_or_else(|| Error::UnknownType {
         gpu: gpu.address,
@@ -207,6 +230,11 @@ pub(crate) fn room(
         }
         return Ok(free);
     }
+    // An NVIDIA GPU holds vGPUs of one type at a time: a definition of another type that is
+    // not running yet owns the whole GPU (NVIDIA vGPU user guide, homogeneous vGPUs).
+    if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) && reserved.pending_other_than(type_id) > 0 {
+        return Ok(0);
+    }
     let available = gpu
         .types
         .iter()
@@ -250,6 +278,7 @@ pub(crate) fn realize(
     paths: &HostPaths,
     placement: &Placement,
     handle: VgpuHandle,
+    within: Duration,
 ) -> Result<Option<String>> {
     match (placement, handle) {
         (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
@@ -258,7 +287,7 @@ pub(crate) fn realize(
         (Placement::VendorVf { vf, type_id }, VgpuHandle::Vf(_)) => {
             vendor_vf::set_type(paths, *vf, *type_id).map(|()| None)
         }
-        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf),
+        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf, within),
         (_, VgpuHandle::Mdev(_)) => Err(Error::UuidNotApplicable {
             device: placement.device(),
         }),
@@ -291,11 +320,14 @@ pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Ru
 
 /// Destroys the vGPU named by `handle`: removes the mediated device, clears the VF's vendor
 /// type, or gives a plain VF back to the driver it had (`fallback` when none is recorded, its
-/// default driver when `fallback` is `None`). Returns what it was.
+/// default driver when `fallback` is `None`). Returns what it was. The kernel holds each of
+/// these writes while a process has the device open; `within` bounds the wait
+/// ([`Error::Timeout`]).
 pub(crate) fn destroy(
     paths: &HostPaths,
     handle: VgpuHandle,
     fallback: Option<Option<&str>>,
+    within: Duration,
 ) -> Result<Running> {
     let not_found = || Error::NotFound {
         what: Object::Vgpu,
@@ -308,13 +340,13 @@ pub(crate) fn destroy(
     let what = running(paths, handle)?.ok_or_else(not_found)?;
     match (&what, handle) {
         (Running::Mdev { .. }, VgpuHandle::Mdev(uuid)) => {
-            mdev::remove(paths, uuid)?;
+            mdev::remove(paths, uuid, within)?;
         }
         (Running::VendorVf { .. }, VgpuHandle::Vf(vf)) => {
-            vendor_vf::clear_type(paths, vf)?;
+            vendor_vf::clear_type(paths, vf, within)?;
         }
         (Running::PlainVf, VgpuHandle::Vf(vf)) => {
-            plain_vf::release(paths, vf, fallback)?;
+            plain_vf::release(paths, vf, fallback, within)?;
         }
         _ => return Err(not_found()),
     }

@@ -2,6 +2,8 @@
 //! driver it had afterwards (`Documentation/PCI/pci-iov-howto.rst`,
 //! `Documentation/driver-api/vfio.rst`).
 
+use std::time::Duration;
+
 use super::{Placement, Running};
 use crate::error::Result;
 use crate::host::driver;
@@ -31,10 +33,10 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 
 /// Binds a plain VF to `vfio-pci` for a guest and records the driver it had; returns that
 /// driver. If the record cannot be written, the VF goes back to that driver.
-pub(crate) fn bind(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
-    let previous = driver::bind(paths, vf, "vfio-pci")?;
+pub(crate) fn bind(paths: &HostPaths, vf: PciAddress, within: Duration) -> Result<Option<String>> {
+    let previous = driver::bind(paths, vf, "vfio-pci", within)?;
     if let Err(err) = driver::remember_previous(paths, vf, previous.as_deref()) {
-        if let Err(undo) = driver::restore(paths, vf, previous.as_deref()) {
+        if let Err(undo) = driver::restore(paths, vf, previous.as_deref(), within) {
             tracing::error!(%vf, "cannot give the VF back after failing to record its driver: {undo}");
         }
         return Err(err);
@@ -48,12 +50,13 @@ pub(crate) fn release(
     paths: &HostPaths,
     vf: PciAddress,
     fallback: Option<Option<&str>>,
+    within: Duration,
 ) -> Result<()> {
     match driver::recalled_previous(paths, vf)? {
-        Some(previous) => driver::restore(paths, vf, previous.as_deref())?,
+        Some(previous) => driver::restore(paths, vf, previous.as_deref(), within)?,
         None => match fallback {
-            Some(previous) => driver::restore(paths, vf, previous)?,
-            None => driver::reprobe(paths, vf).map(|_| ())?,
+            Some(previous) => driver::restore(paths, vf, previous, within)?,
+            None => driver::reprobe(paths, vf, within).map(|_| ())?,
         },
     }
     driver::forget_previous(paths, vf)

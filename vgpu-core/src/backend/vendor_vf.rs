@@ -3,11 +3,13 @@
 //! writing `0` (NVIDIA Virtual GPU Software User Guide, "Creating an NVIDIA vGPU on a Linux
 //! with KVM hypervisor that uses a vendor-specific VFIO framework").
 
+use std::time::Duration;
+
 use super::{Placement, Running};
 use crate::error::{Error, Object, Result};
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
-use crate::host::sysfs::write_attr;
+use crate::host::sysfs::{write_attr, write_attr_within};
 use crate::model::Gpu;
 use crate::model::pci::PciAddress;
 
@@ -84,8 +86,10 @@ pub(crate) fn set_type(paths: &HostPaths, vf: PciAddress, type_id: u32) -> Resul
     }
 }
 
-/// Destroys the vGPU on `vf` (writes `0`); returns the type it held.
-pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress) -> Result<u32> {
+/// Destroys the vGPU on `vf` (writes `0`); returns the type it held. NVIDIA's driver holds
+/// the write while a process has the VF's VFIO device open: after `within`,
+/// [`Error::Timeout`].
+pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress, within: Duration) -> Result<u32> {
     let nvidia = vendor_vf(paths, vf)?;
     let Some(current) = nvidia.current_type()? else {
         return Err(Error::NotFound {
@@ -94,7 +98,12 @@ pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress) -> Result<u32> {
             path: nvidia.path().join("current_vgpu_type"),
         });
     };
-    write_attr(&nvidia.path().join("current_vgpu_type"), "0")?;
+    write_attr_within(
+        &nvidia.path().join("current_vgpu_type"),
+        "0",
+        within,
+        &format!("the release of the vGPU on {vf} by the processes holding it open"),
+    )?;
     Ok(current)
 }
 

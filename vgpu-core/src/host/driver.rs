@@ -2,10 +2,12 @@
 //! unbind from the current driver, then `drivers_probe` (never `new_id`, which captures every
 //! device with the same ids).
 
+use std::time::Duration;
+
 use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
-use crate::host::sysfs::{self, write_attr};
+use crate::host::sysfs::{self, write_attr, write_attr_within};
 use crate::model::pci::PciAddress;
 
 /// Whether `driver` holds a device for assignment to a guest rather than for the host:
@@ -77,7 +79,13 @@ pub(crate) fn validate_driver_name(driver: &str) -> Result<()> {
 }
 
 /// Unbinds `address` from its driver; returns the driver it had (`None` if it was unbound).
-pub(crate) fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+/// The kernel holds the unbind while a process has the device open (or, for `nvidia`, while
+/// the GPU is used): after `within`, [`Error::Timeout`].
+pub(crate) fn unbind(
+    paths: &HostPaths,
+    address: PciAddress,
+    within: Duration,
+) -> Result<Option<String>> {
     let device = PciDevice::existing(paths, address)?;
     let current = device.driver()?;
     let Some(driver) = &current else {
@@ -86,9 +94,18 @@ pub(crate) fn unbind(paths: &HostPaths, address: PciAddress) -> Result<Option<St
     // NVIDIA's driver lets go of a GPU only to a holder of its unbindLock (its vGPU manager
     // may be using the GPU); the lock is given back if the unbind then fails.
     let locked = driver == "nvidia" && take_unbind_lock(paths, address)?;
-    let unbound = write_attr(
+    let unbound = write_attr_within(
         &paths.pci_drivers().join(driver).join("unbind"),
         &address.to_string(),
+        within,
+        &if driver == "nvidia" {
+            format!("the release of {address} by nvidia, which waits until nothing uses the GPU")
+        } else {
+            format!(
+                "the release of {address} by {driver}, which waits for the processes holding \
+                 it open"
+            )
+        },
     );
     if let Err(err) = unbound {
         if locked {
@@ -147,10 +164,18 @@ fn probe(paths: &HostPaths, address: PciAddress) -> Result<()> {
 }
 
 /// Binds `address` to `driver` and pins it there with `driver_override`; returns the driver
-/// it had before. Already bound to `driver`: nothing is written.
+/// it had before. Already bound to `driver`: nothing is written. The driver is read back
+/// afterwards: `drivers_probe` succeeds even when the probe fails (`vfio-pci` refusing a PF
+/// with VFs, say), so [`Error::NotBound`] says what the device has instead.
 ///
-/// On failure after the unbind, the previous driver is bound again.
-pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Result<Option<String>> {
+/// On failure after the unbind, the previous driver is bound again. `within` bounds each
+/// unbind ([`unbind`]).
+pub(crate) fn bind(
+    paths: &HostPaths,
+    address: PciAddress,
+    driver: &str,
+    within: Duration,
+) -> Result<Option<String>> {
     validate_driver_name(driver)?;
     let device = PciDevice::existing(paths, address)?;
     let previous = device.driver()?;
@@ -166,7 +191,7 @@ pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Resu
     }
     set_override(paths, address, Some(driver))?;
     let attempt = (|| {
-        unbind(paths, address)?;
+        unbind(paths, address, within)?;
         probe(paths, address)?;
         match device.driver()? {
             Some(bound) if bound == driver => Ok(()),
@@ -178,7 +203,7 @@ pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Resu
         }
     })();
     if let Err(err) = attempt {
-        if let Err(undo) = restore(paths, address, previous.as_deref()) {
+        if let Err(undo) = restore(paths, address, previous.as_deref(), within) {
             tracing::error!(%address, "cannot rebind the previous driver: {undo}");
         }
         return Err(err);
@@ -187,8 +212,13 @@ pub(crate) fn bind(paths: &HostPaths, address: PciAddress, driver: &str) -> Resu
 }
 
 /// Returns `address` to `driver` (or leaves it unbound for `None`) and clears
-/// `driver_override`.
-pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&str>) -> Result<()> {
+/// `driver_override`; reads the driver back. `within` bounds the unbind ([`unbind`]).
+pub(crate) fn restore(
+    paths: &HostPaths,
+    address: PciAddress,
+    driver: Option<&str>,
+    within: Duration,
+) -> Result<()> {
     if let Some(driver) = driver {
         validate_driver_name(driver)?;
     }
@@ -198,7 +228,7 @@ pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&st
         return set_override(paths, address, None);
     }
     set_override(paths, address, driver)?;
-    unbind(paths, address)?;
+    unbind(paths, address, within)?;
     if driver.is_some() {
         probe(paths, address)?;
     }
@@ -213,11 +243,16 @@ pub(crate) fn restore(paths: &HostPaths, address: PciAddress, driver: Option<&st
     }
 }
 
-/// Clears `driver_override`, unbinds `address` and lets the kernel probe its default driver.
-pub(crate) fn reprobe(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+/// Clears `driver_override`, unbinds `address` and lets the kernel probe its default driver;
+/// returns the driver it has then. `within` bounds the unbind ([`unbind`]).
+pub(crate) fn reprobe(
+    paths: &HostPaths,
+    address: PciAddress,
+    within: Duration,
+) -> Result<Option<String>> {
     PciDevice::existing(paths, address)?;
     set_override(paths, address, None)?;
-    unbind(paths, address)?;
+    unbind(paths, address, within)?;
     probe(paths, address)?;
     PciDevice::new(paths, address).driver()
 }

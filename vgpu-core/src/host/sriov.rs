@@ -6,6 +6,13 @@
 //! write while bound to `nvidia`: like NVIDIA's `sriov-manage`, this module takes the GPU's
 //! `unbindLock`, moves the PF to `pci-pf-stub`, writes the count, and rebinds the PF and every
 //! VF to `nvidia`.
+//!
+//! The VFs are there when the write returns, but their driver may not be: a VF's first probe
+//! can run later (asynchronous probing). Where the PF's driver also drives its VFs on the
+//! host (`i915`, `xe`) and `sriov_drivers_autoprobe` is on, the new VFs are waited for until
+//! each has a driver, so that what is reported, and the driver recorded before a VF is given
+//! to a guest, is what the kernel settles on. Disabling VFs, like every unbind, waits in the
+//! kernel while a process has one of them open: each such write is bounded by the timeout.
 
 use std::time::Duration;
 
@@ -15,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
-use crate::host::sysfs::{self, read_attr, write_attr};
+use crate::host::sysfs::{self, read_attr, write_attr, write_attr_within};
 use crate::model::pci::PciAddress;
 
 /// How to change a VF count.
@@ -23,7 +30,8 @@ use crate::model::pci::PciAddress;
 pub struct SriovOptions {
     /// Change the count even when VFs hold vGPUs or are bound to `vfio-pci`.
     pub force: bool,
-    /// How long to wait for VFs to appear or go.
+    /// How long to wait for VFs to appear or go, for new VFs' drivers, and for each write the
+    /// kernel holds while a VF is in use.
     pub timeout: Duration,
 }
 
@@ -64,6 +72,32 @@ fn read_numvfs(device: &PciDevice) -> Result<u32> {
             .map_err(|_| sysfs::parse_error(&path, &text, "a VF count")),
         None => Err(sysfs::missing(&path)),
     }
+}
+
+/// Whether `driver`, bound to a PF, also drives the PF's VFs on the host, so that new VFs are
+/// probed by it when `sriov_drivers_autoprobe` is on (Intel's `i915` and `xe`).
+fn drives_its_vfs(driver: &str) -> bool {
+    matches!(driver, "i915" | "xe")
+}
+
+/// Waits until each of `vfs` has a driver, up to `timeout`; returns those still without one.
+fn wait_for_vf_drivers(
+    paths: &HostPaths,
+    vfs: &[PciAddress],
+    timeout: Duration,
+) -> Result<Vec<PciAddress>> {
+    let mut unbound = vfs.to_vec();
+    sysfs::poll_until(timeout, || {
+        let mut still = Vec::new();
+        for vf in &unbound {
+            if PciDevice::new(paths, *vf).driver()?.is_none() {
+                still.push(*vf);
+            }
+        }
+        unbound = still;
+        Ok(unbound.is_empty())
+    })?;
+    Ok(unbound)
 }
 
 /// Waits until the PF lists exactly `count` `virtfnN` links.
@@ -135,11 +169,12 @@ pub(crate) fn set_vf_count(
             all_or_none: true,
         });
     }
+    let autoprobe = capability.drivers_autoprobe == Some(true);
     let attempt = (|| {
         if nvidia {
-            nvidia_set(paths, &device, before, count, interrupted)?;
+            nvidia_set(paths, &device, before, count, interrupted, options.timeout)?;
         } else {
-            plain_set(&device, before, count)?;
+            plain_set(&device, before, count, options.timeout)?;
         }
         let enabled = read_numvfs(&device)?;
         if enabled < count {
@@ -148,7 +183,17 @@ pub(crate) fn set_vf_count(
         let vfs = wait_for_vfs(&device, enabled, options.timeout)?;
         if nvidia {
             for vf in &vfs {
-                driver::bind(paths, *vf, "nvidia")?;
+                driver::bind(paths, *vf, "nvidia", options.timeout)?;
+            }
+        } else if autoprobe && driver.as_deref().is_some_and(drives_its_vfs) {
+            let unbound = wait_for_vf_drivers(paths, &vfs, options.timeout)?;
+            if !unbound.is_empty() {
+                tracing::warn!(
+                    %pf,
+                    ?unbound,
+                    waited_ms = options.timeout.as_millis(),
+                    "VFs still without a driver (their probe failed or has not run)"
+                );
             }
         }
         Ok(SriovChange {
@@ -165,15 +210,21 @@ pub(crate) fn set_vf_count(
     attempt
 }
 
-fn plain_set(device: &PciDevice, before: u32, count: u32) -> Result<()> {
+/// Writes the count, through `0` when both are non-zero. Removing VFs waits in the kernel
+/// while a process has one open: each write is bounded by `within`.
+fn plain_set(device: &PciDevice, before: u32, count: u32, within: Duration) -> Result<()> {
     let path = numvfs_path(device);
     if before == count {
         return Ok(());
     }
+    let waiting_for = format!(
+        "the release of the VFs of {} by the processes holding them open",
+        device.address()
+    );
     if before > 0 && count > 0 {
-        write_attr(&path, "0")?;
+        write_attr_within(&path, "0", within, &waiting_for)?;
     }
-    write_attr(&path, &count.to_string())
+    write_attr_within(&path, &count.to_string(), within, &waiting_for)
 }
 
 /// NVIDIA's `sriov-manage` sequence: take the unbindLock, move the PF to `pci-pf-stub`, write
@@ -185,19 +236,20 @@ fn nvidia_set(
     before: u32,
     count: u32,
     resume: bool,
+    within: Duration,
 ) -> Result<()> {
     let pf = device.address();
     if !resume {
         // Taken here, not only by the unbind inside `bind`, so that a GPU in use is refused
         // before anything moves.
         driver::take_unbind_lock(paths, pf)?;
-        if let Err(err) = driver::bind(paths, pf, "pci-pf-stub") {
+        if let Err(err) = driver::bind(paths, pf, "pci-pf-stub", within) {
             driver::release_unbind_lock(paths, pf);
             return Err(err);
         }
     }
-    let written = plain_set(device, before, count);
-    let rebound = driver::restore(paths, pf, Some("nvidia"));
+    let written = plain_set(device, before, count, within);
+    let rebound = driver::restore(paths, pf, Some("nvidia"), within);
     written?;
     rebound
 }
@@ -211,7 +263,7 @@ fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, 
         None
     });
     if nvidia && driver.as_deref() != Some("nvidia") {
-        if let Err(err) = driver::restore(paths, pf, Some("nvidia")) {
+        if let Err(err) = driver::restore(paths, pf, Some("nvidia"), timeout) {
             tracing::error!(%pf, "cannot rebind nvidia: {err}");
         }
     }
@@ -226,9 +278,9 @@ fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, 
         return;
     }
     let undo = if nvidia {
-        nvidia_set(paths, device, now, before, false)
+        nvidia_set(paths, device, now, before, false, timeout)
     } else {
-        plain_set(device, now, before)
+        plain_set(device, now, before, timeout)
     };
     let waited = undo.and_then(|()| wait_for_vfs(device, before, timeout));
     if let Err(err) = waited {

@@ -151,6 +151,48 @@ pub(crate) fn write_attr(path: &Path, value: &str) -> Result<()> {
         .map_err(|err| Error::from_write(path, value, err))
 }
 
+/// [`write_attr`] for a write the kernel may hold instead of answering: removing an mdev,
+/// unbinding a driver, disabling VFs or clearing a vendor vGPU waits in the kernel for as long
+/// as a process has the device open (`vfio_unregister_group_dev`), and unbinding `nvidia` for
+/// as long as something uses the GPU. The write runs on a thread of its own; when it has not
+/// returned within `within`, [`Error::Timeout`] says what it was waiting for
+/// (`waiting_for`, e.g. "the release of mediated device ... by the processes holding it
+/// open") and that the write is still pending: the kernel carries it out once that happens,
+/// and the thread ends then.
+pub(crate) fn write_attr_within(
+    path: &Path,
+    value: &str,
+    within: std::time::Duration,
+    waiting_for: &str,
+) -> Result<()> {
+    let (sent, answer) = std::sync::mpsc::channel();
+    let (target, text) = (path.to_path_buf(), value.to_owned());
+    std::thread::Builder::new()
+        .name("vgpu-write".to_owned())
+        .spawn(move || {
+            let result = write_attr(&target, &text);
+            if sent.send(result).is_err() {
+                tracing::warn!(path = %target.display(), value = text, "a write given up on has returned");
+            }
+        })
+        .map_err(|err| Error::from_write(path, value, err))?;
+    match answer.recv_timeout(within) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout {
+            what: format!(
+                "{waiting_for} (writing {value:?} stays pending in the kernel until then)"
+            ),
+            path: path.to_path_buf(),
+            waited_ms: within.as_millis(),
+        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::from_write(
+            path,
+            value,
+            io::Error::other("the writing thread ended without an answer"),
+        )),
+    }
+}
+
 /// Polls `done` until it returns true or `timeout` passes; `Ok(false)` on timeout.
 ///
 /// Used where the kernel finishes asynchronously (VFs appearing after `sriov_numvfs`). The
@@ -258,6 +300,28 @@ mod tests {
         let path = dir.path().join("full");
         fs::write(&path, [b'x'; 10]).unwrap();
         assert_eq!(read_bounded(&path, 10).unwrap(), Some("x".repeat(10)));
+    }
+
+    #[test]
+    fn write_attr_within_answered_write_returns_its_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr");
+        fs::write(&path, "").unwrap();
+        write_attr_within(&path, "1", std::time::Duration::from_secs(5), "nothing").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1");
+    }
+
+    #[test]
+    fn write_attr_within_failed_open_is_classified() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_attr_within(
+            &dir.path().join("absent/attr"),
+            "1",
+            std::time::Duration::from_secs(5),
+            "nothing",
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Gone { .. }), "{err:?}");
     }
 
     #[test]

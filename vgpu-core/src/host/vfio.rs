@@ -18,15 +18,19 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sysfs;
 use crate::model::pci::PciAddress;
 
-/// A process holding a VFIO device open.
+/// A process holding a VFIO device open, or one that may: its open files cannot be listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Holder {
     /// Its process id.
     pub(crate) pid: u32,
     /// Its command name (`proc/<pid>/comm`), `?` when it could not be read.
     pub(crate) command: String,
-    /// The node it holds open (`/dev/vfio/42`, `/dev/vfio/devices/vfio3`).
+    /// The node it holds open (`/dev/vfio/42`, `/dev/vfio/devices/vfio3`), or, when its files
+    /// cannot be listed, that and why.
     pub(crate) node: String,
+    /// False when its open files cannot be listed (a confining security module, another user
+    /// when not root): it may hold any of the nodes asked about.
+    pub(crate) listed: bool,
 }
 
 /// The device nodes through which the VFIO device in sysfs directory `dir` is opened: its
@@ -55,7 +59,7 @@ pub(crate) fn mdev_nodes(paths: &HostPaths, uuid: Uuid) -> Result<BTreeSet<Strin
 }
 
 /// Every process holding one of `nodes` open, by pid. A process that ends while it is read
-/// is skipped; so is one whose descriptors cannot be listed (another user's, when not root).
+/// is skipped; one whose descriptors cannot be listed is counted as a holder (`listed` false).
 pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec<Holder>> {
     let mut found = Vec::new();
     scan(paths, nodes, |holder| {
@@ -66,22 +70,35 @@ pub(crate) fn holders(paths: &HostPaths, nodes: &BTreeSet<String>) -> Result<Vec
 }
 
 /// For each of `nodes` that a process holds open, the first such process (by pid): one pass
-/// over the processes for any number of devices.
+/// over the processes for any number of devices. A process whose descriptors cannot be listed
+/// may hold any of them: it is the holder of each node no listed process holds.
 pub(crate) fn holders_by_node(
     paths: &HostPaths,
     nodes: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, Holder>> {
     let mut found: BTreeMap<String, Holder> = BTreeMap::new();
     scan(paths, nodes, |holder| {
-        found.entry(holder.node.clone()).or_insert(holder);
+        if holder.listed {
+            match found.get(&holder.node) {
+                Some(first) if first.listed => {}
+                _ => {
+                    found.insert(holder.node.clone(), holder);
+                }
+            }
+        } else {
+            for node in nodes {
+                found.entry(node.clone()).or_insert_with(|| holder.clone());
+            }
+        }
         true
     })?;
     Ok(found)
 }
 
-/// Calls `found` for each open descriptor of one of `nodes`, in pid order; after the first
-/// one of a process, the rest of that process's descriptors are read only while `found`
-/// returns true.
+/// Calls `found` for each open descriptor of one of `nodes`, in pid order, and once for each
+/// process whose descriptors cannot be listed (other than because it ended); after the first
+/// descriptor of a process, the rest of that process's are read only while `found` returns
+/// true.
 fn scan(
     paths: &HostPaths,
     nodes: &BTreeSet<String>,
@@ -100,10 +117,17 @@ fn scan(
         let fd_dir = proc.join(pid.to_string()).join("fd");
         let fds = match std::fs::read_dir(&fd_dir) {
             Ok(fds) => fds,
+            // The process ended meanwhile.
+            Err(err) if sysfs::is_absent(&err) => continue,
+            // A process whose files cannot be seen (a confining security module, another user
+            // when not root) may hold the device: say so rather than assume it does not.
             Err(err) => {
-                if !sysfs::is_absent(&err) {
-                    tracing::debug!(path = %fd_dir.display(), "cannot list open files: {err}");
-                }
+                found(Holder {
+                    pid,
+                    command: command_of(&proc, pid),
+                    node: format!("files that cannot be listed ({}: {err})", fd_dir.display()),
+                    listed: false,
+                });
                 continue;
             }
         };
@@ -113,14 +137,11 @@ fn scan(
             };
             let target = target.to_string_lossy();
             if nodes.contains(target.as_ref()) {
-                let command = sysfs::read_attr(&proc.join(pid.to_string()).join("comm"))
-                    .ok()
-                    .flatten()
-                    .map_or_else(|| "?".to_owned(), |c| c.trim().to_owned());
                 let more = found(Holder {
                     pid,
-                    command,
+                    command: command_of(&proc, pid),
                     node: target.into_owned(),
+                    listed: true,
                 });
                 if !more {
                     break;
@@ -129,4 +150,73 @@ fn scan(
         }
     }
     Ok(())
+}
+
+/// The command name of process `pid`; `?` when it cannot be read (it may have just ended).
+fn command_of(proc: &Path, pid: u32) -> String {
+    match sysfs::read_attr(&proc.join(pid.to_string()).join("comm")) {
+        Ok(Some(comm)) => comm.trim().to_owned(),
+        Ok(None) => "?".to_owned(),
+        Err(err) => {
+            tracing::debug!(pid, "cannot read the command name: {}", err.chain());
+            "?".to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `proc` with process 10 holding `/dev/vfio/7` open, and process 20 whose `fd`
+    /// directory cannot be listed (a symlink loop: `ELOOP`, not absence).
+    fn procs() -> (tempfile::TempDir, HostPaths) {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc");
+        std::fs::create_dir_all(proc.join("10/fd")).unwrap();
+        std::fs::write(proc.join("10/comm"), "qemu\n").unwrap();
+        std::os::unix::fs::symlink("/dev/vfio/7", proc.join("10/fd/3")).unwrap();
+        std::fs::create_dir_all(proc.join("20")).unwrap();
+        std::fs::write(proc.join("20/comm"), "confined\n").unwrap();
+        std::os::unix::fs::symlink("fd", proc.join("20/fd")).unwrap();
+        let paths = HostPaths::new(dir.path());
+        (dir, paths)
+    }
+
+    fn nodes(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn holders_counts_a_process_whose_files_cannot_be_listed() {
+        let (_dir, paths) = procs();
+
+        let found = holders(&paths, &nodes(&["/dev/vfio/9"])).unwrap();
+
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].pid, found[0].listed), (20, false));
+        assert_eq!(found[0].command, "confined");
+        assert!(found[0].node.starts_with("files that cannot be listed"));
+    }
+
+    #[test]
+    fn holders_by_node_prefers_a_listed_holder_and_fails_closed_for_the_rest() {
+        let (_dir, paths) = procs();
+
+        let found = holders_by_node(&paths, &nodes(&["/dev/vfio/7", "/dev/vfio/9"])).unwrap();
+
+        let held = |node: &str| found.get(node).map(|h| (h.pid, h.listed));
+        assert_eq!(held("/dev/vfio/7"), Some((10, true)));
+        assert_eq!(held("/dev/vfio/9"), Some((20, false)));
+    }
+
+    #[test]
+    fn a_process_that_vanished_is_not_a_holder() {
+        let (dir, paths) = procs();
+        std::fs::remove_file(dir.path().join("proc/20/fd")).unwrap();
+
+        let found = holders_by_node(&paths, &nodes(&["/dev/vfio/9"])).unwrap();
+
+        assert!(found.is_empty());
+    }
 }

@@ -7,6 +7,7 @@
 //! definition that [`Manager::restore`] carries out, never a device that nothing describes.
 
 mod apply;
+mod hook;
 mod provision;
 mod restore;
 mod session;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 pub use apply::{ApplyEvent, ApplyOutcome, ApplyReport, GpuApply, Progress};
+pub use hook::{HookDomain, Left, Prepared, Released};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreReport, RestoreStep};
 
@@ -31,8 +33,9 @@ use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
 use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
+use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
-use session::{Operation, Session};
+use session::{Operation, Session, SessionOptions};
 
 /// Performs host mutations for one command.
 #[derive(Debug, Clone)]
@@ -43,6 +46,7 @@ pub struct Manager {
     lock_timeout: Duration,
     sriov: SriovOptions,
     force: bool,
+    release_timeout: Duration,
 }
 
 /// What `create` made.
@@ -94,7 +98,8 @@ fn is_gpu_function(paths: &HostPaths, address: PciAddress) -> Result<bool> {
 
 impl Manager {
     /// A manager for the host at `paths`, recording `command` (the command line) in the audit
-    /// log. Waits up to 60 s for the host lock.
+    /// log. Waits up to 60 s for the host lock and 30 s for a write the kernel holds while a
+    /// device is in use.
     pub fn new(paths: &HostPaths, command: impl Into<String>) -> Self {
         Self {
             paths: paths.clone(),
@@ -103,7 +108,19 @@ impl Manager {
             lock_timeout: Duration::from_secs(60),
             sriov: SriovOptions::default(),
             force: false,
+            release_timeout: Duration::from_secs(30),
         }
+    }
+
+    /// Waits up to `timeout` for each write the kernel holds until a device is released
+    /// instead of answering: removing an mdev, clearing a vendor vGPU, unbinding a driver
+    /// while a process has the device open (only forced operations write then) or while
+    /// NVIDIA's driver uses the GPU. After it, the operation fails with [`Error::Timeout`],
+    /// which says what it waited for; the write stays pending in the kernel and takes effect
+    /// when the device is released. VF-count changes use [`SriovOptions::timeout`].
+    pub fn with_release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
+        self
     }
 
     /// Waits up to `timeout` for the host lock.
@@ -135,9 +152,12 @@ impl Manager {
         Session::open(
             &self.paths,
             &self.command,
-            self.lock_timeout,
-            self.sriov,
-            self.force,
+            SessionOptions {
+                lock_timeout: self.lock_timeout,
+                sriov: self.sriov,
+                force: self.force,
+                release_timeout: self.release_timeout,
+            },
         )
     }
 
@@ -304,6 +324,9 @@ impl Manager {
             if !force && !is_gpu_function(op.paths(), address)? {
                 return Err(Error::NotGpu { address });
             }
+            // Moving it to another driver takes it (and its mediated devices) from whoever
+            // holds it open.
+            op.check_released(VgpuHandle::Vf(address))?;
             let current = device.driver()?;
             if let Some(start) = define {
                 if op.store().binding(address)?.is_some() {
@@ -333,9 +356,10 @@ impl Manager {
             op.check_released(VgpuHandle::Vf(address))?;
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);
+            let within = op.within();
             let result = match recorded.or(defined) {
-                Some(previous) => driver::restore(&paths, address, previous.as_deref()),
-                None if force => driver::reprobe(&paths, address).map(drop),
+                Some(previous) => driver::restore(&paths, address, previous.as_deref(), within),
+                None if force => driver::reprobe(&paths, address, within).map(drop),
                 None => Err(Error::NotOwned { address }),
             };
             op.audit("unbind-driver", &address.to_string(), &result);
@@ -384,7 +408,13 @@ impl Manager {
             .collect();
         let holds = backend::open_handles(&self.paths, &handles)?
             .into_iter()
-            .map(|(id, holder)| (id, format!("process {} ({})", holder.pid, holder.command)))
+            .map(|(id, holder)| {
+                let what = format!("process {} ({})", holder.pid, holder.command);
+                match holder.listed {
+                    true => (id, what),
+                    false => (id, format!("{what}, whose open files cannot be listed")),
+                }
+            })
             .collect();
         Ok(HostState {
             inventory,
@@ -415,6 +445,32 @@ impl Manager {
             config: plan.config.clone(),
             gpus,
         })
+    }
+
+    /// The libvirt hook's `prepare begin`: makes every device of `domain` that is the hook's
+    /// exist, recording what it made under `run/vgpu/hook/<domain-uuid>` first (see
+    /// [`HookDomain`] and the `hook` module documentation). When one device cannot be made,
+    /// everything this call made and recorded is undone and the error names the device
+    /// ([`Error::HookDevice`]). A domain that assigns no device returns at once, without
+    /// the host lock.
+    pub fn prepare_domain(&self, domain: &HookDomain, config: &HookConfig) -> Result<Prepared> {
+        if domain.devices.is_empty() {
+            return Ok(Prepared::default());
+        }
+        self.mutate("hook-prepare", &domain.name, |op| {
+            hook::prepare(op, domain, config)
+        })
+    }
+
+    /// The libvirt hook's `release end`: takes back what `prepare_domain` made for domain
+    /// `uuid` (named `name`), leaving definitions, anything changed since, and anything a
+    /// process holds open. What cannot be taken back stays recorded and is reported in
+    /// [`Released::failed`]. A domain with no record returns at once, without the host lock.
+    pub fn release_domain(&self, uuid: Uuid, name: &str) -> Result<Released> {
+        if !crate::state::hook::record_path(&self.paths, uuid).exists() {
+            return Ok(Released::default());
+        }
+        self.mutate("hook-release", name, |op| hook::release(op, uuid, name))
     }
 
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first,

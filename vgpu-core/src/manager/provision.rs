@@ -121,7 +121,7 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
         type_id: type_id.clone(),
         asked,
         available,
-        reserved: reserved.pending(&type_id),
+        reserved: reserved.holding_back(&gpu, &type_id),
         path: gpu_dir.clone(),
     };
     if let Some(count) = target.count {

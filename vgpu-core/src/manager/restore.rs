@@ -125,12 +125,37 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
     unreadable(&mut report, "mdev");
     for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
         let id = VgpuHandle::Mdev(def.uuid);
-        let result = session.attempt(|op| {
-            if backend::running(op.paths(), id)?.is_some() {
-                return Ok(false);
+        let result = session.attempt(|op| match backend::running(op.paths(), id)? {
+            None => {
+                op.start_mdev(def)?;
+                Ok(true)
             }
-            op.start_mdev(def)?;
-            Ok(true)
+            Some(Running::Mdev { parent }) => {
+                let found = crate::host::mdev::MdevParent::new(op.paths().pci_device(&parent))
+                    .devices()?
+                    .into_iter()
+                    .find(|m| m.uuid == def.uuid)
+                    .map(|m| m.type_id);
+                if parent.to_string() == def.parent
+                    && found.as_deref() == Some(def.mdev_type.as_str())
+                {
+                    Ok(false)
+                } else {
+                    Err(Error::DefinitionMismatch {
+                        id: id.to_string(),
+                        defined: format!("type {} on {}", def.mdev_type, def.parent),
+                        found: format!(
+                            "type {} on {parent}",
+                            found.as_deref().unwrap_or("unknown")
+                        ),
+                    })
+                }
+            }
+            Some(other) => Err(Error::DefinitionMismatch {
+                id: id.to_string(),
+                defined: format!("type {} on {}", def.mdev_type, def.parent),
+                found: format!("{other:?}"),
+            }),
         });
         report.push(
             session,

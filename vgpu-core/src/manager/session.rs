@@ -7,6 +7,7 @@
 //! Definitions are honoured here as well: [`Operation::reservations`] says what a GPU holds
 //! for defined vGPUs that are not running, and placement never gives that away.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -20,6 +21,7 @@ use crate::host::sriov::{self, SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
 use crate::state::audit::{AuditEntry, AuditLog};
+use crate::state::durable;
 use crate::state::lock::HostLock;
 use crate::state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,
@@ -34,7 +36,22 @@ pub(crate) struct Session {
     command: String,
     sriov: SriovOptions,
     force: bool,
+    /// How long a write the kernel holds while a device is in use is waited for.
+    release_timeout: Duration,
     _lock: HostLock,
+}
+
+/// How a session waits and whether it forces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionOptions {
+    /// How long to wait for the host lock.
+    pub(crate) lock_timeout: Duration,
+    /// How VF counts change.
+    pub(crate) sriov: SriovOptions,
+    /// Whether devices held open are taken anyway.
+    pub(crate) force: bool,
+    /// How long a write the kernel holds while a device is in use is waited for.
+    pub(crate) release_timeout: Duration,
 }
 
 /// A step that was taken, and how to take it back.
@@ -73,6 +90,11 @@ enum Undo {
     RedefineVfVgpu(VfVgpuDefinition),
     /// Write back the binding definition removed.
     RedefineBinding(BindingDefinition),
+    /// Put back a file of `vgpu`'s own (a hook record) as it was, or remove it.
+    File {
+        path: PathBuf,
+        previous: Option<String>,
+    },
 }
 
 impl Undo {
@@ -90,6 +112,7 @@ impl Undo {
             Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
                 "undo-undefine"
             }
+            Undo::File { .. } => "undo-record",
         }
     }
 
@@ -100,6 +123,7 @@ impl Undo {
             Undo::RedefineMdev(def) => def.uuid.to_string(),
             Undo::RedefineVfVgpu(def) => def.vf.to_string(),
             Undo::RedefineBinding(def) => def.address.to_string(),
+            Undo::File { path, .. } => path.display().to_string(),
             Undo::VfVgpuDefinition(a)
             | Undo::BindingDefinition(a)
             | Undo::SriovDefinition { pf: a, .. }
@@ -111,14 +135,14 @@ impl Undo {
 }
 
 impl Session {
-    /// Takes the host lock (waiting up to `lock_timeout`) and opens the audit log.
-    pub(crate) fn open(
-        paths: &HostPaths,
-        command: &str,
-        lock_timeout: Duration,
-        sriov: SriovOptions,
-        force: bool,
-    ) -> Result<Self> {
+    /// Takes the host lock (waiting up to `options.lock_timeout`) and opens the audit log.
+    pub(crate) fn open(paths: &HostPaths, command: &str, options: SessionOptions) -> Result<Self> {
+        let SessionOptions {
+            lock_timeout,
+            sriov,
+            force,
+            release_timeout,
+        } = options;
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
             paths: paths.clone(),
@@ -127,6 +151,7 @@ impl Session {
             command: command.to_owned(),
             sriov,
             force,
+            release_timeout,
             _lock: lock,
         })
     }
@@ -203,6 +228,12 @@ impl Operation<'_> {
         &self.session.paths
     }
 
+    /// How long a write the kernel holds while a device is in use (an unbind, a removal) is
+    /// waited for before [`Error::Timeout`].
+    pub(crate) fn within(&self) -> Duration {
+        self.session.release_timeout
+    }
+
     pub(crate) fn store(&self) -> &Store {
         &self.session.store
     }
@@ -248,19 +279,25 @@ impl Operation<'_> {
                 Some(def) => store.define_sriov(&def),
                 None => store.undefine_sriov(pf).map(drop),
             },
-            Undo::Vgpu(id) => backend::destroy(paths, id, None).map(drop),
+            Undo::Vgpu(id) => backend::destroy(paths, id, None, self.within()).map(drop),
             Undo::VfCount { pf, before } => {
                 sriov::set_vf_count(paths, pf, before, self.session.sriov).map(drop)
             }
             Undo::Autoprobe { pf, was } => sriov::set_autoprobe(paths, pf, was),
             Undo::Driver { address, previous } => {
-                driver::restore(paths, address, previous.as_deref())?;
+                driver::restore(paths, address, previous.as_deref(), self.within())?;
                 driver::forget_previous(paths, address)
             }
-            Undo::Restart { placement, id } => backend::realize(paths, &placement, id).map(drop),
+            Undo::Restart { placement, id } => {
+                backend::realize(paths, &placement, id, self.within()).map(drop)
+            }
             Undo::RedefineMdev(def) => store.define_mdev(&def),
             Undo::RedefineVfVgpu(def) => store.define_vf_vgpu(&def),
             Undo::RedefineBinding(def) => store.define_binding(&def),
+            Undo::File { path, previous } => match previous {
+                Some(text) => durable::write_atomic(&path, text.as_bytes()),
+                None => durable::remove_durably(&path).map(drop),
+            },
         }
     }
 
@@ -313,7 +350,7 @@ impl Operation<'_> {
             type_id: type_id.clone(),
             asked: 1,
             available,
-            reserved: reserved.pending(&type_id),
+            reserved: reserved.holding_back(gpu, &type_id),
             path: self.paths().pci_device(&gpu.address),
         };
         if room == 0 {
@@ -435,6 +472,13 @@ impl Operation<'_> {
         if self.session.force {
             return Ok(());
         }
+        // The mediated devices on a PCI function go with it.
+        if let VgpuHandle::Vf(address) = id {
+            let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&address));
+            for mdev in parent.devices()? {
+                self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
+            }
+        }
         match backend::open_by(self.paths(), id)?.into_iter().next() {
             Some(holder) => Err(Error::HeldOpen {
                 device: id.to_string(),
@@ -497,7 +541,7 @@ impl Operation<'_> {
         placement: &Placement,
         id: VgpuHandle,
     ) -> Result<Option<String>> {
-        let result = backend::realize(self.paths(), placement, id);
+        let result = backend::realize(self.paths(), placement, id, self.within());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
@@ -541,7 +585,7 @@ impl Operation<'_> {
         id: VgpuHandle,
         fallback: Option<Option<&str>>,
     ) -> Result<Running> {
-        let result = backend::destroy(self.paths(), id, fallback);
+        let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| None)
     }
 
@@ -567,10 +611,6 @@ impl Operation<'_> {
             if !present.is_empty() && present.len() != count as usize {
                 for vf in present {
                     self.check_released(VgpuHandle::Vf(vf))?;
-                    let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&vf));
-                    for mdev in parent.devices()? {
-                        self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
-                    }
                     if let Some(by) = backend::vf_holder(self.paths(), vf)? {
                         return Err(Error::InUse {
                             device: vf.to_string(),
@@ -597,10 +637,12 @@ impl Operation<'_> {
         driver_name: &str,
     ) -> Result<Option<String>> {
         let paths = self.session.paths.clone();
-        let result = driver::bind(&paths, address, driver_name).and_then(|previous| {
+        let within = self.within();
+        let result = driver::bind(&paths, address, driver_name, within).and_then(|previous| {
             if previous.as_deref() != Some(driver_name) {
                 if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
-                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref()) {
+                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref(), within)
+                    {
                         tracing::error!(%address, "cannot rebind the previous driver: {}", undo.chain());
                     }
                     return Err(err);
@@ -635,7 +677,7 @@ impl Operation<'_> {
             (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
             _ => None,
         };
-        let result = backend::destroy(self.paths(), id, fallback);
+        let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
             placement.map(|placement| Undo::Restart { placement, id })
         })
@@ -672,6 +714,28 @@ impl Operation<'_> {
             }
         }
         Ok(removed)
+    }
+
+    /// Replaces the file at `path` (one of `vgpu`'s own under `run/`, up to 256 KiB) with
+    /// `bytes`, or removes it when `None`, durably; undo puts back what was there.
+    pub(crate) fn replace_file(&mut self, path: &Path, bytes: Option<&[u8]>) -> Result<()> {
+        let previous = crate::host::sysfs::read_bounded(path, 256 * 1024)?;
+        let result = match bytes {
+            Some(bytes) => durable::write_atomic(path, bytes),
+            None => durable::remove_durably(path).map(drop),
+        };
+        let shown = path.display().to_string();
+        self.step("record", &shown, result, |()| {
+            Some(Undo::File {
+                path: path.to_path_buf(),
+                previous,
+            })
+        })
+    }
+
+    /// Records in the audit log that `device` was left as it is, and why.
+    pub(crate) fn note(&self, action: &str, device: &str, why: &str) {
+        self.session.record(action, device, why);
     }
 
     /// Audits a step the operation took outside these helpers.

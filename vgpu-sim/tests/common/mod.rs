@@ -135,3 +135,77 @@ fn unescape_mountinfo(field: &str) -> String {
         .replace("\\012", "\n")
         .replace("\\134", "\\")
 }
+
+/// How long a write that must still be waiting is watched before the test says it is.
+pub(crate) const STILL_WAITING: std::time::Duration = std::time::Duration::from_millis(300);
+/// How long a write that must be let through is given to return.
+pub(crate) const RETURNS_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `echo -n VALUE > PATH` on a thread of its own: the errno of the write (or success) arrives
+/// on the channel when the write returns.
+pub(crate) fn echo_later(path: PathBuf, value: &str) -> std::sync::mpsc::Receiver<Result<(), i32>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let value = value.to_owned();
+    std::thread::spawn(move || {
+        // The test may be over (and the receiver gone) by the time the write returns.
+        let _ = tx.send(echo(&path, &value));
+    });
+    rx
+}
+
+/// The `# waiting <path>: <why>` lines of the control file: the writes the simulator holds.
+pub(crate) fn waiting(host: &SimHost) -> Vec<String> {
+    cat(&host.root().join(".vgpu-sim/control"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# waiting "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Polls `done` every 5 ms for up to [`RETURNS_WITHIN`]; whether it came true.
+pub(crate) fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + RETURNS_WITHIN;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    done()
+}
+
+/// The last component of `<dir>/iommu_group`: the group whose node is `/dev/vfio/<group>`.
+pub(crate) fn group_node(dir: &Path) -> String {
+    format!(
+        "/dev/vfio/{}",
+        link_name(&dir.join("iommu_group")).expect("an IOMMU group")
+    )
+}
+
+/// `/dev/vfio/devices/vfio<N>` for the VFIO device whose sysfs directory is `dir`.
+pub(crate) fn cdev_node(dir: &Path) -> String {
+    let names = ls(&dir.join("vfio-dev")).expect("a vfio-dev directory");
+    format!("/dev/vfio/devices/{}", names[0])
+}
+
+/// `<root>/sys/bus/mdev/devices/<uuid>`.
+pub(crate) fn mdev_dir(host: &SimHost, uuid: &str) -> PathBuf {
+    host.root().join("sys/bus/mdev/devices").join(uuid)
+}
+
+/// One `write(2)` of raw bytes to `path` (opened with `O_TRUNC`), or the errno.
+pub(crate) fn write_bytes(path: &Path, value: &[u8]) -> Result<(), i32> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| e.raw_os_error().unwrap_or(-1))?;
+    f.write_all(value)
+        .map_err(|e| e.raw_os_error().unwrap_or(-1))
+}
+
+/// The bytes of `path`, or the errno.
+pub(crate) fn cat_bytes(path: &Path) -> Result<Vec<u8>, i32> {
+    std::fs::read(path).map_err(|e| e.raw_os_error().unwrap_or(-1))
+}

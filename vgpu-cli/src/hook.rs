@@ -1,0 +1,267 @@
+//! `vgpuctl hook`: the libvirt QEMU hook (`hook qemu`, run by libvirt as
+//! `/etc/libvirt/hooks/qemu.d/vgpu DOMAIN OP SUBOP EXTRA` with the domain XML on stdin,
+//! <https://libvirt.org/hooks.html>), and its installation.
+//!
+//! The hook only reads argv and stdin here; the work is `vgpu_core::Manager::prepare_domain`
+//! and `release_domain`. It never calls libvirt (libvirt holds the domain's lock while its hooks
+//! run) and needs no environment: libvirt runs hooks with almost none, so `hook install` writes
+//! `--root` and `--state-root` into the script it installs.
+//!
+//! libvirt shows the user what a failing `prepare` hook wrote to stderr, so a failure is one
+//! line there and exit status 1, which aborts the start. `release` failures are reported the
+//! same way with exit status 0: libvirt ignores it there. Every other operation exits 0 at once.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use vgpu_core::{HookConfig, HookDomain, HostPaths, Manager};
+use vgpu_libvirt::xml::{self, DomainXml};
+
+use crate::mutate::{command_line, emit};
+use crate::{Cli, EXIT_ERROR, EXIT_OK, HookCommand};
+
+/// Where libvirt looks for hooks (`SYSCONFDIR/libvirt/hooks`, fixed when libvirt is built).
+pub const DEFAULT_HOOKS_DIR: &str = "/etc/libvirt/hooks";
+
+/// The script's name under `qemu.d/`.
+const SCRIPT_NAME: &str = "vgpu";
+
+/// The line that marks a script as installed by `vgpuctl hook install`.
+const MARKER: &str = "# Installed by `vgpuctl hook install`";
+
+/// Runs a `hook` subcommand; returns the exit code.
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    command: &HookCommand,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    match command {
+        HookCommand::Qemu {
+            domain, op, subop, ..
+        } => Ok(qemu(paths, domain, op, subop)),
+        HookCommand::Install { dir } => install(cli, dir, out),
+        HookCommand::Uninstall { dir } => uninstall(cli, dir, out),
+    }
+}
+
+/// The hook itself. Errors are one line on stderr.
+fn qemu(paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
+    let (result, failure) = match (op, subop) {
+        ("prepare", "begin") => (prepare(paths), EXIT_ERROR),
+        ("release", "end") => (release(paths), EXIT_OK),
+        _ => return EXIT_OK,
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(err) => {
+            let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
+            // Nothing more can be done when stderr is gone; the audit log has the details.
+            let _written = writeln!(
+                std::io::stderr(),
+                "vgpu hook: {name} {op}: {}",
+                chain.join(": ")
+            );
+            failure
+        }
+    }
+}
+
+/// Reads the domain XML from stdin, at most `xml::MAX_BYTES`.
+fn read_domain() -> Result<DomainXml> {
+    let mut bytes = Vec::new();
+    let bound = u64::try_from(xml::MAX_BYTES).unwrap_or(u64::MAX) + 1;
+    std::io::stdin()
+        .lock()
+        .take(bound)
+        .read_to_end(&mut bytes)
+        .context("cannot read the domain XML from stdin")?;
+    Ok(xml::domain_in_bytes(&bytes)?)
+}
+
+fn prepare(paths: &HostPaths) -> Result<()> {
+    let domain = read_domain()?;
+    let config = HookConfig::load(paths)?;
+    let request = HookDomain {
+        uuid: domain.uuid,
+        name: domain.name,
+        devices: domain.hostdevs.iter().map(|h| h.device).collect(),
+        vgpu_type: domain.vgpu_type,
+        flavor: domain.nova_flavor,
+    };
+    let prepared = Manager::new(paths, command_line()).prepare_domain(&request, &config)?;
+    tracing::info!(
+        domain = request.name,
+        made = prepared.made.len(),
+        adopted = prepared.adopted.len(),
+        "prepared"
+    );
+    Ok(())
+}
+
+fn release(paths: &HostPaths) -> Result<()> {
+    let domain = read_domain()?;
+    let released = Manager::new(paths, command_line()).release_domain(domain.uuid, &domain.name)?;
+    for left in &released.left {
+        tracing::info!(device = %left.made.handle(), reason = left.reason, "left as it is");
+    }
+    match released.failed.as_slice() {
+        [] => Ok(()),
+        [(made, err), rest @ ..] => bail!(
+            "cannot take back {}{}: {}",
+            made.handle(),
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {} more)", rest.len())
+            },
+            err.chain()
+        ),
+    }
+}
+
+/// What `hook install` and `hook uninstall` did.
+#[derive(Debug, Serialize)]
+struct Installed {
+    path: PathBuf,
+    changed: bool,
+}
+
+/// `s` quoted for `sh`.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The script `hook install` writes: it runs this `vgpuctl` with the host and state roots it
+/// was installed with.
+fn script(exe: &Path, root: &Path, state_root: Option<&Path>) -> String {
+    let mut args = String::new();
+    if root != Path::new("/") {
+        args.push_str(&format!(" --root {}", quote(&root.to_string_lossy())));
+    }
+    if let Some(state) = state_root {
+        args.push_str(&format!(
+            " --state-root {}",
+            quote(&state.to_string_lossy())
+        ));
+    }
+    format!(
+        "#!/bin/sh\n{MARKER}; `vgpuctl hook uninstall` removes it.\n\
+         # libvirt runs it as: {SCRIPT_NAME} DOMAIN OP SUBOP EXTRA, with the domain XML on stdin.\n\
+         exec {}{args} hook qemu \"$@\"\n",
+        quote(&exe.to_string_lossy())
+    )
+}
+
+fn script_path(dir: &Path) -> PathBuf {
+    dir.join("qemu.d").join(SCRIPT_NAME)
+}
+
+/// Reads an existing script at `path`: `None` when there is none, an error when it is not ours.
+fn existing(path: &Path) -> Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if !text.lines().any(|l| l.starts_with(MARKER)) {
+                bail!(
+                    "{} exists and was not installed by vgpuctl: remove it or rename it first",
+                    path.display()
+                );
+            }
+            Ok(Some(text))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn install(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
+    let exe = std::env::current_exe()
+        .and_then(fs::canonicalize)
+        .context("cannot find this vgpuctl's own path")?;
+    let root = std::path::absolute(&cli.root)?;
+    let state_root = cli
+        .state_root
+        .as_deref()
+        .map(std::path::absolute)
+        .transpose()?;
+    let text = script(&exe, &root, state_root.as_deref());
+    let path = script_path(dir);
+    let current = existing(&path)?;
+    let executable = fs::metadata(&path).is_ok_and(|m| m.permissions().mode() & 0o111 == 0o111);
+    let changed = current.as_deref() != Some(text.as_str()) || !executable;
+    if changed {
+        let parent = dir.join("qemu.d");
+        fs::create_dir_all(&parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+        let temp = parent.join(format!(".{SCRIPT_NAME}.tmp-{}", std::process::id()));
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o755)
+            .open(&temp)
+            .and_then(|mut f| {
+                f.write_all(text.as_bytes())?;
+                f.set_permissions(fs::Permissions::from_mode(0o755))?;
+                f.sync_all()
+            })
+            .and_then(|()| fs::rename(&temp, &path));
+        if let Err(err) = written {
+            // The hidden temporary file is all that could be left; the error says why.
+            let _removed = fs::remove_file(&temp);
+            return Err(err).with_context(|| format!("cannot write {}", path.display()));
+        }
+    }
+    let line = if changed {
+        format!(
+            "installed {} (libvirt reads its hooks when it starts: restart libvirtd or virtqemud if this is its first QEMU hook)",
+            path.display()
+        )
+    } else {
+        format!("{} is installed and up to date", path.display())
+    };
+    emit(cli, out, &Installed { path, changed }, &line)?;
+    Ok(EXIT_OK)
+}
+
+fn uninstall(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
+    let path = script_path(dir);
+    let changed = match existing(&path)? {
+        Some(_) => {
+            fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+            true
+        }
+        None => false,
+    };
+    let line = match changed {
+        true => format!("removed {}", path.display()),
+        false => format!("{} is not installed", path.display()),
+    };
+    emit(cli, out, &Installed { path, changed }, &line)?;
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_with_default_root_names_only_the_state_root() {
+        assert_eq!(
+            script(
+                Path::new("/usr/bin/vgpuctl"),
+                Path::new("/"),
+                Some(Path::new("/srv/it's"))
+            ),
+            "#!/bin/sh\n# Installed by `vgpuctl hook install`; `vgpuctl hook uninstall` removes it.\n\
+             # libvirt runs it as: vgpu DOMAIN OP SUBOP EXTRA, with the domain XML on stdin.\n\
+             exec '/usr/bin/vgpuctl' --state-root '/srv/it'\\''s' hook qemu \"$@\"\n"
+        );
+    }
+}

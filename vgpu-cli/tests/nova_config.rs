@@ -1,0 +1,170 @@
+//! `vgpuctl nova-config` on the simulated `mixed` host, as it comes and with vGPUs defined,
+//! against golden files (`VGPU_REGENERATE=1` rewrites them), and checked by Nova's own parsers
+//! (Debian's `python3-nova`, run by `/usr/bin/python3`).
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use vgpu_sim::SimHost;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+struct Host {
+    sim: SimHost,
+    state: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        Host {
+            sim: SimHost::mount_for_test("mixed"),
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn vgpuctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+            .arg("--root")
+            .arg(self.sim.root())
+            .arg("--state-root")
+            .arg(self.state.path())
+            .args(args)
+            .env_remove("VGPU_ROOT")
+            .env_remove("VGPU_STATE_ROOT")
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) {
+        let out = self.vgpuctl(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+
+    /// The T4 and the iGPU get a type each, two L40S VFs are defined as L40S-12Q, the Flex
+    /// has 2 VFs.
+    fn with_definitions() -> Self {
+        let host = Host::new();
+        host.ok(&["define", "0000:3b:00.0", "--type", "T4-2Q"]);
+        host.ok(&["define", "0000:00:02.0", "--type", "i915-GVTg_V5_4"]);
+        host.ok(&["define", "0000:5e:00.0", "--type", "L40S-12Q"]);
+        host.ok(&["define", "0000:5e:00.0", "--type", "L40S-12Q"]);
+        host.ok(&["sriov", "0001:03:00.0", "--vfs", "2", "--define"]);
+        host
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn golden_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// The exit code and output of `nova-config` against the golden file `name`, in one assertion.
+fn assert_golden(name: &str, out: &Output) {
+    let path = golden_path(name);
+    let actual = text(&out.stdout);
+    if std::env::var_os("VGPU_REGENERATE").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
+    assert_eq!(
+        (out.status.code(), actual),
+        (Some(0), expected),
+        "{}: {}",
+        path.display(),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn nova_config_of_the_mixed_host_names_what_nova_cannot_use() {
+    let host = Host::new();
+    assert_golden("nova-config-mixed.txt", &host.vgpuctl(&["nova-config"]));
+}
+
+#[test]
+fn nova_config_of_the_mixed_host_with_definitions() {
+    let host = Host::with_definitions();
+    assert_golden(
+        "nova-config-mixed-defined.txt",
+        &host.vgpuctl(&["nova-config"]),
+    );
+}
+
+#[test]
+fn nova_config_json_of_the_mixed_host_with_definitions() {
+    let host = Host::with_definitions();
+    assert_golden(
+        "nova-config-mixed-defined.json",
+        &host.vgpuctl(&["nova-config", "--json"]),
+    );
+}
+
+/// Undefined L40S VFs take the one type `hook.toml` maps flavors to, as many as the GPU holds.
+#[test]
+fn nova_config_offers_the_flavor_type_of_hook_toml_on_untyped_vfs() {
+    let host = Host::new();
+    let etc = host.state.path().join("etc/vgpu");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(
+        etc.join("hook.toml"),
+        "[flavors]\n\"vgpu.l40s-24q\" = \"L40S-24Q\"\n",
+    )
+    .unwrap();
+    let out = host.vgpuctl(&["nova-config", "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let specs: Vec<(&str, &str)> = value["device_spec"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["address"].as_str().unwrap(),
+                s["resource_class"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        specs,
+        vec![
+            ("0000:5e:00.4", "CUSTOM_VGPU_L40S_24Q"),
+            ("0000:5e:00.5", "CUSTOM_VGPU_L40S_24Q")
+        ]
+    );
+}
+
+/// Nova's own `PciDeviceSpec` and alias parser accept what `nova-config` writes. Fails (never
+/// skips) without Debian's `python3-nova`.
+#[test]
+fn nova_accepts_the_device_specs_and_aliases_nova_config_writes() {
+    let host = Host::with_definitions();
+    let out = host.vgpuctl(&["nova-config"]);
+    let conf = host.state.path().join("nova.conf");
+    std::fs::write(&conf, &out.stdout).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova/check_nova_conf.py");
+    let checked = Command::new(PYTHON)
+        .arg(&script)
+        .arg(&conf)
+        .output()
+        .unwrap_or_else(|err| {
+            panic!("{PYTHON}: {err} (scripts/install-deps.sh installs python3-nova)")
+        });
+    assert!(
+        checked.status.success(),
+        "Nova refused {}:\n{}\n{}",
+        text(&out.stdout),
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+    assert_eq!(
+        text(&checked.stdout).lines().take(1).collect::<Vec<_>>(),
+        vec!["device_spec: 4 accepted by nova.pci.devspec.PciDeviceSpec"]
+    );
+}

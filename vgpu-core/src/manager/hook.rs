@@ -1,0 +1,466 @@
+//! The libvirt hook's work (`/etc/libvirt/hooks/qemu.d/*`, <https://libvirt.org/hooks.html>):
+//! make a domain's vGPUs exist before libvirt prepares its devices, and take back what was made
+//! for it once libvirt has released them.
+//!
+//! `prepare` looks at each device the domain's XML assigns and, under the host lock:
+//!
+//! - a device running already is left as it is. If another domain's record claims it (that
+//!   domain stopped and its `release` has not run yet) and no process holds it open, the claim
+//!   moves to this domain: the late `release` of the other one then leaves it alone;
+//! - a defined mediated device (mdevctl's store) is started on its parent;
+//! - a VF with a definition in `etc/vgpu/vf-vgpus` gets its type, one with a binding
+//!   definition gets its driver;
+//! - any other VF of an NVIDIA vendor-VFIO GPU gets the type the domain's metadata names, or
+//!   else the type `etc/vgpu/hook.toml` maps its Nova flavor to, where the GPU has room for it
+//!   after what definitions hold;
+//! - anything else (a device of no GPU, a whole GPU, a plain VF libvirt binds itself) is not
+//!   the hook's, and is left to libvirt.
+//!
+//! What it is about to make is recorded first (`run/vgpu/hook/<domain-uuid>`), then made; if
+//! one device cannot be made, everything this run made and recorded is undone.
+//!
+//! `release` takes back what the record names, unless it changed since (another type, another
+//! driver, gone) or a process holds it open (a later owner): definitions stay, so the next
+//! start makes the vGPUs again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::session::Operation;
+use super::{is_gpu_function, stop};
+use crate::backend::{self, Placement, Running};
+use crate::discovery::discover_gpu;
+use crate::error::{Error, Object, Result};
+use crate::host::nvidia::NvidiaVf;
+use crate::host::pci_device::PciDevice;
+use crate::model::VgpuHandle;
+use crate::model::pci::PciAddress;
+use crate::state::hook::{HookConfig, Made, Record, other_records, read_record, record_path};
+use crate::state::store::MdevDefinition;
+
+/// A domain as libvirt hands it to the hook: what its XML names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookDomain {
+    /// The domain's UUID (`<uuid>`), which names its record.
+    pub uuid: Uuid,
+    /// Its name (`<name>`), for messages and the audit log.
+    pub name: String,
+    /// The devices its hostdevs assign: mediated device UUIDs and PCI source addresses, in
+    /// document order.
+    pub devices: Vec<VgpuHandle>,
+    /// The vGPU type its metadata names for VFs (`<vgpu:vgpu type="…"/>`).
+    pub vgpu_type: Option<String>,
+    /// Its Nova flavor's name (`<nova:flavor name="…">`).
+    pub flavor: Option<String>,
+}
+
+/// What `prepare` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Prepared {
+    /// What it made, in order.
+    pub made: Vec<Made>,
+    /// Running devices whose claim it took over from another domain's record.
+    pub adopted: Vec<Made>,
+    /// Devices running already, left as they are (its own earlier record keeps its claims).
+    pub running: Vec<VgpuHandle>,
+    /// Devices that are not the hook's (no GPU, a whole GPU, a VF libvirt binds itself).
+    pub ignored: Vec<VgpuHandle>,
+}
+
+/// One thing `release` left as it is, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Left {
+    /// What the record named.
+    pub made: Made,
+    /// Why it was left, in words.
+    pub reason: String,
+}
+
+/// What `release` did.
+#[derive(Debug, Default)]
+pub struct Released {
+    /// What it took back.
+    pub stopped: Vec<Made>,
+    /// What it left, and why: changed since, gone, or held open by a later owner.
+    pub left: Vec<Left>,
+    /// What it could not take back (still in the record, for a later `release`).
+    pub failed: Vec<(Made, Error)>,
+}
+
+/// How one device that is not running will be made.
+enum Plan {
+    Mdev(MdevDefinition),
+    VendorType { vf: PciAddress, type_id: u32 },
+    Binding { address: PciAddress, driver: String },
+}
+
+impl Plan {
+    fn made(&self) -> Made {
+        match self {
+            Plan::Mdev(def) => Made::Mdev { uuid: def.uuid },
+            Plan::VendorType { vf, type_id } => Made::VendorType {
+                vf: *vf,
+                type_id: *type_id,
+            },
+            Plan::Binding { address, driver } => Made::Binding {
+                address: *address,
+                driver: driver.clone(),
+            },
+        }
+    }
+}
+
+/// Instances of each type this run has planned per GPU, so that room is counted once.
+type Planned = BTreeMap<(PciAddress, String), u32>;
+
+/// Makes `domain`'s devices exist (see the module documentation).
+pub(super) fn prepare(
+    op: &mut Operation<'_>,
+    domain: &HookDomain,
+    config: &HookConfig,
+) -> Result<Prepared> {
+    let paths = op.paths().clone();
+    let path = record_path(&paths, domain.uuid);
+    let mut record = read_record(&path)?.unwrap_or_else(|| Record::new(&domain.name, Vec::new()));
+    record.domain.clone_from(&domain.name);
+    let mut others: Option<Vec<(PathBuf, Record)>> = None;
+    let mut prepared = Prepared::default();
+    let mut plans = Vec::new();
+    let mut planned = Planned::new();
+    let mut seen = Vec::new();
+    for &id in &domain.devices {
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        if backend::running(&paths, id)
+            .map_err(|e| in_context(domain, id, None, e))?
+            .is_some()
+        {
+            if record.made.iter().any(|m| m.handle() == id) {
+                prepared.running.push(id);
+                continue;
+            }
+            let others = match &mut others {
+                Some(others) => others,
+                None => others.insert(other_records(&paths, domain.uuid)?),
+            };
+            match adopt(op, others, id)? {
+                Some(made) => {
+                    record.made.push(made.clone());
+                    prepared.adopted.push(made);
+                }
+                None => prepared.running.push(id),
+            }
+            continue;
+        }
+        match plan(op, domain, config, id, &mut planned)? {
+            Some(plan) => plans.push(plan),
+            None => prepared.ignored.push(id),
+        }
+    }
+    if plans.is_empty() && prepared.adopted.is_empty() {
+        return Ok(prepared);
+    }
+    // Recorded first: a hook killed half-way leaves a record naming what it may have made.
+    record.made.extend(plans.iter().map(Plan::made));
+    op.replace_file(&path, Some(&record.encode(&path)?))?;
+    for plan in plans {
+        let made = plan.made();
+        let id = made.handle();
+        let result = match plan {
+            Plan::Mdev(def) => op.start_mdev(&def),
+            Plan::VendorType { vf, type_id } => op
+                .realize(&Placement::VendorVf { vf, type_id }, id)
+                .map(drop),
+            Plan::Binding { address, driver } => op.bind(address, &driver).map(drop),
+        };
+        result.map_err(|source| in_context(domain, id, None, source))?;
+        prepared.made.push(made);
+    }
+    Ok(prepared)
+}
+
+/// Takes over another domain's claim on the running device `id`, unless a process holds it open
+/// (the other domain is still using it). Returns what the claim named.
+fn adopt(
+    op: &mut Operation<'_>,
+    others: &mut [(PathBuf, Record)],
+    id: VgpuHandle,
+) -> Result<Option<Made>> {
+    for (path, record) in others.iter_mut() {
+        let Some(index) = record.made.iter().position(|m| m.handle() == id) else {
+            continue;
+        };
+        if op.check_released(id).is_err() {
+            return Ok(None);
+        }
+        let made = record.made.remove(index);
+        let bytes = if record.made.is_empty() {
+            None
+        } else {
+            Some(record.encode(path)?)
+        };
+        op.replace_file(path, bytes.as_deref())?;
+        return Ok(Some(made));
+    }
+    Ok(None)
+}
+
+/// [`Error::HookDevice`] for `id` of `domain`.
+fn in_context(domain: &HookDomain, id: VgpuHandle, from: Option<String>, source: Error) -> Error {
+    Error::HookDevice {
+        domain: domain.name.clone(),
+        device: id.to_string(),
+        from,
+        source: Box::new(source),
+    }
+}
+
+/// How the device `id`, not running, is to be made; `None` when it is not the hook's.
+fn plan(
+    op: &Operation<'_>,
+    domain: &HookDomain,
+    config: &HookConfig,
+    id: VgpuHandle,
+    planned: &mut Planned,
+) -> Result<Option<Plan>> {
+    let ctx = |source: Error| in_context(domain, id, None, source);
+    let paths = op.paths();
+    let store = op.store();
+    let address = match id {
+        VgpuHandle::Mdev(uuid) => {
+            let Some(def) = store.mdev(uuid).map_err(ctx)? else {
+                return Err(ctx(Error::NotDefined {
+                    id: uuid.to_string(),
+                    path: store.mdevctl_dir().to_path_buf(),
+                }));
+            };
+            let Ok(parent) = def.parent.parse::<PciAddress>() else {
+                // A parent that is not a PCI function (a sample driver, a channel device).
+                return Ok(None);
+            };
+            PciDevice::existing(paths, parent).map_err(ctx)?;
+            return match is_gpu_function(paths, parent).map_err(ctx)? {
+                true => Ok(Some(Plan::Mdev(def))),
+                false => Ok(None),
+            };
+        }
+        VgpuHandle::Vf(address) => address,
+    };
+    let device = PciDevice::new(paths, address);
+    if !device.exists() {
+        return Ok(None);
+    }
+    let Some(pf) = device.physfn().map_err(ctx)? else {
+        return Ok(None);
+    };
+    if !is_gpu_function(paths, pf).map_err(ctx)? {
+        return Ok(None);
+    }
+    if let Some(def) = store.vf_vgpu(address).map_err(ctx)? {
+        return Ok(Some(Plan::VendorType {
+            vf: address,
+            type_id: def.type_id,
+        }));
+    }
+    if let Some(def) = store.binding(address).map_err(ctx)? {
+        return Ok(Some(Plan::Binding {
+            address,
+            driver: def.driver,
+        }));
+    }
+    if NvidiaVf::of(device.path()).is_none() {
+        return Ok(None);
+    }
+    let (wanted, from) = vf_type(domain, config, address, HookConfig::path(paths)).map_err(ctx)?;
+    let type_id = pick(op, pf, address, wanted, planned)
+        .map_err(|source| in_context(domain, id, Some(from), source))?;
+    Ok(Some(Plan::VendorType {
+        vf: address,
+        type_id,
+    }))
+}
+
+/// The type a VF without a definition gets, and where it came from, in words: the domain's
+/// metadata, else its Nova flavor's mapping.
+fn vf_type<'a>(
+    domain: &'a HookDomain,
+    config: &'a HookConfig,
+    vf: PciAddress,
+    path: PathBuf,
+) -> Result<(&'a str, String)> {
+    if let Some(wanted) = &domain.vgpu_type {
+        return Ok((
+            wanted,
+            format!("type {wanted:?} from the domain's metadata"),
+        ));
+    }
+    match &domain.flavor {
+        Some(flavor) => match config.flavor_type(flavor) {
+            Some(wanted) => Ok((
+                wanted,
+                format!(
+                    "type {wanted:?} for Nova flavor {flavor:?} in {}",
+                    path.display()
+                ),
+            )),
+            None => Err(Error::FlavorNotMapped {
+                flavor: flavor.clone(),
+                path,
+            }),
+        },
+        None => Err(Error::NoTypeForVf { vf, config: path }),
+    }
+}
+
+/// The id of type `wanted` on VF `vf` of GPU `pf`. The VF's own `creatable_vgpu_types` names
+/// it when the GPU has room for one more now; the GPU is read whole only when definitions hold
+/// instances of that type for vGPUs that are not running (then this run must leave them room)
+/// or the VF does not list the type (then the error says whether the GPU offers it at all).
+fn pick(
+    op: &Operation<'_>,
+    pf: PciAddress,
+    vf: PciAddress,
+    wanted: &str,
+    planned: &mut Planned,
+) -> Result<u32> {
+    backend::validate_type(wanted)?;
+    let paths = op.paths();
+    let creatable = match NvidiaVf::of(&paths.pci_device(&vf)) {
+        Some(nvidia) => nvidia.creatable_types()?,
+        None => Vec::new(),
+    };
+    let listed = creatable
+        .iter()
+        .find(|c| c.id.to_string() == wanted)
+        .or_else(|| {
+            creatable
+                .iter()
+                .find(|c| backend::name_matches(&c.name, wanted))
+        });
+    let type_id = match listed {
+        Some(listed) if pending(op, pf, listed.id)? == 0 => listed.id,
+        _ => return pick_counted(op, pf, vf, wanted, planned),
+    };
+    *planned.entry((pf, type_id.to_string())).or_default() += 1;
+    Ok(type_id)
+}
+
+/// Defined vGPUs of type `type_id` on VFs of GPU `pf` that are not running.
+fn pending(op: &Operation<'_>, pf: PciAddress, type_id: u32) -> Result<u32> {
+    let mut count = 0;
+    for def in op.store().vf_vgpus()? {
+        if def.gpu == pf
+            && def.type_id == type_id
+            && backend::running(op.paths(), VgpuHandle::Vf(def.vf))?.is_none()
+        {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// [`pick`] from the whole GPU: the type it offers by that name, and its room after what
+/// definitions hold and what this run planned.
+fn pick_counted(
+    op: &Operation<'_>,
+    pf: PciAddress,
+    vf: PciAddress,
+    wanted: &str,
+    planned: &mut Planned,
+) -> Result<u32> {
+    let paths = op.paths();
+    let (gpu, _warnings) = discover_gpu(paths, pf)?;
+    let type_id = backend::placement_type(&gpu, wanted)?;
+    let reserved = op.reservations(&gpu)?;
+    let room = backend::room(paths, &gpu, &type_id, &reserved)?;
+    let taken = planned.entry((pf, type_id.clone())).or_default();
+    if room <= *taken {
+        return Err(Error::NoCapacity {
+            gpu: pf,
+            asked: *taken + 1,
+            available: room,
+            reserved: reserved.pending(&type_id),
+            type_id,
+            path: paths.pci_device(&pf),
+        });
+    }
+    *taken += 1;
+    type_id.parse::<u32>().map_err(|_| Error::NotFound {
+        what: Object::VendorVf,
+        id: vf.to_string(),
+        path: paths.pci_device(&vf).join("nvidia"),
+    })
+}
+
+/// Takes back what the record of domain `uuid` names (see the module documentation), and
+/// rewrites the record with what could not be taken back (removed when nothing is left).
+pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<Released> {
+    let paths = op.paths().clone();
+    let path = record_path(&paths, uuid);
+    let mut released = Released::default();
+    let Some(record) = read_record(&path)? else {
+        return Ok(released);
+    };
+    let mut kept = Vec::new();
+    for made in record.made {
+        let id = made.handle();
+        let now = match backend::running(&paths, id) {
+            Ok(now) => now,
+            Err(err) => {
+                released.failed.push((made.clone(), err));
+                kept.push(made);
+                continue;
+            }
+        };
+        if let Some(reason) = changed(op, &made, now.as_ref()) {
+            op.note("leave", &id.to_string(), &reason);
+            released.left.push(Left { made, reason });
+            continue;
+        }
+        match stop(op, id) {
+            Ok(_) => released.stopped.push(made),
+            Err(Error::HeldOpen { pid, command, .. }) => {
+                let reason = format!("process {pid} ({command}) holds it open");
+                op.note("leave", &id.to_string(), &reason);
+                released.left.push(Left { made, reason });
+            }
+            Err(err) => {
+                released.failed.push((made.clone(), err));
+                kept.push(made);
+            }
+        }
+    }
+    let bytes = match kept.is_empty() {
+        true => None,
+        false => Some(Record::new(name, kept).encode(&path)?),
+    };
+    op.replace_file(&path, bytes.as_deref())?;
+    Ok(released)
+}
+
+/// Why `made` is no longer what the hook made, if it is not.
+fn changed(op: &Operation<'_>, made: &Made, now: Option<&Running>) -> Option<String> {
+    match (made, now) {
+        (_, None) => Some("it is not running".to_owned()),
+        (Made::Mdev { .. }, Some(Running::Mdev { .. })) => None,
+        (Made::VendorType { type_id, .. }, Some(Running::VendorVf { type_id: now })) => {
+            (type_id != now).then(|| format!("it holds type {now} now"))
+        }
+        (Made::Binding { address, driver }, Some(Running::PlainVf)) => {
+            match PciDevice::new(op.paths(), *address).driver() {
+                Ok(Some(now)) if now == *driver => None,
+                Ok(now) => Some(format!(
+                    "it is bound to {} now",
+                    now.as_deref().unwrap_or("no driver")
+                )),
+                Err(err) => Some(err.chain()),
+            }
+        }
+        (_, Some(_)) => Some("it holds another kind of vGPU now".to_owned()),
+    }
+}

@@ -1,0 +1,158 @@
+//! Mediated devices (`drivers/vfio/mdev`) and NVIDIA's vendor-VFIO interface and `unbindLock`.
+
+use uuid::Uuid;
+
+use super::{KResult, Kernel, Mdev, store_ul, sysfs_str};
+use crate::profile::{PciAddr, VgpuMode};
+use crate::uevent::devpath;
+
+impl Kernel {
+    /// The mdev bus driver an mdev of `parent` binds to: `vfio_mdev` before 5.16, then the
+    /// vendor's own `mdev_driver` (`intel_vgpu_mdev` for GVT-g; `nvidia-vgpu-vfio` for
+    /// NVIDIA, a best guess: NVIDIA does not document it).
+    fn mdev_driver(&self, parent: PciAddr) -> &'static str {
+        if !self.kernel_at_least(5, 16) {
+            return "vfio_mdev";
+        }
+        match self.devs.get(&parent).and_then(|p| p.vgpu) {
+            Some(VgpuMode::Gvtg) => "intel_vgpu_mdev",
+            _ => "nvidia-vgpu-vfio",
+        }
+    }
+
+    /// `DEVPATH` of an mdev.
+    fn mdev_devpath(&self, parent: PciAddr, uuid: Uuid) -> Option<String> {
+        let p = self.devs.get(&parent)?;
+        Some(devpath(&format!("{}/{uuid}", p.path())))
+    }
+
+    /// `create_store` + `mdev_device_create` (drivers/vfio/mdev): `EINVAL` for a bad UUID,
+    /// `EEXIST` for a duplicate, `EBUSY` while the GPU's `unbindLock` is held (NVIDIA),
+    /// `EUSERS` (NVIDIA) / `ENOSPC` (GVT-g) without capacity. Sends `add`, then registers its
+    /// VFIO device and sends `bind`.
+    pub(crate) fn mdev_create(
+        &mut self,
+        parent: PciAddr,
+        type_id: &str,
+        data: &[u8],
+    ) -> KResult<()> {
+        if data.len() < 36 || data.len() > 37 {
+            return Err(libc::EINVAL);
+        }
+        let text = std::str::from_utf8(&data[..36]).map_err(|_| libc::EINVAL)?;
+        let uuid = Uuid::try_parse(text).map_err(|_| libc::EINVAL)?;
+        if self.mdevs.contains_key(&uuid) {
+            return Err(libc::EEXIST);
+        }
+        let p = self.devs.get(&parent).ok_or(libc::ENODEV)?;
+        if !p.is_mdev_parent() {
+            return Err(libc::ENODEV);
+        }
+        let t = self.type_of(p, type_id).ok_or(libc::ENODEV)?;
+        if self.unbind_locked(p.gpu) {
+            return Err(libc::EBUSY);
+        }
+        if self.available(p, t) == 0 {
+            return Err(if p.vgpu == Some(VgpuMode::Gvtg) {
+                libc::ENOSPC
+            } else {
+                libc::EUSERS
+            });
+        }
+        let group = self.alloc_group();
+        self.mdevs.insert(
+            uuid,
+            Mdev {
+                parent,
+                type_id: type_id.to_owned(),
+                group,
+            },
+        );
+        if let Some(path) = self.mdev_devpath(parent, uuid) {
+            self.uevents.push("add", path.clone(), "mdev", Vec::new());
+            self.sync_vfio();
+            let driver = self.mdev_driver(parent).to_owned();
+            self.uevents
+                .push("bind", path, "mdev", vec![("DRIVER".to_owned(), driver)]);
+        }
+        Ok(())
+    }
+
+    /// `remove_store` of an mdev: `0` does nothing, non-numbers are `EINVAL`.
+    pub(crate) fn mdev_remove(&mut self, uuid: Uuid, data: &[u8]) -> KResult<()> {
+        if store_ul(data, u64::MAX)? == 0 {
+            return Ok(());
+        }
+        if !self.mdevs.contains_key(&uuid) {
+            return Err(libc::ENODEV);
+        }
+        self.remove_mdev(uuid);
+        Ok(())
+    }
+
+    /// Deletes an mdev (`mdev_device_remove`): its VFIO device unregisters, then `unbind` and
+    /// `remove`.
+    pub(super) fn remove_mdev(&mut self, uuid: Uuid) {
+        let Some(parent) = self.mdevs.get(&uuid).map(|m| m.parent) else {
+            return;
+        };
+        let path = self.mdev_devpath(parent, uuid);
+        self.mdevs.remove(&uuid);
+        self.sync_vfio();
+        if let Some(path) = path {
+            self.uevents
+                .push("unbind", path.clone(), "mdev", Vec::new());
+            self.uevents.push("remove", path, "mdev", Vec::new());
+        }
+    }
+
+    /// `current_vgpu_type` store: an id creates, `0` destroys; `EPERM` when one is already set
+    /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`;
+    /// `EBUSY` while the GPU's `unbindLock` is held. NVIDIA's driver registers (and
+    /// unregisters) the VF as a VFIO device.
+    pub(crate) fn set_vgpu_type(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
+        let id = u32::try_from(store_ul(data, u64::from(u32::MAX))?).map_err(|_| libc::EINVAL)?;
+        let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
+        if self.unbind_locked(d.gpu) {
+            return Err(libc::EBUSY);
+        }
+        if id == 0 {
+            if d.nv.current == 0 {
+                return Err(libc::EPERM);
+            }
+        } else {
+            if d.nv.current != 0 {
+                return Err(libc::EPERM);
+            }
+            let key = id.to_string();
+            if !self.creatable(d).iter().any(|t| t.id == key) {
+                return Err(libc::EINVAL);
+            }
+        }
+        if let Some(d) = self.devs.get_mut(&addr) {
+            d.nv.current = id;
+        }
+        Ok(())
+    }
+
+    /// `vgpu_params` store: refused (`EBUSY`) while a vGPU exists on the VF.
+    pub(crate) fn set_vgpu_params(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
+        let s = sysfs_str(data)?.to_owned();
+        let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
+        if d.nv.current != 0 {
+            return Err(libc::EBUSY);
+        }
+        d.nv.params = s;
+        Ok(())
+    }
+
+    /// `/proc/driver/nvidia/gpus/<bdf>/unbindLock`: taking it (1) succeeds only on an idle
+    /// GPU; read it back to know.
+    pub(crate) fn set_unbind_lock(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
+        let v = store_ul(data, u64::MAX)?;
+        let busy = self.gpu_busy(addr);
+        let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
+        d.unbind_lock = v != 0 && !busy;
+        Ok(())
+    }
+}
