@@ -1,0 +1,537 @@
+//! `vgpuctl` changing a simulated host (`vgpu-sim`) across crashes and restarts: killed
+//! commands, `restore`, persistence and the real mdevctl as a peer, the release guard.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Polls until `path` exists (the killed command got that far), with a deadline.
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn sigkill_during_create_then_restore_matches_definitions() {
+    let h = host("t4-legacy");
+    h.sim.control("latency mdev-create 1500").unwrap();
+    let mut child = command(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+            "--auto",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(&h.state.path().join("etc/mdevctl.d").join(T4).join(UUID));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), vgpu_ids(&h, T4)),
+        (Some(0), vec![UUID.to_owned()])
+    );
+}
+
+#[test]
+fn sigkill_during_vf_enable_then_restore_matches_definitions() {
+    let h = host("flex-sriov");
+    h.sim.control("latency sriov-enable 1500").unwrap();
+    let mut child = command(&h, &["sriov", FLEX, "--vfs", "4", "--define"])
+        .spawn()
+        .unwrap();
+    wait_for(
+        &h.state
+            .path()
+            .join("etc/vgpu/sriov")
+            .join(format!("{FLEX}.json")),
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), &gpu(&list(&h), FLEX)["sriov"]["num_vfs"]),
+        (Some(0), &serde_json::json!(4))
+    );
+}
+
+#[test]
+fn restore_twice_changes_nothing_the_second_time() {
+    let h = host("t4-legacy");
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    vgpuctl(&h, &["restore"]);
+    let second = json(&vgpuctl(&h, &["restore", "--json"]));
+    assert_eq!(second["steps"][0]["outcome"], "unchanged");
+}
+
+#[test]
+fn restore_carries_on_past_a_corrupt_definition() {
+    let h = host("t4-legacy");
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    let bad = h
+        .state
+        .path()
+        .join("etc/mdevctl.d")
+        .join(T4)
+        .join(UUID_PEER);
+    std::fs::write(&bad, "nvidia-231 auto\n").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    assert_eq!(
+        (out.status.code(), vgpu_ids(&h, T4)),
+        (Some(1), vec![UUID.to_owned()])
+    );
+}
+
+#[test]
+fn restore_names_the_corrupt_definition_file() {
+    let h = host("t4-legacy");
+    let dir = h.state.path().join("etc/mdevctl.d").join(T4);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(UUID_PEER), "nvidia-231 auto\n").unwrap();
+    let report = json(&vgpuctl(&h, &["restore", "--json"]));
+    let error = report["steps"][0]["error"].as_str().unwrap();
+    assert!(error.contains(&format!("{T4}/{UUID_PEER}")), "{error}");
+}
+
+#[test]
+fn stop_keeps_definition_and_start_brings_it_back() {
+    let h = host("t4-legacy");
+    vgpuctl(
+        &h,
+        &[
+            "create",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--define",
+        ],
+    );
+    vgpuctl(&h, &["stop", UUID]);
+    let stopped = vgpu_ids(&h, T4);
+    vgpuctl(&h, &["start", UUID]);
+    assert_eq!(
+        (stopped, vgpu_ids(&h, T4)),
+        (Vec::<String>::new(), vec![UUID.to_owned()])
+    );
+}
+
+// ----- the real mdevctl as a peer -----
+
+fn mdevctl(h: &Host, args: &[&str]) -> Output {
+    vgpu_sim::peer::mdevctl_for_test();
+    let etc = h.state.path().join("etc/mdevctl.d");
+    vgpu_sim::peer::prepare_mdevctl_store(&etc).unwrap();
+    vgpu_sim::peer::mdevctl(Some(h.sim.root()), &etc, args).unwrap()
+}
+
+#[test]
+fn mdevctl_lists_a_definition_made_by_vgpuctl() {
+    let h = host("t4-legacy");
+    vgpuctl(
+        &h,
+        &[
+            "define",
+            T4,
+            "--type",
+            "nvidia-231",
+            "--uuid",
+            UUID,
+            "--auto",
+        ],
+    );
+    let out = mdevctl(&h, &["list", "-d"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{UUID} {T4} nvidia-231 auto\n\n")
+    );
+}
+
+#[test]
+fn vgpuctl_restore_starts_a_definition_made_by_mdevctl() {
+    let h = host("t4-legacy");
+    let out = mdevctl(
+        &h,
+        &[
+            "define",
+            "-u",
+            UUID_PEER,
+            "-p",
+            T4,
+            "-t",
+            "nvidia-231",
+            "--auto",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    vgpuctl(&h, &["restore"]);
+    assert_eq!(vgpu_ids(&h, T4), vec![UUID_PEER.to_owned()]);
+}
+
+#[test]
+fn mdevctl_sees_a_device_created_by_vgpuctl() {
+    let h = host("t4-legacy");
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
+    let out = mdevctl(&h, &["list"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{UUID} {T4} nvidia-231 manual\n\n")
+    );
+}
+
+#[test]
+fn audit_log_records_start_step_and_outcome() {
+    let h = host("t4-legacy");
+    vgpuctl(&h, &["create", T4, "--type", "nvidia-231", "--uuid", UUID]);
+    let log = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
+    let entries: Vec<(String, String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["device"].as_str().unwrap().to_owned(),
+                e["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("create".to_owned(), T4.to_owned(), "started".to_owned()),
+            ("start".to_owned(), UUID.to_owned(), "ok".to_owned()),
+            ("create".to_owned(), T4.to_owned(), "ok".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
+    let h = host("l40s-vendor-vfio");
+    const L40S: &str = "0000:41:00.0";
+    vgpuctl(&h, &["sriov", L40S, "--vfs", "0"]);
+    h.sim.control("latency sriov-enable 1500").unwrap();
+    let mut child = command(&h, &["sriov", L40S, "--vfs", "32", "--define"])
+        .spawn()
+        .unwrap();
+    // Killed while the count is being written, with the PF on pci-pf-stub.
+    let driver = h
+        .sim
+        .root()
+        .join("sys/bus/pci/devices")
+        .join(L40S)
+        .join("driver");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_link(&driver)
+        .ok()
+        .and_then(|t| t.file_name().map(|n| n.to_os_string()))
+        != Some("pci-pf-stub".into())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the PF never reached pci-pf-stub"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    h.sim.control("clear").unwrap();
+    let out = vgpuctl(&h, &["restore"]);
+    let list = list(&h);
+    let gpu = gpu(&list, L40S);
+    assert_eq!(
+        (
+            out.status.code(),
+            &gpu["driver"],
+            &gpu["sriov"]["num_vfs"],
+            gpu["vfs"].as_array().unwrap().len()
+        ),
+        (
+            Some(0),
+            &serde_json::json!("nvidia"),
+            &serde_json::json!(32),
+            32
+        )
+    );
+}
+
+// ----- undo of what a failed command changed besides the device itself -----
+
+#[test]
+fn failed_sriov_puts_autoprobe_and_definition_back() {
+    let h = host("flex-sriov");
+    h.sim.fail_next(1, 5, "*/sriov_numvfs");
+    let out = vgpuctl(
+        &h,
+        &[
+            "sriov",
+            FLEX,
+            "--vfs",
+            "2",
+            "--autoprobe",
+            "off",
+            "--define",
+        ],
+    );
+    let list = list(&h);
+    let sriov = &gpu(&list, FLEX)["sriov"];
+    let defined = h
+        .state
+        .path()
+        .join("etc/vgpu/sriov")
+        .join(format!("{FLEX}.json"))
+        .exists();
+    assert_eq!(
+        (
+            out.status.code(),
+            &sriov["drivers_autoprobe"],
+            &sriov["num_vfs"],
+            defined
+        ),
+        (
+            Some(1),
+            &serde_json::json!(true),
+            &serde_json::json!(0),
+            false
+        )
+    );
+}
+
+#[test]
+fn provision_failing_midway_rolls_back_its_vf_change() {
+    let h = host("flex-sriov");
+    // The second VF's bind fails: the first VF is given back and the VFs are disabled again.
+    h.sim.fail_next(1, 5, "*/0000:4d:00.2/driver_override");
+    let out = vgpuctl(
+        &h,
+        &[
+            "provision",
+            FLEX,
+            "--vfs",
+            "2",
+            "--type",
+            "vf",
+            "--count",
+            "2",
+        ],
+    );
+    let list = list(&h);
+    assert_eq!(
+        (
+            out.status.code(),
+            &gpu(&list, FLEX)["sriov"]["num_vfs"],
+            gpu(&list, FLEX)["vfs"].as_array().unwrap().len()
+        ),
+        (Some(1), &serde_json::json!(0), 0)
+    );
+}
+
+#[test]
+fn failed_bind_with_define_leaves_no_binding_definition() {
+    let h = host("t4-legacy");
+    h.sim.fail_next(1, 19, "*drivers_probe");
+    let out = vgpuctl(&h, &["bind", "0000:d8:00.0", "--define", "--auto"]);
+    let defined = h
+        .state
+        .path()
+        .join("etc/vgpu/bindings/0000:d8:00.0.json")
+        .exists();
+    let driver = gpu(&list(&h), "0000:d8:00.0")["driver"].clone();
+    assert_eq!(
+        (out.status.code(), defined, driver),
+        (Some(1), false, serde_json::json!("nvidia"))
+    );
+}
+
+#[test]
+fn restore_removes_an_mdev_whose_attribute_is_refused() {
+    let h = host("t4-legacy");
+    let dir = h.state.path().join("etc/mdevctl.d").join(T4);
+    std::fs::create_dir_all(&dir).unwrap();
+    let definition =
+        r#"{"mdev_type": "nvidia-231", "start": "auto", "attrs": [{"no_such_attr": "1"}]}"#;
+    std::fs::write(dir.join(UUID), definition).unwrap();
+    let report = json(&vgpuctl(&h, &["restore", "--json"]));
+    let error = report["steps"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        report["steps"][0]["outcome"] == "failed"
+            && error.contains(&format!("{UUID}/no_such_attr"))
+            && vgpu_ids(&h, T4).is_empty(),
+        "{report}"
+    );
+}
+
+const L40S: &str = "0000:41:00.0";
+
+/// `define --auto` holds one of the L40S's two L40S-24Q places: `provision --count 2` must not
+/// give it away (it is refused and makes nothing).
+#[test]
+fn provision_count_past_a_definitions_room_fails_and_makes_nothing() {
+    let h = host("l40s-vendor-vfio");
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let out = vgpuctl(
+        &h,
+        &[
+            "provision",
+            L40S,
+            "--type",
+            "L40S-24Q",
+            "--count",
+            "2",
+            "--json",
+        ],
+    );
+    let report = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &report[0]["kind"],
+            &report[0]["created"],
+            vgpu_ids(&h, L40S)
+        ),
+        (
+            Some(1),
+            &serde_json::json!("no-capacity"),
+            &serde_json::json!([]),
+            Vec::<String>::new()
+        )
+    );
+}
+
+/// Provisioning around a definition fills the other VF; `restore` then starts the defined
+/// vGPU on the VF it reserved.
+#[test]
+fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
+    let h = host("l40s-vendor-vfio");
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let provisioned = json(&vgpuctl(
+        &h,
+        &["provision", L40S, "--type", "L40S-24Q", "--json"],
+    ));
+    let restored = json(&vgpuctl(&h, &["restore", "--json"]));
+    assert_eq!(
+        (
+            &provisioned[0]["created"],
+            &restored["steps"],
+            vgpu_ids(&h, L40S)
+        ),
+        (
+            &serde_json::json!(["0000:41:00.5"]),
+            &serde_json::json!([{
+                "action": "vf-vgpu",
+                "device": "0000:41:00.4",
+                "outcome": "created",
+                "error": null,
+                "kind": null
+            }]),
+            vec!["0000:41:00.4".to_owned(), "0000:41:00.5".to_owned()]
+        )
+    );
+}
+
+/// A guest's QEMU holds the mdev's group node open: `destroy` names it and changes nothing;
+/// `--force` writes the removal, which the kernel (the simulator) holds until QEMU exits.
+#[test]
+fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
+    let h = host("t4-legacy");
+    vgpuctl(&h, &["create", T4, "--type", "T4-2Q", "--uuid", UUID]);
+    let group = std::fs::read_link(
+        h.sim
+            .root()
+            .join(format!("sys/bus/mdev/devices/{UUID}/iommu_group")),
+    )
+    .unwrap();
+    let node = format!("/dev/vfio/{}", group.file_name().unwrap().to_string_lossy());
+    h.sim.hold(4242, "qemu-system-x86", &node).unwrap();
+    let refused = vgpuctl(&h, &["destroy", UUID, "--json"]);
+    let kept = vgpu_ids(&h, T4);
+    let forced = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            h.sim.drop_process(4242).unwrap();
+        });
+        vgpuctl(&h, &["destroy", UUID, "--force"])
+    });
+    assert_eq!(
+        (
+            refused.status.code(),
+            json(&refused),
+            kept,
+            forced.status.code(),
+            vgpu_ids(&h, T4)
+        ),
+        (
+            Some(1),
+            serde_json::json!({
+                "error": format!(
+                    "cannot destroy {UUID}: {UUID} is open by process 4242 (qemu-system-x86) \
+                     through {node} (force to remove it anyway)"
+                ),
+                "kind": "busy"
+            }),
+            vec![UUID.to_owned()],
+            Some(0),
+            Vec::<String>::new()
+        )
+    );
+}
