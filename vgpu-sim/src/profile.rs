@@ -238,6 +238,11 @@ pub struct DeviceSpec {
     /// SR-IOV capability.
     #[serde(default)]
     pub sriov: Option<SriovSpec>,
+    /// Device local memory in MiB (Intel discrete GPUs). With it, a PF whose SR-IOV driver is
+    /// Intel's out-of-tree `i915` or `xe` has per-VF quotas,
+    /// `drm/card<N>/iov/vf<M>/gt0/lmem_quota`.
+    #[serde(default)]
+    pub local_memory_mib: Option<u64>,
 }
 
 /// One virtual GPU type of a catalog.

@@ -77,6 +77,12 @@ pub(crate) struct Dev {
     pub(crate) nv: NvVf,
     pub(crate) unbind_lock: bool,
     pub(crate) label: String,
+    /// Local memory in MiB (a PF's profile `local_memory_mib`; VFs copy it).
+    pub(crate) lmem_mib: Option<u64>,
+    /// The DRM card number of a PF with local memory (`sys/class/drm/card<N>`).
+    pub(crate) drm_card: Option<u32>,
+    /// A VF's local-memory quota in bytes (`iov/vf<M>/gt0/lmem_quota` of its PF).
+    pub(crate) lmem_quota: u64,
 }
 
 impl Dev {
@@ -199,8 +205,13 @@ impl Kernel {
             if let Some(d) = &spec.driver {
                 drivers.insert(d.clone());
             }
-            let dev = Self::dev_from_spec(&profile, spec);
-            devs.insert(spec.addr, dev);
+            devs.insert(spec.addr, Self::dev_from_spec(&profile, spec));
+        }
+        // DRM cards are numbered in address order among the GPUs with local memory.
+        let mut card = 0;
+        for d in devs.values_mut().filter(|d| d.lmem_mib.is_some()) {
+            d.drm_card = Some(card);
+            card += 1;
         }
         let max_group = profile
             .devices
@@ -280,6 +291,9 @@ impl Kernel {
             nv: NvVf::default(),
             unbind_lock: false,
             label: spec.label.clone(),
+            lmem_mib: spec.local_memory_mib,
+            drm_card: None,
+            lmem_quota: 0,
         }
     }
 

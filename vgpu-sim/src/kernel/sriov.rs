@@ -96,6 +96,8 @@ impl Kernel {
             .rsplit_once('/')
             .map_or(String::new(), |(a, _)| a.to_owned());
         let template = p.clone();
+        // The driver gives each enabled VF an equal share of local memory.
+        let share = p.lmem_mib.unwrap_or(0) * 1024 * 1024 / u64::from(n.max(1));
         let mut made = 0u16;
         let mut vfs = Vec::new();
         for i in 0..n {
@@ -123,6 +125,8 @@ impl Kernel {
                 nv: NvVf::default(),
                 unbind_lock: false,
                 label: format!("{} VF {i}", template.label),
+                drm_card: None,
+                lmem_quota: share,
                 ..template.clone()
             };
             self.devs.insert(addr, vf);
@@ -145,6 +149,53 @@ impl Kernel {
                 self.pending_probes.push((at, vf));
             }
         }
+    }
+
+    /// Whether `pf` has per-VF local-memory quotas now: it has local memory and is bound to
+    /// a driver that provisions VFs (Intel's out-of-tree `i915`, or `xe`).
+    pub(crate) fn has_lmem_quotas(&self, pf: &Dev) -> bool {
+        pf.drm_card.is_some()
+            && pf
+                .driver
+                .as_deref()
+                .is_some_and(|d| matches!(d, "i915" | "xe") && self.has_sriov_configure(d))
+    }
+
+    /// The VFs of `pf` in VF order (`vf1` first).
+    pub(crate) fn vfs_of(&self, pf: PciAddr) -> Vec<&Dev> {
+        let mut vfs: Vec<&Dev> = self
+            .devs
+            .values()
+            .filter(|v| v.physfn == Some(pf))
+            .collect();
+        vfs.sort_by_key(|v| v.addr);
+        vfs
+    }
+
+    /// A store to `iov/vf<M>/gt0/lmem_quota` (Intel's i915 SR-IOV provisioning): `EINVAL`
+    /// for anything but a byte count, `EBUSY` while the VF is bound to a driver, `ENOSPC`
+    /// when the VFs' quotas together would exceed local memory.
+    pub(crate) fn set_lmem_quota(&mut self, vf: PciAddr, data: &[u8]) -> KResult<()> {
+        let bytes = store_ul(data, u64::MAX)?;
+        let d = self.devs.get(&vf).ok_or(libc::ENODEV)?;
+        if d.driver.is_some() {
+            return Err(libc::EBUSY);
+        }
+        let pf = d.physfn.ok_or(libc::ENODEV)?;
+        let total = d.lmem_mib.unwrap_or(0) * 1024 * 1024;
+        let others: u64 = self
+            .vfs_of(pf)
+            .iter()
+            .filter(|v| v.addr != vf)
+            .map(|v| v.lmem_quota)
+            .sum();
+        if others.saturating_add(bytes) > total {
+            return Err(libc::ENOSPC);
+        }
+        if let Some(d) = self.devs.get_mut(&vf) {
+            d.lmem_quota = bytes;
+        }
+        Ok(())
     }
 
     /// Removes every VF of `pf` (`sriov_del_vfs`, in order): each is unbound and deleted.

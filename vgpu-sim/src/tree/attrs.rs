@@ -67,6 +67,9 @@ impl Kernel {
                     u8::from(self.devs.get(a).ok_or(libc::ENODEV)?.unbind_lock)
                 )
             }
+            FileRef::LmemQuota(a) => {
+                format!("{}\n", self.devs.get(a).ok_or(libc::ENODEV)?.lmem_quota)
+            }
             FileRef::NvInfo(a) => {
                 let d = self.devs.get(a).ok_or(libc::ENODEV)?;
                 format!(
@@ -184,6 +187,7 @@ impl Kernel {
                 Ok(())
             }
             FileRef::UnbindLock(a) => self.set_unbind_lock(*a, data),
+            FileRef::LmemQuota(a) => self.set_lmem_quota(*a, data),
             _ => Err(libc::EACCES),
         }
     }

@@ -130,6 +130,9 @@ impl Kernel {
         if dev.is_vendor_vf() {
             d.dir("nvidia");
         }
+        if self.has_lmem_quotas(dev) {
+            d.dir("drm");
+        }
         if self.vfio.get(VfioKey::Pci(a)).is_some() {
             d.dir("vfio-dev");
         }
@@ -149,6 +152,36 @@ impl Kernel {
                     "uevent",
                     format!("MAJOR={CDEV_MAJOR}\nMINOR={n}\nDEVNAME=vfio/devices/vfio{n}\n"),
                 );
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// `drm/` of a PF with local-memory quotas: `card<N>/iov/vf<M>/gt0/lmem_quota`, one
+    /// `vf<M>` per enabled VF (M from 1).
+    fn list_drm(&self, d: &mut Dir, dev: &Dev, sub: &[&str]) -> Option<()> {
+        let card = format!("card{}", dev.drm_card?);
+        let vfs = self.vfs_of(dev.addr);
+        let vf = |name: &str| {
+            let m: usize = name.strip_prefix("vf")?.parse().ok()?;
+            (m >= 1 && name == format!("vf{m}")).then_some(())?;
+            vfs.get(m - 1).map(|v| v.addr)
+        };
+        match sub {
+            [] => d.dir(card),
+            [c] if *c == card => d.dir("iov"),
+            [c, "iov"] if *c == card => {
+                for m in 1..=vfs.len() {
+                    d.dir(format!("vf{m}"));
+                }
+            }
+            [c, "iov", m] if *c == card => {
+                vf(m)?;
+                d.dir("gt0");
+            }
+            [c, "iov", m, "gt0"] if *c == card => {
+                d.file("lmem_quota", FileRef::LmemQuota(vf(m)?), RW);
             }
             _ => return None,
         }
@@ -204,6 +237,9 @@ impl Kernel {
                 );
                 d.file("current_vgpu_type", FileRef::Pci(a, PciAttr::NvCurrent), RW);
                 d.file("vgpu_params", FileRef::Pci(a, PciAttr::NvParams), RW);
+            }
+            ["drm", rest @ ..] if self.has_lmem_quotas(dev) => {
+                self.list_drm(d, dev, rest)?;
             }
             ["vfio-dev", rest @ ..] => {
                 self.list_vfio_dev(d, VfioKey::Pci(a), &dev.path(), rest)?;

@@ -32,6 +32,8 @@ pub(crate) enum FileRef {
     BusAutoprobe,
     UnbindLock(PciAddr),
     NvInfo(PciAddr),
+    /// A VF's `lmem_quota` (under its PF's `drm/card<N>/iov/vf<M>/gt0`).
+    LmemQuota(PciAddr),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,10 +275,18 @@ impl Kernel {
                 }
             }
             ["sys", "class"] => {
+                d.dir("drm");
                 d.dir("iommu");
                 d.dir("mdev_bus");
                 d.dir("vfio");
                 d.dir("vfio-dev");
+            }
+            ["sys", "class", "drm"] => {
+                for p in self.devs.values().filter(|p| self.has_lmem_quotas(p)) {
+                    if let Some(n) = p.drm_card {
+                        d.link(format!("card{n}"), &format!("{}/drm/card{n}", p.path()));
+                    }
+                }
             }
             ["sys", "class", "vfio"] => {
                 for g in self.vfio.groups() {
