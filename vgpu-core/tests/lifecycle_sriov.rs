@@ -609,3 +609,20 @@ fn vfs_that_never_appear_count_is_put_back() {
         std::fs::read_to_string(paths.pci_device(&addr(FLEX)).join("sriov_numvfs")).unwrap();
     assert_eq!(numvfs, "0\n");
 }
+
+// ----- Intel local-memory quotas -----
+
+#[test]
+fn flex_vfs_show_their_local_memory_quota() {
+    let host = SimHost::mount_for_test("flex-sriov");
+    assert!(gpu(&host, FLEX).vfs.is_empty());
+    manager(&host).set_vfs(FLEX, 2, None, false).unwrap();
+    let quotas: Vec<Option<u64>> = gpu(&host, FLEX).vfs.iter().map(|v| v.memory_mib).collect();
+    assert_eq!(quotas, vec![Some(8192), Some(8192)]);
+}
+
+#[test]
+fn vfs_without_quotas_have_no_memory() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    assert!(gpu(&host, L40S).vfs.iter().all(|v| v.memory_mib.is_none()));
+}

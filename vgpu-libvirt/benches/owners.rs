@@ -79,6 +79,7 @@ fn vf(address: PciAddress, driver: &str) -> Vf {
         driver: Some(driver.to_owned()),
         iommu_group: None,
         vgpu_type: None,
+        memory_mib: None,
     }
 }
 

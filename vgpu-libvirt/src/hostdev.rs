@@ -246,6 +246,7 @@ mod tests {
             driver: Some(driver.to_owned()),
             iommu_group: None,
             vgpu_type: None,
+            memory_mib: None,
         }
     }
 

@@ -171,7 +171,8 @@ fn read_gpu(
 
     let vfs = vf_devices
         .iter()
-        .map(|vf| {
+        .enumerate()
+        .map(|(i, vf)| {
             let vf_address = vf.address();
             let vgpu_type = vgpus
                 .iter()
@@ -182,6 +183,9 @@ fn read_gpu(
                 driver: warnings.ok(vf_address, vf.driver()),
                 iommu_group: warnings.ok(vf_address, vf.iommu_group()),
                 vgpu_type,
+                memory_mib: warnings
+                    .ok(address, device.lmem_quota(i + 1))
+                    .map(|bytes| bytes / (1024 * 1024)),
             }
         })
         .collect();

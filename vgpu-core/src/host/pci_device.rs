@@ -190,6 +190,31 @@ impl PciDevice {
     }
 
     /// The enabled VFs, in `virtfnN` order.
+    /// The local-memory quota file of this PF's VF `m` (from 1), as Intel's SR-IOV drivers
+    /// (out-of-tree `i915`, `xe`) provision it: `drm/card<N>/iov/vf<m>/gt0/lmem_quota`;
+    /// `None` when the PF has none.
+    pub(crate) fn lmem_quota_path(&self, m: usize) -> Result<Option<PathBuf>> {
+        let drm = child(&self.path, "drm");
+        for card in sysfs::dir_names(&drm)? {
+            if !card.starts_with("card") {
+                continue;
+            }
+            let path = drm.join(&card).join(format!("iov/vf{m}/gt0/lmem_quota"));
+            if sysfs::exists(&path) {
+                return Ok(Some(path));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The local-memory quota of this PF's VF `m` (from 1) in bytes; `None` without quotas.
+    pub(crate) fn lmem_quota(&self, m: usize) -> Result<Option<u64>> {
+        match self.lmem_quota_path(m)? {
+            None => Ok(None),
+            Some(path) => read_parsed(&path, "a byte count", |t| t.parse().ok()),
+        }
+    }
+
     pub(crate) fn virtfns(&self) -> Result<Vec<PciAddress>> {
         let mut indexed = Vec::new();
         for name in sysfs::dir_names(&self.path)? {

@@ -115,6 +115,9 @@ pub struct Vf {
     pub iommu_group: Option<u32>,
     /// The vGPU type it holds: the NVIDIA vendor-VFIO type id, or the type of the mdev on it.
     pub vgpu_type: Option<String>,
+    /// Its share of the GPU's local memory in MiB, where the PF's driver provisions VFs with
+    /// quotas (Intel's SR-IOV: `drm/card<N>/iov/vf<M>/gt0/lmem_quota`); `None` elsewhere.
+    pub memory_mib: Option<u64>,
 }
 
 /// A vGPU type as offered by one physical GPU.

@@ -96,6 +96,7 @@ pub fn gpu(model: Model, address: PciAddress, numa_node: Option<u32>) -> Gpu {
             driver: Some(if vendor == 0x10de { "nvidia" } else { "i915" }.to_owned()),
             iommu_group: None,
             vgpu_type: None,
+            memory_mib: None,
         })
         .collect();
     let types = match model {
@@ -297,6 +298,7 @@ pub fn enable_vfs(gpu: &mut Gpu, count: u32) {
             driver: Some("i915".to_owned()),
             iommu_group: None,
             vgpu_type: None,
+            memory_mib: None,
         })
         .collect();
     if let Some(sriov) = &mut gpu.sriov {

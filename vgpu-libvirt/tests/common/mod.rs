@@ -132,6 +132,7 @@ pub fn vf(address: &str, driver: &str) -> Vf {
         driver: Some(driver.to_owned()),
         iommu_group: None,
         vgpu_type: None,
+        memory_mib: None,
     }
 }
 
