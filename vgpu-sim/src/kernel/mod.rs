@@ -208,10 +208,8 @@ impl Kernel {
             devs.insert(spec.addr, Self::dev_from_spec(&profile, spec));
         }
         // DRM cards are numbered in address order among the GPUs with local memory.
-        let mut card = 0;
-        for d in devs.values_mut().filter(|d| d.lmem_mib.is_some()) {
+        for (card, d) in (0u32..).zip(devs.values_mut().filter(|d| d.lmem_mib.is_some())) {
             d.drm_card = Some(card);
-            card += 1;
         }
         let max_group = profile
             .devices
