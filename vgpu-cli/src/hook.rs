@@ -184,12 +184,11 @@ fn install(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
     let exe = std::env::current_exe()
         .and_then(fs::canonicalize)
         .context("cannot find this vgpuctl's own path")?;
-    let root = std::path::absolute(&cli.root)?;
-    let state_root = cli
-        .state_root
-        .as_deref()
-        .map(std::path::absolute)
-        .transpose()?;
+    let absolute = |p: &Path| {
+        std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display()))
+    };
+    let root = absolute(&cli.root)?;
+    let state_root = cli.state_root.as_deref().map(absolute).transpose()?;
     let text = script(&exe, &root, state_root.as_deref());
     let path = script_path(dir);
     let current = existing(&path)?;

@@ -183,3 +183,24 @@ fn release_domain_keeps_the_definition_of_what_it_stops() {
         )
     );
 }
+
+/// An L40S holds one L40S-48Q: a domain asking for two is refused while planning (before any
+/// type is written), not half-made and undone.
+#[test]
+fn prepare_domain_asking_one_type_twice_past_the_gpus_room_makes_nothing() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let err = manager(&host)
+        .prepare_domain(
+            &domain(DOMAIN, &[VF, "0000:41:00.5"], Some("L40S-48Q")),
+            &HookConfig::default(),
+        )
+        .unwrap_err();
+    let written = audit(&paths(&host))
+        .into_iter()
+        .filter(|(action, _, _)| action == "start")
+        .count();
+    assert_eq!(
+        (err.kind(), written, common::gpu(&host, L40S).vgpus.len()),
+        (vgpu_core::ErrorKind::NoCapacity, 0, 0)
+    );
+}

@@ -415,7 +415,10 @@ impl Connection {
             .uuid()
             .map_err(|err| Error::libvirt("attach", Some(domain), None, &err))?;
         for (name, other) in self.all_domains()? {
-            if other.uuid().ok() == Some(target_uuid) {
+            let uuid = other
+                .uuid()
+                .map_err(|err| Error::libvirt("attach", Some(&name), None, &err))?;
+            if uuid == target_uuid {
                 continue;
             }
             match self.assigned(&other, &name) {

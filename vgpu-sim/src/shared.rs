@@ -40,12 +40,35 @@ pub(crate) struct Shared {
 /// The FUSE connection cannot tell us itself: `fuser` answers `FUSE_INTERRUPT` with
 /// `ENOSYS`, after which the kernel sends no more interrupts and a killed writer waits for
 /// our answer. Pid 0 (a request of the kernel's own) never gives up.
+/// Reads at most 64 KiB of a `/proc/<pid>/status` file.
+fn read_status(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(64 * 1024)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
 fn writer_gave_up(pid: u32) -> bool {
     if pid == 0 {
         return false;
     }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return true;
+    let path = format!("/proc/{pid}/status");
+    let status = match read_status(&path) {
+        Ok(status) => status,
+        // The writer is gone.
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound
+                || err.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            return true;
+        }
+        // Anything else says nothing about the writer: keep waiting for it.
+        Err(err) => {
+            tracing::warn!(path, "cannot read the writer's status: {err}");
+            return false;
+        }
     };
     let sigkill = 1u64 << (libc::SIGKILL - 1);
     status.lines().any(|l| {

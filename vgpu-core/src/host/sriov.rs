@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
-use crate::host::sysfs::{self, read_attr, write_attr, write_attr_within};
+use crate::host::sysfs::{self, write_attr, write_attr_within};
 use crate::model::pci::PciAddress;
 
 /// How to change a VF count.
@@ -65,13 +65,8 @@ fn numvfs_path(device: &PciDevice) -> std::path::PathBuf {
 
 fn read_numvfs(device: &PciDevice) -> Result<u32> {
     let path = numvfs_path(device);
-    match read_attr(&path)? {
-        Some(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| sysfs::parse_error(&path, &text, "a VF count")),
-        None => Err(sysfs::missing(&path)),
-    }
+    sysfs::read_parsed(&path, "a VF count", |text| text.parse().ok())?
+        .ok_or_else(|| sysfs::missing(&path))
 }
 
 /// Whether `driver`, bound to a PF, also drives the PF's VFs on the host, so that new VFs are

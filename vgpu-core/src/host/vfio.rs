@@ -131,9 +131,28 @@ fn scan(
                 continue;
             }
         };
-        for entry in fds.flatten() {
-            let Ok(target) = std::fs::read_link(entry.path()) else {
-                continue;
+        for entry in fds {
+            // A descriptor closed while it is read is gone; one that cannot be read may be the
+            // device, and is reported as a possible holder like an unlistable process.
+            let target = entry.and_then(|entry| std::fs::read_link(entry.path()));
+            let target = match target {
+                Ok(target) => target,
+                Err(err) if sysfs::is_absent(&err) => continue,
+                Err(err) => {
+                    let more = found(Holder {
+                        pid,
+                        command: command_of(&proc, pid),
+                        node: format!(
+                            "a descriptor that cannot be read ({}: {err})",
+                            fd_dir.display()
+                        ),
+                        listed: false,
+                    });
+                    if !more {
+                        break;
+                    }
+                    continue;
+                }
             };
             let target = target.to_string_lossy();
             if nodes.contains(target.as_ref()) {

@@ -301,7 +301,9 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 id.to_string()
             }
             Step::Create { start, .. } => {
-                let wanted = step.wanted_type().unwrap_or_default();
+                let wanted = step.wanted_type().ok_or_else(|| {
+                    Error::bad_name("", "a create step naming its type (by id or name)")
+                })?;
                 let id = create(op, &gpu, wanted, *start)?;
                 done.created.push(id);
                 id.to_string()

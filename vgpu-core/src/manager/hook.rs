@@ -195,8 +195,11 @@ fn adopt(
         let Some(index) = record.made.iter().position(|m| m.handle() == id) else {
             continue;
         };
-        if op.check_released(id).is_err() {
-            return Ok(None);
+        match op.check_released(id) {
+            Ok(()) => {}
+            // The other domain's guest still has it open: not ours to take.
+            Err(Error::HeldOpen { .. }) => return Ok(None),
+            Err(err) => return Err(err),
         }
         let made = record.made.remove(index);
         let bytes = if record.made.is_empty() {
@@ -343,7 +346,18 @@ fn pick(
                 .find(|c| backend::name_matches(&c.name, wanted))
         });
     let type_id = match listed {
-        Some(listed) if pending(op, pf, listed.id)? == 0 => listed.id,
+        // The VF lists it as creatable now; no definition and no earlier VF of this run
+        // may be owed that room, or the whole GPU has to be counted.
+        Some(listed)
+            if pending(op, pf, listed.id)? == 0
+                && planned
+                    .get(&(pf, listed.id.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+                    == 0 =>
+        {
+            listed.id
+        }
         _ => return pick_counted(op, pf, vf, wanted, planned),
     };
     *planned.entry((pf, type_id.to_string())).or_default() += 1;
@@ -417,7 +431,15 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
                 continue;
             }
         };
-        if let Some(reason) = changed(op, &made, now.as_ref()) {
+        let reason = match changed(op, &made, now.as_ref()) {
+            Ok(reason) => reason,
+            Err(err) => {
+                released.failed.push((made.clone(), err));
+                kept.push(made);
+                continue;
+            }
+        };
+        if let Some(reason) = reason {
             op.note("leave", &id.to_string(), &reason);
             released.left.push(Left { made, reason });
             continue;
@@ -444,23 +466,22 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
 }
 
 /// Why `made` is no longer what the hook made, if it is not.
-fn changed(op: &Operation<'_>, made: &Made, now: Option<&Running>) -> Option<String> {
-    match (made, now) {
+fn changed(op: &Operation<'_>, made: &Made, now: Option<&Running>) -> Result<Option<String>> {
+    Ok(match (made, now) {
         (_, None) => Some("it is not running".to_owned()),
         (Made::Mdev { .. }, Some(Running::Mdev { .. })) => None,
         (Made::VendorType { type_id, .. }, Some(Running::VendorVf { type_id: now })) => {
             (type_id != now).then(|| format!("it holds type {now} now"))
         }
         (Made::Binding { address, driver }, Some(Running::PlainVf)) => {
-            match PciDevice::new(op.paths(), *address).driver() {
-                Ok(Some(now)) if now == *driver => None,
-                Ok(now) => Some(format!(
+            match PciDevice::new(op.paths(), *address).driver()? {
+                Some(now) if now == *driver => None,
+                now => Some(format!(
                     "it is bound to {} now",
                     now.as_deref().unwrap_or("no driver")
                 )),
-                Err(err) => Some(err.chain()),
             }
         }
         (_, Some(_)) => Some("it holds another kind of vGPU now".to_owned()),
-    }
+    })
 }

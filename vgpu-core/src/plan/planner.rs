@@ -512,7 +512,14 @@ fn vf_addresses(gpu: &Gpu) -> Vec<PciAddress> {
                 | (u32::from(pf.device()) << 3)
                 | u32::from(pf.function());
             for i in 0..sriov.total_vfs {
-                let vf = rid + offset + stride * i;
+                // Offset and stride come from sysfs: a routing id past 16 bits is no VF.
+                let Some(vf) = stride
+                    .checked_mul(i)
+                    .and_then(|step| step.checked_add(rid))
+                    .and_then(|r| r.checked_add(offset))
+                else {
+                    continue;
+                };
                 let address = u8::try_from(vf >> 8).ok().and_then(|bus| {
                     PciAddress::new(pf.domain(), bus, ((vf >> 3) & 0x1f) as u8, (vf & 7) as u8)
                 });
