@@ -437,7 +437,20 @@ fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> Result<()> {
             }
         })
         .collect();
+    let mixed = gpu.vf_memory_mib.windows(2).any(|w| w[0] != w[1]);
     let want = match (gpu.vfs, wants.is_empty()) {
+        (Some(vfs), _) if mixed => {
+            let sizes: Vec<String> = gpu.vf_memory_mib.iter().map(|m| size_text(*m)).collect();
+            let on_vfio = gpu
+                .want
+                .iter()
+                .any(|w| w.type_id.as_deref() == Some(vgpu_core::PLAIN_VF_TYPE));
+            format!(
+                "{vfs} VFs of {}{}",
+                sizes.join(", "),
+                if on_vfio { ", each on vfio-pci" } else { "" }
+            )
+        }
         (Some(vfs), true) => format!("{vfs} VFs"),
         (Some(vfs), false) => format!("{vfs} VFs, {}", wants.join(", ")),
         (None, true) => "no vGPUs".to_owned(),
@@ -507,6 +520,17 @@ fn step_text(step: &Step) -> String {
             type_text(Some(type_id), type_name.as_deref())
         ),
         Step::Undefine { id } => format!("undefine {id}"),
+        Step::Quota {
+            from_mib, to_mib, ..
+        } => match from_mib {
+            Some(from) => format!(
+                "quota    {} {} -> {}",
+                vf_text(step),
+                size_text(*from),
+                size_text(*to_mib)
+            ),
+            None => format!("quota    {} -> {}", vf_text(step), size_text(*to_mib)),
+        },
         Step::Start { id } => format!("start    {id}"),
         Step::Define { id, start } => format!("define   {id} ({start})"),
         Step::Create {
@@ -517,6 +541,19 @@ fn step_text(step: &Step) -> String {
             "create   {} ({start})",
             type_text(type_id.as_deref(), type_name.as_deref())
         ),
+    }
+}
+
+/// The VF of a quota step: `VF 2 (0000:4d:00.2)`.
+fn vf_text(step: &Step) -> String {
+    match step {
+        Step::Quota {
+            vf,
+            address: Some(address),
+            ..
+        } => format!("VF {vf} ({address})"),
+        Step::Quota { vf, .. } => format!("VF {vf}"),
+        _ => String::new(),
     }
 }
 
@@ -565,6 +602,21 @@ fn differences(plan: &Plan) -> Vec<Difference> {
                     type_text(Some(type_id), type_name.as_deref())
                 ),
                 Step::Undefine { id } => format!("{id} has a definition the config does not"),
+                Step::Quota {
+                    from_mib, to_mib, ..
+                } => match from_mib {
+                    Some(from) => format!(
+                        "{} has {} of local memory, not {}",
+                        vf_text(step),
+                        size_text(*from),
+                        size_text(*to_mib)
+                    ),
+                    None => format!(
+                        "{} lacks a local-memory quota of {}",
+                        vf_text(step),
+                        size_text(*to_mib)
+                    ),
+                },
                 Step::Start { id } => format!("{id} is defined but not running"),
                 Step::Define { id, start } => format!("{id} is not defined to start {start}"),
                 Step::Create {

@@ -72,7 +72,7 @@ fn write_sets_quota_and_checks_the_total() {
     assert_eq!(echo(&quota_path(&h, 2), &format!("{}\n", 12 * GIB)), Ok(()));
     assert_eq!(
         echo(&quota_path(&h, 1), &format!("{}", 4 * GIB + 1)),
-        Err(libc::ENOSPC)
+        Err(libc::EDQUOT)
     );
     assert_eq!(echo(&quota_path(&h, 1), "lots"), Err(libc::EINVAL));
     assert_eq!(quota(&h, 1), 4 * GIB);
@@ -99,4 +99,27 @@ fn write_refused_while_the_vf_is_bound() {
         echo(&quota_path(&h, 1), &format!("{GIB}")),
         Err(libc::EBUSY)
     );
+}
+
+fn max_quota(h: &SimHost) -> u64 {
+    cat(&h
+        .root()
+        .join("sys/class/drm/card0/iov/pf/gt0/available/lmem_max_quota"))
+    .expect("read")
+    .trim()
+    .parse()
+    .expect("number")
+}
+
+#[test]
+fn max_quota_without_vfs_is_all_local_memory() {
+    let h = host("flex-sriov");
+    assert_eq!(max_quota(&h), 16 * GIB);
+}
+
+#[test]
+fn max_quota_is_what_no_vf_holds() {
+    let h = two_unbound_vfs();
+    echo(&quota_path(&h, 1), &format!("{}", 2 * GIB)).expect("lower");
+    assert_eq!(max_quota(&h), 6 * GIB);
 }

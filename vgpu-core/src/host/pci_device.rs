@@ -189,22 +189,40 @@ impl PciDevice {
         }))
     }
 
-    /// The enabled VFs, in `virtfnN` order.
-    /// The local-memory quota file of this PF's VF `m` (from 1), as Intel's SR-IOV drivers
-    /// (out-of-tree `i915`, `xe`) provision it: `drm/card<N>/iov/vf<m>/gt0/lmem_quota`;
-    /// `None` when the PF has none.
-    pub(crate) fn lmem_quota_path(&self, m: usize) -> Result<Option<PathBuf>> {
+    /// The PF's SR-IOV provisioning directory, as Intel's SR-IOV drivers (out-of-tree `i915`,
+    /// `xe`) publish it: `drm/card<N>/iov`, with `pf/` and one `vf<M>/` per VF; `None` when
+    /// the PF's driver provisions no VF resources.
+    pub(crate) fn iov_dir(&self) -> Result<Option<PathBuf>> {
         let drm = child(&self.path, "drm");
         for card in sysfs::dir_names(&drm)? {
             if !card.starts_with("card") {
                 continue;
             }
-            let path = drm.join(&card).join(format!("iov/vf{m}/gt0/lmem_quota"));
-            if sysfs::exists(&path) {
-                return Ok(Some(path));
+            let iov = drm.join(&card).join("iov");
+            if sysfs::is_dir(&iov) {
+                return Ok(Some(iov));
             }
         }
         Ok(None)
+    }
+
+    /// `name` under the first GT of `function` (`pf`, `vf<M>`) in [`Self::iov_dir`]: `gt/` on
+    /// single-tile GPUs, `gt0/` on multi-tile ones (intel-gpu-i915-backports,
+    /// `gt/iov/intel_iov_sysfs.c`); `None` when neither has it.
+    fn iov_attr(&self, function: &str, name: &str) -> Result<Option<PathBuf>> {
+        let Some(iov) = self.iov_dir()? else {
+            return Ok(None);
+        };
+        Ok(["gt", "gt0"]
+            .into_iter()
+            .map(|gt| iov.join(function).join(gt).join(name))
+            .find(|path| sysfs::exists(path)))
+    }
+
+    /// The local-memory quota file of this PF's VF `m` (from 1): `iov/vf<m>/gt*/lmem_quota`,
+    /// in bytes; `None` when the PF has none.
+    pub(crate) fn lmem_quota_path(&self, m: usize) -> Result<Option<PathBuf>> {
+        self.iov_attr(&format!("vf{m}"), "lmem_quota")
     }
 
     /// The local-memory quota of this PF's VF `m` (from 1) in bytes; `None` without quotas.
@@ -215,6 +233,27 @@ impl PciDevice {
         }
     }
 
+    /// The local memory this PF's driver can give its VFs, in bytes: what the first `vfs` VFs'
+    /// quotas hold and what is left for one more (`iov/pf/gt*/available/lmem_max_quota`: free
+    /// local memory less the PF's spare). `None` when the driver publishes no such total, or a
+    /// VF has no quota.
+    pub(crate) fn lmem_total(&self, vfs: usize) -> Result<Option<u64>> {
+        let Some(path) = self.iov_attr("pf", "available/lmem_max_quota")? else {
+            return Ok(None);
+        };
+        let Some(mut total) = read_parsed(&path, "a byte count", |t| t.parse::<u64>().ok())? else {
+            return Ok(None);
+        };
+        for m in 1..=vfs {
+            let Some(quota) = self.lmem_quota(m)? else {
+                return Ok(None);
+            };
+            total = total.saturating_add(quota);
+        }
+        Ok(Some(total))
+    }
+
+    /// The enabled VFs, in `virtfnN` order.
     pub(crate) fn virtfns(&self) -> Result<Vec<PciAddress>> {
         let mut indexed = Vec::new();
         for name in sysfs::dir_names(&self.path)? {

@@ -12,6 +12,7 @@ mod provision;
 mod restore;
 mod session;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -29,8 +30,8 @@ use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
-use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
@@ -416,10 +417,21 @@ impl Manager {
                 }
             })
             .collect();
+        let mut local_memory_mib = BTreeMap::new();
+        for gpu in &inventory.gpus {
+            if gpu.backend != Backend::Sriov || gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {
+                continue;
+            }
+            let device = PciDevice::new(&self.paths, gpu.address);
+            if let Some(bytes) = device.lmem_total(gpu.vfs.len())? {
+                local_memory_mib.insert(gpu.address, bytes / (1024 * 1024));
+            }
+        }
         Ok(HostState {
             inventory,
             definitions,
             holds,
+            local_memory_mib,
         })
     }
 

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+mod quota;
+
 use crate::backend::{self, Placement, Reservations, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
@@ -95,6 +97,12 @@ enum Undo {
         path: PathBuf,
         previous: Option<String>,
     },
+    /// Write back a VF's local-memory quota (`lmem_quota`, in bytes).
+    LmemQuota {
+        vf: PciAddress,
+        path: PathBuf,
+        bytes: u64,
+    },
 }
 
 impl Undo {
@@ -113,6 +121,7 @@ impl Undo {
                 "undo-undefine"
             }
             Undo::File { .. } => "undo-record",
+            Undo::LmemQuota { .. } => "undo-lmem-quota",
         }
     }
 
@@ -129,7 +138,8 @@ impl Undo {
             | Undo::SriovDefinition { pf: a, .. }
             | Undo::VfCount { pf: a, .. }
             | Undo::Autoprobe { pf: a, .. }
-            | Undo::Driver { address: a, .. } => a.to_string(),
+            | Undo::Driver { address: a, .. }
+            | Undo::LmemQuota { vf: a, .. } => a.to_string(),
         }
     }
 }
@@ -298,6 +308,9 @@ impl Operation<'_> {
                 Some(text) => durable::write_atomic(&path, text.as_bytes()),
                 None => durable::remove_durably(&path).map(drop),
             },
+            Undo::LmemQuota { path, bytes, .. } => {
+                crate::host::sysfs::write_attr(&path, &bytes.to_string())
+            }
         }
     }
 

@@ -19,9 +19,11 @@ pub(crate) mod place;
 pub(crate) mod planner;
 #[cfg(test)]
 mod tests;
+mod vfs;
 
 use std::collections::BTreeMap;
 
+use crate::model::pci::PciAddress;
 use crate::model::{Inventory, VgpuHandle};
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
@@ -37,6 +39,11 @@ pub struct HostState {
     /// vGPUs a guest holds, with what holds them in words (`process 4242 (qemu-system-x86)`,
     /// `libvirt domain web-1`): never taken away by a plan.
     pub holds: BTreeMap<VgpuHandle, String>,
+    /// Plain SR-IOV GPUs whose driver provisions each VF's local memory with a quota one can
+    /// set (Intel's SR-IOV `i915` and `xe`: `drm/card<N>/iov/`), with the local memory it can
+    /// give the VFs in MiB: their quotas and what is left
+    /// (`iov/pf/gt/available/lmem_max_quota`). A GPU not here takes no quotas.
+    pub local_memory_mib: BTreeMap<PciAddress, u64>,
 }
 
 /// Every persistent definition of a host, as read at one moment.

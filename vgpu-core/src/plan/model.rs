@@ -43,6 +43,9 @@ pub struct GpuPlan {
     pub want: Vec<Want>,
     /// For a plain SR-IOV GPU, the VFs it should have.
     pub vfs: Option<u32>,
+    /// For a plain SR-IOV GPU asked for sizes, the local memory each VF should have, in MiB,
+    /// in VF order (`vf1` first); empty when only a count is asked for.
+    pub vf_memory_mib: Vec<u64>,
     /// vGPUs that stay as they are (or only get their definition fixed).
     pub keep: Vec<VgpuHandle>,
     /// The changes, in order; none when the GPU matches or is refused.
@@ -132,6 +135,20 @@ pub enum Step {
         id: VgpuHandle,
         /// When it starts.
         start: Start,
+    },
+    /// Set the local-memory quota of one VF of a plain SR-IOV GPU (Intel's SR-IOV drivers:
+    /// `drm/card<N>/iov/vf<M>/gt*/lmem_quota`), after the VF count and before any VF is given
+    /// to a guest. The VF is taken from its host driver for the write and given back after.
+    Quota {
+        /// The VF's number, `M` in `vf<M>` (from 1, in `virtfn` order).
+        vf: u32,
+        /// Its address, where the SR-IOV capability gives it.
+        address: Option<PciAddress>,
+        /// Its quota now, in MiB; `None` for a VF this plan enables (the driver gives it an
+        /// equal share of local memory).
+        from_mib: Option<u64>,
+        /// The quota wanted, in MiB.
+        to_mib: u64,
     },
     /// Create and define one vGPU.
     Create {
@@ -231,6 +248,33 @@ pub enum Refusal {
     },
     /// A size on a plain SR-IOV GPU whose local memory is unknown (give a VF count instead).
     UnknownMemory,
+    /// VF sizes that add up to more local memory than a plain SR-IOV GPU has.
+    NotEnoughMemory {
+        /// The sizes asked for, added up, in MiB.
+        asked_mib: u64,
+        /// The local memory it can give its VFs, in MiB.
+        memory_mib: u64,
+    },
+    /// VF sizes other than the equal share on a plain SR-IOV GPU whose driver sets no per-VF
+    /// local-memory quotas.
+    NoQuotas {
+        /// The VFs asked for.
+        vfs: u32,
+        /// The share of local memory each gets, in MiB.
+        share_mib: u64,
+    },
+    /// A VF whose local-memory quota the plan would change is bound to a guest's driver or
+    /// held open.
+    QuotaInUse {
+        /// The VF.
+        vf: PciAddress,
+        /// What holds it: its driver (`vfio-pci`), a process, a libvirt domain.
+        by: String,
+        /// Its quota now, in MiB.
+        found_mib: u64,
+        /// The quota wanted, in MiB.
+        wanted_mib: u64,
+    },
     /// A VF count for a GPU that does not offer plain SR-IOV VFs.
     NotSriov {
         /// Its interface.
@@ -259,7 +303,7 @@ impl Refusal {
     /// Whether this refusal comes from the host's state (a guest holds a vGPU) rather than from
     /// the file: `apply` leaves such a GPU alone and carries out the others.
     pub fn is_held(&self) -> bool {
-        matches!(self, Refusal::Held { .. })
+        matches!(self, Refusal::Held { .. } | Refusal::QuotaInUse { .. })
     }
 }
 
@@ -317,6 +361,34 @@ impl fmt::Display for Refusal {
             ),
             Refusal::UnknownMemory => f.write_str(
                 "its local memory is unknown, so a size cannot become a VF count: give vfs = N",
+            ),
+            Refusal::NotEnoughMemory {
+                asked_mib,
+                memory_mib,
+            } => write!(
+                f,
+                "the VFs asked for take {} of local memory, it has {}",
+                mib_text(*asked_mib),
+                mib_text(*memory_mib)
+            ),
+            Refusal::NoQuotas { vfs, share_mib } => write!(
+                f,
+                "its driver sets no per-VF local-memory quotas (no drm/card*/iov), so each of \
+                 {vfs} VFs gets an equal share, {}: ask for {vfs}x{} or give vfs = {vfs}",
+                mib_text(*share_mib),
+                mib_size(*share_mib)
+            ),
+            Refusal::QuotaInUse {
+                vf,
+                by,
+                found_mib,
+                wanted_mib,
+            } => write!(
+                f,
+                "VF {vf} has {} of local memory, not {}, but {by} holds it: a quota changes \
+                 only while no guest has the VF",
+                mib_text(*found_mib),
+                mib_text(*wanted_mib)
             ),
             Refusal::NotSriov { backend } => write!(
                 f,
@@ -376,6 +448,11 @@ impl Plan {
                 .flat_map(|g| &g.refusals)
                 .any(|r| !r.refusal.is_held())
     }
+}
+
+/// A size as a desired-state file writes it: `12GiB`, `512MiB`.
+fn mib_size(mib: u64) -> String {
+    mib_text(mib).replace(' ', "")
 }
 
 /// A size in words: `12 GiB`, `512 MiB`.

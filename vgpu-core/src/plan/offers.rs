@@ -80,13 +80,17 @@ pub(crate) struct GpuView<'a> {
     /// How many VFs vGPUs can sit on, for VF-based interfaces (enabled VFs, or all of them
     /// when they are to be enabled first).
     pub(crate) vf_slots: Option<u32>,
-    /// Local memory, for plain SR-IOV GPUs whose model is known.
-    pub(crate) memory_mib: Option<u64>,
     family: Option<String>,
 }
 
 /// Local memory of plain SR-IOV GPUs, by PCI vendor and device id: the drivers give every VF an
 /// equal share of it by default (Intel Data Center GPU Flex Series product specifications).
+///
+/// Nominal sizes, the last resort: where the driver says how much it can give the VFs (Intel's
+/// SR-IOV drivers: the VFs' `lmem_quota` and the PF's `lmem_max_quota`, which leave out the
+/// PF's spare and, with ECC on, more), that is used instead
+/// ([`HostState::local_memory_mib`](super::HostState::local_memory_mib)). The table serves
+/// GPUs whose driver publishes no such total, and `place`, which sees only the inventory.
 const SRIOV_MEMORY_MIB: &[(u16, u16, u64)] = &[
     // Flex 170: 16 GB GDDR6.
     (0x8086, 0x56c0, 16 * 1024),
@@ -117,7 +121,6 @@ impl<'a> GpuView<'a> {
             Backend::Sriov => gpu.sriov.as_ref().map(|s| s.total_vfs),
             Backend::Mdev | Backend::None => None,
         };
-        let memory_mib = sriov_memory_mib(gpu);
         let mut offers: Vec<Offer> = gpu
             .types
             .iter()
@@ -174,7 +177,6 @@ impl<'a> GpuView<'a> {
             rule,
             offers,
             vf_slots,
-            memory_mib,
             family,
         }
     }

@@ -184,6 +184,7 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
                     count: picks.len() as u32,
                 }],
                 vfs: None,
+                vf_memory_mib: Vec::new(),
                 keep: Vec::new(),
                 steps: picks
                     .iter()

@@ -13,21 +13,23 @@
 //! - NVIDIA GPUs hold one type at a time (equal-size mode); Intel GVT-g GPUs mix types as long
 //!   as their shares (`GVTg_V5_4` is a quarter) add up to at most the whole GPU; a plain SR-IOV
 //!   GPU holds whole VFs, each an equal share of its local memory, so `"8x2GiB"` on a 16 GiB
-//!   Flex 170 is 8 VFs.
+//!   Flex 170 is 8 VFs; other sizes set each VF's local-memory quota where the driver takes
+//!   one ([`super::vfs`]).
 //! - vGPUs of the wanted types are kept (running ones first); the others are destroyed, or
 //!   undefined when only their definition exists. A vGPU a process holds open or a libvirt
 //!   domain references ([`HostState::holds`]) is never destroyed or undefined: the GPU is
 //!   refused instead.
 //! - Every vGPU kept or made is defined with the entry's persistence; a VF count the plan sets
 //!   is defined too, so `restore` brings the host back to the plan after a reboot.
-//! - Steps run in this order: destroy and undefine, the VF count, start what is defined, fix
-//!   definitions, create.
+//! - Steps run in this order: destroy and undefine, the VF count, VF quotas, start what is
+//!   defined, fix definitions, create.
 
 use std::collections::BTreeMap;
 
-use super::desired::{Desired, Entry, Location, Partition, Selection, VfDriver};
-use super::model::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want, mib_text};
+use super::desired::{Desired, Entry, Location, Partition, Selection};
+use super::model::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 use super::offers::{GpuView, Offer, Rule, model_matches};
+use super::vfs;
 use super::{DefinitionSet, HostState};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::host::driver::is_passthrough_driver;
@@ -146,6 +148,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
         at: entry.at,
         want: Vec::new(),
         vfs: None,
+        vf_memory_mib: Vec::new(),
         keep: Vec::new(),
         steps: Vec::new(),
         refusals: Vec::new(),
@@ -173,7 +176,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
             },
             Some(entry.at),
         )]),
-        Rule::Vfs => want_vfs(&view, entry),
+        Rule::Vfs => vfs::want_vfs(host, &view, entry),
         Rule::OneType | Rule::Shares => want_vgpus(&view, entry),
     };
     let wanted = match wanted {
@@ -194,6 +197,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
         })
         .collect();
     out.vfs = wanted.vfs;
+    out.vf_memory_mib = wanted.vf_memory_mib.clone();
     diff(host, &view, entry, &wanted, currents, &mut out);
     if !out.refusals.is_empty() {
         out.steps.clear();
@@ -204,9 +208,14 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
 
 /// What one GPU should hold: types with counts, and for plain SR-IOV (or NVIDIA GPUs whose VFs
 /// are off) the VF count.
-struct Wanted {
-    types: Vec<(Offer, u32)>,
-    vfs: Option<u32>,
+pub(super) struct Wanted {
+    pub(super) types: Vec<(Offer, u32)>,
+    pub(super) vfs: Option<u32>,
+    /// For plain SR-IOV sizes, each VF's local memory in MiB, in VF order.
+    pub(super) vf_memory_mib: Vec<u64>,
+    /// For plain SR-IOV, the local memory the driver gives each of the VFs when it enables
+    /// them, in MiB, where the GPU's memory is known.
+    pub(super) share_mib: Option<u64>,
 }
 
 /// Resolves a partition on a GPU that holds vGPU types.
@@ -319,6 +328,8 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
     Ok(Wanted {
         types: types.into_iter().map(|(o, n, _)| (o, n)).collect(),
         vfs: nvidia_vfs_off.then(|| view.vf_slots.unwrap_or(0)),
+        vf_memory_mib: Vec::new(),
+        share_mib: None,
     })
 }
 
@@ -345,86 +356,6 @@ fn as_many_as_fit(view: &GpuView<'_>, offer: &Offer) -> Option<u32> {
     Some(match (view.rule, view.vf_slots) {
         (Rule::OneType, Some(slots)) => max.min(slots),
         _ => max,
-    })
-}
-
-/// Resolves a partition on a plain SR-IOV GPU into a VF count.
-fn want_vfs(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>> {
-    let total = view.vf_slots.unwrap_or(0);
-    let refuse = |refusal: Refusal, at: Location| Err(vec![Refused::new(refusal, Some(at))]);
-    let (count, at, share) = match &entry.partition {
-        Partition::Vfs { count, at } => (*count, *at, None),
-        Partition::Types(items) => match items.as_slice() {
-            [] => (0, entry.at, None),
-            [item] if item.name == PLAIN_VF_TYPE => (item.count, item.at, None),
-            [item] => {
-                return refuse(
-                    Refusal::UnknownType {
-                        wanted: item.name.clone(),
-                        offered: vec![PLAIN_VF_TYPE.to_owned()],
-                    },
-                    item.at,
-                );
-            }
-            [_, second, ..] => {
-                let wanted = items.iter().map(|i| i.name.clone()).collect();
-                return refuse(Refusal::OneTypeOnly { wanted }, second.at);
-            }
-        },
-        Partition::Sizes(items) => {
-            let [item] = items.as_slice() else {
-                let wanted = items.iter().map(|i| mib_text(i.framebuffer_mib)).collect();
-                return refuse(
-                    Refusal::OneTypeOnly { wanted },
-                    items.get(1).map_or(entry.at, |i| i.at),
-                );
-            };
-            let Some(memory) = view.memory_mib else {
-                return refuse(Refusal::UnknownMemory, item.at);
-            };
-            let fit = u32::try_from(memory / item.framebuffer_mib).unwrap_or(u32::MAX);
-            let count = item.count.unwrap_or(fit.min(total));
-            if count > fit || fit == 0 {
-                return refuse(
-                    Refusal::TooMany {
-                        type_name: format!("{} VF", mib_text(item.framebuffer_mib)),
-                        asked: count.max(1),
-                        max: fit,
-                    },
-                    item.at,
-                );
-            }
-            (count, item.at, Some(item.framebuffer_mib))
-        }
-    };
-    if count > total {
-        return refuse(
-            Refusal::NotEnoughVfs {
-                asked: count,
-                vfs: total,
-            },
-            at,
-        );
-    }
-    let offer = Offer {
-        id: Some(PLAIN_VF_TYPE.to_owned()),
-        name: None,
-        framebuffer_mib: share.or_else(|| {
-            view.memory_mib
-                .filter(|_| count > 0)
-                .map(|memory| memory / u64::from(count))
-        }),
-        max_instances: Some(total),
-        series: None,
-        mig: false,
-    };
-    let types = match entry.vf_driver {
-        VfDriver::VfioPci if count > 0 => vec![(offer, count)],
-        _ => Vec::new(),
-    };
-    Ok(Wanted {
-        types,
-        vfs: Some(count),
     })
 }
 
@@ -506,28 +437,7 @@ fn current(host: &HostState, view: &GpuView<'_>) -> Vec<Current> {
 fn vf_addresses(gpu: &Gpu) -> Vec<PciAddress> {
     let mut out: Vec<PciAddress> = gpu.vfs.iter().map(|v| v.address).collect();
     if let Some(sriov) = &gpu.sriov {
-        if let (Some(offset), Some(stride)) = (sriov.offset, sriov.stride) {
-            let pf = gpu.address;
-            let rid = (u32::from(pf.bus()) << 8)
-                | (u32::from(pf.device()) << 3)
-                | u32::from(pf.function());
-            for i in 0..sriov.total_vfs {
-                // Offset and stride come from sysfs: a routing id past 16 bits is no VF.
-                let Some(vf) = stride
-                    .checked_mul(i)
-                    .and_then(|step| step.checked_add(rid))
-                    .and_then(|r| r.checked_add(offset))
-                else {
-                    continue;
-                };
-                let address = u8::try_from(vf >> 8).ok().and_then(|bus| {
-                    PciAddress::new(pf.domain(), bus, ((vf >> 3) & 0x1f) as u8, (vf & 7) as u8)
-                });
-                if let Some(address) = address {
-                    out.push(address);
-                }
-            }
-        }
+        out.extend((0..sriov.total_vfs).filter_map(|i| vfs::nth_vf(gpu, i)));
     }
     out.sort();
     out.dedup();
@@ -597,6 +507,9 @@ fn diff(
         if to != num_vfs || (view.rule == Rule::Vfs && defined != Some(to)) {
             out.steps.push(Step::Vfs { from: num_vfs, to });
         }
+    }
+    if view.rule == Rule::Vfs {
+        vfs::quota_steps(host, view, entry, wanted, recount, out);
     }
     for current in &keep {
         if !current.running {

@@ -172,9 +172,19 @@ impl Kernel {
         vfs
     }
 
+    /// Local memory of `pf` no VF's quota holds, in bytes (`iov/pf/gt0/available/
+    /// lmem_max_quota`; i915 also keeps a spare for the PF, which the simulator does not).
+    pub(crate) fn lmem_unprovisioned(&self, pf: PciAddr) -> KResult<u64> {
+        let p = self.devs.get(&pf).ok_or(libc::ENODEV)?;
+        let total = p.lmem_mib.unwrap_or(0) * 1024 * 1024;
+        let given: u64 = self.vfs_of(pf).iter().map(|v| v.lmem_quota).sum();
+        Ok(total.saturating_sub(given))
+    }
+
     /// A store to `iov/vf<M>/gt0/lmem_quota` (Intel's i915 SR-IOV provisioning): `EINVAL`
-    /// for anything but a byte count, `EBUSY` while the VF is bound to a driver, `ENOSPC`
-    /// when the VFs' quotas together would exceed local memory.
+    /// for anything but a byte count, `EBUSY` while the VF is bound to a driver, `EDQUOT`
+    /// when the VFs' quotas together would exceed local memory (i915's `pf_provision_lmem`
+    /// releases the VF's old quota, then refuses more than is free).
     pub(crate) fn set_lmem_quota(&mut self, vf: PciAddr, data: &[u8]) -> KResult<()> {
         let bytes = store_ul(data, u64::MAX)?;
         let d = self.devs.get(&vf).ok_or(libc::ENODEV)?;
@@ -190,7 +200,7 @@ impl Kernel {
             .map(|v| v.lmem_quota)
             .sum();
         if others.saturating_add(bytes) > total {
-            return Err(libc::ENOSPC);
+            return Err(libc::EDQUOT);
         }
         if let Some(d) = self.devs.get_mut(&vf) {
             d.lmem_quota = bytes;

@@ -70,6 +70,7 @@ impl Kernel {
             FileRef::LmemQuota(a) => {
                 format!("{}\n", self.devs.get(a).ok_or(libc::ENODEV)?.lmem_quota)
             }
+            FileRef::LmemMaxQuota(a) => format!("{}\n", self.lmem_unprovisioned(*a)?),
             FileRef::NvInfo(a) => {
                 let d = self.devs.get(a).ok_or(libc::ENODEV)?;
                 format!(

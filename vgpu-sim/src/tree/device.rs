@@ -159,7 +159,7 @@ impl Kernel {
     }
 
     /// `drm/` of a PF with local-memory quotas: `card<N>/iov/vf<M>/gt0/lmem_quota`, one
-    /// `vf<M>` per enabled VF (M from 1).
+    /// `vf<M>` per enabled VF (M from 1), and `card<N>/iov/pf/gt0/available/lmem_max_quota`.
     fn list_drm(&self, d: &mut Dir, dev: &Dev, sub: &[&str]) -> Option<()> {
         let card = format!("card{}", dev.drm_card?);
         let vfs = self.vfs_of(dev.addr);
@@ -172,9 +172,15 @@ impl Kernel {
             [] => d.dir(card),
             [c] if *c == card => d.dir("iov"),
             [c, "iov"] if *c == card => {
+                d.dir("pf");
                 for m in 1..=vfs.len() {
                     d.dir(format!("vf{m}"));
                 }
+            }
+            [c, "iov", "pf"] if *c == card => d.dir("gt0"),
+            [c, "iov", "pf", "gt0"] if *c == card => d.dir("available"),
+            [c, "iov", "pf", "gt0", "available"] if *c == card => {
+                d.file("lmem_max_quota", FileRef::LmemMaxQuota(dev.addr), RO);
             }
             [c, "iov", m] if *c == card => {
                 vf(m)?;

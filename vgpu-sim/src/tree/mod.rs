@@ -34,6 +34,8 @@ pub(crate) enum FileRef {
     NvInfo(PciAddr),
     /// A VF's `lmem_quota` (under its PF's `drm/card<N>/iov/vf<M>/gt0`).
     LmemQuota(PciAddr),
+    /// A PF's `lmem_max_quota` (`drm/card<N>/iov/pf/gt0/available`): what is left to give.
+    LmemMaxQuota(PciAddr),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 mod files;
 mod place;
 mod planner;
+mod quotas;
 mod refusals;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ fn host(gpus: Vec<Gpu>) -> HostState {
         },
         definitions: DefinitionSet::default(),
         holds: BTreeMap::new(),
+        local_memory_mib: BTreeMap::new(),
     }
 }
 
