@@ -112,6 +112,85 @@ fn plan_json_on_fresh_mixed_host_is_pinned() {
 }
 
 #[test]
+fn plan_desktops_on_mixed_host_sets_flex_quotas() {
+    let host = host("mixed");
+
+    let out = vgpuctl(
+        &host,
+        &["plan", "-f", &example("host.toml"), "-c", "desktops"],
+    );
+
+    let text = stdout(&out);
+    assert_eq!(
+        (out.status.code(), text.clone()),
+        (Some(4), expected("plan-mixed-desktops.txt", &text))
+    );
+}
+
+#[test]
+fn plan_json_quota_steps_name_vf_and_sizes() {
+    let host = host("mixed");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "--json",
+            "plan",
+            "-f",
+            &example("host.toml"),
+            "-c",
+            "desktops",
+        ],
+    );
+
+    let plan = json(&out);
+    let flex = &plan["gpus"][2];
+    assert_eq!(
+        (
+            flex["gpu"].clone(),
+            flex["vf_memory_mib"].clone(),
+            flex["steps"][1].clone()
+        ),
+        (
+            serde_json::json!("0001:03:00.0"),
+            serde_json::json!([8192, 2048, 2048, 2048, 2048]),
+            serde_json::json!({"action": "quota", "vf": 2, "address": "0001:03:00.2",
+                "from_mib": null, "to_mib": 2048})
+        )
+    );
+}
+
+#[test]
+fn assert_names_a_wrong_quota_by_vf_wanted_and_found() {
+    let host = host("flex-sriov");
+    let entry = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"default\"\n";
+    let applied = write(
+        &host,
+        "applied.toml",
+        &format!("{entry}sizes = \"4x2GiB\"\n"),
+    );
+    let asked = write(
+        &host,
+        "asked.toml",
+        &format!("{entry}sizes = [\"2GiB\", \"4GiB\", \"2GiB\", \"2GiB\"]\n"),
+    );
+    assert_eq!(
+        vgpuctl(&host, &["apply", "-f", &applied]).status.code(),
+        Some(0)
+    );
+
+    let out = vgpuctl(&host, &["assert", "-f", &asked]);
+
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (
+            Some(1),
+            "0000:4d:00.0: VF 2 (0000:4d:00.2) has 2 GiB of local memory, not 4 GiB\n".to_owned()
+        )
+    );
+}
+
+#[test]
 fn apply_then_plan_exits_0_and_assert_matches() {
     let host = host("mixed");
     let file = example("host.toml");

@@ -76,18 +76,17 @@ fn apply_vfs_below_the_equal_share_sets_each_quota_then_binds() {
 
     assert_eq!(
         (report.succeeded(), quotas(&host), vf_drivers(&host)),
-        (
-            true,
-            vec![2 * GIB; 4],
-            vec![Some("vfio-pci".to_owned()); 4]
-        )
+        (true, vec![2 * GIB; 4], vec![Some("vfio-pci".to_owned()); 4])
     );
 }
 
 #[test]
 fn apply_mixed_sizes_sets_quotas_in_vf_order() {
     let host = SimHost::mount_for_test("flex-sriov");
-    let plan = plan_of(&host, &flex_entry("default", "[\"8GiB\", \"4GiB\", \"4GiB\"]"));
+    let plan = plan_of(
+        &host,
+        &flex_entry("default", "[\"8GiB\", \"4GiB\", \"4GiB\"]"),
+    );
 
     let report = apply(&host, &plan);
 
@@ -101,7 +100,10 @@ fn apply_mixed_sizes_sets_quotas_in_vf_order() {
 fn apply_mixed_sizes_on_enabled_vfs_lowers_before_raising() {
     let host = SimHost::mount_for_test("flex-sriov");
     manager(&host).set_vfs(FLEX, 3, None, true).unwrap();
-    let plan = plan_of(&host, &flex_entry("default", "[\"8GiB\", \"4GiB\", \"4GiB\"]"));
+    let plan = plan_of(
+        &host,
+        &flex_entry("default", "[\"8GiB\", \"4GiB\", \"4GiB\"]"),
+    );
 
     let report = apply(&host, &plan);
 
@@ -224,7 +226,10 @@ fn apply_fault_on_the_second_quota_after_enabling_puts_the_vf_count_back() {
 #[test]
 fn apply_skips_gpu_whose_vf_on_vfio_pci_would_change_quota() {
     let host = SimHost::mount_for_test("flex-sriov");
-    apply(&host, &plan_of(&host, &flex_entry("vfio-pci", "\"4x4GiB\"")));
+    apply(
+        &host,
+        &plan_of(&host, &flex_entry("vfio-pci", "\"4x4GiB\"")),
+    );
     let plan = plan_of(&host, &flex_entry("vfio-pci", "\"4x2GiB\""));
 
     let report = apply(&host, &plan);
@@ -267,5 +272,21 @@ fn plan_quota_on_a_flex_without_quota_files_is_refused() {
             },
             true
         )
+    );
+}
+
+#[test]
+fn apply_mixed_desktops_example_gives_the_flex_one_large_vf() {
+    let host = SimHost::mount_for_test("mixed");
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/host.toml");
+    let file = DesiredFile::read(&example).unwrap();
+    let state = manager(&host).host_state().unwrap();
+    let plan = plan(&state, file.config(Some("desktops")).unwrap());
+
+    let report = apply(&host, &plan);
+
+    assert_eq!(
+        (report.succeeded(), quotas(&host)),
+        (true, vec![8 * GIB, 2 * GIB, 2 * GIB, 2 * GIB, 2 * GIB])
     );
 }
