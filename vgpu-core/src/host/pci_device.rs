@@ -271,3 +271,80 @@ impl PciDevice {
         Ok(indexed.into_iter().map(|(_, address)| address).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::testing::{FakeHost, PciSpec, addr};
+
+    /// A Flex 170 PF whose `drm/card0/iov` has `pf/<gt>` and `vf1/<gt>`, as i915 lays it out
+    /// with `gt` ("gt" on single-tile GPUs, "gt0" on multi-tile ones).
+    fn flex(gt: &str) -> (FakeHost, PciDevice) {
+        let host = FakeHost::new().unwrap();
+        let pf = addr("0000:4d:00.0");
+        host.pci(&PciSpec::new(pf, 0x8086, 0x56c0, 0x038000))
+            .unwrap();
+        let iov = host.device_dir(pf).join("drm/card0/iov");
+        host.write(iov.join(format!("vf1/{gt}/lmem_quota")), "4294967296\n")
+            .unwrap();
+        host.write(
+            iov.join(format!("pf/{gt}/available/lmem_max_quota")),
+            "2147483648\n",
+        )
+        .unwrap();
+        let device = PciDevice::new(&host.paths(), pf);
+        (host, device)
+    }
+
+    #[test]
+    fn lmem_quota_single_tile_gt_is_read() {
+        let (_host, device) = flex("gt");
+        assert_eq!(device.lmem_quota(1).unwrap(), Some(4 << 30));
+    }
+
+    #[test]
+    fn lmem_quota_multi_tile_gt0_is_read() {
+        let (_host, device) = flex("gt0");
+        assert_eq!(device.lmem_quota(1).unwrap(), Some(4 << 30));
+    }
+
+    #[test]
+    fn lmem_total_adds_quotas_and_what_is_left() {
+        let (_host, device) = flex("gt");
+        assert_eq!(device.lmem_total(1).unwrap(), Some(6 << 30));
+    }
+
+    #[test]
+    fn lmem_total_with_a_vf_lacking_a_quota_is_none() {
+        let (_host, device) = flex("gt");
+        assert_eq!(device.lmem_total(2).unwrap(), None);
+    }
+
+    #[test]
+    fn lmem_total_without_iov_is_none() {
+        let host = FakeHost::new().unwrap();
+        let pf = addr("0000:4d:00.0");
+        host.pci(&PciSpec::new(pf, 0x8086, 0x56c0, 0x038000))
+            .unwrap();
+        let device = PciDevice::new(&host.paths(), pf);
+        assert_eq!(device.lmem_total(0).unwrap(), None);
+    }
+
+    #[test]
+    fn lmem_quota_not_a_number_is_a_parse_error() {
+        let (host, device) = flex("gt");
+        let path = device.path().join("drm/card0/iov/vf1/gt/lmem_quota");
+        host.write(
+            host.device_dir(addr("0000:4d:00.0"))
+                .join("drm/card0/iov/vf1/gt/lmem_quota"),
+            "lots\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            device.lmem_quota(1),
+            Err(Error::Parse { path: p, .. }) if p == path
+        ));
+    }
+}

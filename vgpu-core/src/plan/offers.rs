@@ -90,7 +90,8 @@ pub(crate) struct GpuView<'a> {
 /// SR-IOV drivers: the VFs' `lmem_quota` and the PF's `lmem_max_quota`, which leave out the
 /// PF's spare and, with ECC on, more), that is used instead
 /// ([`HostState::local_memory_mib`](super::HostState::local_memory_mib)). The table serves
-/// GPUs whose driver publishes no such total, and `place`, which sees only the inventory.
+/// GPUs whose driver publishes no such total, and `place`, which gives each plain VF an equal
+/// share of it.
 const SRIOV_MEMORY_MIB: &[(u16, u16, u64)] = &[
     // Flex 170: 16 GB GDDR6.
     (0x8086, 0x56c0, 16 * 1024),
