@@ -112,7 +112,7 @@ pub use host::sriov::{SriovChange, SriovOptions};
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
     HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreReport,
-    RestoreStep, Target,
+    RestoreQuota, RestoreStep, Target,
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};

@@ -4,11 +4,14 @@
 //! Like [`provision`](super::provision), one task per GPU runs on a blocking thread under one
 //! hold of the host lock; every step is audited; a GPU whose steps fail has its own steps
 //! undone (vGPUs it stopped are made again, definitions it removed are written back, VF counts
-//! and local-memory quotas put back) and the other GPUs go on. Before its first step, each GPU is read again and
-//! compared with what it held when it was planned: a GPU that changed in between is left alone
-//! ([`Error::PlanStale`]). A vGPU a process holds open is never stopped (the session's release
-//! guard); one a libvirt domain references is refused by the planner, which the caller told.
+//! and local-memory quotas put back) and the other GPUs go on. Before its first step, each GPU
+//! is read again and compared with what it held when it was planned: a GPU that changed in
+//! between is left alone ([`Error::PlanStale`]). A vGPU a process holds open is never stopped
+//! (the session's release guard); one a libvirt domain references is refused by the planner,
+//! which the caller told. A VF count is defined before it is set, and a VF's quota is recorded
+//! in that SR-IOV definition before it is written, so that `restore` sets both after a reboot.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -258,20 +261,21 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
         }
         let device = match step {
             Step::Vfs { to, .. } => {
+                // The driver gives every VF enabled an equal share: the quota steps that
+                // follow record theirs.
                 op.define_sriov(&SriovDefinition {
                     pf,
                     num_vfs: *to,
                     drivers_autoprobe: None,
+                    lmem_quota_mib: BTreeMap::new(),
                 })?;
                 op.set_vf_count(pf, *to)?;
                 dirty = true;
                 pf.to_string()
             }
             Step::Quota { vf, to_mib, .. } => {
-                let bytes = to_mib.checked_mul(1024 * 1024).ok_or_else(|| {
-                    Error::bad_name(&to_mib.to_string(), "a quota whose bytes fit 64 bits")
-                })?;
-                let address = op.set_lmem_quota(pf, *vf, bytes)?;
+                op.define_lmem_quota(pf, *vf, *to_mib)?;
+                let (address, _) = op.set_lmem_quota(pf, *vf, *to_mib)?;
                 dirty = true;
                 address.to_string()
             }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 pub use apply::{ApplyEvent, ApplyOutcome, ApplyReport, GpuApply, Progress};
 pub use hook::{HookDomain, Left, Prepared, Released};
 pub use provision::{GpuReport, Target};
-pub use restore::{RestoreOutcome, RestoreReport, RestoreStep};
+pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 
 use crate::backend::{self, Placement, Running};
 use crate::discovery::discover;
@@ -297,10 +297,18 @@ impl Manager {
             let inventory = discover(op.paths())?;
             let pf = inventory.gpu(gpu, op.paths())?.address;
             if define {
+                // Quotas recorded for this count stay while the VFs do: a count that changes
+                // gives every VF the driver's equal share.
+                let now = PciDevice::new(op.paths(), pf).sriov()?.map(|s| s.num_vfs);
+                let lmem_quota_mib = match op.store().sriov_of(pf)? {
+                    Some(def) if def.num_vfs == count && now == Some(count) => def.lmem_quota_mib,
+                    _ => BTreeMap::new(),
+                };
                 op.define_sriov(&SriovDefinition {
                     pf,
                     num_vfs: count,
                     drivers_autoprobe: autoprobe,
+                    lmem_quota_mib,
                 })?;
             }
             if let Some(on) = autoprobe {

@@ -2,6 +2,10 @@
 
 use serde::Serialize;
 
+mod quota;
+
+pub use quota::RestoreQuota;
+
 use super::session::{Operation, Session};
 use crate::backend::{self, Placement, Running};
 use crate::error::{Error, ErrorKind, Result};
@@ -34,10 +38,13 @@ impl std::fmt::Display for RestoreOutcome {
 /// One step of [`Manager::restore`](super::Manager::restore).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RestoreStep {
-    /// What the step does: `sriov`, `bind`, `mdev`, `vf-vgpu`.
+    /// What the step does: `sriov`, `quota`, `bind`, `mdev`, `vf-vgpu`.
     pub action: &'static str,
     /// The device (`definition` for a definition file that could not be read).
     pub device: String,
+    /// For a `quota` step, the VF and its quota (flattened into the step in JSON).
+    #[serde(flatten)]
+    pub quota: Option<RestoreQuota>,
     /// How it ended.
     pub outcome: RestoreOutcome,
     /// The error chain, when it failed.
@@ -62,14 +69,14 @@ impl RestoreReport {
             .count()
     }
 
-    /// Records one step's result.
+    /// Records one step's result; returns the step.
     fn push(
         &mut self,
         session: &Session,
         action: &'static str,
         device: String,
         result: Result<bool>,
-    ) {
+    ) -> &mut RestoreStep {
         let (outcome, error) = match result {
             Ok(true) => (RestoreOutcome::Created, None),
             Ok(false) => (RestoreOutcome::Unchanged, None),
@@ -82,15 +89,18 @@ impl RestoreReport {
         self.steps.push(RestoreStep {
             action,
             device,
+            quota: None,
             outcome,
             kind: error.as_ref().map(Error::kind),
             error: error.as_ref().map(Error::chain),
         });
+        let last = self.steps.len() - 1;
+        &mut self.steps[last]
     }
 }
 
-/// Restores every definition in order, each step its own operation: VF counts, bindings,
-/// mediated devices, NVIDIA VF types.
+/// Restores every definition in order, each step its own operation: VF counts (each followed
+/// by its VFs' local-memory quotas), bindings, mediated devices, NVIDIA VF types.
 pub(super) fn run(session: &Session) -> Result<RestoreReport> {
     session.record("restore", "host", "started");
     let mut report = RestoreReport::default();
@@ -110,13 +120,18 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
         }
     };
     unreadable(&mut report, "sriov");
-    for def in sriov {
-        let result = session.attempt(|op| restore_sriov(op, &def));
+    for def in &sriov {
+        let result = session.attempt(|op| restore_sriov(op, def));
+        let counted = result.is_ok();
         report.push(session, "sriov", def.pf.to_string(), result);
+        if counted {
+            quota::restore(session, &mut report, def);
+        }
     }
     unreadable(&mut report, "bind");
     for def in bindings.iter().filter(|d| d.start == Start::Auto) {
         let result = session.attempt(|op| {
+            quota::check_restored(op, &sriov, def.address)?;
             let previous = op.bind(def.address, &def.driver)?;
             Ok(previous.as_deref() != Some(def.driver.as_str()))
         });

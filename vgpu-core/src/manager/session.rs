@@ -170,6 +170,10 @@ impl Session {
         &self.store
     }
 
+    pub(crate) fn paths(&self) -> &HostPaths {
+        &self.paths
+    }
+
     /// Records one line in the audit log. A change is made (or not) either way, so a log that
     /// cannot be written is reported loudly rather than failing the change.
     pub(crate) fn record(&self, action: &str, device: &str, outcome: &str) {

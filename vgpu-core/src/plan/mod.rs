@@ -19,7 +19,7 @@ pub(crate) mod place;
 pub(crate) mod planner;
 #[cfg(test)]
 mod tests;
-mod vfs;
+pub(crate) mod vfs;
 
 use std::collections::BTreeMap;
 

@@ -39,7 +39,7 @@ pub(super) fn local_memory(host: &HostState, gpu: &Gpu) -> Option<u64> {
 
 /// Whether a quota read back as `found_mib` is `wanted_mib`: i915 rounds a quota up to whole
 /// 2 MiB (`pf_provision_lmem`).
-pub(super) fn quota_matches(found_mib: u64, wanted_mib: u64) -> bool {
+pub(crate) fn quota_matches(found_mib: u64, wanted_mib: u64) -> bool {
     found_mib == wanted_mib || found_mib == wanted_mib.next_multiple_of(2)
 }
 
@@ -253,10 +253,15 @@ pub(super) fn quota_steps(
             to_mib,
         });
     }
-    // Lowered quotas go first: they free what raised ones take.
-    let share = wanted.share_mib.filter(|_| recount);
-    steps.sort_by_key(|step| !lowers(step, share));
+    lowered_first(&mut steps, wanted.share_mib.filter(|_| recount));
     out.steps.extend(steps);
+}
+
+/// Orders quota steps so that lowered quotas go first: they free what raised ones take, so
+/// the quotas never add up to more than the driver has while they change. `share` is the
+/// driver's equal share, the quota before the step of a VF whose `from_mib` is `None`.
+pub(crate) fn lowered_first(steps: &mut [Step], share: Option<u64>) {
+    steps.sort_by_key(|step| !lowers(step, share));
 }
 
 /// Whether a quota step lowers the VF's quota: from what it has, or from `share`, the
@@ -272,7 +277,7 @@ fn lowers(step: &Step, share: Option<u64>) -> bool {
 
 /// The address of the GPU's VF `index` (from 0) as its SR-IOV capability's offset and stride
 /// give it, whether or not it is enabled.
-pub(super) fn nth_vf(gpu: &Gpu, index: u32) -> Option<PciAddress> {
+pub(crate) fn nth_vf(gpu: &Gpu, index: u32) -> Option<PciAddress> {
     let sriov = gpu.sriov.as_ref()?;
     let (offset, stride) = (sriov.offset?, sriov.stride?);
     let pf = gpu.address;

@@ -25,7 +25,10 @@
 //! - **`vgpu`'s own store**, `etc/vgpu/`, for what mdevctl cannot express, one file per device
 //!   named after its PCI address, each with `"version": 1`:
 //!   - `sriov/<pf>.json`: `{"version": 1, "num_vfs": 4, "drivers_autoprobe": false}`
-//!     (`drivers_autoprobe` is `null` when it is to be left as the kernel has it);
+//!     (`drivers_autoprobe` is `null` when it is to be left as the kernel has it), and where
+//!     VFs have local-memory quotas of their own (Intel SR-IOV, `iov/vf<M>/gt*/lmem_quota`),
+//!     `"lmem_quota_mib": {"1": 8192, "2": 2048}`, keyed by `M` (from 1, at most `num_vfs`);
+//!     absent when no VF has one, so files written without it read and write unchanged;
 //!   - `vf-vgpus/<vf>.json`: `{"version": 1, "gpu": "0000:41:00.0", "type_id": 1151,
 //!     "start": "auto"}`, a vGPU type set through NVIDIA's vendor-specific VFIO interface
 //!     (`nvidia/current_vgpu_type`) on a VF of `gpu`;
@@ -60,6 +63,9 @@ use crate::model::pci::PciAddress;
 
 /// The largest definition file read.
 pub(crate) const DEFINITION_LIMIT: usize = 64 * 1024;
+
+/// Bytes in a MiB: `lmem_quota` is written in bytes, quotas are defined in MiB.
+pub(crate) const MIB: u64 = 1024 * 1024;
 
 /// The version of `vgpu`'s own definition files this code reads and writes.
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -114,8 +120,9 @@ pub struct MdevDefinition {
     pub attrs: Vec<(String, String)>,
 }
 
-/// The number of SR-IOV VFs to enable on a PF (`sriov_numvfs`), in `etc/vgpu/sriov/<pf>.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// The number of SR-IOV VFs to enable on a PF (`sriov_numvfs`), and the local-memory quotas
+/// to give them, in `etc/vgpu/sriov/<pf>.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SriovDefinition {
     /// The physical function.
     pub pf: PciAddress,
@@ -124,6 +131,10 @@ pub struct SriovDefinition {
     /// The value for `sriov_drivers_autoprobe`, written before the VFs are enabled; `None`
     /// leaves the kernel's setting.
     pub drivers_autoprobe: Option<bool>,
+    /// The local-memory quota of VF `M` (from 1, in `virtfn` order, at most `num_vfs`) in MiB,
+    /// written to `drm/card<N>/iov/vf<M>/gt*/lmem_quota` after the VFs are enabled; a VF not
+    /// listed keeps the equal share its driver gives it.
+    pub lmem_quota_mib: BTreeMap<u32, u64>,
 }
 
 /// A vGPU type set on an NVIDIA VF through the vendor-specific VFIO interface
@@ -193,6 +204,8 @@ struct SriovFile {
     version: u32,
     num_vfs: u32,
     drivers_autoprobe: Option<bool>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    lmem_quota_mib: BTreeMap<u32, u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -401,12 +414,15 @@ impl Store {
         self.read_own(SRIOV_DIR, pf, sriov_from_file)
     }
 
-    /// Writes the SR-IOV definition of `d.pf`, replacing any.
+    /// Writes the SR-IOV definition of `d.pf`, replacing any. A quota for no VF of `num_vfs`,
+    /// or of no memory, is refused ([`Error::Definition`]).
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
+        check_quotas(&self.own_path(SRIOV_DIR, d.pf), d.num_vfs, &d.lmem_quota_mib)?;
         let file = SriovFile {
             version: FORMAT_VERSION,
             num_vfs: d.num_vfs,
             drivers_autoprobe: d.drivers_autoprobe,
+            lmem_quota_mib: d.lmem_quota_mib.clone(),
         };
         self.write_own(SRIOV_DIR, d.pf, &file)
     }
@@ -647,12 +663,34 @@ fn read_own_file<F: DeserializeOwned>(path: &Path) -> Result<Option<F>> {
     }
 }
 
-fn sriov_from_file(_: &Path, pf: PciAddress, file: SriovFile) -> Result<SriovDefinition> {
+fn sriov_from_file(path: &Path, pf: PciAddress, file: SriovFile) -> Result<SriovDefinition> {
+    check_quotas(path, file.num_vfs, &file.lmem_quota_mib)?;
     Ok(SriovDefinition {
         pf,
         num_vfs: file.num_vfs,
         drivers_autoprobe: file.drivers_autoprobe,
+        lmem_quota_mib: file.lmem_quota_mib,
     })
+}
+
+/// Checks that each quota is for one of the `num_vfs` VFs (`1..=num_vfs`) and is at least
+/// 1 MiB, whose bytes fit the 64 bits `lmem_quota` takes.
+fn check_quotas(path: &Path, num_vfs: u32, quotas: &BTreeMap<u32, u64>) -> Result<()> {
+    for (&vf, &mib) in quotas {
+        if vf == 0 || vf > num_vfs {
+            return Err(definition(
+                path,
+                format!("lmem_quota_mib names VF {vf}, not one of the {num_vfs} VFs (1 to {num_vfs})"),
+            ));
+        }
+        if mib == 0 || mib.checked_mul(MIB).is_none() {
+            return Err(definition(
+                path,
+                format!("lmem_quota_mib of VF {vf} is {mib} MiB, not a quota (1 MiB to 16 EiB)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn vf_vgpu_from_file(_: &Path, vf: PciAddress, file: VfVgpuFile) -> Result<VfVgpuDefinition> {

@@ -1,5 +1,7 @@
 //! The planner: one test per rule (the refusals are in `refusals`).
 
+use std::collections::BTreeMap;
+
 use super::{FLEX, GVTG, L40S, L40S_BY_MODEL, T4, gpu, host, t4_holding, toml, uuid, vf, yaml};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::model::{Backend, VgpuHandle};
@@ -338,6 +340,7 @@ fn plan_vf_count_that_matches_without_definition_defines_it() {
         pf: addr(FLEX),
         num_vfs: 4,
         drivers_autoprobe: None,
+        lmem_quota_mib: BTreeMap::new(),
     });
     let desired = toml(
         "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nvfs = 8\nvf_driver = \"default\"\n",

@@ -1,5 +1,7 @@
 //! Plain SR-IOV sizes that are not the driver's equal share: a local-memory quota per VF, and
 //! the refusals (more than the local memory, a driver without quotas, a VF in a guest's hands).
+use std::collections::BTreeMap;
+
 
 use super::{FLEX, gpu, host, toml, vf};
 use crate::model::VgpuHandle;
@@ -28,6 +30,7 @@ fn flex(quotas: &[u64], memory: Option<u64>) -> HostState {
             pf: addr(FLEX),
             num_vfs: quotas.len() as u32,
             drivers_autoprobe: None,
+            lmem_quota_mib: BTreeMap::new(),
         });
     }
     if let Some(memory) = memory {

@@ -1,6 +1,7 @@
 //! Unit tests of the persistent stores (mdevctl's and ours), the host lock and the audit log, on temporary
 //! host roots.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

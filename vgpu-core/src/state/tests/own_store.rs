@@ -11,6 +11,7 @@ fn define_sriov_writes_versioned_json() {
         pf: addr("0000:41:00.0"),
         num_vfs: 4,
         drivers_autoprobe: Some(false),
+        lmem_quota_mib: BTreeMap::new(),
     };
     Store::new(&paths).define_sriov(&def).unwrap();
     let written =
@@ -29,11 +30,13 @@ fn sriov_defined_reads_back_sorted() {
         pf: addr("0001:01:00.0"),
         num_vfs: 16,
         drivers_autoprobe: None,
+        lmem_quota_mib: BTreeMap::new(),
     };
     let first = SriovDefinition {
         pf: addr("0000:41:00.0"),
         num_vfs: 4,
         drivers_autoprobe: Some(true),
+        lmem_quota_mib: BTreeMap::new(),
     };
     store.define_sriov(&second).unwrap();
     store.define_sriov(&first).unwrap();
@@ -127,11 +130,132 @@ fn undefine_sriov_defined_returns_true_then_false() {
             pf,
             num_vfs: 4,
             drivers_autoprobe: None,
+            lmem_quota_mib: BTreeMap::new(),
         })
         .unwrap();
     let first = store.undefine_sriov(pf).unwrap();
     let second = store.undefine_sriov(pf).unwrap();
     assert_eq!((first, second), (true, false));
+}
+
+// ---- our store: SR-IOV local-memory quotas ----
+
+const FLEX_SRIOV: &str = "etc/vgpu/sriov/0000:4d:00.0.json";
+/// An SR-IOV definition as written before quotas were recorded.
+const SRIOV_WITHOUT_QUOTAS: &str =
+    "{\n  \"version\": 1,\n  \"num_vfs\": 5,\n  \"drivers_autoprobe\": null\n}\n";
+
+fn flex_with_quotas(quotas: &[(u32, u64)]) -> SriovDefinition {
+    SriovDefinition {
+        pf: addr("0000:4d:00.0"),
+        num_vfs: 5,
+        drivers_autoprobe: None,
+        lmem_quota_mib: quotas.iter().copied().collect(),
+    }
+}
+
+#[test]
+fn define_sriov_with_quotas_writes_them_by_vf_number() {
+    let (_dir, paths) = host();
+    Store::new(&paths)
+        .define_sriov(&flex_with_quotas(&[(1, 8192), (2, 2048)]))
+        .unwrap();
+    let written = fs::read_to_string(paths.root().join(FLEX_SRIOV)).unwrap();
+    assert_eq!(
+        written,
+        "{\n  \"version\": 1,\n  \"num_vfs\": 5,\n  \"drivers_autoprobe\": null,\n  \
+         \"lmem_quota_mib\": {\n    \"1\": 8192,\n    \"2\": 2048\n  }\n}\n"
+    );
+}
+
+#[test]
+fn sriov_with_quotas_reads_back_as_written() {
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let def = flex_with_quotas(&[(1, 8192), (2, 2048), (5, 2048)]);
+    store.define_sriov(&def).unwrap();
+    assert_eq!(store.sriov_of(def.pf).unwrap(), Some(def));
+}
+
+#[test]
+fn sriov_file_without_quotas_reads_as_none() {
+    let (_dir, paths) = host();
+    put(&paths.root().join(FLEX_SRIOV), SRIOV_WITHOUT_QUOTAS);
+    let read = Store::new(&paths).sriov_of(addr("0000:4d:00.0")).unwrap();
+    assert_eq!(read, Some(flex_with_quotas(&[])));
+}
+
+#[test]
+fn sriov_file_without_quotas_writes_back_byte_identical() {
+    let (_dir, paths) = host();
+    let path = paths.root().join(FLEX_SRIOV);
+    put(&path, SRIOV_WITHOUT_QUOTAS);
+    let store = Store::new(&paths);
+    let read = store.sriov_of(addr("0000:4d:00.0")).unwrap().unwrap();
+    store.define_sriov(&read).unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), SRIOV_WITHOUT_QUOTAS);
+}
+
+#[test]
+fn sriov_quota_past_num_vfs_is_definition_error() {
+    let (_dir, paths) = host();
+    let path = paths.root().join(FLEX_SRIOV);
+    put(
+        &path,
+        r#"{"version": 1, "num_vfs": 5, "drivers_autoprobe": null, "lmem_quota_mib": {"6": 2048}}"#,
+    );
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid definition {}: lmem_quota_mib names VF 6, not one of the 5 VFs (1 to 5)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn sriov_quota_for_vf_0_is_definition_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join(FLEX_SRIOV),
+        r#"{"version": 1, "num_vfs": 5, "drivers_autoprobe": null, "lmem_quota_mib": {"0": 2048}}"#,
+    );
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert!(matches!(err, Error::Definition { .. }));
+}
+
+#[test]
+fn sriov_quota_not_a_vf_number_is_json_error() {
+    let (_dir, paths) = host();
+    put(
+        &paths.root().join(FLEX_SRIOV),
+        r#"{"version": 1, "num_vfs": 5, "drivers_autoprobe": null, "lmem_quota_mib": {"vf1": 2048}}"#,
+    );
+    let err = Store::new(&paths).sriov().unwrap_err();
+    assert!(matches!(err, Error::DefinitionJson { .. }));
+}
+
+#[test]
+fn define_sriov_quota_of_zero_is_refused_and_writes_nothing() {
+    let (_dir, paths) = host();
+    let err = Store::new(&paths)
+        .define_sriov(&flex_with_quotas(&[(1, 0)]))
+        .unwrap_err();
+    assert_eq!(
+        (
+            err.to_string(),
+            paths.root().join(FLEX_SRIOV).exists()
+        ),
+        (
+            format!(
+                "invalid definition {}: lmem_quota_mib of VF 1 is 0 MiB, not a quota \
+                 (1 MiB to 16 EiB)",
+                paths.root().join(FLEX_SRIOV).display()
+            ),
+            false
+        )
+    );
 }
 
 // ---- our store: vendor-VFIO types on VFs ----
