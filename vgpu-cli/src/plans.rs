@@ -17,6 +17,7 @@ use vgpu_core::{
 };
 
 use crate::mutate::command_line;
+use crate::render::size_text;
 use crate::{Cli, Command, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, render};
 
 /// `place --policy`.
@@ -554,14 +555,6 @@ fn vf_text(step: &Step) -> String {
         } => format!("VF {vf} ({address})"),
         Step::Quota { vf, .. } => format!("VF {vf}"),
         _ => String::new(),
-    }
-}
-
-fn size_text(mib: u64) -> String {
-    if mib % 1024 == 0 {
-        format!("{} GiB", mib / 1024)
-    } else {
-        format!("{mib} MiB")
     }
 }
 

@@ -253,7 +253,16 @@ pub(crate) fn check_table(
     warnings(out, warns)
 }
 
-/// `restore` as a table of steps.
+/// A size in MiB as `8 GiB` or `3276 MiB`.
+pub(crate) fn size_text(mib: u64) -> String {
+    if mib % 1024 == 0 {
+        format!("{} GiB", mib / 1024)
+    } else {
+        format!("{mib} MiB")
+    }
+}
+
+/// `restore` as a table of steps; a quota step says what the VF had and gets.
 pub(crate) fn restore_table(
     out: &mut dyn Write,
     report: &vgpu_core::RestoreReport,
@@ -263,8 +272,15 @@ pub(crate) fn restore_table(
     }
     let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "ERROR"]);
     for step in &report.steps {
+        let action = match &step.quota {
+            Some(q) => match q.from_mib {
+                Some(from) => format!("quota {} -> {}", size_text(from), size_text(q.to_mib)),
+                None => format!("quota -> {}", size_text(q.to_mib)),
+            },
+            None => step.action.to_owned(),
+        };
         table.row(vec![
-            step.action.to_owned(),
+            action,
             step.device.clone(),
             step.outcome.to_string(),
             step.error.clone().unwrap_or_default(),

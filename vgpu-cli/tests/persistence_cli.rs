@@ -535,3 +535,144 @@ fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
         )
     );
 }
+
+// ---- local-memory quotas across a reboot ----
+
+/// The Flex 170 as one 8 GiB VF and four 2 GiB ones for guests, kept at boot.
+const FLEX_DESKTOPS: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"vfio-pci\"\nsizes = [\"8GiB\", \"4x2GiB\"]\n";
+
+/// A reboot: the simulator mounted fresh from its profile (VFs off), the state root's `etc/`
+/// and `var/` kept and its `run/` emptied, as a tmpfs is.
+fn reboot(h: &mut Host) {
+    h.sim = vgpu_sim::SimHost::mount_for_test(&h.sim.profile_name());
+    std::fs::remove_dir_all(h.state.path().join("run")).unwrap();
+}
+
+/// The Flex 170 with `FLEX_DESKTOPS` applied, then rebooted; and the desired-state file.
+fn flex_desktops_rebooted() -> (Host, String) {
+    let mut h = host("flex-sriov");
+    let file = h.state.path().join("host.toml");
+    std::fs::write(&file, FLEX_DESKTOPS).unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    assert_eq!(vgpuctl(&h, &["apply", "-f", &file]).status.code(), Some(0));
+    reboot(&mut h);
+    (h, file)
+}
+
+/// `(memory_mib, driver)` of each VF of the Flex 170, as `list --json` has them.
+fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let list = list(h);
+    gpu(&list, FLEX)["vfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vf| (vf["memory_mib"].clone(), vf["driver"].clone()))
+        .collect()
+}
+
+#[test]
+fn restore_after_reboot_sets_each_recorded_quota_before_binding_vfio_pci() {
+    let (h, file) = flex_desktops_rebooted();
+
+    let restored = vgpuctl(&h, &["restore", "--json"]);
+
+    let planned = vgpuctl(&h, &["plan", "-f", &file]);
+    let vfio = serde_json::json!("vfio-pci");
+    let gib = |n: u64| serde_json::json!(n * 1024);
+    assert_eq!(
+        (restored.status.code(), flex_vfs(&h), planned.status.code()),
+        (
+            Some(0),
+            vec![
+                (gib(8), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio)
+            ],
+            Some(0)
+        )
+    );
+}
+
+#[test]
+fn restore_json_shows_each_quota_step_lowered_first() {
+    let (h, _) = flex_desktops_rebooted();
+
+    let report = json(&vgpuctl(&h, &["restore", "--json"]));
+
+    let quota = |vf: u32, to_mib: u64| {
+        serde_json::json!({
+            "action": "quota",
+            "device": format!("0000:4d:00.{vf}"),
+            "vf": vf,
+            "from_mib": 3276,
+            "to_mib": to_mib,
+            "outcome": "created",
+            "error": null,
+            "kind": null
+        })
+    };
+    assert_eq!(
+        report["steps"].as_array().unwrap()[1..6],
+        [
+            quota(2, 2048),
+            quota(3, 2048),
+            quota(4, 2048),
+            quota(5, 2048),
+            quota(1, 8192)
+        ]
+    );
+}
+
+#[test]
+fn restore_table_shows_each_quota_from_and_to() {
+    let (h, _) = flex_desktops_rebooted();
+
+    let out = vgpuctl(&h, &["restore"]);
+
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "STEP                     DEVICE        OUTCOME  ERROR\n\
+         sriov                    0000:4d:00.0  created\n\
+         quota 3276 MiB -> 2 GiB  0000:4d:00.2  created\n\
+         quota 3276 MiB -> 2 GiB  0000:4d:00.3  created\n\
+         quota 3276 MiB -> 2 GiB  0000:4d:00.4  created\n\
+         quota 3276 MiB -> 2 GiB  0000:4d:00.5  created\n\
+         quota 3276 MiB -> 8 GiB  0000:4d:00.1  created\n\
+         bind                     0000:4d:00.1  created\n\
+         bind                     0000:4d:00.2  created\n\
+         bind                     0000:4d:00.3  created\n\
+         bind                     0000:4d:00.4  created\n\
+         bind                     0000:4d:00.5  created\n"
+    );
+}
+
+#[test]
+fn restore_quota_fault_after_reboot_exits_1_with_that_vf_off_vfio_pci() {
+    let (h, _) = flex_desktops_rebooted();
+    h.sim
+        .control("fail-next 1 EIO */iov/vf1/gt0/lmem_quota")
+        .unwrap();
+
+    let restored = vgpuctl(&h, &["restore", "--json"]);
+
+    let failed: Vec<serde_json::Value> = json(&restored)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["outcome"] == "failed")
+        .map(|s| serde_json::json!([s["action"], s["device"], s["kind"]]))
+        .collect();
+    assert_eq!(
+        (restored.status.code(), failed, flex_vfs(&h)[0].clone()),
+        (
+            Some(1),
+            vec![
+                serde_json::json!(["quota", "0000:4d:00.1", "host-fault"]),
+                serde_json::json!(["bind", "0000:4d:00.1", "conflict"])
+            ],
+            (serde_json::json!(3276), serde_json::json!("i915"))
+        )
+    );
+}

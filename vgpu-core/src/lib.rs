@@ -111,8 +111,8 @@ pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
-    HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreReport,
-    RestoreQuota, RestoreStep, Target,
+    HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreQuota,
+    RestoreReport, RestoreStep, Target,
 };
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};

@@ -417,7 +417,11 @@ impl Store {
     /// Writes the SR-IOV definition of `d.pf`, replacing any. A quota for no VF of `num_vfs`,
     /// or of no memory, is refused ([`Error::Definition`]).
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
-        check_quotas(&self.own_path(SRIOV_DIR, d.pf), d.num_vfs, &d.lmem_quota_mib)?;
+        check_quotas(
+            &self.own_path(SRIOV_DIR, d.pf),
+            d.num_vfs,
+            &d.lmem_quota_mib,
+        )?;
         let file = SriovFile {
             version: FORMAT_VERSION,
             num_vfs: d.num_vfs,
@@ -680,7 +684,9 @@ fn check_quotas(path: &Path, num_vfs: u32, quotas: &BTreeMap<u32, u64>) -> Resul
         if vf == 0 || vf > num_vfs {
             return Err(definition(
                 path,
-                format!("lmem_quota_mib names VF {vf}, not one of the {num_vfs} VFs (1 to {num_vfs})"),
+                format!(
+                    "lmem_quota_mib names VF {vf}, not one of the {num_vfs} VFs (1 to {num_vfs})"
+                ),
             ));
         }
         if mib == 0 || mib.checked_mul(MIB).is_none() {

@@ -62,3 +62,30 @@ pub(crate) fn audit(paths: &HostPaths) -> Vec<(String, String, String)> {
 pub(crate) fn record(action: &str, device: &str, result: &str) -> (String, String, String) {
     (action.to_owned(), device.to_owned(), result.to_owned())
 }
+
+/// A reboot of `host`: the simulator unmounted and its profile mounted fresh (VFs off, every
+/// driver as it boots), with what the disk keeps (`etc/`: the definitions, `var/`: the audit
+/// log) carried to the new host's state root; `run/` starts empty, as a tmpfs does.
+pub(crate) fn reboot(host: SimHost) -> SimHost {
+    let profile = vgpu_sim::Profile::builtin(&host.profile_name()).unwrap();
+    let before = paths(&host);
+    host.unmount().unwrap();
+    let booted = SimHost::mount_profile_for_test(profile);
+    let after = paths(&booted);
+    copy_tree(&before.etc(), &after.etc());
+    copy_tree(&before.var(), &after.var());
+    booted
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

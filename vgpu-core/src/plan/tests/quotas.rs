@@ -1,7 +1,7 @@
 //! Plain SR-IOV sizes that are not the driver's equal share: a local-memory quota per VF, and
 //! the refusals (more than the local memory, a driver without quotas, a VF in a guest's hands).
-use std::collections::BTreeMap;
 
+use std::collections::BTreeMap;
 
 use super::{FLEX, gpu, host, toml, vf};
 use crate::model::VgpuHandle;

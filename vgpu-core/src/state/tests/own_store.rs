@@ -243,10 +243,7 @@ fn define_sriov_quota_of_zero_is_refused_and_writes_nothing() {
         .define_sriov(&flex_with_quotas(&[(1, 0)]))
         .unwrap_err();
     assert_eq!(
-        (
-            err.to_string(),
-            paths.root().join(FLEX_SRIOV).exists()
-        ),
+        (err.to_string(), paths.root().join(FLEX_SRIOV).exists()),
         (
             format!(
                 "invalid definition {}: lmem_quota_mib of VF 1 is 0 MiB, not a quota \
