@@ -729,6 +729,8 @@ impl Operation<'_> {
             (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
             _ => None,
         };
+        // Its undo makes the vGPU again.
+        self.session.settle_from_now();
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
             placement.map(|placement| Undo::Restart { placement, id })

@@ -128,3 +128,24 @@ impl Drop for Udevd {
         }
     }
 }
+
+/// The first PCI function of this machine (`/sys/bus/pci/devices`, sorted), the device the
+/// udev tests send their events for.
+///
+/// # Panics
+/// When the machine lists none.
+pub fn first_pci_function() -> String {
+    crate::host::sysfs::dir_names(&HostPaths::default().pci_devices())
+        .ok()
+        .and_then(|names| names.into_iter().next())
+        .expect("a PCI function in /sys/bus/pci/devices")
+}
+
+/// Polls `done` until it returns true or `timeout` passes, as the library's own waits do
+/// (1 ms, growing to 50 ms); `Ok(false)` on timeout.
+pub fn wait_for(
+    timeout: Duration,
+    done: impl FnMut() -> crate::Result<bool>,
+) -> crate::Result<bool> {
+    poll_until(timeout, done)
+}

@@ -352,7 +352,7 @@ impl UeventSource {
             self.pending.extend(
                 events
                     .into_iter()
-                    .filter(|e| subsystems.iter().any(|s| *s == e.subsystem)),
+                    .filter(|e| subsystems.contains(&e.subsystem)),
             );
             if self.pending.is_empty() && left.is_zero() {
                 return Ok(None);

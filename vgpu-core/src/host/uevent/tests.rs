@@ -217,17 +217,12 @@ mod real_udev {
     use super::super::wait::{Settle, wait_until};
     use super::*;
     use crate::host::sysfs::write_attr;
-    use crate::testing::udevd::{Udevd, run};
+    use crate::testing::udevd::{Udevd, first_pci_function, run};
 
     /// The first PCI function of this machine: its address and devpath.
     fn some_device() -> (String, String) {
-        let paths = HostPaths::default();
-        let name = crate::host::sysfs::dir_names(&paths.pci_devices())
-            .unwrap()
-            .into_iter()
-            .next()
-            .expect("a PCI function on this machine");
-        let real = std::fs::canonicalize(paths.pci_devices().join(&name)).unwrap();
+        let name = first_pci_function();
+        let real = std::fs::canonicalize(HostPaths::default().pci_devices().join(&name)).unwrap();
         let devpath = format!("/{}", real.strip_prefix("/sys").unwrap().display());
         (name, devpath)
     }
