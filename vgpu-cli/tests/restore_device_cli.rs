@@ -172,3 +172,22 @@ fn restore_device_of_a_vf_nvidia_has_not_bound_is_waiting() {
         )
     );
 }
+
+#[test]
+fn restore_device_table_shows_what_a_waiting_step_lacks() {
+    let h = host("l40s-vendor-vfio");
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let unbind = h.sim.root().join("sys/bus/pci/drivers/nvidia/unbind");
+    std::fs::write(unbind, L40S_VF0).unwrap();
+    let out = vgpuctl(&h, &["restore", "--device", L40S_VF0]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines()
+            .nth(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Some(format!(
+            "vf-vgpu {L40S_VF0} waiting {L40S_VF0} has no NVIDIA vendor-VFIO interface yet \
+             (nvidia has not bound it)"
+        ))
+    );
+}
