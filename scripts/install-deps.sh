@@ -14,6 +14,9 @@ packages=(
   libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
+  libudev-dev                 # the udev crate links libudev (uevent monitors)
+  udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run
+  make                        # make install, which the install test runs
 )
 
 sudo_cmd=()

@@ -22,6 +22,7 @@ mod nova;
 mod plans;
 mod render;
 mod vm;
+mod watch;
 
 pub use hook::DEFAULT_HOOKS_DIR;
 pub use plans::PolicyArg;
@@ -188,7 +189,16 @@ pub enum Command {
         force: bool,
     },
     /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
-    Restore,
+    Restore {
+        /// Only what concerns this PCI device (udev's %k, as `contrib/udev/60-vgpu.rules`
+        /// passes it): a GPU's VF count and what is defined on it and its VFs, or what is
+        /// defined on a VF or mdev parent. Nothing defined there: nothing to do, exit 0.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<String>,
+    },
+    /// Print GPU, VF and mediated-device events (add, remove, bind, unbind, change) as they
+    /// happen, each with the change it made to the inventory, until SIGINT or SIGTERM.
+    Watch,
     /// Fill GPUs with vGPUs of one type, enabling VFs first if asked: all GPUs in parallel,
     /// each GPU's steps in order.
     Provision {
@@ -475,8 +485,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Stop { .. }
         | Command::Bind { .. }
         | Command::Unbind { .. }
-        | Command::Restore
+        | Command::Restore { .. }
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
+        Command::Watch => watch::run(cli.json, &paths, out),
         Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
             vm::run(cli, &paths, out)
         }

@@ -229,10 +229,15 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 &line,
             )?;
         }
-        Command::Restore => {
-            let report = manager
-                .restore()
-                .context("cannot restore the host's definitions")?;
+        Command::Restore { device } => {
+            let report = match device {
+                Some(device) => manager
+                    .restore_device(device)
+                    .with_context(|| format!("cannot restore the definitions of {device}"))?,
+                None => manager
+                    .restore()
+                    .context("cannot restore the host's definitions")?,
+            };
             if cli.json {
                 render::json(out, &report)?;
             } else {
@@ -297,6 +302,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Assert { .. }
         | Command::Place { .. }
         | Command::Hook { .. }
+        | Command::Watch
         | Command::NovaConfig => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }

@@ -261,13 +261,15 @@ pub(crate) fn restore_table(
     if report.steps.is_empty() {
         return writeln!(out, "Nothing is defined.");
     }
-    let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "ERROR"]);
+    let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "DETAIL"]);
     for step in &report.steps {
+        // A failed step's error, or what a waiting step's device lacks.
+        let detail = step.error.as_ref().or(step.reason.as_ref());
         table.row(vec![
             step.action.to_owned(),
             step.device.clone(),
             step.outcome.to_string(),
-            step.error.clone().unwrap_or_default(),
+            detail.cloned().unwrap_or_default(),
         ]);
     }
     table.write(out)

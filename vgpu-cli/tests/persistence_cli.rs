@@ -482,7 +482,8 @@ fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
                 "device": "0000:41:00.4",
                 "outcome": "created",
                 "error": null,
-                "kind": null
+                "kind": null,
+                "reason": null
             }]),
             vec!["0000:41:00.4".to_owned(), "0000:41:00.5".to_owned()]
         )

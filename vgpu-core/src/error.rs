@@ -24,6 +24,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A netlink uevent socket (the kernel's or udev's) could not be opened or read.
+    #[error("cannot {what}")]
+    Monitor {
+        /// What was being done, with the subsystems.
+        what: String,
+        /// The answer of the socket.
+        #[source]
+        source: io::Error,
+    },
     /// A file or link that must exist does not.
     #[error("{} is missing", path.display())]
     Missing {
@@ -623,6 +632,7 @@ impl Error {
             | Error::Config { .. }
             | Error::NoTypeForVf { .. } => ErrorKind::BadInput,
             Error::Read { .. }
+            | Error::Monitor { .. }
             | Error::Missing { .. }
             | Error::DanglingLink { .. }
             | Error::TooLarge { .. }
@@ -691,6 +701,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Read { source, .. }
+            | Error::Monitor { source, .. }
             | Error::Busy { source, .. }
             | Error::Denied { source, .. }
             | Error::Gone { source, .. }

@@ -109,11 +109,13 @@ pub use error::{Error, ErrorKind, Object, Result};
 pub use host::paths::HostPaths;
 pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
+pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
     HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreReport,
     RestoreStep, Target,
 };
+pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
 pub use model::pci::{PciAddress, PciAddressError};
 pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
 pub use plan::desired::{

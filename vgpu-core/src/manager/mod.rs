@@ -490,7 +490,24 @@ impl Manager {
     /// Idempotent: what is already in place is left alone. Carries on past failures and
     /// reports (and audits) each step; see [`RestoreReport::failed`].
     pub fn restore(&self) -> Result<RestoreReport> {
-        restore::run(&self.session()?)
+        restore::run(&self.session()?, None)
+    }
+
+    /// [`Manager::restore`] for the definitions that concern one device, named by its PCI
+    /// address as udev's `%k` names it (`0000:41:00.0`): for a physical function its VF count
+    /// and what is defined on it and on its VFs, for a VF or any other function what is
+    /// defined on it. What nothing defines is left alone, so a device with no definitions is
+    /// a report with no steps. A definition whose device is not ready yet (a mediated-device
+    /// parent not registered, a VF its driver has not bound) is
+    /// [`RestoreOutcome::Waiting`], not a failure: run this again when udev says it changed
+    /// (`contrib/udev/60-vgpu.rules` does). A name that is not a PCI address is
+    /// [`Error::BadName`]; a device that is not on the host, [`Error::NotFound`].
+    pub fn restore_device(&self, device: &str) -> Result<RestoreReport> {
+        let address: PciAddress = device.parse().map_err(|_| {
+            Error::bad_name(device, "a PCI device's name, dddd:bb:dd.f (udev's %k)")
+        })?;
+        PciDevice::existing(&self.paths, address)?;
+        restore::run(&self.session()?, Some(address))
     }
 }
 

@@ -20,6 +20,7 @@ use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{self, SriovChange, SriovOptions};
+use crate::host::uevent::wait::Settle;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
 use crate::state::audit::{AuditEntry, AuditLog};
@@ -40,7 +41,10 @@ pub(crate) struct Session {
     force: bool,
     /// How long a write the kernel holds while a device is in use is waited for.
     release_timeout: Duration,
-    _lock: HostLock,
+    /// Where udev runs: what the session's changes made udev do, waited for when it ends.
+    settle: std::sync::Mutex<Option<Settle>>,
+    /// Always `Some` until the session ends.
+    lock: Option<HostLock>,
 }
 
 /// How a session waits and whether it forces.
@@ -162,12 +166,31 @@ impl Session {
             sriov,
             force,
             release_timeout,
-            _lock: lock,
+            settle: std::sync::Mutex::new(None),
+            lock: Some(lock),
         })
+    }
+
+    /// Before a change that adds, binds or removes devices: makes sure the session hears what
+    /// the kernel and udev say about it from now on (where udev runs), so that the session
+    /// can wait, when it ends, until udev has processed it.
+    fn settle_from_now(&self) {
+        let mut settle = self
+            .settle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match settle.as_mut() {
+            Some(settle) => settle.collect(),
+            None => *settle = Settle::begin(&self.paths),
+        }
     }
 
     pub(crate) fn store(&self) -> &Store {
         &self.store
+    }
+
+    pub(crate) fn paths(&self) -> &HostPaths {
+        &self.paths
     }
 
     /// Records one line in the audit log. A change is made (or not) either way, so a log that
@@ -217,6 +240,31 @@ impl Session {
             Err(_) => op.rollback(),
         }
         result
+    }
+}
+
+impl Drop for Session {
+    /// Releases the host lock, then waits (up to the release timeout) until udev has
+    /// processed every event the session's changes caused, so that libvirt's node devices and
+    /// the `/dev/vfio` nodes of what was made are there when the command returns. The lock
+    /// goes first because udev finishes an event only once the programs its rules run have
+    /// returned, and `contrib/udev/60-vgpu.rules` runs `vgpuctl restore --device`, which
+    /// takes the lock. The change is made by then: a udev that does not finish in time is
+    /// logged and audited, not undone.
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        let settle = self
+            .settle
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut settle) = settle {
+            if let Err(err) = settle.wait(&self.paths, self.release_timeout) {
+                let text = err.chain();
+                tracing::warn!("{text}: libvirt may not list the new devices yet");
+                self.record("udev-settle", "host", &text);
+            }
+        }
     }
 }
 
@@ -549,11 +597,13 @@ impl Operation<'_> {
     }
 
     /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
+    /// The session waits for udev to process it when it ends (see [`Session`]'s `Drop`).
     pub(crate) fn realize(
         &mut self,
         placement: &Placement,
         id: VgpuHandle,
     ) -> Result<Option<String>> {
+        self.session.settle_from_now();
         let result = backend::realize(self.paths(), placement, id, self.within());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
@@ -633,6 +683,7 @@ impl Operation<'_> {
                 }
             }
         }
+        self.session.settle_from_now();
         let result = sriov::set_vf_count(self.paths(), pf, count, options);
         self.step("sriov", &pf.to_string(), result, |change| {
             (change.before != change.enabled).then_some(Undo::VfCount {
@@ -651,6 +702,7 @@ impl Operation<'_> {
     ) -> Result<Option<String>> {
         let paths = self.session.paths.clone();
         let within = self.within();
+        self.session.settle_from_now();
         let result = driver::bind(&paths, address, driver_name, within).and_then(|previous| {
             if previous.as_deref() != Some(driver_name) {
                 if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
@@ -690,6 +742,8 @@ impl Operation<'_> {
             (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
             _ => None,
         };
+        // Its undo makes the vGPU again.
+        self.session.settle_from_now();
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
             placement.map(|placement| Undo::Restart { placement, id })

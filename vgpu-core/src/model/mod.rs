@@ -1,6 +1,7 @@
 //! The model of a host as discovery reports it: GPUs, their VFs, vGPU types counted per
 //! physical GPU, and the vGPUs that exist. Plain data, serialisable; nothing here reads the host.
 
+pub(crate) mod delta;
 pub(crate) mod pci;
 pub(crate) mod serde_hex;
 

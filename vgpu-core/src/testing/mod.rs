@@ -439,3 +439,4 @@ fn normalize(path: &Path) -> PathBuf {
 /// The hosts the tests and demos talk about, built with real ids, names and descriptions.
 pub mod fleet;
 pub mod scenarios;
+pub mod udevd;
