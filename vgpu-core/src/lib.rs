@@ -93,6 +93,7 @@ mod manager;
 mod model;
 mod plan;
 mod state;
+mod telemetry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
@@ -129,4 +130,8 @@ pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
     VfVgpuDefinition,
+};
+pub use telemetry::{
+    GpuTelemetry, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry, VgpuUsage,
+    telemetry,
 };

@@ -235,6 +235,17 @@ impl Inventory {
     }
 }
 
+impl Gpu {
+    /// The VFs of a plain SR-IOV GPU ([`Backend::Sriov`]) that are bound to `vfio-pci`: each
+    /// is given to a guest whole, as a vGPU of type `vf`, though discovery lists none in
+    /// [`Gpu::vgpus`].
+    pub fn guest_vfs(&self) -> impl Iterator<Item = &Vf> {
+        self.vfs.iter().filter(move |vf| {
+            self.backend == Backend::Sriov && vf.driver.as_deref() == Some("vfio-pci")
+        })
+    }
+}
+
 impl VgpuType {
     /// Recomputes `available` from what the parents offer, capped at `max_instances` less the
     /// vGPUs in use (an A40's 32 VFs still hold 24 A40-2Q).
