@@ -94,6 +94,7 @@ mod model;
 mod plan;
 mod state;
 mod telemetry;
+mod tenancy;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
@@ -134,4 +135,9 @@ pub use state::store::{
 pub use telemetry::{
     GpuTelemetry, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry, VgpuUsage,
     telemetry,
+};
+pub use tenancy::{
+    Assessment, DeviceKind, Dimension, Fact as IsolationFact, GpuReport as GpuIsolationReport,
+    IsolationReport, KindReport, NvmlFacts, NvmlHostFacts, Source as FactSource,
+    Status as IsolationStatus, isolation_report,
 };
