@@ -1,7 +1,14 @@
 //! Per-vGPU and per-tenant telemetry: what each vGPU in use is allotted and uses, who holds
 //! it, and the sums per tenant that showback is built on. Pure: the caller reads the host
-//! ([`discover`](crate::discover)), the GPU's management library ([`Usage`]) and the
-//! hypervisor's ownership ([`Owner`]), and [`telemetry`] joins them.
+//! ([`discover`](crate::discover)), NVML ([`NvmlHost`], turned into [`Usage`] by
+//! [`usage_from_nvml`]) and the hypervisor's ownership ([`Owner`]), and [`telemetry`] joins
+//! them.
+//!
+//! NVML names a running vGPU by its own instance id, its type and the VM it belongs to
+//! (`nvmlVgpuInstanceGetVmID`: on KVM the UUID QEMU was started with, the libvirt domain's).
+//! [`usage_from_nvml`] gives an NVML vGPU's usage to the host's vGPU of that GPU and type that
+//! the domain of that UUID holds, when there is exactly one; a domain holding two vGPUs of one
+//! type on one GPU leaves both without usage rather than guessing.
 //!
 //! What can be attributed to one vGPU differs by kind:
 //!
@@ -20,9 +27,11 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
+use crate::nvml::model::{NvmlHost, NvmlVgpu, VmId};
 
 /// One MiB in bytes.
 const MIB: u64 = 1024 * 1024;
@@ -73,6 +82,8 @@ impl Utilization {
 pub struct Owner {
     /// The domain's name.
     pub domain: String,
+    /// The domain's UUID.
+    pub uuid: Uuid,
     /// The tenant, when the domain names one.
     pub tenant: Option<String>,
 }
@@ -232,10 +243,68 @@ fn tenants(vgpus: &[VgpuTelemetry]) -> Vec<TenantUsage> {
     sums
 }
 
+/// The usage NVML reports for the vGPUs of `inventory`, each matched to the one vGPU of its
+/// GPU and type that the domain NVML names holds (see the module documentation).
+pub fn usage_from_nvml(
+    nvml: &NvmlHost,
+    inventory: &Inventory,
+    owners: &BTreeMap<VgpuHandle, Owner>,
+) -> Usage {
+    let mut usage = Usage::new();
+    for gpu in &inventory.gpus {
+        let Some(running) = nvml.gpu(gpu.address).and_then(|g| g.vgpus.value()) else {
+            continue;
+        };
+        for vgpu in running {
+            if let Some(id) = match_vgpu(gpu, vgpu, owners) {
+                usage.insert(id, vgpu_usage(vgpu));
+            }
+        }
+    }
+    usage
+}
+
+/// The host vGPU of `gpu` that NVML's `vgpu` is: of its type, held by its VM, the only one.
+fn match_vgpu(
+    gpu: &Gpu,
+    vgpu: &NvmlVgpu,
+    owners: &BTreeMap<VgpuHandle, Owner>,
+) -> Option<VgpuHandle> {
+    let type_id = *vgpu.type_id.value()?;
+    let vm = match vgpu.vm_id.value()? {
+        VmId::Uuid(text) => Uuid::try_parse(text.trim()).ok()?,
+        VmId::Domain(_) => return None,
+    };
+    let mut candidates = gpu.vgpus.iter().filter(|v| {
+        v.type_id.trim_start_matches("nvidia-").parse::<u32>().ok() == Some(type_id)
+            && owners.get(&v.id).is_some_and(|o| o.uuid == vm)
+    });
+    let first = candidates.next()?;
+    candidates.next().is_none().then_some(first.id)
+}
+
+fn vgpu_usage(vgpu: &NvmlVgpu) -> VgpuUsage {
+    let sample = vgpu.utilization.value().copied().flatten();
+    let ratio = |percent: u32| f64::from(percent.min(100)) / 100.0;
+    VgpuUsage {
+        framebuffer_used_bytes: vgpu
+            .framebuffer_used_mib
+            .value()
+            .and_then(|mib| mib.checked_mul(MIB)),
+        encoder_sessions: vgpu.encoder.value().map(|e| e.sessions),
+        utilization: Utilization {
+            sm: sample.map(|s| ratio(s.sm_percent)),
+            memory: sample.map(|s| ratio(s.memory_percent)),
+            encoder: sample.map(|s| ratio(s.encoder_percent)),
+            decoder: sample.map(|s| ratio(s.decoder_percent)),
+        },
+    }
+}
+
 /// The sum of `values`, `None` when one is unknown (or on overflow).
 fn sum(mut values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.try_fold(0u64, |total, value| total.checked_add(value?))
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -4,6 +4,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::model::Vgpu;
+use crate::nvml::NvmlStatus;
+use crate::nvml::model::{Cause, EncoderStats, Fact, NvmlGpu, NvmlVgpu, UtilizationSample, VmId};
 use crate::testing::addr;
 use crate::testing::fleet::{Model, enable_vfs, gpu};
 
@@ -46,6 +48,7 @@ fn inventory() -> Inventory {
 fn owner(domain: &str, tenant: Option<&str>) -> Owner {
     Owner {
         domain: domain.to_owned(),
+        uuid: Uuid::new_v5(&Uuid::NAMESPACE_OID, domain.as_bytes()),
         tenant: tenant.map(str::to_owned),
     }
 }
@@ -237,4 +240,124 @@ fn telemetry_domain_without_tenant_is_summed_as_tenantless() {
 #[test]
 fn sum_overflow_is_unknown() {
     assert_eq!(sum([Some(u64::MAX), Some(1)].into_iter()), None);
+}
+
+/// An NVML GPU at `address` whose every fact is unavailable, running `vgpus`.
+pub(crate) fn nvml_gpu(address: &str, vgpus: Vec<NvmlVgpu>) -> NvmlGpu {
+    fn no<T>() -> Fact<T> {
+        Fact::unknown(Cause::NotSupported, "not supported")
+    }
+    NvmlGpu {
+        address: addr(address),
+        index: 0,
+        name: no(),
+        uuid: no(),
+        virtualization_mode: no(),
+        host_vgpu_mode: no(),
+        mig_mode: no(),
+        gpu_instances: no(),
+        ecc_mode: no(),
+        confidential_computing: no(),
+        scheduler: no(),
+        scheduler_capabilities: no(),
+        supported_types: no(),
+        creatable_type_ids: no(),
+        vgpus: Fact::Value(vgpus),
+    }
+}
+
+/// A loaded NVML reporting `gpus`.
+pub(crate) fn nvml_host(gpus: Vec<NvmlGpu>) -> NvmlHost {
+    NvmlHost {
+        status: NvmlStatus {
+            loaded: true,
+            driver_version: Some("550.90.05".to_owned()),
+            reason: None,
+            library: Some("libnvidia-ml.so.1".to_owned()),
+        },
+        nvml_version: Fact::Value("12.550.90.05".to_owned()),
+        gpus,
+        device_count: Fact::Value(1),
+        unreadable: Vec::new(),
+    }
+}
+
+/// A running vGPU of NVML type `type_id` in the VM of `domain` (as [`owner`] names it).
+fn running(type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu {
+    NvmlVgpu {
+        instance: 7,
+        type_id: Fact::Value(type_id),
+        uuid: Fact::Value("9e0a5a8e-3f4c-11ef-a1b2-0242ac120002".to_owned()),
+        vm_id: Fact::Value(VmId::Uuid(owner(domain, None).uuid.to_string())),
+        framebuffer_used_mib: Fact::Value(used_mib),
+        framebuffer_mib: Fact::Value(2048),
+        encoder: Fact::Value(EncoderStats {
+            sessions: 2,
+            average_fps: 30,
+            average_latency_us: 900,
+        }),
+        gpu_instance_id: Fact::Value(None),
+        utilization: Fact::Value(Some(UtilizationSample {
+            instance: 7,
+            timestamp_us: 1_700_000_000_000_000,
+            sm_percent: 35,
+            memory_percent: 12,
+            encoder_percent: 0,
+            decoder_percent: 150,
+        })),
+    }
+}
+
+fn t4_2q_id() -> u32 {
+    let t4 = gpu(Model::T4, addr(T4), None);
+    t4.types
+        .iter()
+        .find(|t| t.name.as_deref() == Some("GRID T4-2Q"))
+        .and_then(|t| t.id.trim_start_matches("nvidia-").parse().ok())
+        .unwrap_or_default()
+}
+
+#[test]
+fn usage_from_nvml_matches_the_vgpu_its_vm_holds() {
+    let owners = BTreeMap::from([
+        (mdev(1), owner("a", None)),
+        (mdev(2), owner("b", Some("acme"))),
+    ]);
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(t4_2q_id(), "b", 300)])]);
+    assert_eq!(
+        usage_from_nvml(&nvml, &inventory(), &owners),
+        Usage::from([(
+            mdev(2),
+            VgpuUsage {
+                framebuffer_used_bytes: Some(300 * MIB),
+                encoder_sessions: Some(2),
+                utilization: Utilization {
+                    sm: Some(0.35),
+                    memory: Some(0.12),
+                    encoder: Some(0.0),
+                    decoder: Some(1.0),
+                },
+            }
+        )])
+    );
+}
+
+#[test]
+fn usage_from_nvml_vm_holding_two_of_the_type_is_not_attributed() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None)), (mdev(2), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(t4_2q_id(), "a", 300)])]);
+    assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
+}
+
+#[test]
+fn usage_from_nvml_other_type_or_unknown_vm_is_not_attributed() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(
+        T4,
+        vec![
+            running(t4_2q_id() + 1, "a", 300),
+            running(t4_2q_id(), "z", 300),
+        ],
+    )]);
+    assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
 }

@@ -2,7 +2,6 @@
 //! discovery's inventory and NVML's facts.
 
 use crate::checks::{DeviceIsolation, Report as CheckReport, Status as CheckStatus};
-use crate::discovery::parse::parse_nvidia_type_name;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
 
 use super::{Fact, NvmlFacts, NvmlHostFacts, Source};
@@ -160,7 +159,7 @@ fn framebuffer(gpu: &Gpu, mig: bool) -> Known<()> {
     let types: Vec<_> = gpu
         .types
         .iter()
-        .filter(|t| is_mig_backed(t.name.as_deref()) == mig)
+        .filter(|t| t.mig.is_some() == mig)
         .collect();
     let sizes: Vec<u64> = types.iter().filter_map(|t| t.framebuffer_mib).collect();
     let unknown: Vec<&str> = types
@@ -196,12 +195,6 @@ fn framebuffer(gpu: &Gpu, mig: bool) -> Known<()> {
             value: None,
         },
     }
-}
-
-/// Whether a type name is of a MIG-backed NVIDIA type (`A100-1-5C`).
-pub(super) fn is_mig_backed(name: Option<&str>) -> bool {
-    name.and_then(parse_nvidia_type_name)
-        .is_some_and(|n| n.mig_slices.is_some())
 }
 
 fn count(name: &'static str, n: usize, what: &str) -> Known<usize> {

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::checks::Report as CheckReport;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Inventory};
+use crate::nvml::model::{Fact as NvmlFact, NvmlGpu, NvmlHost};
 
 /// A kind of device a VM can be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -231,6 +232,46 @@ impl NvmlFacts {
             scheduler: Err(reason.to_owned()),
             ecc_enabled: Err(reason.to_owned()),
             confidential_computing: Err(reason.to_owned()),
+        }
+    }
+}
+
+impl NvmlFacts {
+    /// The facts of one GPU as NVML reports them.
+    pub fn of(gpu: &NvmlGpu) -> Self {
+        fn known<T, U>(fact: &NvmlFact<T>, f: impl FnOnce(&T) -> U) -> Result<U, String> {
+            fact.as_result().map(f).map_err(|why| why.reason.clone())
+        }
+        NvmlFacts {
+            mig_enabled: known(&gpu.mig_mode, |m| m.current),
+            scheduler: known(&gpu.scheduler, |s| match s.policy {
+                Some(policy) => policy.name().to_owned(),
+                None => format!("policy {}", s.raw_policy),
+            }),
+            ecc_enabled: known(&gpu.ecc_mode, |e| e.current),
+            confidential_computing: known(&gpu.confidential_computing, |on| *on),
+        }
+    }
+}
+
+impl NvmlHostFacts {
+    /// The facts of every GPU NVML reports on `host`.
+    pub fn of(host: &NvmlHost) -> Self {
+        let missing = if host.status.loaded {
+            "NVML does not list this GPU".to_owned()
+        } else {
+            format!(
+                "NVML is not loaded: {}",
+                host.status.reason.as_deref().unwrap_or("not initialised")
+            )
+        };
+        NvmlHostFacts {
+            gpus: host
+                .gpus
+                .iter()
+                .map(|g| (g.address, NvmlFacts::of(g)))
+                .collect(),
+            missing,
         }
     }
 }

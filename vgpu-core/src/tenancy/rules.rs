@@ -12,7 +12,7 @@
 use crate::checks::Status as CheckStatus;
 use crate::model::{Backend, Gpu};
 
-use super::facts::{GpuFacts, Groups, Known, is_mig_backed};
+use super::facts::{GpuFacts, Groups, Known};
 use super::{Assessment, DeviceKind, Dimension, Fact, Status};
 
 /// The kinds of device `gpu` can give a VM now: the whole GPU when nothing on it is in use and
@@ -28,10 +28,10 @@ pub(super) fn kinds(gpu: &Gpu) -> Vec<DeviceKind> {
         gpu.backend,
         Backend::Mdev | Backend::VfMdev | Backend::NvidiaVfio
     );
-    if vgpus && gpu.types.iter().any(|t| is_mig_backed(t.name.as_deref())) {
+    if vgpus && gpu.types.iter().any(|t| t.mig.is_some()) {
         kinds.push(DeviceKind::MigVgpu);
     }
-    if vgpus && gpu.types.iter().any(|t| !is_mig_backed(t.name.as_deref())) {
+    if vgpus && gpu.types.iter().any(|t| t.mig.is_none()) {
         kinds.push(DeviceKind::TimeSlicedVgpu);
     }
     if gpu.backend == Backend::Sriov && !gpu.vfs.is_empty() {

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::checks::{Check, DeviceIsolation, GroupMember, Status as CheckStatus};
-use crate::model::{Gpu, Vgpu, VgpuHandle};
+use crate::model::{Gpu, MigBacking, Vgpu, VgpuHandle};
 use crate::testing::addr;
 use crate::testing::fleet::{Model, enable_vfs, gpu};
 
@@ -163,6 +163,7 @@ fn kinds_mig_backed_type_gives_mig_vgpu() {
     let mut mig_type = l40s.types[0].clone();
     mig_type.id = "1201".to_owned();
     mig_type.name = Some("NVIDIA A100-1-5C".to_owned());
+    mig_type.mig = Some(one_slice());
     l40s.types = vec![mig_type];
     assert_eq!(kinds_of(l40s), vec![DeviceKind::MigVgpu]);
 }
@@ -379,10 +380,18 @@ fn cryptographic_of_a_gpu_nvml_does_not_report_is_unknown() {
     );
 }
 
+fn one_slice() -> MigBacking {
+    MigBacking {
+        slices: 1,
+        gpu_instance_profile: "1g.5gb".to_owned(),
+    }
+}
+
 fn mig_report(mig_enabled: Result<bool, String>) -> IsolationReport {
     let mut a100 = gpu(Model::L40s, addr(L40S), None);
     let mut mig_type = a100.types[0].clone();
     mig_type.name = Some("NVIDIA A100-1-5C".to_owned());
+    mig_type.mig = Some(one_slice());
     a100.types = vec![mig_type];
     let checks = checks(CheckStatus::Pass, isolated(&[&a100]));
     let facts = NvmlFacts {
@@ -484,4 +493,47 @@ fn worse_ranks_not_provided_over_unknown_over_partial() {
 
 fn rules_worse(a: Status, b: Status) -> Status {
     super::rules::worse(a, b)
+}
+
+#[test]
+fn nvml_facts_of_a_gpu_read_mode_scheduler_ecc_and_cc() {
+    use crate::nvml::model::{
+        ArrMode, EccMode, Fact as Nv, MigMode, SchedulerPolicy, SchedulerState,
+    };
+    let mut gpu = crate::telemetry::tests::nvml_gpu(L40S, Vec::new());
+    gpu.mig_mode = Nv::Value(MigMode {
+        current: true,
+        pending: true,
+    });
+    gpu.scheduler = Nv::Value(SchedulerState {
+        policy: Some(SchedulerPolicy::FixedShare),
+        raw_policy: 3,
+        arr_mode: ArrMode::Default,
+        timeslice_ns: Nv::Value(0),
+    });
+    gpu.ecc_mode = Nv::Value(EccMode {
+        current: false,
+        pending: true,
+    });
+    assert_eq!(
+        NvmlFacts::of(&gpu),
+        NvmlFacts {
+            mig_enabled: Ok(true),
+            scheduler: Ok("fixed-share".to_owned()),
+            ecc_enabled: Ok(false),
+            confidential_computing: Err("not supported".to_owned()),
+        }
+    );
+}
+
+#[test]
+fn nvml_host_facts_without_nvml_say_why_it_is_missing() {
+    let host = crate::Nvml::absent("no driver").read();
+    assert_eq!(
+        NvmlHostFacts::of(&host),
+        NvmlHostFacts {
+            gpus: BTreeMap::new(),
+            missing: "NVML is not loaded: no driver".to_owned(),
+        }
+    );
 }
