@@ -17,10 +17,13 @@ use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
 mod hook;
+mod isolation;
 mod mutate;
 mod nova;
 mod plans;
 mod render;
+mod telemetry;
+mod top;
 mod vm;
 
 pub use hook::DEFAULT_HOOKS_DIR;
@@ -330,6 +333,30 @@ pub enum Command {
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
     NovaConfig,
+    /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
+    /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
+    /// snapshot otherwise.
+    Top {
+        /// Seconds between refreshes (fractions allowed, at least 0.1).
+        #[arg(long, default_value = "2", value_parser = top::parse_interval, value_name = "SECONDS")]
+        interval: std::time::Duration,
+    },
+    /// The same telemetry in Prometheus's text exposition format: once to stdout, or served at
+    /// http://ADDR/metrics until SIGINT or SIGTERM (port 0 picks a free port; the address
+    /// bound is printed on stderr).
+    Metrics {
+        /// Serve on this address (`127.0.0.1:9400`, `[::1]:9400`); nothing is served without it.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// For each kind of device each GPU can give a VM now (whole GPU, MIG-backed vGPU,
+    /// time-sliced vGPU, plain VF): memory, compute, performance, fault, administrative,
+    /// cryptographic, economic and operational isolation, the facts behind each, and the risk
+    /// that remains.
+    Isolation {
+        /// Only this GPU.
+        gpu: Option<String>,
+    },
     /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
     /// when it stops, and its installation.
     Hook {
@@ -485,6 +512,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Assert { .. }
         | Command::Place { .. } => plans::run(cli, &paths, out),
         Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::Top { interval } => top::run(cli, &paths, *interval, out),
+        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
+        Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),
         Command::NovaConfig => {
             let (inventory, _nvml) = discover()?;
             nova::run(cli.json, &paths, &inventory, out)?;

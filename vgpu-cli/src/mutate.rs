@@ -297,6 +297,9 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Assert { .. }
         | Command::Place { .. }
         | Command::Hook { .. }
+        | Command::Top { .. }
+        | Command::Metrics { .. }
+        | Command::Isolation { .. }
         | Command::NovaConfig => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }

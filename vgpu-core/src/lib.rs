@@ -142,7 +142,7 @@ pub use state::store::{
 };
 pub use telemetry::{
     GpuTelemetry, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry, VgpuUsage,
-    telemetry,
+    telemetry, usage_from_nvml,
 };
 pub use tenancy::{
     Assessment, DeviceKind, Dimension, Fact as IsolationFact, GpuReport as GpuIsolationReport,

@@ -115,11 +115,18 @@ fn groups(name: &'static str, devices: &[&DeviceIsolation]) -> Known<Groups> {
             )
         })
         .collect();
-    let numbers: Vec<String> = devices
+    let numbers: Vec<u32> = devices.iter().filter_map(|d| d.iommu_group).collect();
+    let companions: Vec<String> = devices
         .iter()
-        .filter_map(|d| d.iommu_group)
-        .map(|g| g.to_string())
+        .flat_map(|d| d.companions.iter().map(member))
         .collect();
+    let with_companions = |text: String| {
+        if companions.is_empty() {
+            text
+        } else {
+            format!("{text}; assign {} with it", companions.join(", "))
+        }
+    };
     let (value, state, detail) = if !shared.is_empty() {
         ("shared".to_owned(), Groups::Shared, shared.join("; "))
     } else if !ungrouped.is_empty() {
@@ -138,19 +145,47 @@ fn groups(name: &'static str, devices: &[&DeviceIsolation]) -> Known<Groups> {
         (
             "isolated".to_owned(),
             Groups::Isolated,
-            format!("group {group}"),
+            with_companions(format!("group {group}")),
         )
     } else {
         (
             "isolated".to_owned(),
             Groups::Isolated,
-            format!("{} VFs, groups {}", devices.len(), numbers.join(", ")),
+            with_companions(format!(
+                "{} VFs, groups {}",
+                devices.len(),
+                ranges(&numbers)
+            )),
         )
     };
     Known {
         fact: fact(name, Some(value), Source::Check, Some(detail)),
         value: Some(state),
     }
+}
+
+/// Group numbers as runs: `142-173`, `3, 5-6`.
+pub(super) fn ranges(numbers: &[u32]) -> String {
+    let mut sorted = numbers.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for n in sorted {
+        match runs.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(n) => *end = n,
+            _ => runs.push((n, n)),
+        }
+    }
+    runs.iter()
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether the frame buffer of each of `gpu`'s types (MIG-backed ones or time-sliced ones) is
@@ -197,14 +232,9 @@ fn framebuffer(gpu: &Gpu, mig: bool) -> Known<()> {
     }
 }
 
-fn count(name: &'static str, n: usize, what: &str) -> Known<usize> {
+fn count(name: &'static str, n: usize) -> Known<usize> {
     Known {
-        fact: fact(
-            name,
-            Some(n.to_string()),
-            Source::Discovery,
-            Some(what.to_owned()),
-        ),
+        fact: fact(name, Some(n.to_string()), Source::Discovery, None),
         value: Some(n),
     }
 }
@@ -292,8 +322,8 @@ impl GpuFacts {
                 ),
                 value: gpu.driver.clone(),
             },
-            vgpus_in_use: count("vgpus-in-use", in_use, "vGPUs and VFs given to guests"),
-            vfs_enabled: count("vfs-enabled", gpu.vfs.len(), "SR-IOV VFs enabled"),
+            vgpus_in_use: count("vgpus-in-use", in_use),
+            vfs_enabled: count("vfs-enabled", gpu.vfs.len()),
             time_sliced_framebuffer: framebuffer(gpu, false),
             mig_framebuffer: framebuffer(gpu, true),
             vf_memory_quota,

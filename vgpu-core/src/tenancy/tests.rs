@@ -537,3 +537,36 @@ fn nvml_host_facts_without_nvml_say_why_it_is_missing() {
         }
     );
 }
+
+#[test]
+fn ranges_joins_consecutive_groups() {
+    assert_eq!(
+        super::facts::ranges(&[173, 142, 143, 5, 3, 4, 9]),
+        "3-5, 9, 142-143, 173"
+    );
+}
+
+#[test]
+fn passthrough_companion_on_a_host_driver_is_named_in_the_group_fact() {
+    let t4 = idle_t4();
+    let mut device = alone(T4, 31);
+    device.companions.push(GroupMember {
+        address: addr("0000:3b:00.1"),
+        driver: Some("snd_hda_intel".to_owned()),
+        class: Some(0x040300),
+    });
+    let report = report_of(
+        vec![t4],
+        &checks(CheckStatus::Pass, vec![device]),
+        &no_nvml(),
+    );
+    let memory = assessment(&report, DeviceKind::Passthrough, Dimension::Memory);
+    let group = memory.facts.iter().find(|f| f.name == "iommu-group");
+    assert_eq!(
+        (memory.status, group.and_then(|g| g.detail.clone())),
+        (
+            Status::Provided,
+            Some("group 31; assign 0000:3b:00.1 (snd_hda_intel) with it".to_owned())
+        )
+    );
+}
