@@ -14,6 +14,7 @@ packages=(
   libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
+  tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
 )
 
 sudo_cmd=()

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use vgpu_core::{HostPaths, IsolationFact, IsolationReport, Nvml, NvmlHostFacts};
+use vgpu_core::{HostPaths, IsolationFact, IsolationReport, NvmlHostFacts};
 
 use crate::{Cli, EXIT_OK, render};
 
@@ -19,7 +19,7 @@ pub(crate) fn run(
 ) -> Result<u8> {
     let mut inventory = vgpu_core::discover(paths)
         .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
-    let nvml = Nvml::load(paths);
+    let nvml = crate::nvml_source(cli).load(paths);
     for gpu in &mut inventory.gpus {
         let warnings = nvml.enrich(gpu);
         inventory.warnings.extend(warnings);

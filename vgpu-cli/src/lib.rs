@@ -27,6 +27,13 @@ mod top;
 mod vm;
 
 pub use hook::DEFAULT_HOOKS_DIR;
+
+/// Where `cli` loads NVML from.
+pub(crate) fn nvml_source(cli: &Cli) -> vgpu_core::NvmlSource {
+    vgpu_core::NvmlSource {
+        library: cli.nvml_library.clone(),
+    }
+}
 pub use plans::PolicyArg;
 
 /// Success.
@@ -72,6 +79,10 @@ pub struct Cli {
         default_value = vgpu_libvirt::DEFAULT_URI
     )]
     pub connect: String,
+    /// Load NVML from this library instead of the driver's `libnvidia-ml.so.1` (whatever
+    /// --root is: a test library describes a simulated host).
+    #[arg(long, global = true, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
+    pub nvml_library: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,

@@ -71,7 +71,7 @@ impl Sampler {
         Sampler {
             paths: paths.clone(),
             uri: cli.connect.clone(),
-            nvml: Nvml::load(paths),
+            nvml: crate::nvml_source(cli).load(paths),
             conn: None,
         }
     }

@@ -143,6 +143,10 @@ fn confined(v: Verdict, f: &GpuFacts, groups: &Known<Groups>) -> Verdict {
         &groups.fact,
         of_groups(groups),
         match groups.value {
+            Some(Groups::Shared) if groups.fact.value.as_deref() == Some("none") => format!(
+                "The device has no IOMMU group ({}): VFIO cannot confine its DMA.",
+                detail(&groups.fact)
+            ),
             Some(Groups::Shared) => format!(
                 "The device is not isolated in its IOMMU group ({}): a guest given it can reach its neighbours by peer-to-peer DMA, and they it.",
                 detail(&groups.fact)
