@@ -6,6 +6,8 @@ use crate::backend::{self, Placement, Reservations};
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
+use crate::nvml::error::NvmlError;
+use crate::nvml::mig;
 
 impl Operation<'_> {
     /// What definitions hold on `gpu` for vGPUs that are not running now.
@@ -49,19 +51,27 @@ impl Operation<'_> {
 
     /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
     pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+        // A MIG-backed type is not offered, or has no room, while MIG mode is off or no GPU
+        // instance of its profile is free: say which rather than that it is unknown or full.
+        let mig_reason = |name: &str, otherwise: Error| {
+            mig::refusal(self.paths(), self.nvml().get(), gpu, name).unwrap_or(otherwise)
+        };
         let type_id = match backend::placement_type(gpu, wanted) {
-            // A MIG-backed type is not offered while MIG mode is off or its GPU instances are
-            // taken: say that rather than that the type is unknown.
-            Err(err @ Error::UnknownType { .. }) => {
-                return Err(crate::nvml::mig::refusal_for_unoffered(
-                    self.paths(),
-                    self.nvml().get(),
-                    gpu,
-                    wanted,
-                )
-                .unwrap_or(err));
-            }
+            Err(err @ Error::UnknownType { .. }) => return Err(mig_reason(wanted, err)),
             other => other?,
+        };
+        let mig_name = gpu
+            .types
+            .iter()
+            .find(|t| t.id == type_id && t.mig.is_some())
+            .and_then(|t| t.name.clone());
+        // Without NVML a full GPU is just full.
+        let full = |err: Error| match &mig_name {
+            Some(name) => match mig::refusal(self.paths(), self.nvml().get(), gpu, name) {
+                Some(Error::Nvml(NvmlError::NotLoaded { .. })) | None => err,
+                Some(reason) => reason,
+            },
+            None => err,
         };
         let reserved = self.reservations(gpu)?;
         let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
@@ -74,13 +84,13 @@ impl Operation<'_> {
             path: self.paths().pci_device(&gpu.address),
         };
         if room == 0 {
-            return Err(no_room(0));
+            return Err(full(no_room(0)));
         }
         for placement in backend::candidates(gpu, &type_id, &reserved)? {
             if backend::fits(self.paths(), &placement)? {
                 return Ok(placement);
             }
         }
-        Err(no_room(0))
+        Err(full(no_room(0)))
     }
 }

@@ -162,11 +162,11 @@ pub(crate) fn instance_for(
     Ok(Some((mig.gpu_instance_profile, id)))
 }
 
-/// Why a MIG-backed type named `wanted`, which `gpu` does not offer now, cannot be made
-/// there: MIG mode off, no free GPU instance of its profile, or no NVML to say. `None` when
-/// `wanted` is not a MIG-backed name, `gpu` is not a vendor-VFIO GPU, or an instance is free
-/// (the type is missing for another reason).
-pub(crate) fn refusal_for_unoffered(
+/// Why a MIG-backed type named `wanted`, which `gpu` does not offer or has no room for now,
+/// cannot be made there: MIG mode off, no free GPU instance of its profile, or no NVML to
+/// say. `None` when `wanted` is not a MIG-backed name, `gpu` is not a vendor-VFIO GPU, or an
+/// instance is free (the type is missing or full for another reason).
+pub(crate) fn refusal(
     paths: &HostPaths,
     nvml: &Nvml,
     gpu: &crate::model::Gpu,
