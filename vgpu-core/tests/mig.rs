@@ -28,9 +28,12 @@ fn source(fake: &FakeNvml) -> NvmlSource {
 }
 
 fn nv(host: &SimHost, vf: &str, file: &str) -> Result<String, i32> {
-    std::fs::read_to_string(host.root().join(format!("sys/bus/pci/devices/{vf}/nvidia/{file}")))
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| e.raw_os_error().unwrap_or(-1))
+    std::fs::read_to_string(
+        host.root()
+            .join(format!("sys/bus/pci/devices/{vf}/nvidia/{file}")),
+    )
+    .map(|s| s.trim().to_owned())
+    .map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
 
 /// The `h200-mig` host with MIG mode off, and NVML saying so.
@@ -120,9 +123,7 @@ fn create_mig_type_without_free_instance_names_profile_and_instances() {
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager.create(H200, "H200X-2-35C", None, None).unwrap();
-    let err = manager
-        .create(H200, "H200X-2-35C", None, None)
-        .unwrap_err();
+    let err = manager.create(H200, "H200X-2-35C", None, None).unwrap_err();
     assert_eq!(
         err.to_string(),
         "no free GPU instance of profile 2g.35gb on 0000:18:00.0 for vGPU type \
@@ -136,9 +137,7 @@ fn create_mig_type_without_free_instance_is_no_capacity() {
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager.create(H200, "H200X-2-35C", None, None).unwrap();
-    let err = manager
-        .create(H200, "H200X-2-35C", None, None)
-        .unwrap_err();
+    let err = manager.create(H200, "H200X-2-35C", None, None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoCapacity);
 }
 
