@@ -162,6 +162,36 @@ pub(crate) fn instance_for(
     Ok(Some((mig.gpu_instance_profile, id)))
 }
 
+/// Why a MIG-backed type named `wanted`, which `gpu` does not offer or has no room for now,
+/// cannot be made there: MIG mode off, no free GPU instance of its profile, or no NVML to
+/// say. `None` when `wanted` is not a MIG-backed name, `gpu` is not a vendor-VFIO GPU, or an
+/// instance is free (the type is missing or full for another reason).
+pub(crate) fn refusal(
+    paths: &HostPaths,
+    nvml: &Nvml,
+    gpu: &crate::model::Gpu,
+    wanted: &str,
+) -> Option<crate::error::Error> {
+    if gpu.backend != crate::model::Backend::NvidiaVfio {
+        return None;
+    }
+    backing(wanted)?;
+    // NVML's id for the type, for its GPU-instance profile id; by name otherwise.
+    let type_id = nvml
+        .read_gpu(gpu.address)
+        .into_value()
+        .and_then(|g| g.supported_types.into_value())
+        .and_then(|types| {
+            types.into_iter().find(|t| {
+                t.name
+                    .value()
+                    .is_some_and(|n| crate::backend::name_matches(n, wanted))
+            })
+        })
+        .map_or(u32::MAX, |t| t.id);
+    instance_for(paths, nvml, gpu.address, type_id, Some(wanted)).err()
+}
+
 /// What [`Nvml::mig_state`] reads about one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MigState {

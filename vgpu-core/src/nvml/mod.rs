@@ -232,6 +232,39 @@ impl NvmlSource {
     }
 }
 
+/// NVML for one host, loaded from its source the first time something needs it: a change
+/// that needs no NVML (most do not) never loads the driver's library.
+pub(crate) struct NvmlCell {
+    paths: HostPaths,
+    source: NvmlSource,
+    cell: std::sync::OnceLock<Nvml>,
+}
+
+impl std::fmt::Debug for NvmlCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlCell")
+            .field("source", &self.source)
+            .field("loaded", &self.cell.get().map(Nvml::status))
+            .finish()
+    }
+}
+
+impl NvmlCell {
+    /// NVML for the host at `paths`, from `source`, not loaded yet.
+    pub(crate) fn new(paths: &HostPaths, source: NvmlSource) -> Self {
+        Self {
+            paths: paths.clone(),
+            source,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// NVML, loaded now if it was not.
+    pub(crate) fn get(&self) -> &Nvml {
+        self.cell.get_or_init(|| self.source.load(&self.paths))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,8 @@ pub(crate) enum PciAttr {
     NvCreatable,
     NvCurrent,
     NvParams,
+    NvGpuInstance,
+    NvPlacement,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
