@@ -19,7 +19,7 @@ pub(crate) fn run(
 ) -> Result<u8> {
     let mut inventory = vgpu_core::discover(paths)
         .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
-    let nvml = crate::nvml_source(cli).load(paths);
+    let nvml = cli.nvml_source().load(paths);
     for gpu in &mut inventory.gpus {
         let warnings = nvml.enrich(gpu);
         inventory.warnings.extend(warnings);

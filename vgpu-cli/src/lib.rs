@@ -22,18 +22,12 @@ mod mutate;
 mod nova;
 mod plans;
 mod render;
+mod sched;
 mod telemetry;
 mod top;
 mod vm;
 
 pub use hook::DEFAULT_HOOKS_DIR;
-
-/// Where `cli` loads NVML from.
-pub(crate) fn nvml_source(cli: &Cli) -> vgpu_core::NvmlSource {
-    vgpu_core::NvmlSource {
-        library: cli.nvml_library.clone(),
-    }
-}
 pub use plans::PolicyArg;
 
 /// Success.
@@ -79,8 +73,9 @@ pub struct Cli {
         default_value = vgpu_libvirt::DEFAULT_URI
     )]
     pub connect: String,
-    /// Load NVML from this library instead of the driver's `libnvidia-ml.so.1` (whatever
-    /// --root is: a test library describes a simulated host).
+    /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
+    /// libnvidia-ml.so.1. A library named here is used whatever --root says: a driver
+    /// installed elsewhere, or a test library describing a simulated host.
     #[arg(long, global = true, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
     pub nvml_library: Option<PathBuf>,
     /// Print JSON instead of tables.
@@ -341,6 +336,19 @@ pub enum Command {
         #[arg(long)]
         apply: bool,
     },
+    /// Show the vGPU scheduler of an NVIDIA GPU (policy, time slice, what it supports), or
+    /// set it with --policy. NVML takes a new policy only while no vGPU runs on the GPU.
+    Sched {
+        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: String,
+        /// Set this policy: best-effort, equal-share or fixed-share.
+        #[arg(long, value_enum)]
+        policy: Option<sched::PolicyName>,
+        /// With --policy equal-share or fixed-share: the time slice of each vGPU, in
+        /// milliseconds (the driver's default otherwise).
+        #[arg(long, value_name = "MS", requires = "policy")]
+        timeslice: Option<u32>,
+    },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
     NovaConfig,
@@ -426,6 +434,20 @@ pub struct VgpuArgs {
     pub uuid: Option<uuid::Uuid>,
 }
 
+impl Cli {
+    /// Where NVML comes from: `--nvml-library`, or the driver's library on the local host.
+    pub fn nvml_source(&self) -> vgpu_core::NvmlSource {
+        vgpu_core::NvmlSource {
+            library: self.nvml_library.clone(),
+        }
+    }
+}
+
+/// The manager for a command: the host at `paths`, NVML from where `cli` says.
+pub(crate) fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
+    vgpu_core::Manager::new(paths, mutate::command_line()).with_nvml(cli.nvml_source())
+}
+
 /// Sets up logging to stderr: warnings by default (errors only for the libvirt hook, whose
 /// stderr libvirt shows the user), more with `-v`, or as `VGPU_LOG` says.
 pub fn init_logging(cli: &Cli) {
@@ -457,32 +479,61 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     if let Some(state) = &cli.state_root {
         paths = paths.with_state_root(state);
     }
-    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
+    let discover_with_nvml = || -> Result<(vgpu_core::Inventory, vgpu_core::Nvml)> {
         let mut inventory = vgpu_core::discover(&paths).with_context(|| {
             format!("cannot discover GPUs on the host at {}", cli.root.display())
         })?;
-        let nvml = vgpu_core::Nvml::load(&paths);
+        let nvml = cli.nvml_source().load(&paths);
         for gpu in &mut inventory.gpus {
             let warnings = nvml.enrich(gpu);
             inventory.warnings.extend(warnings);
         }
+        Ok((inventory, nvml))
+    };
+    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
+        let (inventory, nvml) = discover_with_nvml()?;
         Ok((inventory, nvml.status().clone()))
     };
     match &cli.command {
         Command::List => {
-            let (inventory, nvml) = discover()?;
+            let (inventory, nvml) = discover_with_nvml()?;
             if cli.json {
+                let facts = nvml.read();
                 let list = render::ListJson {
-                    gpus: &inventory.gpus,
+                    gpus: inventory
+                        .gpus
+                        .iter()
+                        .map(|gpu| render::GpuJson {
+                            gpu,
+                            nvml: facts.gpu(gpu.address),
+                        })
+                        .collect(),
                     warnings: &inventory.warnings,
-                    nvml: &nvml,
+                    nvml: nvml.status(),
                 };
                 render::json(out, &list)?;
             } else {
-                render::list_table(out, &inventory, &nvml)?;
+                render::list_table(out, &inventory, nvml.status())?;
             }
             Ok(EXIT_OK)
         }
+        Command::Sched {
+            gpu,
+            policy,
+            timeslice,
+        } => match policy {
+            None => {
+                let (inventory, nvml) = discover_with_nvml()?;
+                sched::show(cli, inventory.gpu(gpu, &paths)?, &nvml, out)
+            }
+            Some(policy) => {
+                let request = vgpu_core::SchedulerRequest {
+                    policy: (*policy).into(),
+                    timeslice_ms: *timeslice,
+                };
+                sched::set(cli, &paths, gpu, request, out)
+            }
+        },
         Command::Types { gpu } => {
             let (inventory, _nvml) = discover()?;
             let gpus = match gpu {
@@ -623,6 +674,20 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Error::NoConfig { .. } => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NotLoaded { .. }) => {
+                "is the NVIDIA vGPU manager installed? --nvml-library names another NVML"
+            }
+            Error::Nvml(vgpu_core::NvmlError::MigModeOff { .. }) => {
+                "enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
+                 instances (nvidia-smi mig -cgi PROFILE)"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NoFreeGpuInstance { .. }) => {
+                "make a GPU instance of that profile (nvidia-smi mig -cgi PROFILE), or destroy \
+                 a vGPU that uses one"
+            }
+            Error::Nvml(vgpu_core::NvmlError::VgpusRunning { .. }) => {
+                "shut down the VMs using the GPU's vGPUs and destroy them first"
             }
             _ => match core.kind() {
                 ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",

@@ -71,7 +71,7 @@ impl Sampler {
         Sampler {
             paths: paths.clone(),
             uri: cli.connect.clone(),
-            nvml: crate::nvml_source(cli).load(paths),
+            nvml: cli.nvml_source().load(paths),
             conn: None,
         }
     }
