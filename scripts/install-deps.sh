@@ -17,6 +17,7 @@ packages=(
   libudev-dev                 # the udev crate links libudev (uevent monitors)
   udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run
   make                        # make install, which the install test runs
+  tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
 )
 
 sudo_cmd=()

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use vgpu_core::{HostPaths, Manager, Start};
+use vgpu_core::{HostPaths, Start};
 
 use crate::render;
 use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
@@ -47,7 +47,7 @@ struct Done<'a> {
 
 /// Runs a mutating command; returns the exit code.
 pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
-    let manager = Manager::new(paths, command_line());
+    let manager = crate::manager(cli, paths);
     match &cli.command {
         Command::Sriov {
             gpu,
@@ -303,6 +303,10 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Place { .. }
         | Command::Hook { .. }
         | Command::Watch
+        | Command::Top { .. }
+        | Command::Metrics { .. }
+        | Command::Isolation { .. }
+        | Command::Sched { .. }
         | Command::NovaConfig => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }

@@ -515,6 +515,10 @@ pub enum Error {
         /// How long it was waited for.
         waited_ms: u128,
     },
+    /// A change that needs NVML cannot be made: NVML is missing or refused, or the GPU's
+    /// MIG or scheduler state does not allow it.
+    #[error(transparent)]
+    Nvml(#[from] crate::nvml::error::NvmlError),
 }
 
 /// What a caller can do about an [`Error`]: the few categories that decide a retry, another
@@ -602,6 +606,7 @@ impl Error {
             | Error::NotDefined { .. }
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
+            Error::Nvml(err) => err.kind(),
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }

@@ -6,7 +6,6 @@
 //! never hides the others.
 
 pub(crate) mod catalog;
-pub(crate) mod nvml;
 pub(crate) mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,6 +266,7 @@ fn type_facts(id: &str, tally: &TypeTally) -> (Option<u64>, Option<u32>) {
 
 fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     let (framebuffer_mib, max_instances) = type_facts(&id, &tally);
+    let mig = tally.name.as_deref().and_then(crate::nvml::mig::backing);
     // Parents each report what they could take; the physical GPU can take no more than its
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
     let mut ty = VgpuType {
@@ -278,6 +278,7 @@ fn finish_type(id: String, tally: TypeTally) -> VgpuType {
         in_use: tally.in_use,
         device_api: tally.device_api,
         description: tally.description,
+        mig,
         offered: tally.offered,
     };
     ty.recount();

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 mod quota;
 
-use crate::backend::{self, Placement, Reservations, Running};
+use crate::backend::{self, Placement, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
@@ -23,6 +23,8 @@ use crate::host::sriov::{self, SriovChange, SriovOptions};
 use crate::host::uevent::wait::Settle;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
+use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
+use crate::nvml::{NvmlCell, NvmlSource};
 use crate::state::audit::{AuditEntry, AuditLog};
 use crate::state::durable;
 use crate::state::lock::HostLock;
@@ -43,12 +45,14 @@ pub(crate) struct Session {
     release_timeout: Duration,
     /// Where udev runs: what the session's changes made udev do, waited for when it ends.
     settle: std::sync::Mutex<Option<Settle>>,
+    /// NVML, loaded when a step needs it.
+    nvml: NvmlCell,
     /// Always `Some` until the session ends.
     lock: Option<HostLock>,
 }
 
-/// How a session waits and whether it forces.
-#[derive(Debug, Clone, Copy)]
+/// How a session waits, whether it forces, and where NVML comes from.
+#[derive(Debug, Clone)]
 pub(crate) struct SessionOptions {
     /// How long to wait for the host lock.
     pub(crate) lock_timeout: Duration,
@@ -58,6 +62,8 @@ pub(crate) struct SessionOptions {
     pub(crate) force: bool,
     /// How long a write the kernel holds while a device is in use is waited for.
     pub(crate) release_timeout: Duration,
+    /// Where NVML is loaded from when a step needs it.
+    pub(crate) nvml: NvmlSource,
 }
 
 /// A step that was taken, and how to take it back.
@@ -107,6 +113,11 @@ enum Undo {
         path: PathBuf,
         bytes: u64,
     },
+    /// Put back the vGPU scheduler state that was there.
+    Scheduler {
+        gpu: PciAddress,
+        before: SchedulerRequest,
+    },
 }
 
 impl Undo {
@@ -126,6 +137,7 @@ impl Undo {
             }
             Undo::File { .. } => "undo-record",
             Undo::LmemQuota { .. } => "undo-lmem-quota",
+            Undo::Scheduler { .. } => "undo-sched",
         }
     }
 
@@ -143,7 +155,8 @@ impl Undo {
             | Undo::VfCount { pf: a, .. }
             | Undo::Autoprobe { pf: a, .. }
             | Undo::Driver { address: a, .. }
-            | Undo::LmemQuota { vf: a, .. } => a.to_string(),
+            | Undo::LmemQuota { vf: a, .. }
+            | Undo::Scheduler { gpu: a, .. } => a.to_string(),
         }
     }
 }
@@ -156,6 +169,7 @@ impl Session {
             sriov,
             force,
             release_timeout,
+            nvml,
         } = options;
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
@@ -167,6 +181,7 @@ impl Session {
             force,
             release_timeout,
             settle: std::sync::Mutex::new(None),
+            nvml: NvmlCell::new(paths, nvml),
             lock: Some(lock),
         })
     }
@@ -296,6 +311,43 @@ impl Operation<'_> {
         &self.session.store
     }
 
+    /// NVML, loaded the first time a step asks for it.
+    pub(crate) fn nvml(&self) -> &NvmlCell {
+        &self.session.nvml
+    }
+
+    /// Sets the vGPU scheduler of `gpu` (`running`: the vGPUs sysfs shows on it); undo puts
+    /// back the policy and time slice it had.
+    pub(crate) fn set_scheduler(
+        &mut self,
+        gpu: PciAddress,
+        request: SchedulerRequest,
+        running: &[String],
+    ) -> Result<SchedulerChange> {
+        let result = self
+            .nvml()
+            .get()
+            .set_scheduler(gpu, request, running)
+            .map_err(Error::from);
+        self.step("set-scheduler", &gpu.to_string(), result, |change| {
+            let before = change.before.policy?;
+            let timeslice_ms = change
+                .before
+                .timeslice_ns
+                .value()
+                .copied()
+                .filter(|ns| *ns != 0 && before.takes_timeslice())
+                .map(|ns| ns / 1_000_000);
+            change.changed.then_some(Undo::Scheduler {
+                gpu,
+                before: SchedulerRequest {
+                    policy: before,
+                    timeslice_ms,
+                },
+            })
+        })
+    }
+
     /// Audits one step and, when it succeeded, remembers how to undo it.
     fn step<T>(
         &mut self,
@@ -347,8 +399,14 @@ impl Operation<'_> {
                 driver::forget_previous(paths, address)
             }
             Undo::Restart { placement, id } => {
-                backend::realize(paths, &placement, id, self.within()).map(drop)
+                backend::realize(paths, &placement, id, self.within(), self.nvml()).map(drop)
             }
+            Undo::Scheduler { gpu, before } => self
+                .nvml()
+                .get()
+                .set_scheduler(gpu, before, &[])
+                .map(drop)
+                .map_err(Into::into),
             Undo::RedefineMdev(def) => store.define_mdev(&def),
             Undo::RedefineVfVgpu(def) => store.define_vf_vgpu(&def),
             Undo::RedefineBinding(def) => store.define_binding(&def),
@@ -360,69 +418,6 @@ impl Operation<'_> {
                 crate::host::sysfs::write_attr(&path, &bytes.to_string())
             }
         }
-    }
-
-    /// What definitions hold on `gpu` for vGPUs that are not running now.
-    pub(crate) fn reservations(&self, gpu: &Gpu) -> Result<Reservations> {
-        let paths = self.paths();
-        let store = self.store();
-        let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
-        let mut held = Reservations::default();
-        for def in store.mdevs()? {
-            let Ok(parent) = def.parent.parse::<PciAddress>() else {
-                continue;
-            };
-            if !on_gpu(parent) {
-                continue;
-            }
-            if parent != gpu.address {
-                held.vfs.push(parent);
-            }
-            if backend::running(paths, VgpuHandle::Mdev(def.uuid))?.is_none() {
-                *held.pending.entry(def.mdev_type).or_default() += 1;
-            }
-        }
-        for def in store.vf_vgpus()? {
-            if !on_gpu(def.vf) {
-                continue;
-            }
-            held.vfs.push(def.vf);
-            if backend::running(paths, VgpuHandle::Vf(def.vf))?.is_none() {
-                *held.pending.entry(def.type_id.to_string()).or_default() += 1;
-            }
-        }
-        for def in store.bindings()? {
-            if on_gpu(def.address) && def.address != gpu.address {
-                held.vfs.push(def.address);
-            }
-        }
-        held.vfs.sort();
-        held.vfs.dedup();
-        Ok(held)
-    }
-
-    /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
-    pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
-        let type_id = backend::placement_type(gpu, wanted)?;
-        let reserved = self.reservations(gpu)?;
-        let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
-        let no_room = |available| Error::NoCapacity {
-            gpu: gpu.address,
-            type_id: type_id.clone(),
-            asked: 1,
-            available,
-            reserved: reserved.holding_back(gpu, &type_id),
-            path: self.paths().pci_device(&gpu.address),
-        };
-        if room == 0 {
-            return Err(no_room(0));
-        }
-        for placement in backend::candidates(gpu, &type_id, &reserved)? {
-            if backend::fits(self.paths(), &placement)? {
-                return Ok(placement);
-            }
-        }
-        Err(no_room(0))
     }
 
     /// Writes a definition for a vGPU at `placement` named `id`; never replaces one.
@@ -604,7 +599,7 @@ impl Operation<'_> {
         id: VgpuHandle,
     ) -> Result<Option<String>> {
         self.session.settle_from_now();
-        let result = backend::realize(self.paths(), placement, id, self.within());
+        let result = backend::realize(self.paths(), placement, id, self.within(), self.nvml());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
