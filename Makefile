@@ -25,6 +25,7 @@ demo: deps
 
 bench: deps
 	$(CARGO) bench -p vgpu-cli --bench list
+	$(CARGO) bench -p vgpu-cli --bench discovery
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
 	$(CARGO) bench -p vgpu-sim --bench churn

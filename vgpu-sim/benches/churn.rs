@@ -5,8 +5,7 @@
 //! lists its directory and reads its `mdev_type` and `iommu_group` links as management tools
 //! do, and removes it,
 //! over and over, for the given time (default 10 s). It prints the resident memory of this
-//! process (the simulator serves from its threads) and the inodes the kernel holds on the
-//! mount, at the start, every tenth of the run and at the end. It asserts nothing.
+//! process (the simulator serves from its threads) and the inodes in the simulator's table, at the start, every tenth of the run and at the end. It asserts nothing.
 #![allow(clippy::print_stdout)] // printing the numbers is this program's job
 
 use std::path::Path;
@@ -62,7 +61,7 @@ fn cycle(root: &Path, uuid: &str) -> std::io::Result<()> {
 fn report(label: &str, host: &SimHost, started: Instant, cycles: u64) {
     let rss = rss_kib().map_or_else(|| "?".to_owned(), |kib| format!("{kib}"));
     println!(
-        "{label:>6} {:>7.1} s  {cycles:>9} cycles  RSS {rss:>7} KiB  inodes held {}",
+        "{label:>6} {:>7.1} s  {cycles:>9} cycles  RSS {rss:>7} KiB  inodes {}",
         started.elapsed().as_secs_f64(),
         host.counters().inodes()
     );

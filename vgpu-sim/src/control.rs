@@ -486,8 +486,8 @@ impl Counters {
         self.counts.iter().sum()
     }
 
-    /// The inodes the kernel holds a reference to now (looked up and not yet forgotten), the
-    /// root not counted; a reset leaves it alone.
+    /// The inodes in the table now (looked up, not yet forgotten, not swept), the root not
+    /// counted; a reset leaves it alone.
     pub fn inodes(&self) -> u64 {
         self.inodes
     }

@@ -27,8 +27,6 @@ const THREADS: usize = 16;
 pub struct SimHost {
     shared: Arc<Shared>,
     session: Option<BackgroundSession>,
-    /// The thread telling the kernel about vanished entries ([`crate::fs::Invalidator`]).
-    invalidating: Option<std::thread::JoinHandle<()>>,
     root: PathBuf,
     tempdir: Option<tempfile::TempDir>,
 }
@@ -154,25 +152,14 @@ impl SimHost {
             config.mount_options.extend(extra);
             config.acl = acl;
             config.n_threads = Some(THREADS);
-            let (fs, invalidator) = SimFs::new(shared.clone());
-            match fuser::spawn_mount(fs, dir, &config) {
+            match fuser::spawn_mount(SimFs::new(shared.clone()), dir, &config) {
                 Ok(session) => {
-                    let notifier = session.notifier();
-                    let mut host = Self {
+                    let host = Self {
                         shared,
                         session: Some(session),
-                        invalidating: None,
                         root: dir.to_owned(),
                         tempdir: None,
                     };
-                    // On failure, dropping `host` unmounts.
-                    let thread = invalidator
-                        .spawn(notifier)
-                        .map_err(|source| SimError::Mount {
-                            path: dir.to_owned(),
-                            source,
-                        })?;
-                    host.invalidating = Some(thread);
                     host.wait_ready()?;
                     return Ok(host);
                 }
@@ -447,19 +434,6 @@ impl SimHost {
         }
         if let Ok(Err(e)) = guard.join() {
             tracing::warn!("the simulator's FUSE session ended with {e}");
-        }
-        // Closing ended its wait; it ends with the notification it may be sending.
-        if let Some(thread) = self.invalidating.take() {
-            while !thread.is_finished() {
-                if Instant::now() >= deadline {
-                    tracing::warn!("the simulator's invalidation thread has not ended");
-                    return Ok(());
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if thread.join().is_err() {
-                tracing::warn!("the simulator's invalidation thread panicked");
-            }
         }
         Ok(())
     }

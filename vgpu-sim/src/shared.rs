@@ -33,10 +33,6 @@ pub(crate) struct Shared {
     /// The writes waiting now: id -> `<path>: <why>`.
     waiting: Mutex<BTreeMap<u64, String>>,
     next_wait: AtomicU64,
-    /// Counts the changes of the kernel state (each [`Shared::notify`]), for the FUSE layer's
-    /// invalidation of vanished entries.
-    generation: Mutex<u64>,
-    generation_changed: Condvar,
 }
 
 /// Whether the task that made a FUSE request gave up on it: it is gone, or a fatal signal
@@ -99,8 +95,6 @@ impl Shared {
             closing: AtomicBool::new(false),
             waiting: Mutex::new(BTreeMap::new()),
             next_wait: AtomicU64::new(0),
-            generation: Mutex::new(0),
-            generation_changed: Condvar::new(),
         }
     }
 
@@ -115,36 +109,9 @@ impl Shared {
         k
     }
 
-    /// Wakes the waiting writes and the invalidation of vanished entries: the state changed.
+    /// Wakes the waiting writes: the state changed.
     pub(crate) fn notify(&self) {
         self.changed.notify_all();
-        let mut generation = self.generation();
-        *generation = generation.wrapping_add(1);
-        self.generation_changed.notify_all();
-    }
-
-    fn generation(&self) -> MutexGuard<'_, u64> {
-        self.generation
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Waits until the state has changed since generation `seen`; the generation then, or
-    /// `None` once the host closes.
-    pub(crate) fn wait_change(&self, seen: u64) -> Option<u64> {
-        let mut generation = self.generation();
-        loop {
-            if self.closing.load(Ordering::SeqCst) {
-                return None;
-            }
-            if *generation != seen {
-                return Some(*generation);
-            }
-            generation = self
-                .generation_changed
-                .wait(generation)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
     }
 
     /// The host is going away: every waiting write gives up (`ENODEV`).

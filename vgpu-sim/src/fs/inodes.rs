@@ -1,47 +1,46 @@
-//! The inode table and its upkeep.
+//! The inode table.
 //!
-//! The kernel references an inode from each `lookup` reply until it sends `forget` for it;
-//! the table holds exactly those. A zero entry lifetime does not make the kernel drop a dentry
-//! (it revalidates it on the next walk, and keeps it until memory pressure if no walk comes),
-//! so a path that vanished (an mdev removed, VFs disabled, a device unplugged) would stay
-//! referenced, and its inode in the table, for as long as the kernel likes. The
-//! [`Invalidator`] therefore tells the kernel, after each change of the model, which held
-//! entries no longer exist (`FUSE_NOTIFY_INVAL_ENTRY`), as a network filesystem does when the
-//! server removes a file; the kernel then drops those dentries and forgets their inodes.
+//! Each `lookup` reply takes one reference to an inode (`nlookup`), each `forget` drops the
+//! count it names, and an inode whose count reaches zero leaves the table (`fuse_lowlevel.h`:
+//! "inodes acquire a single reference on each lookup, and lose nlookup references on each
+//! forget"). A zero entry lifetime does not make the kernel let go of a dentry: it revalidates
+//! it at the next walk and otherwise keeps it until memory pressure, so the inodes of paths
+//! that vanished (an mdev removed, VFs disabled, a device unplugged) would stay referenced for
+//! as long as the kernel likes. A sweep, run when the table has doubled since the last one,
+//! therefore drops the entries whose paths no longer exist and that no open file uses: what
+//! the kernel may still send for them is a revalidating `lookup` below them or a `getattr`,
+//! which are answered `ENOENT` as before (the path did not resolve), and their `forget`, which
+//! is ignored. An open file keeps its entry, so that its reads and writes still answer
+//! `ENODEV` (or `ESRCH` under `proc/`). Numbers are never reused, so a dropped number never
+//! names another path.
 
-use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use fuser::{INodeNo, Notifier};
-
-use crate::shared::Shared;
+use std::collections::HashMap;
 
 /// The `d_ino` a listing gives an entry that has no inode number yet: libfuse's
 /// `FUSE_UNKNOWN_INO`. Numbers are handed out by `lookup` only, which the kernel counts and
 /// later forgets; a listing takes no reference, so it names no new inode.
 pub(crate) const UNKNOWN_INO: u64 = 0xffff_ffff;
 
+/// The smallest table that is swept.
+const SWEEP_MIN: usize = 64;
+
 /// One inode the kernel holds: its path and the lookups not yet forgotten.
 #[derive(Debug)]
 struct Inode {
     path: String,
     nlookup: u64,
+    /// Files open on it (`open` replies not yet released).
+    opened: u64,
 }
 
-/// Path <-> inode number table, holding exactly the inodes the kernel references.
-///
-/// Each `lookup` reply takes one reference (`nlookup`), each `forget` drops the count it
-/// names, and an inode whose count reaches zero leaves the table (`fuse_lowlevel.h`: "inodes
-/// acquire a single reference on each lookup, and lose nlookup references on each forget").
-/// While referenced, a path keeps its number; a path looked up again after it was forgotten
-/// gets a new one. Numbers are never reused, so a stale number never names another path and
-/// generation 0 stays right.
+/// Path <-> inode number table: the inodes the kernel references, less those swept.
 #[derive(Debug)]
 pub(crate) struct Inodes {
     by_path: HashMap<String, u64>,
     by_ino: HashMap<u64, Inode>,
     next: u64,
+    /// The size at which the next sweep runs.
+    sweep_at: usize,
 }
 
 impl Default for Inodes {
@@ -50,6 +49,7 @@ impl Default for Inodes {
             by_path: HashMap::new(),
             by_ino: HashMap::new(),
             next: 2,
+            sweep_at: SWEEP_MIN,
         }
     }
 }
@@ -77,6 +77,7 @@ impl Inodes {
             Inode {
                 path: path.to_owned(),
                 nlookup: 1,
+                opened: 0,
             },
         );
         ino
@@ -120,93 +121,40 @@ impl Inodes {
 }
 
 impl Inodes {
-    /// The paths held, each with its inode, sorted (a parent before its children).
-    fn held(&self) -> Vec<(String, u64)> {
-        let mut held: Vec<(String, u64)> = self
-            .by_path
+    /// Counts a file opened on `ino`.
+    pub(crate) fn open(&mut self, ino: u64) {
+        if let Some(inode) = self.by_ino.get_mut(&ino) {
+            inode.opened = inode.opened.saturating_add(1);
+        }
+    }
+
+    /// Counts a file on `ino` closed (`release`).
+    pub(crate) fn release(&mut self, ino: u64) {
+        if let Some(inode) = self.by_ino.get_mut(&ino) {
+            inode.opened = inode.opened.saturating_sub(1);
+        }
+    }
+
+    /// Whether the table has doubled since the last sweep (and holds at least [`SWEEP_MIN`]).
+    pub(crate) fn sweep_due(&self) -> bool {
+        self.by_ino.len() >= self.sweep_at
+    }
+
+    /// Drops the entries whose paths no longer `exist` and that no open file uses; the next
+    /// sweep is due when the table has doubled.
+    pub(crate) fn sweep(&mut self, mut exists: impl FnMut(&str) -> bool) {
+        let gone: Vec<u64> = self
+            .by_ino
             .iter()
-            .map(|(path, ino)| (path.clone(), *ino))
+            .filter(|(_, inode)| inode.opened == 0 && !exists(&inode.path))
+            .map(|(ino, _)| *ino)
             .collect();
-        held.sort_unstable();
-        held
-    }
-}
-
-/// The table, shared by the filesystem's threads and the [`Invalidator`].
-pub(crate) type SharedInodes = Arc<Mutex<Inodes>>;
-
-/// Locks the table; a panic elsewhere leaves it consistent (every change is one call).
-pub(crate) fn lock(inodes: &SharedInodes) -> MutexGuard<'_, Inodes> {
-    inodes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The `held` paths that no longer `exist`, each as its parent's inode and its name, a parent
-/// before its children. Invalidating the topmost drops what the kernel does not use below it;
-/// an entry in use then (a file being written to `remove` its own device) stays reachable from
-/// its parent's inode only, and is invalidated by its own entry. `held` is sorted, so an
-/// ancestor comes before its descendants, whose existence is then not asked.
-pub(crate) fn vanished(
-    held: &[(String, u64)],
-    mut exists: impl FnMut(&str) -> bool,
-) -> Vec<(u64, String)> {
-    let inode_of: HashMap<&str, u64> = held.iter().map(|(p, ino)| (p.as_str(), *ino)).collect();
-    let mut gone: HashSet<&str> = HashSet::new();
-    let mut entries = Vec::new();
-    for (path, _) in held {
-        let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
-        if !gone.contains(parent) && exists(path) {
-            continue;
-        }
-        gone.insert(path);
-        let parent_ino = if parent.is_empty() {
-            Some(1)
-        } else {
-            inode_of.get(parent).copied()
-        };
-        // The kernel holds no child whose parent it does not hold.
-        if let Some(parent_ino) = parent_ino {
-            entries.push((parent_ino, name.to_owned()));
-        }
-    }
-    entries
-}
-
-/// Tells the kernel about held entries whose paths vanished, after each change of the model.
-pub(crate) struct Invalidator {
-    shared: Arc<Shared>,
-    inodes: SharedInodes,
-}
-
-impl Invalidator {
-    pub(crate) fn new(shared: Arc<Shared>, inodes: SharedInodes) -> Self {
-        Self { shared, inodes }
-    }
-
-    /// Runs on a thread of its own until the host closes. The notifications go out from
-    /// there, not from a request: the kernel takes the parent directory's lock to handle one,
-    /// which a request being served may be waiting under.
-    pub(crate) fn spawn(self, notifier: Notifier) -> std::io::Result<std::thread::JoinHandle<()>> {
-        std::thread::Builder::new()
-            .name("vgpu-sim-inval".to_owned())
-            .spawn(move || self.run(&notifier))
-    }
-
-    fn run(&self, notifier: &Notifier) {
-        let mut seen = 0;
-        while let Some(generation) = self.shared.wait_change(seen) {
-            seen = generation;
-            let held = lock(&self.inodes).held();
-            for (parent, name) in vanished(&held, |path| self.shared.resolve(path).is_some()) {
-                // ENOENT: the kernel dropped the entry already; anything else is reported.
-                match notifier.inval_entry(INodeNo(parent), OsStr::new(&name)) {
-                    Ok(()) => tracing::trace!(parent, name, "invalidated"),
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                    Err(e) => tracing::warn!(parent, name, "cannot invalidate the entry: {e}"),
-                }
+        for ino in gone {
+            if let Some(inode) = self.by_ino.remove(&ino) {
+                self.by_path.remove(&inode.path);
             }
         }
+        self.sweep_at = (self.by_ino.len() * 2).max(SWEEP_MIN);
     }
 }
 
@@ -265,30 +213,47 @@ mod tests {
     }
 
     #[test]
-    fn vanished_lists_gone_entries_without_asking_below_them() {
-        let held = vec![
-            ("sys".to_owned(), 2),
-            ("sys/m".to_owned(), 3),
-            ("sys/m-x".to_owned(), 4),
-            ("sys/m/remove".to_owned(), 5),
-        ];
-        let mut asked = Vec::new();
-        let gone = vanished(&held, |p| {
-            asked.push(p.to_owned());
-            p != "sys/m"
-        });
+    fn sweep_drops_vanished_paths_only() {
+        let mut t = Inodes::default();
+        let kept = t.lookup("sys/bus");
+        let gone = t.lookup("sys/bus/mdev/devices/u");
+        t.sweep(|p| p == "sys/bus");
         assert_eq!(
-            (gone, asked),
-            (
-                vec![(2, "m".to_owned()), (3, "remove".to_owned())],
-                vec!["sys".to_owned(), "sys/m".to_owned(), "sys/m-x".to_owned()]
-            )
+            (t.path(kept).is_some(), t.path(gone), t.live()),
+            (true, None, 1)
         );
     }
 
     #[test]
-    fn vanished_top_level_entry_has_root_parent() {
-        let held = vec![("proc".to_owned(), 7)];
-        assert_eq!(vanished(&held, |_| false), vec![(1, "proc".to_owned())]);
+    fn sweep_keeps_vanished_path_with_open_file() {
+        let mut t = Inodes::default();
+        let ino = t.lookup("sys/devices/u/remove");
+        t.open(ino);
+        t.sweep(|_| false);
+        assert_eq!(t.path(ino), Some("sys/devices/u/remove".to_owned()));
+    }
+
+    #[test]
+    fn sweep_drops_vanished_path_once_its_file_is_released() {
+        let mut t = Inodes::default();
+        let ino = t.lookup("sys/devices/u/remove");
+        t.open(ino);
+        t.release(ino);
+        t.sweep(|_| false);
+        assert_eq!(t.path(ino), None);
+    }
+
+    #[test]
+    fn sweep_due_after_table_doubles() {
+        let mut t = Inodes::default();
+        for i in 0..40 {
+            t.lookup(&format!("sys/{i}"));
+        }
+        t.sweep(|_| true);
+        let due_before = t.sweep_due();
+        for i in 40..80 {
+            t.lookup(&format!("sys/{i}"));
+        }
+        assert_eq!((due_before, t.sweep_due()), (false, true));
     }
 }

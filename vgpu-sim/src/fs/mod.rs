@@ -4,7 +4,7 @@
 mod inodes;
 
 use std::ffi::OsStr;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
@@ -17,8 +17,7 @@ use crate::control::{FsOp, LatencyOp, parse_commands};
 use crate::kernel::Kernel;
 use crate::shared::Shared;
 use crate::tree::{FileRef, Node};
-pub(crate) use inodes::Invalidator;
-use inodes::{Inodes, SharedInodes};
+use inodes::Inodes;
 
 /// Kernel-side caching is off: every lookup and stat comes back to us.
 const TTL: Duration = Duration::ZERO;
@@ -31,7 +30,7 @@ const CONTROL_DIR: &str = ".vgpu-sim";
 #[derive(Debug)]
 pub(crate) struct SimFs {
     shared: Arc<Shared>,
-    inodes: SharedInodes,
+    inodes: Mutex<Inodes>,
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -54,16 +53,17 @@ fn err(e: i32) -> Errno {
 }
 
 impl SimFs {
-    /// The filesystem over `shared`, and the invalidation of its vanished entries, to be
-    /// started once the session is mounted ([`Invalidator::spawn`]).
-    pub(crate) fn new(shared: Arc<Shared>) -> (Self, Invalidator) {
-        let inodes = SharedInodes::default();
-        let invalidator = Invalidator::new(shared.clone(), inodes.clone());
-        (Self { shared, inodes }, invalidator)
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            inodes: Mutex::new(Inodes::default()),
+        }
     }
 
     fn inodes(&self) -> MutexGuard<'_, Inodes> {
-        inodes::lock(&self.inodes)
+        self.inodes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn path(&self, ino: INodeNo) -> Option<String> {
@@ -174,6 +174,9 @@ impl fuser::Filesystem for SimFs {
                 let ino = {
                     let mut inodes = self.inodes();
                     let ino = inodes.lookup(&path);
+                    if inodes.sweep_due() {
+                        inodes.sweep(|p| self.shared.resolve(p).is_some());
+                    }
                     self.shared.counters.set_inodes(inodes.live());
                     ino
                 };
@@ -184,7 +187,8 @@ impl fuser::Filesystem for SimFs {
     }
 
     // `FUSE_BATCH_FORGET` reaches this too: fuser's `batch_forget` calls `forget` per node
-    // (its `ForgetOne` is not exported, so it cannot be overridden).
+    // (its `ForgetOne` is not exported, so it cannot be overridden). A swept inode's forget
+    // finds nothing to drop.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let mut inodes = self.inodes();
         inodes.forget(ino.0, nlookup);
@@ -260,7 +264,22 @@ impl fuser::Filesystem for SimFs {
         {
             return reply.error(Errno::EACCES);
         }
+        self.inodes().open(ino.0);
         reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.inodes().release(ino.0);
+        reply.ok();
     }
 
     fn read(
