@@ -36,8 +36,10 @@ demo: deps
 
 bench: deps
 	$(CARGO) bench -p vgpu-cli --bench list
+	$(CARGO) bench -p vgpu-cli --bench discovery
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
+	$(CARGO) bench -p vgpu-sim --bench churn
 	$(CARGO) bench -p vgpu-libvirt --bench owners
 	$(CARGO) bench -p vgpu-core --bench plan --features test-support
 	$(CARGO) bench -p vgpu-cli --bench hook

@@ -8,6 +8,7 @@ packages=(
   mdevctl      # the peer the simulator and lifecycle tests interoperate with
   util-linux   # unshare, mount, mountpoint for running peers against a simulated host
   procps       # ps, for the demo and process tests
+  strace       # system-call counts of vgpuctl and mdevctl in the discovery benchmark
   libvirt-dev                 # the virt crate links libvirt
   libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
   qemu-system-x86             # the emulator the QEMU driver probes and starts

@@ -288,6 +288,8 @@ impl Bars {
                 None => writeln!(out, "{gpu}: done")?,
             },
         }
+        // Progress is read as it happens, whatever buffers stdout.
+        out.flush()?;
         Ok(())
     }
 

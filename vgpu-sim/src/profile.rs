@@ -21,6 +21,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("flex-sriov", include_str!("../profiles/flex-sriov.toml")),
     ("mixed", include_str!("../profiles/mixed.toml")),
     ("large", include_str!("../profiles/large.toml")),
+    (
+        "a40x8-vf-mdev",
+        include_str!("../profiles/a40x8-vf-mdev.toml"),
+    ),
     ("no-iommu", include_str!("../profiles/no-iommu.toml")),
     ("h200-mig", include_str!("../profiles/h200-mig.toml")),
 ];
