@@ -1,7 +1,18 @@
 # Every target installs missing Debian packages first (scripts/install-deps.sh).
 CARGO ?= cargo
 
-.PHONY: deps build test lint demo bench
+.PHONY: deps build test lint demo bench install
+
+# Where `make install` puts things: vgpuctl in $(BINDIR), the udev rule and the systemd unit
+# (both naming $(BINDIR)/vgpuctl) in $(UDEVRULESDIR) and $(SYSTEMDUNITDIR), all under
+# $(DESTDIR) for packaging (a package would set PREFIX=/usr,
+# UDEVRULESDIR=/usr/lib/udev/rules.d and SYSTEMDUNITDIR=/usr/lib/systemd/system).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+UDEVRULESDIR ?= /etc/udev/rules.d
+SYSTEMDUNITDIR ?= /etc/systemd/system
+# The vgpuctl to install; empty: `cargo build --release` makes target/release/vgpuctl.
+VGPUCTL_BUILD ?=
 
 deps:
 	@scripts/install-deps.sh
@@ -25,8 +36,22 @@ demo: deps
 
 bench: deps
 	$(CARGO) bench -p vgpu-cli --bench list
+	$(CARGO) bench -p vgpu-cli --bench discovery
 	$(CARGO) bench -p vgpu-cli --bench provision
 	$(CARGO) bench -p vgpu-sim --bench ops
+	$(CARGO) bench -p vgpu-sim --bench churn
 	$(CARGO) bench -p vgpu-libvirt --bench owners
 	$(CARGO) bench -p vgpu-core --bench plan --features test-support
 	$(CARGO) bench -p vgpu-cli --bench hook
+
+## vgpuctl, contrib/udev/60-vgpu.rules and contrib/systemd/vgpu-restore.service, the last two
+## generated from their .in templates with the installed vgpuctl's path. Then, on the host:
+## systemctl daemon-reload && systemctl enable vgpu-restore.service && udevadm control --reload
+install:
+	@bin='$(VGPUCTL_BUILD)'; \
+	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli && bin=target/release/vgpuctl; fi; \
+	install -D -m 0755 "$$bin" '$(DESTDIR)$(BINDIR)/vgpuctl'
+	install -d '$(DESTDIR)$(UDEVRULESDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)'
+	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/udev/60-vgpu.rules.in > '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules'
+	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/systemd/vgpu-restore.service.in > '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'
+	chmod 0644 '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules' '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'

@@ -8,12 +8,17 @@ packages=(
   mdevctl      # the peer the simulator and lifecycle tests interoperate with
   util-linux   # unshare, mount, mountpoint for running peers against a simulated host
   procps       # ps, for the demo and process tests
+  strace       # system-call counts of vgpuctl and mdevctl in the discovery benchmark
   libvirt-dev                 # the virt crate links libvirt
   libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
   qemu-system-x86             # the emulator the QEMU driver probes and starts
   libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
+  libudev-dev                 # the udev crate links libudev (uevent monitors)
+  udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run
+  make                        # make install, which the install test runs
+  tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
 )
 
 sudo_cmd=()

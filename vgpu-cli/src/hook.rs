@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use vgpu_core::{HookConfig, HookDomain, HostPaths, Manager};
+use vgpu_core::{HookConfig, HookDomain, HostPaths};
 use vgpu_libvirt::xml::{self, DomainXml};
 
-use crate::mutate::{command_line, emit};
+use crate::mutate::emit;
 use crate::{Cli, EXIT_ERROR, EXIT_OK, HookCommand};
 
 /// Where libvirt looks for hooks (`SYSCONFDIR/libvirt/hooks`, fixed when libvirt is built).
@@ -44,17 +44,17 @@ pub(crate) fn run(
     match command {
         HookCommand::Qemu {
             domain, op, subop, ..
-        } => Ok(qemu(paths, domain, op, subop)),
+        } => Ok(qemu(cli, paths, domain, op, subop)),
         HookCommand::Install { dir } => install(cli, dir, out),
         HookCommand::Uninstall { dir } => uninstall(cli, dir, out),
     }
 }
 
 /// The hook itself. Errors are one line on stderr.
-fn qemu(paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
+fn qemu(cli: &Cli, paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
     let (result, failure) = match (op, subop) {
-        ("prepare", "begin") => (prepare(paths), EXIT_ERROR),
-        ("release", "end") => (release(paths), EXIT_OK),
+        ("prepare", "begin") => (prepare(cli, paths), EXIT_ERROR),
+        ("release", "end") => (release(cli, paths), EXIT_OK),
         _ => return EXIT_OK,
     };
     match result {
@@ -84,7 +84,7 @@ fn read_domain() -> Result<DomainXml> {
     Ok(xml::domain_in_bytes(&bytes)?)
 }
 
-fn prepare(paths: &HostPaths) -> Result<()> {
+fn prepare(cli: &Cli, paths: &HostPaths) -> Result<()> {
     let domain = read_domain()?;
     let config = HookConfig::load(paths)?;
     let request = HookDomain {
@@ -94,7 +94,7 @@ fn prepare(paths: &HostPaths) -> Result<()> {
         vgpu_type: domain.vgpu_type,
         flavor: domain.nova_flavor,
     };
-    let prepared = Manager::new(paths, command_line()).prepare_domain(&request, &config)?;
+    let prepared = crate::manager(cli, paths).prepare_domain(&request, &config)?;
     tracing::info!(
         domain = request.name,
         made = prepared.made.len(),
@@ -104,9 +104,9 @@ fn prepare(paths: &HostPaths) -> Result<()> {
     Ok(())
 }
 
-fn release(paths: &HostPaths) -> Result<()> {
+fn release(cli: &Cli, paths: &HostPaths) -> Result<()> {
     let domain = read_domain()?;
-    let released = Manager::new(paths, command_line()).release_domain(domain.uuid, &domain.name)?;
+    let released = crate::manager(cli, paths).release_domain(domain.uuid, &domain.name)?;
     for left in &released.left {
         tracing::info!(device = %left.made.handle(), reason = left.reason, "left as it is");
     }

@@ -17,11 +17,16 @@ use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
 mod hook;
+mod isolation;
 mod mutate;
 mod nova;
 mod plans;
 mod render;
+mod sched;
+mod telemetry;
+mod top;
 mod vm;
+mod watch;
 
 pub use hook::DEFAULT_HOOKS_DIR;
 pub use plans::PolicyArg;
@@ -69,6 +74,11 @@ pub struct Cli {
         default_value = vgpu_libvirt::DEFAULT_URI
     )]
     pub connect: String,
+    /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
+    /// libnvidia-ml.so.1. A library named here is used whatever --root says: a driver
+    /// installed elsewhere, or a test library describing a simulated host.
+    #[arg(long, global = true, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
+    pub nvml_library: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -188,7 +198,16 @@ pub enum Command {
         force: bool,
     },
     /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
-    Restore,
+    Restore {
+        /// Only what concerns this PCI device (udev's %k, as `contrib/udev/60-vgpu.rules`
+        /// passes it): a GPU's VF count and what is defined on it and its VFs, or what is
+        /// defined on a VF or mdev parent. Nothing defined there: nothing to do, exit 0.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<String>,
+    },
+    /// Print GPU, VF and mediated-device events (add, remove, bind, unbind, change) as they
+    /// happen, each with the change it made to the inventory, until SIGINT or SIGTERM.
+    Watch,
     /// Fill GPUs with vGPUs of one type, enabling VFs first if asked: all GPUs in parallel,
     /// each GPU's steps in order.
     Provision {
@@ -327,9 +346,46 @@ pub enum Command {
         #[arg(long)]
         apply: bool,
     },
+    /// Show the vGPU scheduler of an NVIDIA GPU (policy, time slice, what it supports), or
+    /// set it with --policy. NVML takes a new policy only while no vGPU runs on the GPU.
+    Sched {
+        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: String,
+        /// Set this policy: best-effort, equal-share or fixed-share.
+        #[arg(long, value_enum)]
+        policy: Option<sched::PolicyName>,
+        /// With --policy equal-share or fixed-share: the time slice of each vGPU, in
+        /// milliseconds (the driver's default otherwise).
+        #[arg(long, value_name = "MS", requires = "policy")]
+        timeslice: Option<u32>,
+    },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
     NovaConfig,
+    /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
+    /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
+    /// snapshot otherwise.
+    Top {
+        /// Seconds between refreshes (fractions allowed, at least 0.1).
+        #[arg(long, default_value = "2", value_parser = top::parse_interval, value_name = "SECONDS")]
+        interval: std::time::Duration,
+    },
+    /// The same telemetry in Prometheus's text exposition format: once to stdout, or served at
+    /// http://ADDR/metrics until SIGINT or SIGTERM (port 0 picks a free port; the address
+    /// bound is printed on stderr).
+    Metrics {
+        /// Serve on this address (`127.0.0.1:9400`, `[::1]:9400`); nothing is served without it.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// For each kind of device each GPU can give a VM now (whole GPU, MIG-backed vGPU,
+    /// time-sliced vGPU, plain VF): memory, compute, performance, fault, administrative,
+    /// cryptographic, economic and operational isolation, the facts behind each, and the risk
+    /// that remains.
+    Isolation {
+        /// Only this GPU.
+        gpu: Option<String>,
+    },
     /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
     /// when it stops, and its installation.
     Hook {
@@ -388,6 +444,20 @@ pub struct VgpuArgs {
     pub uuid: Option<uuid::Uuid>,
 }
 
+impl Cli {
+    /// Where NVML comes from: `--nvml-library`, or the driver's library on the local host.
+    pub fn nvml_source(&self) -> vgpu_core::NvmlSource {
+        vgpu_core::NvmlSource {
+            library: self.nvml_library.clone(),
+        }
+    }
+}
+
+/// The manager for a command: the host at `paths`, NVML from where `cli` says.
+pub(crate) fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
+    vgpu_core::Manager::new(paths, mutate::command_line()).with_nvml(cli.nvml_source())
+}
+
 /// Sets up logging to stderr: warnings by default (errors only for the libvirt hook, whose
 /// stderr libvirt shows the user), more with `-v`, or as `VGPU_LOG` says.
 pub fn init_logging(cli: &Cli) {
@@ -419,32 +489,61 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     if let Some(state) = &cli.state_root {
         paths = paths.with_state_root(state);
     }
-    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
+    let discover_with_nvml = || -> Result<(vgpu_core::Inventory, vgpu_core::Nvml)> {
         let mut inventory = vgpu_core::discover(&paths).with_context(|| {
             format!("cannot discover GPUs on the host at {}", cli.root.display())
         })?;
-        let nvml = vgpu_core::Nvml::load(&paths);
+        let nvml = cli.nvml_source().load(&paths);
         for gpu in &mut inventory.gpus {
             let warnings = nvml.enrich(gpu);
             inventory.warnings.extend(warnings);
         }
+        Ok((inventory, nvml))
+    };
+    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
+        let (inventory, nvml) = discover_with_nvml()?;
         Ok((inventory, nvml.status().clone()))
     };
     match &cli.command {
         Command::List => {
-            let (inventory, nvml) = discover()?;
+            let (inventory, nvml) = discover_with_nvml()?;
             if cli.json {
+                let facts = nvml.read();
                 let list = render::ListJson {
-                    gpus: &inventory.gpus,
+                    gpus: inventory
+                        .gpus
+                        .iter()
+                        .map(|gpu| render::GpuJson {
+                            gpu,
+                            nvml: facts.gpu(gpu.address),
+                        })
+                        .collect(),
                     warnings: &inventory.warnings,
-                    nvml: &nvml,
+                    nvml: nvml.status(),
                 };
                 render::json(out, &list)?;
             } else {
-                render::list_table(out, &inventory, &nvml)?;
+                render::list_table(out, &inventory, nvml.status())?;
             }
             Ok(EXIT_OK)
         }
+        Command::Sched {
+            gpu,
+            policy,
+            timeslice,
+        } => match policy {
+            None => {
+                let (inventory, nvml) = discover_with_nvml()?;
+                sched::show(cli, inventory.gpu(gpu, &paths)?, &nvml, out)
+            }
+            Some(policy) => {
+                let request = vgpu_core::SchedulerRequest {
+                    policy: (*policy).into(),
+                    timeslice_ms: *timeslice,
+                };
+                sched::set(cli, &paths, gpu, request, out)
+            }
+        },
         Command::Types { gpu } => {
             let (inventory, _nvml) = discover()?;
             let gpus = match gpu {
@@ -475,8 +574,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Stop { .. }
         | Command::Bind { .. }
         | Command::Unbind { .. }
-        | Command::Restore
+        | Command::Restore { .. }
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
+        Command::Watch => watch::run(cli.json, &paths, out),
         Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
             vm::run(cli, &paths, out)
         }
@@ -485,6 +585,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Assert { .. }
         | Command::Place { .. } => plans::run(cli, &paths, out),
         Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::Top { interval } => top::run(cli, &paths, *interval, out),
+        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
+        Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),
         Command::NovaConfig => {
             let (inventory, _nvml) = discover()?;
             nova::run(cli.json, &paths, &inventory, out)?;
@@ -582,6 +685,20 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Error::NoConfig { .. } => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NotLoaded { .. }) => {
+                "is the NVIDIA vGPU manager installed? --nvml-library names another NVML"
+            }
+            Error::Nvml(vgpu_core::NvmlError::MigModeOff { .. }) => {
+                "enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
+                 instances (nvidia-smi mig -cgi PROFILE)"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NoFreeGpuInstance { .. }) => {
+                "make a GPU instance of that profile (nvidia-smi mig -cgi PROFILE), or destroy \
+                 a vGPU that uses one"
+            }
+            Error::Nvml(vgpu_core::NvmlError::VgpusRunning { .. }) => {
+                "shut down the VMs using the GPU's vGPUs and destroy them first"
             }
             _ => match core.kind() {
                 ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",

@@ -22,8 +22,10 @@ fn main() -> ExitCode {
         }
     };
     vgpu_cli::init_logging(&cli);
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    // One write(2) per 64 KiB rather than per line: `list --json` on a large host is thousands
+    // of lines. Every path below flushes before it returns; streamed lines (apply's progress)
+    // flush themselves.
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     match run(&cli, &mut out) {
         Ok(code) => match out.flush() {
             Ok(()) => ExitCode::from(code),

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use vgpu_core::{HostPaths, Manager, Start};
+use vgpu_core::{HostPaths, Start};
 
 use crate::render;
 use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
@@ -47,7 +47,7 @@ struct Done<'a> {
 
 /// Runs a mutating command; returns the exit code.
 pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
-    let manager = Manager::new(paths, command_line());
+    let manager = crate::manager(cli, paths);
     match &cli.command {
         Command::Sriov {
             gpu,
@@ -229,10 +229,15 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 &line,
             )?;
         }
-        Command::Restore => {
-            let report = manager
-                .restore()
-                .context("cannot restore the host's definitions")?;
+        Command::Restore { device } => {
+            let report = match device {
+                Some(device) => manager
+                    .restore_device(device)
+                    .with_context(|| format!("cannot restore the definitions of {device}"))?,
+                None => manager
+                    .restore()
+                    .context("cannot restore the host's definitions")?,
+            };
             if cli.json {
                 render::json(out, &report)?;
             } else {
@@ -297,6 +302,11 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Assert { .. }
         | Command::Place { .. }
         | Command::Hook { .. }
+        | Command::Watch
+        | Command::Top { .. }
+        | Command::Metrics { .. }
+        | Command::Isolation { .. }
+        | Command::Sched { .. }
         | Command::NovaConfig => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }

@@ -16,7 +16,6 @@ use vgpu_core::{
     PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
 };
 
-use crate::mutate::command_line;
 use crate::render::size_text;
 use crate::{Cli, Command, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, render};
 
@@ -31,7 +30,7 @@ pub enum PolicyArg {
 
 /// Runs `plan`, `apply`, `assert` or `place`; returns the exit code.
 pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
-    let manager = Manager::new(paths, command_line());
+    let manager = crate::manager(cli, paths);
     match &cli.command {
         Command::Plan { file, config } => {
             let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
@@ -150,7 +149,7 @@ fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostSta
     let mut state = manager
         .host_state()
         .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
-    let nvml = vgpu_core::Nvml::load(paths);
+    let nvml = cli.nvml_source().load(paths);
     for gpu in &mut state.inventory.gpus {
         let warnings = nvml.enrich(gpu);
         state.inventory.warnings.extend(warnings);
@@ -290,6 +289,8 @@ impl Bars {
                 None => writeln!(out, "{gpu}: done")?,
             },
         }
+        // Progress is read as it happens, whatever buffers stdout.
+        out.flush()?;
         Ok(())
     }
 

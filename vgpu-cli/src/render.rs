@@ -12,9 +12,18 @@ use vgpu_core::{CheckReport as Report, GroupMember};
 /// `list --json`.
 #[derive(Serialize)]
 pub(crate) struct ListJson<'a> {
-    pub(crate) gpus: &'a [Gpu],
+    pub(crate) gpus: Vec<GpuJson<'a>>,
     pub(crate) warnings: &'a [Warning],
     pub(crate) nvml: &'a vgpu_core::NvmlStatus,
+}
+
+/// One GPU in `list --json`: what discovery found, and what NVML says about it (`null` when
+/// NVML is not loaded or does not manage it).
+#[derive(Serialize)]
+pub(crate) struct GpuJson<'a> {
+    #[serde(flatten)]
+    pub(crate) gpu: &'a Gpu,
+    pub(crate) nvml: Option<&'a vgpu_core::NvmlGpu>,
 }
 
 /// One GPU in `types --json`.
@@ -160,7 +169,9 @@ pub(crate) fn list_table(
 
 /// `types` as a table.
 pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> {
-    let mut table = Table::new(&["GPU", "TYPE", "NAME", "FB_MIB", "MAX", "AVAIL", "USED"]);
+    let mut table = Table::new(&[
+        "GPU", "TYPE", "NAME", "FB_MIB", "MAX", "AVAIL", "USED", "MIG",
+    ]);
     for gpu in gpus {
         for t in &gpu.types {
             table.row(vec![
@@ -171,6 +182,7 @@ pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> 
                 opt(t.max_instances),
                 t.available.to_string(),
                 t.in_use.to_string(),
+                opt(t.mig.as_ref().map(|m| m.gpu_instance_profile.as_str())),
             ]);
         }
     }
@@ -270,7 +282,7 @@ pub(crate) fn restore_table(
     if report.steps.is_empty() {
         return writeln!(out, "Nothing is defined.");
     }
-    let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "ERROR"]);
+    let mut table = Table::new(&["STEP", "DEVICE", "OUTCOME", "DETAIL"]);
     for step in &report.steps {
         let action = match &step.quota {
             Some(q) => match q.from_mib {
@@ -279,11 +291,13 @@ pub(crate) fn restore_table(
             },
             None => step.action.to_owned(),
         };
+        // A failed step's error, or what a waiting step's device lacks.
+        let detail = step.error.as_ref().or(step.reason.as_ref());
         table.row(vec![
             action,
             step.device.clone(),
             step.outcome.to_string(),
-            step.error.clone().unwrap_or_default(),
+            detail.cloned().unwrap_or_default(),
         ]);
     }
     table.write(out)

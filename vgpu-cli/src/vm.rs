@@ -10,7 +10,7 @@ use uuid::Uuid;
 use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
 use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Owners, Scope};
 
-use crate::mutate::{command_line, emit, handle};
+use crate::mutate::{emit, handle};
 use crate::{Cli, Command, EXIT_OK, render};
 
 /// Which scopes a change applies to: as asked, or both when the domain runs and its config
@@ -81,6 +81,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
+                    crate::manager(cli, paths),
                     paths,
                     &target,
                     NewVgpu {
@@ -132,7 +133,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                         "{id} was detached from {domain}, but not destroyed"
                     )));
                 }
-                Manager::new(paths, command_line())
+                crate::manager(cli, paths)
                     .with_force(*force)
                     .destroy(id)
                     .with_context(|| format!("{id} was detached from {domain}, but"))?;
@@ -237,6 +238,7 @@ struct NewVgpu<'a> {
 /// vGPU this run made.
 fn attach_new(
     conn: &Connection,
+    manager: Manager,
     paths: &HostPaths,
     domain: &vgpu_libvirt::Domain,
     new: NewVgpu<'_>,
@@ -277,7 +279,6 @@ fn attach_new(
         }
         held.get(new.index as usize).copied()
     };
-    let manager = Manager::new(paths, command_line());
     let (id, made) = match existing {
         Some(id) if running(id) => (id, Made::Found),
         Some(id) => {

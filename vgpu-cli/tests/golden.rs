@@ -5,17 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use clap::Parser;
+use common::assert_golden;
 use vgpu_cli::{Cli, run};
 use vgpu_core::testing::{FakeHost, scenarios};
-
-fn golden_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name)
-}
 
 /// Runs `vgpuctl <args>` against `host`; returns the exit code and the output.
 fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
@@ -31,29 +26,6 @@ fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
         .expect("UTF-8 output")
         .replace(&root, "<root>");
     (code, text)
-}
-
-/// Checks a command's exit code against `expected_code` and its output against the golden file
-/// `name`, in one assertion. With `VGPU_REGENERATE` set, rewrites the file and checks only the
-/// exit code, which is pinned here, not regenerated.
-fn assert_golden(name: &str, expected_code: u8, (code, actual): (u8, String)) {
-    let path = golden_path(name);
-    if std::env::var_os("VGPU_REGENERATE").is_some() {
-        std::fs::write(&path, &actual).expect("write golden file");
-        assert_eq!(
-            code, expected_code,
-            "exit code of the command behind {name}"
-        );
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
-    assert_eq!(
-        (code, actual),
-        (expected_code, expected),
-        "exit code or output differs from {}",
-        path.display()
-    );
 }
 
 fn every_interface() -> FakeHost {

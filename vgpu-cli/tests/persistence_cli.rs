@@ -482,7 +482,8 @@ fn provision_then_restore_starts_the_defined_vgpu_on_its_reserved_vf() {
                 "device": "0000:41:00.4",
                 "outcome": "created",
                 "error": null,
-                "kind": null
+                "kind": null,
+                "reason": null
             }]),
             vec!["0000:41:00.4".to_owned(), "0000:41:00.5".to_owned()]
         )
@@ -610,7 +611,8 @@ fn restore_json_shows_each_quota_step_lowered_first() {
             "to_mib": to_mib,
             "outcome": "created",
             "error": null,
-            "kind": null
+            "kind": null,
+            "reason": null
         })
     };
     assert_eq!(
@@ -633,7 +635,7 @@ fn restore_table_shows_each_quota_from_and_to() {
 
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "STEP                     DEVICE        OUTCOME  ERROR\n\
+        "STEP                     DEVICE        OUTCOME  DETAIL\n\
          sriov                    0000:4d:00.0  created\n\
          quota 3276 MiB -> 2 GiB  0000:4d:00.2  created\n\
          quota 3276 MiB -> 2 GiB  0000:4d:00.3  created\n\
@@ -672,6 +674,59 @@ fn restore_quota_fault_after_reboot_exits_1_with_that_vf_off_vfio_pci() {
                 serde_json::json!(["quota", "0000:4d:00.1", "host-fault"]),
                 serde_json::json!(["bind", "0000:4d:00.1", "conflict"])
             ],
+            (serde_json::json!(3276), serde_json::json!("i915"))
+        )
+    );
+}
+
+#[test]
+fn restore_device_of_the_pf_after_reboot_sets_quotas_then_binds_its_vfs() {
+    let (h, _) = flex_desktops_rebooted();
+
+    let out = vgpuctl(&h, &["restore", "--device", FLEX, "--json"]);
+
+    let vfio = serde_json::json!("vfio-pci");
+    let gib = |n: u64| serde_json::json!(n * 1024);
+    assert_eq!(
+        (out.status.code(), flex_vfs(&h)),
+        (
+            Some(0),
+            vec![
+                (gib(8), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio.clone()),
+                (gib(2), vfio)
+            ]
+        )
+    );
+}
+
+/// The VFs came back (enabled by hand, at the equal share) before the PF's restore: udev's
+/// restore of a VF does not bind it to vfio-pci without its quota.
+#[test]
+fn restore_device_of_a_vf_without_its_quota_leaves_it_on_its_driver() {
+    let (h, _) = flex_desktops_rebooted();
+    vgpuctl(&h, &["sriov", FLEX, "--vfs", "5"]);
+
+    let out = vgpuctl(&h, &["restore", "--device", "0000:4d:00.1", "--json"]);
+
+    let report = json(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            &report["steps"][0]["action"],
+            &report["steps"][0]["error"],
+            &report["steps"][0]["kind"],
+            flex_vfs(&h)[0].clone()
+        ),
+        (
+            Some(1),
+            &serde_json::json!("bind"),
+            &serde_json::json!(
+                "0000:4d:00.1 is defined as VF 1 with 8 GiB of local memory but holds 3276 MiB"
+            ),
+            &serde_json::json!("conflict"),
             (serde_json::json!(3276), serde_json::json!("i915"))
         )
     );

@@ -24,6 +24,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A netlink uevent socket (the kernel's or udev's) could not be opened or read.
+    #[error("cannot {what}")]
+    Monitor {
+        /// What was being done, with the subsystems.
+        what: String,
+        /// The answer of the socket.
+        #[source]
+        source: io::Error,
+    },
     /// A file or link that must exist does not.
     #[error("{} is missing", path.display())]
     Missing {
@@ -506,6 +515,10 @@ pub enum Error {
         /// How long it was waited for.
         waited_ms: u128,
     },
+    /// A change that needs NVML cannot be made: NVML is missing or refused, or the GPU's
+    /// MIG or scheduler state does not allow it.
+    #[error(transparent)]
+    Nvml(#[from] crate::nvml::error::NvmlError),
 }
 
 /// What a caller can do about an [`Error`]: the few categories that decide a retry, another
@@ -593,6 +606,7 @@ impl Error {
             | Error::NotDefined { .. }
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
+            Error::Nvml(err) => err.kind(),
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }
@@ -623,6 +637,7 @@ impl Error {
             | Error::Config { .. }
             | Error::NoTypeForVf { .. } => ErrorKind::BadInput,
             Error::Read { .. }
+            | Error::Monitor { .. }
             | Error::Missing { .. }
             | Error::DanglingLink { .. }
             | Error::TooLarge { .. }
@@ -691,6 +706,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Read { source, .. }
+            | Error::Monitor { source, .. }
             | Error::Busy { source, .. }
             | Error::Denied { source, .. }
             | Error::Gone { source, .. }

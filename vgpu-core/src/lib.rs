@@ -91,8 +91,11 @@ mod error;
 mod host;
 mod manager;
 mod model;
+mod nvml;
 mod plan;
 mod state;
+mod telemetry;
+mod tenancy;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
@@ -102,20 +105,29 @@ pub use checks::{
     isolation,
 };
 pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
-pub use discovery::nvml::{Nvml, NvmlStatus};
 pub use discovery::parse::ParseError;
 pub use discovery::{discover, discover_gpu};
 pub use error::{Error, ErrorKind, Object, Result};
 pub use host::paths::HostPaths;
 pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
+pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
     HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreQuota,
     RestoreReport, RestoreStep, Target,
 };
+pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
 pub use model::pci::{PciAddress, PciAddressError};
-pub use model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+pub use model::{Backend, Gpu, Inventory, MigBacking, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+pub use nvml::error::NvmlError;
+pub use nvml::model::{
+    ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
+    NvmlHost, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy,
+    SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
+};
+pub use nvml::sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
+pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource, NvmlStatus, read as read_nvml};
 pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, Partition, Selection, SizeItem, TypeItem,
     VfDriver, parse_framebuffer,
@@ -129,4 +141,13 @@ pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
     VfVgpuDefinition,
+};
+pub use telemetry::{
+    GpuTelemetry, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry, VgpuUsage,
+    telemetry, usage_from_nvml,
+};
+pub use tenancy::{
+    Assessment, DeviceKind, Dimension, Fact as IsolationFact, GpuReport as GpuIsolationReport,
+    IsolationReport, KindReport, NvmlFacts, NvmlHostFacts, Source as FactSource,
+    Status as IsolationStatus, isolation_report,
 };

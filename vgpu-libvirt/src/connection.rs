@@ -15,7 +15,7 @@ use vgpu_core::{Inventory, VgpuHandle};
 use crate::error::{Error, Result, is_no_domain};
 use crate::hostdev::{Attached, Hostdev, Scope};
 use crate::owners::{DomainDevices, Owners, build};
-use crate::xml::{self, HostdevElement};
+use crate::xml::{self, HostdevElement, Tenant};
 
 /// The system QEMU driver, through `libvirtd` or `virtqemud`.
 pub const DEFAULT_URI: &str = "qemu:///system";
@@ -204,6 +204,8 @@ fn open_embedded(uri: &str) -> Result<virt::connect::Connect> {
 struct Assigned {
     live: Vec<HostdevElement>,
     config: Vec<HostdevElement>,
+    /// The tenant of the live XML when the domain runs, else of its persistent XML.
+    tenant: Option<Tenant>,
 }
 
 impl Assigned {
@@ -486,8 +488,9 @@ impl Connection {
     }
 
     /// Who holds each vGPU of `inventory`: the live XML of every running domain and the
-    /// persistent XML of every defined one, read once each. A domain that goes away while
-    /// being read is left out.
+    /// persistent XML of every defined one, read once each, with the tenant each domain's
+    /// metadata names (from its live XML when it runs). A domain that goes away while being
+    /// read is left out.
     ///
     /// # Errors
     ///
@@ -501,6 +504,7 @@ impl Connection {
                 Ok((domain, assigned)) => domains.push(DomainDevices {
                     domain,
                     devices: assigned.merged(),
+                    tenant: assigned.tenant,
                 }),
                 Err(Error::NoSuchDomain { .. }) => {}
                 Err(err) => return Err(err),
@@ -555,17 +559,24 @@ impl Connection {
         };
         let running = dom.is_active().map_err(fail)?;
         let persistent = dom.is_persistent().map_err(fail)?;
-        let parse = |flags: u32| -> Result<Vec<HostdevElement>> {
+        let parse = |flags: u32| -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
             let text = dom.xml_desc(flags).map_err(fail)?;
-            xml::hostdevs(&text).map_err(|err| err.in_domain(name))
+            xml::hostdevs_and_tenant(&text).map_err(|err| err.in_domain(name))
+        };
+        let (live, live_tenant) = if running {
+            parse(0)?
+        } else {
+            (Vec::new(), None)
+        };
+        let (config, config_tenant) = if persistent {
+            parse(virt::sys::VIR_DOMAIN_XML_INACTIVE)?
+        } else {
+            (Vec::new(), None)
         };
         Ok(Assigned {
-            live: if running { parse(0)? } else { Vec::new() },
-            config: if persistent {
-                parse(virt::sys::VIR_DOMAIN_XML_INACTIVE)?
-            } else {
-                Vec::new()
-            },
+            live,
+            config,
+            tenant: if running { live_tenant } else { config_tenant },
         })
     }
 }
@@ -620,6 +631,7 @@ mod tests {
         let assigned = Assigned {
             live: vec![element(3), element(1)],
             config: vec![element(2), element(1)],
+            tenant: None,
         };
         assert_eq!(
             assigned.merged(),
@@ -636,6 +648,7 @@ mod tests {
         let assigned = Assigned {
             live: vec![element(1)],
             config: vec![element(2)],
+            tenant: None,
         };
         assert_eq!(
             [1, 2, 3].map(|n| assigned.holds(VgpuHandle::Mdev(Uuid::from_u128(n)))),

@@ -122,17 +122,13 @@ pub(crate) fn host_vgpus(inventory: &Inventory) -> Vec<HostVgpu> {
                 kind,
             });
         }
-        if gpu.backend == Backend::Sriov {
-            for vf in &gpu.vfs {
-                if vf.driver.as_deref() == Some("vfio-pci") {
-                    found.push(HostVgpu {
-                        id: VgpuHandle::Vf(vf.address),
-                        gpu: gpu.address,
-                        type_id: PLAIN_VF_TYPE.to_owned(),
-                        kind: HostdevKind::PlainVf,
-                    });
-                }
-            }
+        for vf in gpu.guest_vfs() {
+            found.push(HostVgpu {
+                id: VgpuHandle::Vf(vf.address),
+                gpu: gpu.address,
+                type_id: PLAIN_VF_TYPE.to_owned(),
+                kind: HostdevKind::PlainVf,
+            });
         }
     }
     found

@@ -31,8 +31,9 @@
 //! (an `<alias>`, a `<rom>`, a guest `<address>`) is matched and kept.
 //!
 //! [`Connection::owners`] reads every domain's live and persistent XML once and maps each vGPU
-//! of a `vgpu_core::Inventory` to the domains that hold it ([`Owners`]), listing orphans
-//! (held by none) and references to devices the host does not have as vGPUs.
+//! of a `vgpu_core::Inventory` to the domains that hold it ([`Owners`]), with the tenant each
+//! domain's metadata names ([`xml::Tenant`]: `vgpu`'s label or Nova's project), listing
+//! orphans (held by none) and references to devices the host does not have as vGPUs.
 //!
 //! The libvirt hook (`vgpuctl hook qemu`) reads the domain XML libvirt gives it on stdin with
 //! [`xml::domain`]: its name, UUID, hostdevs, `vgpu`'s metadata element

@@ -10,6 +10,7 @@ use vgpu_core::{Inventory, PciAddress, VgpuHandle};
 
 use crate::connection::Domain;
 use crate::hostdev::{Attached, host_vgpus};
+use crate::xml::Tenant;
 
 /// The answer of [`Connection::owners`](crate::Connection::owners).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,6 +51,9 @@ pub struct Holder {
     pub live: bool,
     /// Referenced by the persistent definition.
     pub config: bool,
+    /// The tenant the domain's metadata names (its live XML when it runs, else its persistent
+    /// XML): see [`Tenant`].
+    pub tenant: Option<Tenant>,
 }
 
 /// A device a domain references that is not a vGPU on the host.
@@ -70,6 +74,7 @@ pub struct Reference {
 pub(crate) struct DomainDevices {
     pub(crate) domain: Domain,
     pub(crate) devices: Vec<Attached>,
+    pub(crate) tenant: Option<Tenant>,
 }
 
 /// Maps every vGPU of `inventory` to the domains that hold it.
@@ -97,6 +102,7 @@ pub(crate) fn build(inventory: &Inventory, domains: &[DomainDevices]) -> Owners 
                     running: entry.domain.running,
                     live: device.live,
                     config: device.config,
+                    tenant: entry.tenant.clone(),
                 }),
                 None => missing.push(Reference {
                     domain: entry.domain.name.clone(),
@@ -178,6 +184,7 @@ mod tests {
                     config,
                 })
                 .collect(),
+            tenant: None,
         }
     }
 
@@ -211,14 +218,16 @@ mod tests {
                     uuid: Uuid::from_u128(5),
                     running: false,
                     live: false,
-                    config: true
+                    config: true,
+                    tenant: None
                 },
                 Holder {
                     domain: "zeta".to_owned(),
                     uuid: Uuid::from_u128(4),
                     running: true,
                     live: true,
-                    config: false
+                    config: false,
+                    tenant: None
                 },
             ]
         );

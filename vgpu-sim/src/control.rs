@@ -467,10 +467,12 @@ pub fn glob_match(glob: &str, path: &str) -> bool {
     g[gi..].iter().all(|&c| c == b'*')
 }
 
-/// Operation counts served by the filesystem since mount or the last reset.
+/// Operation counts served by the filesystem since mount or the last reset, and the inodes
+/// the kernel holds now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     counts: [u64; 8],
+    inodes: u64,
 }
 
 impl Counters {
@@ -484,12 +486,20 @@ impl Counters {
         self.counts.iter().sum()
     }
 
-    /// The text of `.vgpu-sim/counters`: `lookup N\ngetattr N\n...`.
+    /// The inodes in the table now (looked up, not yet forgotten, not swept), the root not
+    /// counted; a reset leaves it alone.
+    pub fn inodes(&self) -> u64 {
+        self.inodes
+    }
+
+    /// The text of `.vgpu-sim/counters`: `lookup N\ngetattr N\n...readdir N\ninodes N\n`.
     pub fn render(&self) -> String {
-        FsOp::ALL
+        let mut text: String = FsOp::ALL
             .iter()
             .map(|op| format!("{} {}\n", op.name(), self.get(*op)))
-            .collect()
+            .collect();
+        text.push_str(&format!("inodes {}\n", self.inodes));
+        text
     }
 }
 
@@ -497,6 +507,7 @@ impl Counters {
 #[derive(Debug, Default)]
 pub(crate) struct LiveCounters {
     counts: [AtomicU64; 8],
+    inodes: AtomicU64,
 }
 
 impl LiveCounters {
@@ -504,11 +515,18 @@ impl LiveCounters {
         self.counts[op.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records how many inodes the kernel holds now.
+    pub(crate) fn set_inodes(&self, live: usize) {
+        self.inodes
+            .store(u64::try_from(live).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> Counters {
         let mut c = Counters::default();
         for (i, a) in self.counts.iter().enumerate() {
             c.counts[i] = a.load(Ordering::Relaxed);
         }
+        c.inodes = self.inodes.load(Ordering::Relaxed);
         c
     }
 
@@ -703,7 +721,8 @@ mod tests {
     fn counters_render_lists_every_op() {
         assert_eq!(
             Counters::default().render(),
-            "lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n"
+            "lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n\
+             inodes 0\n"
         );
     }
 }

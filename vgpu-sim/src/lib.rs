@@ -136,7 +136,10 @@
 //! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`),
 //! `counters-reset`, `uevents-clear`, `clear` (faults, latencies and processes). Reading it
 //! shows the pending faults, latencies and waiting writes. `<root>/.vgpu-sim/counters` reads
-//! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`;
+//! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`, then `inodes
+//! N`: the inodes in the table now (each `lookup` takes a reference, `forget` drops it, and the
+//! entries of vanished paths that no open file uses are swept, so create/destroy churn leaves it
+//! bounded);
 //! `<root>/.vgpu-sim/uevents` the uevent log. [`SimHost`] has the same operations as methods
 //! ([`SimHost::hold`], [`SimHost::drop_process`], [`SimHost::uevents`], ...).
 //!

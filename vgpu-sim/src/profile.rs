@@ -21,7 +21,12 @@ const BUILTIN: &[(&str, &str)] = &[
     ("flex-sriov", include_str!("../profiles/flex-sriov.toml")),
     ("mixed", include_str!("../profiles/mixed.toml")),
     ("large", include_str!("../profiles/large.toml")),
+    (
+        "a40x8-vf-mdev",
+        include_str!("../profiles/a40x8-vf-mdev.toml"),
+    ),
     ("no-iommu", include_str!("../profiles/no-iommu.toml")),
+    ("h200-mig", include_str!("../profiles/h200-mig.toml")),
 ];
 
 const CATALOG: &str = include_str!("../profiles/catalog.toml");
@@ -238,11 +243,36 @@ pub struct DeviceSpec {
     /// SR-IOV capability.
     #[serde(default)]
     pub sriov: Option<SriovSpec>,
+    /// MIG mode and the GPU instances of an NVIDIA vendor-VFIO GPU (`nvidia-smi mig -cgi`
+    /// made them before boot; the simulator does not make or destroy them).
+    #[serde(default)]
+    pub mig: Option<MigSpec>,
     /// Device local memory in MiB (Intel discrete GPUs). With it, a PF whose SR-IOV driver is
     /// Intel's out-of-tree `i915` or `xe` has per-VF quotas,
     /// `drm/card<N>/iov/vf<M>/gt0/lmem_quota`.
     #[serde(default)]
     pub local_memory_mib: Option<u64>,
+}
+
+/// MIG mode of a GPU and its GPU instances.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigSpec {
+    /// Whether MIG mode is on. Off, MIG-backed types are not creatable.
+    pub enabled: bool,
+    /// The GPU instances that exist.
+    #[serde(default)]
+    pub gpu_instances: Vec<GpuInstanceSpec>,
+}
+
+/// One GPU instance.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInstanceSpec {
+    /// Its id (`nvidia-smi mig -lgi`), what a VF's `nvidia/gpu_instance_id` takes.
+    pub id: u32,
+    /// Its profile, e.g. `1g.18gb`.
+    pub profile: String,
 }
 
 /// One virtual GPU type of a catalog.
@@ -282,6 +312,9 @@ pub struct TypeSpec {
     /// GVT-g scheduler weight.
     #[serde(default)]
     pub weight: u32,
+    /// For a MIG-backed NVIDIA type, the GPU-instance profile it runs on (`1g.18gb`).
+    #[serde(default)]
+    pub gpu_instance_profile: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -452,6 +485,21 @@ impl Profile {
                     )));
                 }
                 _ => {}
+            }
+            if let Some(mig) = &dev.mig {
+                if dev.vgpu != Some(VgpuMode::VendorVfio) {
+                    return Err(invalid(format!(
+                        "device {}: mig needs vgpu = \"vendor-vfio\"",
+                        dev.addr
+                    )));
+                }
+                let mut ids = BTreeSet::new();
+                if let Some(gi) = mig.gpu_instances.iter().find(|gi| !ids.insert(gi.id)) {
+                    return Err(invalid(format!(
+                        "device {}: GPU instance {} listed twice",
+                        dev.addr, gi.id
+                    )));
+                }
             }
             if let Some(s) = &dev.sriov {
                 if s.num_vfs > s.total_vfs
@@ -650,6 +698,28 @@ mod tests {
         assert!(matches!(
             Profile::from_toml(text, Path::new("x.toml")),
             Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("bad sriov")
+        ));
+    }
+
+    #[test]
+    fn profile_from_toml_mig_without_vendor_vfio_fails() {
+        let text = "name='x'\ncmdline=''\n[[device]]\naddr='0000:01:00.0'\nvendor=0x10de\n\
+                    device=2\nclass=0x030200\nvgpu='mdev'\ncatalog='t4'\nmig={enabled=true}\n";
+        assert!(matches!(
+            Profile::from_toml(text, Path::new("x.toml")),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("mig needs")
+        ));
+    }
+
+    #[test]
+    fn profile_from_toml_gpu_instance_twice_fails() {
+        let text = "name='x'\ncmdline=''\n[[device]]\naddr='0000:01:00.0'\nvendor=0x10de\n\
+                    device=2\nclass=0x030200\nvgpu='vendor-vfio'\ncatalog='h200x'\n\
+                    mig={enabled=true,gpu_instances=[{id=1,profile='1g.18gb'},\
+                    {id=1,profile='1g.18gb'}]}\n";
+        assert!(matches!(
+            Profile::from_toml(text, Path::new("x.toml")),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("listed twice")
         ));
     }
 

@@ -3,6 +3,7 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
@@ -69,4 +70,33 @@ pub(crate) fn vgpu_ids(host: &Host, address: &str) -> Vec<String> {
         .iter()
         .map(|v| v["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+pub(crate) fn golden_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// Checks a command's exit code against `expected_code` and its output against the golden file
+/// `name`, in one assertion. With `VGPU_REGENERATE` set, rewrites the file and checks only the
+/// exit code, which is pinned here, not regenerated.
+pub(crate) fn assert_golden(name: &str, expected_code: u8, (code, actual): (u8, String)) {
+    let path = golden_path(name);
+    if std::env::var_os("VGPU_REGENERATE").is_some() {
+        std::fs::write(&path, &actual).expect("write golden file");
+        assert_eq!(
+            code, expected_code,
+            "exit code of the command behind {name}"
+        );
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
+    assert_eq!(
+        (code, actual),
+        (expected_code, expected),
+        "exit code or output differs from {}",
+        path.display()
+    );
 }

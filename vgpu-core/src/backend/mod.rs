@@ -28,6 +28,7 @@ use crate::host::pci_device::PciDevice;
 use crate::host::vfio::{self, Holder};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
+use crate::nvml::NvmlCell;
 
 /// The type name that asks for a whole plain SR-IOV VF on a GPU whose backend is `sriov`.
 pub const PLAIN_VF_TYPE: &str = "vf";
@@ -272,20 +273,21 @@ pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 }
 
 /// Carries out `placement` under `handle` (from [`Placement::handle`]): creates the mediated
-/// device, sets the vendor type, or binds the plain VF for a guest. Returns, for a plain VF,
-/// the driver it had.
+/// device, sets the vendor type (a MIG-backed one on a free GPU instance `nvml` names), or
+/// binds the plain VF for a guest. Returns, for a plain VF, the driver it had.
 pub(crate) fn realize(
     paths: &HostPaths,
     placement: &Placement,
     handle: VgpuHandle,
     within: Duration,
+    nvml: &NvmlCell,
 ) -> Result<Option<String>> {
     match (placement, handle) {
         (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
             mdev::create(paths, *parent, type_id, uuid).map(|()| None)
         }
         (Placement::VendorVf { vf, type_id }, VgpuHandle::Vf(_)) => {
-            vendor_vf::set_type(paths, *vf, *type_id).map(|()| None)
+            vendor_vf::set_type(paths, *vf, *type_id, nvml).map(|()| None)
         }
         (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf, within),
         (_, VgpuHandle::Mdev(_)) => Err(Error::UuidNotApplicable {

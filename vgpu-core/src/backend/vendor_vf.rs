@@ -1,7 +1,9 @@
 //! NVIDIA's vendor-specific VFIO interface: each VF holds at most one vGPU, made by writing a
 //! type id listed in `nvidia/creatable_vgpu_types` to `nvidia/current_vgpu_type` and ended by
 //! writing `0` (NVIDIA Virtual GPU Software User Guide, "Creating an NVIDIA vGPU on a Linux
-//! with KVM hypervisor that uses a vendor-specific VFIO framework").
+//! with KVM hypervisor that uses a vendor-specific VFIO framework"). A MIG-backed type runs
+//! on a GPU instance, written to `nvidia/gpu_instance_id` first (same guide, "MIG-backed
+//! vGPUs"); which instances exist and are free comes from NVML.
 
 use std::time::Duration;
 
@@ -9,9 +11,12 @@ use super::{Placement, Running};
 use crate::error::{Error, Object, Result};
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::child;
 use crate::host::sysfs::{write_attr, write_attr_within};
 use crate::model::Gpu;
 use crate::model::pci::PciAddress;
+use crate::nvml::{NvmlCell, mig};
 
 /// Each VF, in `virtfnN` order.
 pub(super) fn candidates(gpu: &Gpu, type_id: &str) -> Result<Vec<Placement>> {
@@ -54,9 +59,28 @@ fn vendor_vf(paths: &HostPaths, vf: PciAddress) -> Result<NvidiaVf> {
     })
 }
 
+/// The name NVML gives vGPU type `type_id` of GPU `pf`, when NVML is loaded and knows it.
+fn nvml_type_name(nvml: &NvmlCell, pf: PciAddress, type_id: u32) -> Option<String> {
+    let gpu = nvml.get().read_gpu(pf).into_value()?;
+    gpu.supported_types
+        .into_value()?
+        .into_iter()
+        .find(|t| t.id == type_id)?
+        .name
+        .into_value()
+}
+
 /// Creates a vGPU of type `type_id` on `vf`, after checking the VF is free and lists the type
-/// as creatable, and verifies the VF reads it back.
-pub(crate) fn set_type(paths: &HostPaths, vf: PciAddress, type_id: u32) -> Result<()> {
+/// as creatable, and verifies the VF reads it back. A MIG-backed type (by its name, from
+/// `creatable_vgpu_types` or NVML) first gets a free GPU instance of its profile written to
+/// `gpu_instance_id`, which is put back as it was if the type cannot be set; MIG mode off,
+/// no free instance, or no NVML to tell, are refused before anything is written.
+pub(crate) fn set_type(
+    paths: &HostPaths,
+    vf: PciAddress,
+    type_id: u32,
+    nvml: &NvmlCell,
+) -> Result<()> {
     let nvidia = vendor_vf(paths, vf)?;
     if let Some(current) = nvidia.current_type()? {
         return Err(Error::InUse {
@@ -64,7 +88,20 @@ pub(crate) fn set_type(paths: &HostPaths, vf: PciAddress, type_id: u32) -> Resul
             by: format!("it holds NVIDIA vGPU type {current}"),
         });
     }
-    if !nvidia.creatable_types()?.iter().any(|c| c.id == type_id) {
+    let creatable = nvidia.creatable_types()?;
+    let listed = creatable.iter().find(|c| c.id == type_id);
+    let pf = PciDevice::new(paths, vf).physfn()?;
+    let name = match (listed, pf) {
+        (Some(c), _) => Some(c.name.clone()),
+        // Not creatable now: NVML may still name it, and say why (MIG off, no instance).
+        (None, Some(pf)) => nvml_type_name(nvml, pf, type_id),
+        (None, None) => None,
+    };
+    let instance = match (pf, name.as_deref().and_then(mig::backing)) {
+        (Some(pf), Some(_)) => mig::instance_for(paths, nvml.get(), pf, type_id, name.as_deref())?,
+        _ => None,
+    };
+    if listed.is_none() {
         return Err(Error::NoCapacity {
             gpu: vf,
             type_id: type_id.to_string(),
@@ -74,16 +111,28 @@ pub(crate) fn set_type(paths: &HostPaths, vf: PciAddress, type_id: u32) -> Resul
             path: nvidia.path().join("creatable_vgpu_types"),
         });
     }
-    let path = nvidia.path().join("current_vgpu_type");
-    write_attr(&path, &type_id.to_string())?;
-    match nvidia.current_type()? {
-        Some(now) if now == type_id => Ok(()),
-        other => Err(Error::NotApplied {
-            path,
-            expected: type_id.to_string(),
-            found: other.map_or_else(|| "0".to_owned(), |t| t.to_string()),
-        }),
+    let gi_path = child(nvidia.path(), "gpu_instance_id");
+    let previous_gi = nvidia.gpu_instance_id();
+    if let Some((_, gi)) = &instance {
+        write_attr(&gi_path, &gi.to_string())?;
     }
+    let path = nvidia.path().join("current_vgpu_type");
+    let result =
+        write_attr(&path, &type_id.to_string()).and_then(|()| match nvidia.current_type()? {
+            Some(now) if now == type_id => Ok(()),
+            other => Err(Error::NotApplied {
+                path: path.clone(),
+                expected: type_id.to_string(),
+                found: other.map_or_else(|| "0".to_owned(), |t| t.to_string()),
+            }),
+        });
+    if let (Err(_), Some(_), Some(previous)) = (&result, &instance, previous_gi) {
+        // The instance written holds nothing without a vGPU; put back what the VF had.
+        if let Err(err) = write_attr(&gi_path, &previous.to_string()) {
+            tracing::error!(vf = %vf, "cannot put back {}: {}", gi_path.display(), err.chain());
+        }
+    }
+    result
 }
 
 /// Destroys the vGPU on `vf` (writes `0`); returns the type it held. NVIDIA's driver holds

@@ -6,10 +6,10 @@
 //! never hides the others.
 
 pub(crate) mod catalog;
-pub(crate) mod nvml;
 pub(crate) mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Object, Result};
 use crate::host::mdev::MdevParent;
@@ -68,7 +68,7 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
         .iter()
         .filter_map(|name| name.parse().ok())
         .collect();
-    let mut gpus = Vec::new();
+    let mut candidates = Vec::new();
     for name in names {
         let address = match name.parse::<PciAddress>() {
             Ok(address) => address,
@@ -92,13 +92,82 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
         let class = warnings.ok(address, device.class());
         let is_gpu = class.is_some_and(is_gpu_class) || mdev_parents.contains(&address);
         if is_gpu {
-            gpus.push(read_gpu(paths, &device, class, &mut warnings));
+            candidates.push(Candidate {
+                device,
+                class,
+                before: std::mem::take(&mut warnings.0),
+            });
         }
     }
+    let trailing = warnings.0;
+    let mut gpus = Vec::with_capacity(candidates.len());
+    let mut all = Vec::new();
+    let read = read_gpus(paths, &candidates);
+    for (candidate, (gpu, found)) in candidates.into_iter().zip(read) {
+        all.extend(candidate.before);
+        all.extend(found);
+        gpus.push(gpu);
+    }
+    all.extend(trailing);
     Ok(Inventory {
         gpus,
-        warnings: warnings.0,
+        warnings: all,
     })
+}
+
+/// A GPU physical function found in the device list, with the warnings met before it.
+struct Candidate {
+    device: PciDevice,
+    class: Option<u32>,
+    before: Vec<Warning>,
+}
+
+/// Reads every candidate, in their order, on up to one thread per CPU: the GPUs of a host
+/// share nothing, and each is hundreds of sysfs reads.
+fn read_gpus(paths: &HostPaths, candidates: &[Candidate]) -> Vec<(Gpu, Vec<Warning>)> {
+    let read_one = |candidate: &Candidate| {
+        let mut warnings = Warnings(Vec::new());
+        let gpu = read_gpu(paths, &candidate.device, candidate.class, &mut warnings);
+        (gpu, warnings.0)
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(candidates.len());
+    let mut read: Vec<Option<(Gpu, Vec<Warning>)>> = candidates.iter().map(|_| None).collect();
+    if workers > 1 {
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let work = || {
+                let mut done = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(candidate) = candidates.get(i) else {
+                        return done;
+                    };
+                    done.push((i, read_one(candidate)));
+                }
+            };
+            let threads: Vec<_> = (0..workers)
+                .filter_map(|_| {
+                    std::thread::Builder::new()
+                        .name("vgpu-discover".to_owned())
+                        .spawn_scoped(scope, work)
+                        .ok()
+                })
+                .collect();
+            for thread in threads {
+                // A thread that panicked leaves its GPUs unread; they are read below.
+                for (i, gpu) in thread.join().unwrap_or_default() {
+                    read[i] = Some(gpu);
+                }
+            }
+        });
+    }
+    // Read here what no thread did (none could be started, or one panicked).
+    read.into_iter()
+        .zip(candidates)
+        .map(|(gpu, candidate)| gpu.unwrap_or_else(|| read_one(candidate)))
+        .collect()
 }
 
 /// Reads one GPU physical function, with the problems met; fails when `address` is not a
@@ -267,6 +336,7 @@ fn type_facts(id: &str, tally: &TypeTally) -> (Option<u64>, Option<u32>) {
 
 fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     let (framebuffer_mib, max_instances) = type_facts(&id, &tally);
+    let mig = tally.name.as_deref().and_then(crate::nvml::mig::backing);
     // Parents each report what they could take; the physical GPU can take no more than its
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
     let mut ty = VgpuType {
@@ -278,6 +348,7 @@ fn finish_type(id: String, tally: TypeTally) -> VgpuType {
         in_use: tally.in_use,
         device_api: tally.device_api,
         description: tally.description,
+        mig,
         offered: tally.offered,
     };
     ty.recount();
@@ -329,8 +400,20 @@ fn mdev_types(
     let mut tallies: BTreeMap<String, TypeTally> = BTreeMap::new();
     let mut vgpus = Vec::new();
     for (address, parent) in parents {
+        // The parent's children name its mdevs and their types: the kernel links each one into
+        // `mdev_supported_types/<type>/devices/` too, so one listing of the parent counts
+        // what every type holds (`Documentation/driver-api/vfio-mediated-device.rst`).
+        let devices = parent.devices();
+        let in_use = |type_id: &str| match &devices {
+            Ok(mdevs) => mdevs.iter().filter(|m| m.type_id == type_id).count(),
+            Err(_) => 0,
+        };
         for mdev_type in warnings.list(*address, parent.types()) {
+            let count = u32::try_from(in_use(mdev_type.id())).unwrap_or(u32::MAX);
             let tally = tallies.entry(mdev_type.id().to_owned()).or_default();
+            // A type's name, description and device_api are the same on every parent of one
+            // GPU (every VF of an A40 offers the same types): read once, on the first parent
+            // that has them.
             if tally.name.is_none() {
                 tally.name = warnings.ok(*address, mdev_type.name());
             }
@@ -363,12 +446,9 @@ fn mdev_types(
                 }
             };
             tally.offered = tally.offered.saturating_add(available);
-            let count = warnings
-                .ok(*address, mdev_type.device_count().map(Some))
-                .unwrap_or(0);
             tally.in_use = tally.in_use.saturating_add(count);
         }
-        for mdev in warnings.list(*address, parent.devices()) {
+        for mdev in warnings.list(*address, devices) {
             vgpus.push(Vgpu {
                 id: VgpuHandle::Mdev(mdev.uuid),
                 type_id: mdev.type_id,

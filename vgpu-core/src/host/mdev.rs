@@ -108,10 +108,4 @@ impl MdevType {
             t.parse().ok()
         })
     }
-
-    /// How many devices of this type exist on this parent (`devices/`).
-    pub(crate) fn device_count(&self) -> Result<u32> {
-        let count = sysfs::dir_names(&child(&self.path, "devices"))?.len();
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
-    }
 }

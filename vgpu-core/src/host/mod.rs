@@ -1,6 +1,6 @@
 //! The kernel's interfaces as files under one root: paths, bounded sysfs reads and single
 //! writes, and the typed handles of the sysfs objects `vgpu` drives (PCI functions, mdev
-//! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV.
+//! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV, and the uevents that say when they change.
 
 pub(crate) mod driver;
 pub(crate) mod mdev;
@@ -9,4 +9,5 @@ pub(crate) mod paths;
 pub(crate) mod pci_device;
 pub(crate) mod sriov;
 pub(crate) mod sysfs;
+pub(crate) mod uevent;
 pub(crate) mod vfio;

@@ -47,4 +47,17 @@ impl NvidiaVf {
         )?;
         Ok(current.filter(|id| *id != 0))
     }
+
+    /// `gpu_instance_id`: the GPU instance a MIG-backed vGPU on this VF runs on. `None` when
+    /// the file is absent or unreadable (NVIDIA's driver answers `ENXIO` before one is set) or
+    /// does not hold a number.
+    pub(crate) fn gpu_instance_id(&self) -> Option<u32> {
+        read_parsed(
+            &child(&self.path, "gpu_instance_id"),
+            "a GPU instance id",
+            |t| t.parse::<u32>().ok(),
+        )
+        .ok()
+        .flatten()
+    }
 }

@@ -133,6 +133,18 @@ impl HostPaths {
         self.proc().join("cpuinfo")
     }
 
+    /// `run/udev/control` under the root (not the state root): the socket `systemd-udevd`
+    /// listens on while it runs.
+    pub fn udev_control(&self) -> PathBuf {
+        self.root.join("run/udev/control")
+    }
+
+    /// `.vgpu-sim/uevents`: on a host simulated by `vgpu-sim`, the log of the uevents its
+    /// kernel sent.
+    pub fn sim_uevents(&self) -> PathBuf {
+        self.root.join(".vgpu-sim/uevents")
+    }
+
     /// `dev/vfio/vfio`, the VFIO container device.
     pub fn vfio_container(&self) -> PathBuf {
         self.dev().join("vfio/vfio")

@@ -23,6 +23,7 @@ use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, write_attr, write_attr_within};
+use crate::host::uevent::wait;
 use crate::model::pci::PciAddress;
 
 /// How to change a VF count.
@@ -75,14 +76,15 @@ fn drives_its_vfs(driver: &str) -> bool {
     matches!(driver, "i915" | "xe")
 }
 
-/// Waits until each of `vfs` has a driver, up to `timeout`; returns those still without one.
+/// Waits until each of `vfs` has a driver, up to `timeout`, woken by their `bind` events
+/// where udev runs; returns those still without one.
 fn wait_for_vf_drivers(
     paths: &HostPaths,
     vfs: &[PciAddress],
     timeout: Duration,
 ) -> Result<Vec<PciAddress>> {
     let mut unbound = vfs.to_vec();
-    sysfs::poll_until(timeout, || {
+    wait::wait_until(paths, &["pci"], timeout, || {
         let mut still = Vec::new();
         for vf in &unbound {
             if PciDevice::new(paths, *vf).driver()?.is_none() {
@@ -95,10 +97,16 @@ fn wait_for_vf_drivers(
     Ok(unbound)
 }
 
-/// Waits until the PF lists exactly `count` `virtfnN` links.
-fn wait_for_vfs(device: &PciDevice, count: u32, timeout: Duration) -> Result<Vec<PciAddress>> {
+/// Waits until the PF lists exactly `count` `virtfnN` links, woken by the VFs' `add` and
+/// `remove` events where udev runs.
+fn wait_for_vfs(
+    paths: &HostPaths,
+    device: &PciDevice,
+    count: u32,
+    timeout: Duration,
+) -> Result<Vec<PciAddress>> {
     let mut vfs = Vec::new();
-    let arrived = sysfs::poll_until(timeout, || {
+    let arrived = wait::wait_until(paths, &["pci"], timeout, || {
         vfs = device.virtfns()?;
         Ok(vfs.len() == count as usize)
     })?;
@@ -175,7 +183,7 @@ pub(crate) fn set_vf_count(
         if enabled < count {
             tracing::warn!(%pf, requested = count, enabled, "the driver enabled fewer VFs than asked");
         }
-        let vfs = wait_for_vfs(&device, enabled, options.timeout)?;
+        let vfs = wait_for_vfs(paths, &device, enabled, options.timeout)?;
         if nvidia {
             for vf in &vfs {
                 driver::bind(paths, *vf, "nvidia", options.timeout)?;
@@ -277,7 +285,7 @@ fn undo_count(paths: &HostPaths, device: &PciDevice, before: u32, nvidia: bool, 
     } else {
         plain_set(device, now, before, timeout)
     };
-    let waited = undo.and_then(|()| wait_for_vfs(device, before, timeout));
+    let waited = undo.and_then(|()| wait_for_vfs(paths, device, before, timeout));
     if let Err(err) = waited {
         tracing::error!(%pf, before, now, "cannot restore the VF count: {err}");
     }

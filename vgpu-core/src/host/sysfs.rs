@@ -39,10 +39,18 @@ pub(crate) fn read_bounded(path: &Path, limit: usize) -> Result<Option<String>> 
         Err(err) => return Err(read_error(path, err)),
     };
     let mut bytes = Vec::new();
+    read_rest(path, &file, &mut bytes, limit)?;
+    decode(path, bytes).map(Some)
+}
+
+/// Reads the rest of `file` onto `bytes`, failing when it holds more than `limit` in all.
+fn read_rest(path: &Path, mut file: &fs::File, bytes: &mut Vec<u8>, limit: usize) -> Result<()> {
     // Read one byte past the limit to tell "exactly at the limit" from "over it".
-    let bound = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    file.take(bound)
-        .read_to_end(&mut bytes)
+    let room = limit.saturating_sub(bytes.len()).saturating_add(1);
+    let bound = u64::try_from(room).unwrap_or(u64::MAX);
+    Read::by_ref(&mut file)
+        .take(bound)
+        .read_to_end(bytes)
         .map_err(|err| read_error(path, err))?;
     if bytes.len() > limit {
         return Err(Error::TooLarge {
@@ -50,17 +58,45 @@ pub(crate) fn read_bounded(path: &Path, limit: usize) -> Result<Option<String>> 
             limit,
         });
     }
-    tracing::trace!(path = %path.display(), bytes = bytes.len(), "read");
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| Error::NotUtf8 {
-            path: path.to_path_buf(),
-        })
+    Ok(())
 }
 
+fn decode(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    tracing::trace!(path = %path.display(), bytes = bytes.len(), "read");
+    String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+        path: path.to_path_buf(),
+    })
+}
+
+/// The first read of an attribute: a page, what kernfs shows of an attribute at most.
+const PAGE: usize = 4096;
+
 /// Reads an attribute file, without its trailing newline; `None` when it does not exist.
+///
+/// kernfs answers a read of a sysfs attribute from its `seq_file` buffer, filled up to what
+/// was asked or to the end of the content, so a read shorter than asked is the end of the file
+/// and no second `read(2)` is spent to find it (systemd's `read_virtual_file` reads sysfs the
+/// same way). A first read that fills the page is followed by more, up to [`ATTR_LIMIT`].
 pub(crate) fn read_attr(path: &Path) -> Result<Option<String>> {
-    Ok(read_bounded(path, ATTR_LIMIT)?.map(|text| text.trim_end_matches('\n').to_owned()))
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if is_absent(&err) => return Ok(None),
+        Err(err) => return Err(read_error(path, err)),
+    };
+    let mut page = [0u8; PAGE];
+    let first = loop {
+        match file.read(&mut page) {
+            Ok(n) => break n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(read_error(path, err)),
+        }
+    };
+    let mut bytes = page[..first].to_vec();
+    if first == PAGE {
+        read_rest(path, &file, &mut bytes, ATTR_LIMIT)?;
+    }
+    let text = decode(path, bytes)?;
+    Ok(Some(text.trim_end_matches('\n').to_owned()))
 }
 
 /// Reads an attribute file and parses it; `None` when it does not exist.
@@ -322,6 +358,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, Error::Gone { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn read_attr_strips_trailing_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr");
+        fs::write(&path, "nvidia-558\n").unwrap();
+        assert_eq!(read_attr(&path).unwrap(), Some("nvidia-558".to_owned()));
+    }
+
+    #[test]
+    fn read_attr_longer_than_a_page_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr");
+        fs::write(&path, "x".repeat(PAGE + 5)).unwrap();
+        assert_eq!(read_attr(&path).unwrap().map(|t| t.len()), Some(PAGE + 5));
+    }
+
+    #[test]
+    fn read_attr_over_the_limit_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr");
+        fs::write(&path, vec![b'x'; ATTR_LIMIT + 1]).unwrap();
+        assert!(matches!(
+            read_attr(&path),
+            Err(Error::TooLarge {
+                limit: ATTR_LIMIT,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn read_attr_at_the_limit_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr");
+        fs::write(&path, vec![b'x'; ATTR_LIMIT]).unwrap();
+        assert_eq!(read_attr(&path).unwrap().map(|t| t.len()), Some(ATTR_LIMIT));
+    }
+
+    #[test]
+    fn read_attr_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_attr(&dir.path().join("absent")).unwrap(), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod apply;
 mod hook;
+mod placing;
 mod provision;
 mod restore;
 mod session;
@@ -32,6 +33,9 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
+use crate::nvml::NvmlSource;
+use crate::nvml::error::NvmlError;
+use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
@@ -48,6 +52,7 @@ pub struct Manager {
     sriov: SriovOptions,
     force: bool,
     release_timeout: Duration,
+    nvml: NvmlSource,
 }
 
 /// What `create` made.
@@ -110,7 +115,15 @@ impl Manager {
             sriov: SriovOptions::default(),
             force: false,
             release_timeout: Duration::from_secs(30),
+            nvml: NvmlSource::default(),
         }
+    }
+
+    /// Loads NVML from `source` when a change needs it (a MIG-backed vGPU's GPU instance, the
+    /// vGPU scheduler): by default the driver's library, on the local host only.
+    pub fn with_nvml(mut self, source: NvmlSource) -> Self {
+        self.nvml = source;
+        self
     }
 
     /// Waits up to `timeout` for each write the kernel holds until a device is released
@@ -158,6 +171,7 @@ impl Manager {
                 sriov: self.sriov,
                 force: self.force,
                 release_timeout: self.release_timeout,
+                nvml: self.nvml.clone(),
             },
         )
     }
@@ -379,6 +393,27 @@ impl Manager {
         })
     }
 
+    /// Sets the vGPU scheduler of NVIDIA GPU `gpu` to `request` through NVML, as one audited
+    /// operation under the host lock. Refused before NVML is asked when the GPU is not
+    /// NVIDIA's, when vGPUs run on it (sysfs or NVML shows them), when its scheduler does not
+    /// offer the policy, or the time slice is not one it takes; NVML's own refusal is passed
+    /// on ([`NvmlError::Call`]). Nothing changes when the GPU is already so.
+    pub fn set_scheduler(&self, gpu: &str, request: SchedulerRequest) -> Result<SchedulerChange> {
+        self.mutate("sched", gpu, |op| {
+            let inventory = discover(op.paths())?;
+            let gpu = inventory.gpu(gpu, op.paths())?;
+            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
+                return Err(NvmlError::NotNvidia {
+                    gpu: gpu.address,
+                    what: "the vGPU scheduler".to_owned(),
+                }
+                .into());
+            }
+            let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+            op.set_scheduler(gpu.address, request, &running)
+        })
+    }
+
     /// Carries out `targets`, one task per GPU, all GPUs at once, under one hold of the host
     /// lock (see [`provision`](self::provision)). A GPU whose sequence fails undoes what it
     /// made; the others go on. Fails as a whole only when the lock or the audit log cannot be
@@ -498,7 +533,24 @@ impl Manager {
     /// Idempotent: what is already in place is left alone. Carries on past failures and
     /// reports (and audits) each step; see [`RestoreReport::failed`].
     pub fn restore(&self) -> Result<RestoreReport> {
-        restore::run(&self.session()?)
+        restore::run(&self.session()?, None)
+    }
+
+    /// [`Manager::restore`] for the definitions that concern one device, named by its PCI
+    /// address as udev's `%k` names it (`0000:41:00.0`): for a physical function its VF count
+    /// (and its VFs' local-memory quotas) and what is defined on it and on its VFs, for a VF or any other function what is
+    /// defined on it. What nothing defines is left alone, so a device with no definitions is
+    /// a report with no steps. A definition whose device is not ready yet (a mediated-device
+    /// parent not registered, a VF its driver has not bound) is
+    /// [`RestoreOutcome::Waiting`], not a failure: run this again when udev says it changed
+    /// (`contrib/udev/60-vgpu.rules` does). A name that is not a PCI address is
+    /// [`Error::BadName`]; a device that is not on the host, [`Error::NotFound`].
+    pub fn restore_device(&self, device: &str) -> Result<RestoreReport> {
+        let address: PciAddress = device.parse().map_err(|_| {
+            Error::bad_name(device, "a PCI device's name, dddd:bb:dd.f (udev's %k)")
+        })?;
+        PciDevice::existing(&self.paths, address)?;
+        restore::run(&self.session()?, Some(address))
     }
 }
 

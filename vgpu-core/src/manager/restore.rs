@@ -1,4 +1,17 @@
-//! Bringing the host back to its definitions after a reboot or a crash.
+//! Bringing the host back to its definitions after a reboot or a crash, or, for one device,
+//! when udev says its driver bound, it registered as a mediated-device parent, or it appeared
+//! as a VF (`contrib/udev/60-vgpu.rules` runs `vgpuctl restore --device %k`).
+//!
+//! A device-scoped restore runs the same steps over the definitions that concern the device:
+//! for a physical function its VF count and its VFs' local-memory quotas, and the bindings,
+//! mediated devices and NVIDIA VF types on it and on its VFs (those present once its VF count
+//! is restored); for a VF or any other function, those on it. A definition whose device is not ready yet (a parent its
+//! driver has not registered, a VF without its driver's interface, a function not there) is
+//! reported as [`RestoreOutcome::Waiting`] rather than failed: the event that makes it ready
+//! runs the restore again.
+
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -9,8 +22,12 @@ pub use quota::RestoreQuota;
 use super::session::{Operation, Session};
 use crate::backend::{self, Placement, Running};
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::mdev::MdevParent;
+use crate::host::nvidia::NvidiaVf;
+use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::VgpuHandle;
+use crate::model::pci::PciAddress;
 use crate::state::store::{AllDefinitions, SriovDefinition, Start};
 
 /// How one step of [`Manager::restore`](super::Manager::restore) ended.
@@ -23,6 +40,9 @@ pub enum RestoreOutcome {
     Unchanged,
     /// The step failed; what it did was undone.
     Failed,
+    /// (Device-scoped restore only.) The device the definition needs is not ready yet;
+    /// `reason` says what is missing. Nothing was changed.
+    Waiting,
 }
 
 impl std::fmt::Display for RestoreOutcome {
@@ -31,6 +51,7 @@ impl std::fmt::Display for RestoreOutcome {
             RestoreOutcome::Created => "created",
             RestoreOutcome::Unchanged => "unchanged",
             RestoreOutcome::Failed => "failed",
+            RestoreOutcome::Waiting => "waiting",
         })
     }
 }
@@ -51,6 +72,8 @@ pub struct RestoreStep {
     pub error: Option<String>,
     /// The error's kind, when it failed.
     pub kind: Option<ErrorKind>,
+    /// What the device lacks, when the step is waiting.
+    pub reason: Option<String>,
 }
 
 /// What [`Manager::restore`](super::Manager::restore) did, step by step.
@@ -93,16 +116,134 @@ impl RestoreReport {
             outcome,
             kind: error.as_ref().map(Error::kind),
             error: error.as_ref().map(Error::chain),
+            reason: None,
         });
         let last = self.steps.len() - 1;
         &mut self.steps[last]
     }
+
+    /// Records a step left for later because its device is not ready.
+    fn push_waiting(
+        &mut self,
+        session: &Session,
+        action: &'static str,
+        device: String,
+        reason: String,
+    ) {
+        session.record(action, &device, &format!("waiting: {reason}"));
+        self.steps.push(RestoreStep {
+            action,
+            device,
+            quota: None,
+            outcome: RestoreOutcome::Waiting,
+            error: None,
+            kind: None,
+            reason: Some(reason),
+        });
+    }
+}
+
+/// The devices a device-scoped restore concerns: the device and, for a physical function,
+/// its VFs present now.
+#[derive(Debug)]
+struct Scope {
+    device: PciAddress,
+    family: BTreeSet<PciAddress>,
+}
+
+impl Scope {
+    /// The scope of `device`, which must exist.
+    fn of(paths: &HostPaths, device: PciAddress) -> Result<Self> {
+        let mut scope = Self {
+            device,
+            family: BTreeSet::new(),
+        };
+        scope.refresh(paths)?;
+        Ok(scope)
+    }
+
+    /// Reads the device's VFs again (after its VF count was restored).
+    fn refresh(&mut self, paths: &HostPaths) -> Result<()> {
+        let device = PciDevice::existing(paths, self.device)?;
+        self.family = BTreeSet::from([self.device]);
+        if device.physfn()?.is_none() {
+            self.family.extend(device.virtfns()?);
+        }
+        Ok(())
+    }
+
+    fn concerns(&self, address: PciAddress) -> bool {
+        self.family.contains(&address)
+    }
+
+    /// Whether a definition file that cannot be read may concern the scope: its path names a
+    /// device of the scope (`etc/vgpu/<kind>/<address>`, `etc/mdevctl.d/<parent>/<uuid>`), or
+    /// names no device at all (a store directory that cannot be listed).
+    fn concerns_file(&self, err: &Error) -> bool {
+        let Some(path) = definition_file(err) else {
+            return true;
+        };
+        let named: Vec<PciAddress> = path
+            .components()
+            .filter_map(|c| c.as_os_str().to_str()?.parse().ok())
+            .collect();
+        named.is_empty() || named.iter().any(|a| self.concerns(*a))
+    }
+}
+
+/// The file an error reading a definition names.
+fn definition_file(err: &Error) -> Option<&Path> {
+    match err {
+        Error::Definition { path, .. }
+        | Error::DefinitionJson { path, .. }
+        | Error::Read { path, .. }
+        | Error::TooLarge { path, .. }
+        | Error::NotUtf8 { path, .. }
+        | Error::Parse { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
+/// For a device-scoped restore: why the definition of `action` on `device` cannot be carried
+/// out yet, if it cannot.
+fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<String> {
+    let dir = paths.pci_device(&device);
+    if !PciDevice::new(paths, device).exists() {
+        return Some(format!("{device} is not there"));
+    }
+    match action {
+        "mdev" if !MdevParent::new(&dir).is_parent() => Some(format!(
+            "{device} is not a mediated-device parent yet (its driver has not registered it)"
+        )),
+        "vf-vgpu" if NvidiaVf::of(&dir).is_none() => Some(format!(
+            "{device} has no NVIDIA vendor-VFIO interface yet (nvidia has not bound it)"
+        )),
+        _ => None,
+    }
 }
 
 /// Restores every definition in order, each step its own operation: VF counts (each followed
-/// by its VFs' local-memory quotas), bindings, mediated devices, NVIDIA VF types.
-pub(super) fn run(session: &Session) -> Result<RestoreReport> {
-    session.record("restore", "host", "started");
+/// by its VFs' local-memory quotas), bindings, mediated devices, NVIDIA VF types. With
+/// `device`, only the definitions that concern it (see the module documentation).
+pub(super) fn run(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
+    let target = device.map_or_else(|| "host".to_owned(), |d| d.to_string());
+    session.record("restore", &target, "started");
+    let result = run_steps(session, device);
+    match &result {
+        Ok(report) if report.failed() > 0 => {
+            let failed: Result<()> = Err(Error::RestoreFailed {
+                failed: report.failed(),
+            });
+            session.record_result("restore", &target, &failed);
+        }
+        other => session.record_result("restore", &target, other),
+    }
+    result
+}
+
+fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
+    let paths = session.paths();
+    let mut scope = device.map(|d| Scope::of(paths, d)).transpose()?;
     let mut report = RestoreReport::default();
     let AllDefinitions {
         sriov,
@@ -112,15 +253,32 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
         errors,
     } = session.store().all_lenient();
     let mut errors = errors;
-    let mut unreadable = |report: &mut RestoreReport, kind: &'static str| {
+    let mut unreadable = |report: &mut RestoreReport, kind: &'static str, scope: &Option<Scope>| {
         let (these, rest): (Vec<_>, Vec<_>) = errors.drain(..).partition(|(k, _)| *k == kind);
         errors = rest;
         for (action, err) in these {
-            report.push(session, action, "definition".to_owned(), Err(err));
+            if scope.as_ref().is_none_or(|s| s.concerns_file(&err)) {
+                report.push(session, action, "definition".to_owned(), Err(err));
+            }
         }
     };
-    unreadable(&mut report, "sriov");
-    for def in &sriov {
+    // For a device-scoped restore, whether the device a definition of this scope needs is
+    // ready for it; when it is not, the step is reported as waiting.
+    let ready =
+        |report: &mut RestoreReport, action: &'static str, device, shown: &str| match not_ready(
+            paths, action, device,
+        ) {
+            Some(reason) => {
+                report.push_waiting(session, action, shown.to_owned(), reason);
+                false
+            }
+            None => true,
+        };
+    unreadable(&mut report, "sriov", &scope);
+    for def in sriov
+        .iter()
+        .filter(|d| scope.as_ref().is_none_or(|s| s.device == d.pf))
+    {
         let result = session.attempt(|op| restore_sriov(op, def));
         let counted = result.is_ok();
         report.push(session, "sriov", def.pf.to_string(), result);
@@ -128,17 +286,36 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
             quota::restore(session, &mut report, def);
         }
     }
-    unreadable(&mut report, "bind");
+    if let Some(scope) = &mut scope {
+        scope.refresh(paths)?;
+    }
+    unreadable(&mut report, "bind", &scope);
     for def in bindings.iter().filter(|d| d.start == Start::Auto) {
+        let shown = def.address.to_string();
+        if let Some(scope) = &scope {
+            if !scope.concerns(def.address) || !ready(&mut report, "bind", def.address, &shown) {
+                continue;
+            }
+        }
         let result = session.attempt(|op| {
             quota::check_restored(op, &sriov, def.address)?;
             let previous = op.bind(def.address, &def.driver)?;
             Ok(previous.as_deref() != Some(def.driver.as_str()))
         });
-        report.push(session, "bind", def.address.to_string(), result);
+        report.push(session, "bind", shown, result);
     }
-    unreadable(&mut report, "mdev");
+    unreadable(&mut report, "mdev", &scope);
     for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
+        let shown = format!("{}/{}", def.parent, def.uuid);
+        if let Some(scope) = &scope {
+            // A parent that is not a PCI address is no device's: a host-wide restore reports it.
+            let Ok(parent) = def.parent.parse::<PciAddress>() else {
+                continue;
+            };
+            if !scope.concerns(parent) || !ready(&mut report, "mdev", parent, &shown) {
+                continue;
+            }
+        }
         let id = VgpuHandle::Mdev(def.uuid);
         let result = session.attempt(|op| match backend::running(op.paths(), id)? {
             None => {
@@ -172,15 +349,18 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
                 found: format!("{other:?}"),
             }),
         });
-        report.push(
-            session,
-            "mdev",
-            format!("{}/{}", def.parent, def.uuid),
-            result,
-        );
+        report.push(session, "mdev", shown, result);
     }
-    unreadable(&mut report, "vf-vgpu");
+    unreadable(&mut report, "vf-vgpu", &scope);
     for def in vf_vgpus.iter().filter(|d| d.start == Start::Auto) {
+        let shown = def.vf.to_string();
+        if let Some(scope) = &scope {
+            // The definition names its GPU: it is the GPU's even while its VF is not there.
+            let concerns = scope.concerns(def.vf) || scope.device == def.gpu;
+            if !concerns || !ready(&mut report, "vf-vgpu", def.vf, &shown) {
+                continue;
+            }
+        }
         let id = VgpuHandle::Vf(def.vf);
         let result = session.attempt(|op| match backend::running(op.paths(), id)? {
             Some(Running::VendorVf { type_id }) if type_id == def.type_id => Ok(false),
@@ -201,15 +381,8 @@ pub(super) fn run(session: &Session) -> Result<RestoreReport> {
                 op.realize(&placement, id).map(|_| true)
             }
         });
-        report.push(session, "vf-vgpu", def.vf.to_string(), result);
+        report.push(session, "vf-vgpu", shown, result);
     }
-    let failed = report.failed();
-    let outcome: Result<()> = if failed > 0 {
-        Err(Error::RestoreFailed { failed })
-    } else {
-        Ok(())
-    };
-    session.record_result("restore", "host", &outcome);
     Ok(report)
 }
 

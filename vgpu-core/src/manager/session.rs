@@ -14,14 +14,17 @@ use uuid::Uuid;
 
 mod quota;
 
-use crate::backend::{self, Placement, Reservations, Running};
+use crate::backend::{self, Placement, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{self, SriovChange, SriovOptions};
+use crate::host::uevent::wait::Settle;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
+use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
+use crate::nvml::{NvmlCell, NvmlSource};
 use crate::state::audit::{AuditEntry, AuditLog};
 use crate::state::durable;
 use crate::state::lock::HostLock;
@@ -40,11 +43,16 @@ pub(crate) struct Session {
     force: bool,
     /// How long a write the kernel holds while a device is in use is waited for.
     release_timeout: Duration,
-    _lock: HostLock,
+    /// Where udev runs: what the session's changes made udev do, waited for when it ends.
+    settle: std::sync::Mutex<Option<Settle>>,
+    /// NVML, loaded when a step needs it.
+    nvml: NvmlCell,
+    /// Always `Some` until the session ends.
+    lock: Option<HostLock>,
 }
 
-/// How a session waits and whether it forces.
-#[derive(Debug, Clone, Copy)]
+/// How a session waits, whether it forces, and where NVML comes from.
+#[derive(Debug, Clone)]
 pub(crate) struct SessionOptions {
     /// How long to wait for the host lock.
     pub(crate) lock_timeout: Duration,
@@ -54,6 +62,8 @@ pub(crate) struct SessionOptions {
     pub(crate) force: bool,
     /// How long a write the kernel holds while a device is in use is waited for.
     pub(crate) release_timeout: Duration,
+    /// Where NVML is loaded from when a step needs it.
+    pub(crate) nvml: NvmlSource,
 }
 
 /// A step that was taken, and how to take it back.
@@ -103,6 +113,11 @@ enum Undo {
         path: PathBuf,
         bytes: u64,
     },
+    /// Put back the vGPU scheduler state that was there.
+    Scheduler {
+        gpu: PciAddress,
+        before: SchedulerRequest,
+    },
 }
 
 impl Undo {
@@ -122,6 +137,7 @@ impl Undo {
             }
             Undo::File { .. } => "undo-record",
             Undo::LmemQuota { .. } => "undo-lmem-quota",
+            Undo::Scheduler { .. } => "undo-sched",
         }
     }
 
@@ -139,7 +155,8 @@ impl Undo {
             | Undo::VfCount { pf: a, .. }
             | Undo::Autoprobe { pf: a, .. }
             | Undo::Driver { address: a, .. }
-            | Undo::LmemQuota { vf: a, .. } => a.to_string(),
+            | Undo::LmemQuota { vf: a, .. }
+            | Undo::Scheduler { gpu: a, .. } => a.to_string(),
         }
     }
 }
@@ -152,6 +169,7 @@ impl Session {
             sriov,
             force,
             release_timeout,
+            nvml,
         } = options;
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
@@ -162,8 +180,24 @@ impl Session {
             sriov,
             force,
             release_timeout,
-            _lock: lock,
+            settle: std::sync::Mutex::new(None),
+            nvml: NvmlCell::new(paths, nvml),
+            lock: Some(lock),
         })
+    }
+
+    /// Before a change that adds, binds or removes devices: makes sure the session hears what
+    /// the kernel and udev say about it from now on (where udev runs), so that the session
+    /// can wait, when it ends, until udev has processed it.
+    fn settle_from_now(&self) {
+        let mut settle = self
+            .settle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match settle.as_mut() {
+            Some(settle) => settle.collect(),
+            None => *settle = Settle::begin(&self.paths),
+        }
     }
 
     pub(crate) fn store(&self) -> &Store {
@@ -224,6 +258,31 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    /// Releases the host lock, then waits (up to the release timeout) until udev has
+    /// processed every event the session's changes caused, so that libvirt's node devices and
+    /// the `/dev/vfio` nodes of what was made are there when the command returns. The lock
+    /// goes first because udev finishes an event only once the programs its rules run have
+    /// returned, and `contrib/udev/60-vgpu.rules` runs `vgpuctl restore --device`, which
+    /// takes the lock. The change is made by then: a udev that does not finish in time is
+    /// logged and audited, not undone.
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        let settle = self
+            .settle
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut settle) = settle {
+            if let Err(err) = settle.wait(&self.paths, self.release_timeout) {
+                let text = err.chain();
+                tracing::warn!("{text}: libvirt may not list the new devices yet");
+                self.record("udev-settle", "host", &text);
+            }
+        }
+    }
+}
+
 /// One change in progress: the steps taken so far, undone unless it succeeds.
 pub(crate) struct Operation<'s> {
     session: &'s Session,
@@ -250,6 +309,43 @@ impl Operation<'_> {
 
     pub(crate) fn store(&self) -> &Store {
         &self.session.store
+    }
+
+    /// NVML, loaded the first time a step asks for it.
+    pub(crate) fn nvml(&self) -> &NvmlCell {
+        &self.session.nvml
+    }
+
+    /// Sets the vGPU scheduler of `gpu` (`running`: the vGPUs sysfs shows on it); undo puts
+    /// back the policy and time slice it had.
+    pub(crate) fn set_scheduler(
+        &mut self,
+        gpu: PciAddress,
+        request: SchedulerRequest,
+        running: &[String],
+    ) -> Result<SchedulerChange> {
+        let result = self
+            .nvml()
+            .get()
+            .set_scheduler(gpu, request, running)
+            .map_err(Error::from);
+        self.step("set-scheduler", &gpu.to_string(), result, |change| {
+            let before = change.before.policy?;
+            let timeslice_ms = change
+                .before
+                .timeslice_ns
+                .value()
+                .copied()
+                .filter(|ns| *ns != 0 && before.takes_timeslice())
+                .map(|ns| ns / 1_000_000);
+            change.changed.then_some(Undo::Scheduler {
+                gpu,
+                before: SchedulerRequest {
+                    policy: before,
+                    timeslice_ms,
+                },
+            })
+        })
     }
 
     /// Audits one step and, when it succeeded, remembers how to undo it.
@@ -303,8 +399,14 @@ impl Operation<'_> {
                 driver::forget_previous(paths, address)
             }
             Undo::Restart { placement, id } => {
-                backend::realize(paths, &placement, id, self.within()).map(drop)
+                backend::realize(paths, &placement, id, self.within(), self.nvml()).map(drop)
             }
+            Undo::Scheduler { gpu, before } => self
+                .nvml()
+                .get()
+                .set_scheduler(gpu, before, &[])
+                .map(drop)
+                .map_err(Into::into),
             Undo::RedefineMdev(def) => store.define_mdev(&def),
             Undo::RedefineVfVgpu(def) => store.define_vf_vgpu(&def),
             Undo::RedefineBinding(def) => store.define_binding(&def),
@@ -316,69 +418,6 @@ impl Operation<'_> {
                 crate::host::sysfs::write_attr(&path, &bytes.to_string())
             }
         }
-    }
-
-    /// What definitions hold on `gpu` for vGPUs that are not running now.
-    pub(crate) fn reservations(&self, gpu: &Gpu) -> Result<Reservations> {
-        let paths = self.paths();
-        let store = self.store();
-        let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
-        let mut held = Reservations::default();
-        for def in store.mdevs()? {
-            let Ok(parent) = def.parent.parse::<PciAddress>() else {
-                continue;
-            };
-            if !on_gpu(parent) {
-                continue;
-            }
-            if parent != gpu.address {
-                held.vfs.push(parent);
-            }
-            if backend::running(paths, VgpuHandle::Mdev(def.uuid))?.is_none() {
-                *held.pending.entry(def.mdev_type).or_default() += 1;
-            }
-        }
-        for def in store.vf_vgpus()? {
-            if !on_gpu(def.vf) {
-                continue;
-            }
-            held.vfs.push(def.vf);
-            if backend::running(paths, VgpuHandle::Vf(def.vf))?.is_none() {
-                *held.pending.entry(def.type_id.to_string()).or_default() += 1;
-            }
-        }
-        for def in store.bindings()? {
-            if on_gpu(def.address) && def.address != gpu.address {
-                held.vfs.push(def.address);
-            }
-        }
-        held.vfs.sort();
-        held.vfs.dedup();
-        Ok(held)
-    }
-
-    /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
-    pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
-        let type_id = backend::placement_type(gpu, wanted)?;
-        let reserved = self.reservations(gpu)?;
-        let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
-        let no_room = |available| Error::NoCapacity {
-            gpu: gpu.address,
-            type_id: type_id.clone(),
-            asked: 1,
-            available,
-            reserved: reserved.holding_back(gpu, &type_id),
-            path: self.paths().pci_device(&gpu.address),
-        };
-        if room == 0 {
-            return Err(no_room(0));
-        }
-        for placement in backend::candidates(gpu, &type_id, &reserved)? {
-            if backend::fits(self.paths(), &placement)? {
-                return Ok(placement);
-            }
-        }
-        Err(no_room(0))
     }
 
     /// Writes a definition for a vGPU at `placement` named `id`; never replaces one.
@@ -553,12 +592,14 @@ impl Operation<'_> {
     }
 
     /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
+    /// The session waits for udev to process it when it ends (see [`Session`]'s `Drop`).
     pub(crate) fn realize(
         &mut self,
         placement: &Placement,
         id: VgpuHandle,
     ) -> Result<Option<String>> {
-        let result = backend::realize(self.paths(), placement, id, self.within());
+        self.session.settle_from_now();
+        let result = backend::realize(self.paths(), placement, id, self.within(), self.nvml());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
@@ -637,6 +678,7 @@ impl Operation<'_> {
                 }
             }
         }
+        self.session.settle_from_now();
         let result = sriov::set_vf_count(self.paths(), pf, count, options);
         self.step("sriov", &pf.to_string(), result, |change| {
             (change.before != change.enabled).then_some(Undo::VfCount {
@@ -655,6 +697,7 @@ impl Operation<'_> {
     ) -> Result<Option<String>> {
         let paths = self.session.paths.clone();
         let within = self.within();
+        self.session.settle_from_now();
         let result = driver::bind(&paths, address, driver_name, within).and_then(|previous| {
             if previous.as_deref() != Some(driver_name) {
                 if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
@@ -694,6 +737,8 @@ impl Operation<'_> {
             (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
             _ => None,
         };
+        // Its undo makes the vGPU again.
+        self.session.settle_from_now();
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
             placement.map(|placement| Undo::Restart { placement, id })

@@ -1,6 +1,7 @@
 //! The model of a host as discovery reports it: GPUs, their VFs, vGPU types counted per
 //! physical GPU, and the vGPUs that exist. Plain data, serialisable; nothing here reads the host.
 
+pub(crate) mod delta;
 pub(crate) mod pci;
 pub(crate) mod serde_hex;
 
@@ -139,9 +140,23 @@ pub struct VgpuType {
     pub device_api: Option<String>,
     /// The raw `description`.
     pub description: Option<String>,
+    /// For a MIG-backed type (its name `<GPU>-<slices>-<GB><class>…`), the GPU instance it
+    /// needs; `None` for a time-sliced type or a type without a name.
+    pub mig: Option<MigBacking>,
     /// What the parents offer, summed (before the per-GPU cap).
     #[serde(skip)]
     pub(crate) offered: u32,
+}
+
+/// What a MIG-backed vGPU type runs on: a GPU instance of one profile (NVIDIA Virtual GPU
+/// Software User Guide, "MIG-Backed NVIDIA vGPU").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigBacking {
+    /// Compute slices of the GPU instance (`H200X-1-18C`: 1).
+    pub slices: u32,
+    /// The GPU-instance profile, as NVML and `nvidia-smi mig -lgip` name it: `1g.18gb`, or
+    /// with a media-engine suffix (`+me`, `-me`, `+me.all`).
+    pub gpu_instance_profile: String,
 }
 
 /// An existing vGPU.
@@ -232,6 +247,17 @@ impl Inventory {
                 candidates: many.iter().map(|g| g.address).collect(),
             }),
         }
+    }
+}
+
+impl Gpu {
+    /// The VFs of a plain SR-IOV GPU ([`Backend::Sriov`]) that are bound to `vfio-pci`: each
+    /// is given to a guest whole, as a vGPU of type `vf`, though discovery lists none in
+    /// [`Gpu::vgpus`].
+    pub fn guest_vfs(&self) -> impl Iterator<Item = &Vf> {
+        self.vfs.iter().filter(move |vf| {
+            self.backend == Backend::Sriov && vf.driver.as_deref() == Some("vfio-pci")
+        })
     }
 }
 

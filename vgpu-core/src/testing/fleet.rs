@@ -173,6 +173,7 @@ fn vgpu_type(id: &str, name: Option<&str>, framebuffer_mib: u64, max: u32) -> Vg
         in_use: 0,
         device_api: Some("vfio-pci".to_owned()),
         description: None,
+        mig: name.and_then(crate::nvml::mig::backing),
         offered: 0,
     }
 }

@@ -30,6 +30,10 @@ use vgpu_core::{PciAddress, VgpuHandle};
 use crate::error::{Error, Result};
 use crate::hostdev::HostdevKind;
 
+mod tenant;
+
+pub use tenant::{Tenant, TenantSource};
+
 /// The largest document read, in bytes (4 MiB; a domain with hundreds of devices is well
 /// under 1 MiB).
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
@@ -113,9 +117,10 @@ fn domain_hostdevs(xml: &str, root: Node<'_, '_>) -> Result<Vec<HostdevElement>>
 /// ```
 ///
 /// `type` (a type name or id, as `vgpuctl create --type` takes) is the vGPU type the libvirt
-/// hook sets on the domain's NVIDIA vendor-VFIO VFs that have no definition of their own.
+/// hook sets on the domain's NVIDIA vendor-VFIO VFs that have no definition of their own;
+/// `tenant` names who the domain's usage is summed under ([`Tenant`]). Both are optional.
 /// `virsh metadata DOMAIN --uri https://example.invalid/vgpu/1 --key vgpu --set
-/// '<vgpu type="L40S-12Q"/>' --config` writes it.
+/// '<vgpu type="L40S-12Q" tenant="acme"/>' --config` writes it.
 pub const METADATA_NAMESPACE: &str = "https://example.invalid/vgpu/1";
 
 /// The namespaces Nova writes its `<nova:instance>` metadata in, up to the version number.
@@ -134,6 +139,8 @@ pub struct DomainXml {
     pub vgpu_type: Option<String>,
     /// The `name` of `<nova:flavor>` in Nova's `<nova:instance>` metadata.
     pub nova_flavor: Option<String>,
+    /// The tenant the metadata names ([`Tenant`]).
+    pub tenant: Option<Tenant>,
 }
 
 /// Reads a domain's name, UUID, hostdevs and `vgpu` and Nova metadata, within the bounds of
@@ -158,9 +165,7 @@ pub fn domain(xml: &str) -> Result<DomainXml> {
             cut(uuid_text)
         ))
     })?;
-    let metadata: Vec<Node<'_, '_>> = child(root, "metadata")
-        .map(|m| m.children().filter(Node::is_element).collect())
-        .unwrap_or_default();
+    let metadata = metadata(root);
     let vgpu_type = metadata
         .iter()
         .find(|n| {
@@ -180,7 +185,36 @@ pub fn domain(xml: &str) -> Result<DomainXml> {
         hostdevs: domain_hostdevs(xml, root)?,
         vgpu_type,
         nova_flavor,
+        tenant: tenant::from_metadata(&metadata),
     })
+}
+
+/// The top-level elements of a domain's `<metadata>`.
+fn metadata<'a, 'input>(root: Node<'a, 'input>) -> Vec<Node<'a, 'input>> {
+    child(root, "metadata")
+        .map(|m| m.children().filter(Node::is_element).collect())
+        .unwrap_or_default()
+}
+
+/// The tenant a domain's metadata names (see [`Tenant`]), within the bounds of [`hostdevs`].
+///
+/// # Errors
+///
+/// [`Error::Xml`] when the document breaks a bound, is not well-formed or its root is not
+/// `<domain>`.
+pub fn tenant(xml: &str) -> Result<Option<Tenant>> {
+    let doc = parse(xml)?;
+    Ok(tenant::from_metadata(&metadata(doc.root_element())))
+}
+
+/// [`hostdevs`] and [`tenant`] of one document, parsed once.
+pub(crate) fn hostdevs_and_tenant(xml: &str) -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
+    let doc = parse(xml)?;
+    let root = doc.root_element();
+    Ok((
+        domain_hostdevs(xml, root)?,
+        tenant::from_metadata(&metadata(root)),
+    ))
 }
 
 /// [`domain`] of a document given as bytes, refused unless it is UTF-8.

@@ -377,3 +377,110 @@ fn domain_in_bytes_with_entity_declaration_is_refused() {
     let xml = b"<!DOCTYPE d [<!ENTITY a 'aaaa'><!ENTITY b '&a;&a;&a;'>]><domain>&b;</domain>";
     assert_eq!(domain_reason(domain_in_bytes(xml)), DTD_REFUSED);
 }
+
+/// Nova's instance metadata as `nova/virt/libvirt/config.py` writes it (namespace 1.1).
+const NOVA_INSTANCE: &str = "<nova:instance xmlns:nova=\"http://openstack.org/xmlns/libvirt/nova/1.1\">\
+     <nova:package version=\"29.0.1\"/>\
+     <nova:name>server-1</nova:name>\
+     <nova:creationTime>2024-05-02 09:14:27</nova:creationTime>\
+     <nova:flavor name=\"vgpu.l40s-12q\"><nova:memory>16384</nova:memory><nova:disk>40</nova:disk>\
+     <nova:swap>0</nova:swap><nova:ephemeral>0</nova:ephemeral><nova:vcpus>8</nova:vcpus></nova:flavor>\
+     <nova:owner>\
+       <nova:user uuid=\"85bd45c0d6a84e7d9e6b5c2b0d213684\">joe</nova:user>\
+       <nova:project uuid=\"d33b8c0e1f2a4b3c9d8e7f6a5b342d69\">acmecorp</nova:project>\
+     </nova:owner>\
+     <nova:root type=\"image\" uuid=\"69f2991b-2b3e-4c4f-a1d2-7f0a2f29a8bc\"/>\
+     </nova:instance>";
+
+#[test]
+fn tenant_vgpu_label_is_read_trimmed() {
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}' tenant=' acme ' type='L40S-12Q'/>"
+    ));
+    assert_eq!(
+        super::tenant(&xml).ok(),
+        Some(Some(Tenant {
+            name: "acme".to_owned(),
+            source: TenantSource::Vgpu,
+            project_id: None,
+        }))
+    );
+}
+
+#[test]
+fn tenant_nova_project_is_read_with_its_id() {
+    let xml = with_metadata(NOVA_INSTANCE);
+    assert_eq!(
+        super::domain(&xml).map(|d| (d.tenant, d.nova_flavor)).ok(),
+        Some((
+            Some(Tenant {
+                name: "acmecorp".to_owned(),
+                source: TenantSource::Nova,
+                project_id: Some("d33b8c0e1f2a4b3c9d8e7f6a5b342d69".to_owned()),
+            }),
+            Some("vgpu.l40s-12q".to_owned())
+        ))
+    );
+}
+
+#[test]
+fn tenant_vgpu_label_wins_over_nova_project() {
+    let xml = with_metadata(&format!(
+        "{NOVA_INSTANCE}<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}' tenant='showback-7'/>"
+    ));
+    assert_eq!(
+        super::tenant(&xml)
+            .map(|t| t.map(|t| (t.name, t.source)))
+            .ok(),
+        Some(Some(("showback-7".to_owned(), TenantSource::Vgpu)))
+    );
+}
+
+#[test]
+fn tenant_empty_vgpu_label_falls_back_to_nova_project() {
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}' tenant='  '/>{NOVA_INSTANCE}"
+    ));
+    assert_eq!(
+        super::tenant(&xml).map(|t| t.map(|t| t.name)).ok(),
+        Some(Some("acmecorp".to_owned()))
+    );
+}
+
+#[test]
+fn tenant_nova_project_without_name_is_named_by_its_id() {
+    let xml = with_metadata(
+        "<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.0'><nova:owner>\
+         <nova:project uuid='d33b8c0e1f2a4b3c9d8e7f6a5b342d69'></nova:project></nova:owner></nova:instance>",
+    );
+    assert_eq!(
+        super::tenant(&xml).map(|t| t.map(|t| t.name)).ok(),
+        Some(Some("d33b8c0e1f2a4b3c9d8e7f6a5b342d69".to_owned()))
+    );
+}
+
+#[test]
+fn tenant_nova_owner_without_project_is_none() {
+    let xml = with_metadata(
+        "<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:owner>\
+         <nova:user uuid='85bd45c0d6a84e7d9e6b5c2b0d213684'>joe</nova:user></nova:owner></nova:instance>",
+    );
+    assert_eq!(super::tenant(&xml).ok(), Some(None));
+}
+
+#[test]
+fn tenant_project_outside_nova_namespace_is_not_read() {
+    let xml = with_metadata(
+        "<x:instance xmlns:x='urn:other'><x:owner><x:project uuid='1'>evil</x:project></x:owner></x:instance>",
+    );
+    assert_eq!(super::tenant(&xml).ok(), Some(None));
+}
+
+#[test]
+fn tenant_of_document_with_dtd_is_refused() {
+    let result = super::tenant("<!DOCTYPE domain><domain/>");
+    assert!(
+        matches!(&result, Err(Error::Xml { reason, .. }) if reason == DTD_REFUSED),
+        "{result:?}"
+    );
+}

@@ -63,8 +63,15 @@ pub fn domain_xml(binary: &str, name: &str, inactive: bool) -> String {
 
 /// The smallest domain the QEMU driver defines and starts: 64 MiB, no disk, TCG.
 pub fn minimal_domain(name: &str, devices: &str) -> String {
+    domain_with_metadata(name, "", devices)
+}
+
+/// [`minimal_domain`] with `metadata` (elements of applications' namespaces) in its
+/// `<metadata>`.
+pub fn domain_with_metadata(name: &str, metadata: &str, devices: &str) -> String {
     format!(
-        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory>\
+        "<domain type='qemu'><name>{name}</name><metadata>{metadata}</metadata>\
+         <memory unit='MiB'>64</memory>\
          <os><type arch='x86_64' machine='pc'>hvm</type></os>\
          <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices></domain>"
     )
@@ -79,7 +86,16 @@ pub struct TestDomain<'a> {
 
 impl<'a> TestDomain<'a> {
     pub fn define(conn: &'a Connection, name: &str, devices: &str) -> Self {
-        conn.define(&minimal_domain(name, devices))
+        Self::define_with_metadata(conn, name, "", devices)
+    }
+
+    pub fn define_with_metadata(
+        conn: &'a Connection,
+        name: &str,
+        metadata: &str,
+        devices: &str,
+    ) -> Self {
+        conn.define(&domain_with_metadata(name, metadata, devices))
             .unwrap_or_else(|e| panic!("defining {name}: {e}"));
         TestDomain {
             conn,

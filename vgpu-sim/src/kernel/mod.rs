@@ -6,6 +6,7 @@
 //! mdevs and NVIDIA's vendor interface; `wait` what a store waits for before the kernel
 //! carries it out.
 
+mod mig;
 mod pci;
 mod sriov;
 mod vgpu;
@@ -42,6 +43,10 @@ const GVT_FENCES: u64 = 28;
 pub(crate) struct NvVf {
     pub(crate) current: u32,
     pub(crate) params: String,
+    /// `gpu_instance_id` as written (`None`: reads `ENXIO`).
+    pub(crate) gpu_instance: Option<u32>,
+    /// `placement_id` as written (`None`: reads `ENXIO`).
+    pub(crate) placement: Option<u32>,
 }
 
 /// One PCI function.
@@ -407,11 +412,22 @@ impl Kernel {
             return Vec::new();
         }
         let used = self.usage(vf.gpu);
+        let mig = self.mig_on(vf.gpu);
         self.types_of(vf)
             .filter(|t| {
                 let mine = used.get(&t.id).copied().unwrap_or(0);
-                let others = used.iter().any(|(id, n)| id != &t.id && *n > 0);
-                !others && mine < t.max_instances
+                match (&t.gpu_instance_profile, mig) {
+                    // MIG-backed types of different profiles share a GPU in MIG mode, each
+                    // on a GPU instance of its own.
+                    (Some(profile), true) => {
+                        mine < t.max_instances && self.free_gpu_instance(vf.gpu, profile)
+                    }
+                    (Some(_), false) | (None, true) => false,
+                    (None, false) => {
+                        let others = used.iter().any(|(id, n)| id != &t.id && *n > 0);
+                        !others && mine < t.max_instances
+                    }
+                }
             })
             .collect()
     }

@@ -107,9 +107,11 @@ impl Kernel {
     }
 
     /// `current_vgpu_type` store: an id creates, `0` destroys; `EPERM` when one is already set
-    /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`;
-    /// `EBUSY` while the GPU's `unbindLock` is held. NVIDIA's driver registers (and
-    /// unregisters) the VF as a VFIO device.
+    /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`, or for
+    /// a MIG-backed type unless `gpu_instance_id` names a GPU instance of its profile first
+    /// (`EBUSY` when another vGPU runs on that instance); `EBUSY` while the GPU's
+    /// `unbindLock` is held. Destroying forgets the VF's GPU instance and placement. NVIDIA's
+    /// driver registers (and unregisters) the VF as a VFIO device.
     pub(crate) fn set_vgpu_type(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
         let id = u32::try_from(store_ul(data, u64::from(u32::MAX))?).map_err(|_| libc::EINVAL)?;
         let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
@@ -125,12 +127,19 @@ impl Kernel {
                 return Err(libc::EPERM);
             }
             let key = id.to_string();
-            if !self.creatable(d).iter().any(|t| t.id == key) {
+            let Some(t) = self.creatable(d).into_iter().find(|t| t.id == key) else {
                 return Err(libc::EINVAL);
+            };
+            if let Some(profile) = &t.gpu_instance_profile {
+                self.check_gpu_instance(d, profile)?;
             }
         }
         if let Some(d) = self.devs.get_mut(&addr) {
             d.nv.current = id;
+            if id == 0 {
+                d.nv.gpu_instance = None;
+                d.nv.placement = None;
+            }
         }
         Ok(())
     }

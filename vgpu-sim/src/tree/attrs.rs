@@ -121,6 +121,8 @@ impl Kernel {
             }
             PciAttr::NvCurrent => format!("{}\n", d.nv.current),
             PciAttr::NvParams => format!("{}\n", d.nv.params),
+            PciAttr::NvGpuInstance => format!("{}\n", d.nv.gpu_instance.ok_or(libc::ENXIO)?),
+            PciAttr::NvPlacement => format!("{}\n", d.nv.placement.ok_or(libc::ENXIO)?),
             PciAttr::Reset | PciAttr::Remove | PciAttr::DriverOverride => {
                 return Err(libc::EACCES);
             }
@@ -170,6 +172,8 @@ impl Kernel {
                 }
                 PciAttr::NvCurrent => self.set_vgpu_type(*a, data),
                 PciAttr::NvParams => self.set_vgpu_params(*a, data),
+                PciAttr::NvGpuInstance => self.set_gpu_instance(*a, data),
+                PciAttr::NvPlacement => self.set_placement(*a, data),
                 PciAttr::ResetMethod => self.set_reset_method(*a, data),
                 PciAttr::Uevent => self.synth_uevent(*a, data),
                 PciAttr::Enable => sysfs_str(data).map(|_| ()),

@@ -243,6 +243,12 @@ impl Kernel {
                 );
                 d.file("current_vgpu_type", FileRef::Pci(a, PciAttr::NvCurrent), RW);
                 d.file("vgpu_params", FileRef::Pci(a, PciAttr::NvParams), RW);
+                d.file(
+                    "gpu_instance_id",
+                    FileRef::Pci(a, PciAttr::NvGpuInstance),
+                    RW,
+                );
+                d.file("placement_id", FileRef::Pci(a, PciAttr::NvPlacement), RW);
             }
             ["drm", rest @ ..] if self.has_lmem_quotas(dev) => {
                 self.list_drm(d, dev, rest)?;

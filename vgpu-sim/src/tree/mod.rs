@@ -61,6 +61,8 @@ pub(crate) enum PciAttr {
     NvCreatable,
     NvCurrent,
     NvParams,
+    NvGpuInstance,
+    NvPlacement,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,8 @@
-//! The FUSE adapter: inode numbers for paths, zero cache lifetimes, direct I/O, counters.
+//! The FUSE adapter: inode numbers for paths (held while the kernel references them), zero
+//! cache lifetimes, direct I/O, counters.
 
-use std::collections::HashMap;
+mod inodes;
+
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -15,6 +17,7 @@ use crate::control::{FsOp, LatencyOp, parse_commands};
 use crate::kernel::Kernel;
 use crate::shared::Shared;
 use crate::tree::{FileRef, Node};
+use inodes::Inodes;
 
 /// Kernel-side caching is off: every lookup and stat comes back to us.
 const TTL: Duration = Duration::ZERO;
@@ -22,37 +25,6 @@ const TTL: Duration = Duration::ZERO;
 const PAGE_SIZE: usize = 4096;
 /// The control directory, whose operations are not counted.
 const CONTROL_DIR: &str = ".vgpu-sim";
-
-/// Path <-> inode number table. Inodes are never reused, so a path keeps its number for the
-/// life of the mount even when the device behind it comes and goes.
-#[derive(Debug, Default)]
-struct Inodes {
-    by_path: HashMap<String, u64>,
-    paths: Vec<String>,
-}
-
-impl Inodes {
-    fn ino(&mut self, path: &str) -> u64 {
-        if path.is_empty() {
-            return 1;
-        }
-        if let Some(i) = self.by_path.get(path) {
-            return *i;
-        }
-        self.paths.push(path.to_owned());
-        let ino = self.paths.len() as u64 + 1;
-        self.by_path.insert(path.to_owned(), ino);
-        ino
-    }
-
-    fn path(&self, ino: u64) -> Option<String> {
-        if ino == 1 {
-            return Some(String::new());
-        }
-        let idx = usize::try_from(ino.checked_sub(2)?).ok()?;
-        self.paths.get(idx).cloned()
-    }
-}
 
 /// The FUSE filesystem.
 #[derive(Debug)]
@@ -199,11 +171,28 @@ impl fuser::Filesystem for SimFs {
         self.enter(FsOp::Lookup, &path);
         match self.shared.resolve(&path) {
             Some(node) => {
-                let ino = self.inodes().ino(&path);
+                let ino = {
+                    let mut inodes = self.inodes();
+                    let ino = inodes.lookup(&path);
+                    if inodes.sweep_due() {
+                        inodes.sweep(|p| self.shared.resolve(p).is_some());
+                    }
+                    self.shared.counters.set_inodes(inodes.live());
+                    ino
+                };
                 reply.entry(&TTL, &self.attr(ino, &path, &node), Generation(0));
             }
             None => reply.error(Errno::ENOENT),
         }
+    }
+
+    // `FUSE_BATCH_FORGET` reaches this too: fuser's `batch_forget` calls `forget` per node
+    // (its `ForgetOne` is not exported, so it cannot be overridden). A swept inode's forget
+    // finds nothing to drop.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut inodes = self.inodes();
+        inodes.forget(ino.0, nlookup);
+        self.shared.counters.set_inodes(inodes.live());
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -275,7 +264,22 @@ impl fuser::Filesystem for SimFs {
         {
             return reply.error(Errno::EACCES);
         }
+        self.inodes().open(ino.0);
         reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.inodes().release(ino.0);
+        reply.ok();
     }
 
     fn read(
@@ -385,16 +389,15 @@ impl fuser::Filesystem for SimFs {
         let Some(entries) = self.shared.kernel().list(&comps) else {
             return reply.error(Errno::ENOENT);
         };
-        let parent_ino = match path.rsplit_once('/') {
-            Some((p, _)) => self.inodes().ino(p),
-            None => 1,
-        };
-        let mut all: Vec<(u64, FileType, String)> = vec![
-            (ino.0, FileType::Directory, ".".to_owned()),
-            (parent_ino, FileType::Directory, "..".to_owned()),
-        ];
+        let mut all: Vec<(u64, FileType, String)> = Vec::with_capacity(entries.len() + 2);
         {
-            let mut inodes = self.inodes();
+            let inodes = self.inodes();
+            let parent_ino = match path.rsplit_once('/') {
+                Some((p, _)) => inodes.listed(p),
+                None => 1,
+            };
+            all.push((ino.0, FileType::Directory, ".".to_owned()));
+            all.push((parent_ino, FileType::Directory, "..".to_owned()));
             for (name, node) in entries {
                 let kind = match node {
                     Node::Dir => FileType::Directory,
@@ -402,7 +405,7 @@ impl fuser::Filesystem for SimFs {
                     Node::Link(_) => FileType::Symlink,
                     Node::CharDev(..) => FileType::CharDevice,
                 };
-                let child = inodes.ino(&join(&path, &name));
+                let child = inodes.listed(&join(&path, &name));
                 all.push((child, kind, name));
             }
         }

@@ -1,0 +1,86 @@
+//! `vgpuctl isolation [GPU]`: for each kind of device each GPU can give a VM now, the eight
+//! dimensions of isolation, what this host provides on each and on which facts, and the risk
+//! that remains (`vgpu_core::isolation_report`).
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use vgpu_core::{HostPaths, IsolationFact, IsolationReport, NvmlHostFacts};
+
+use crate::{Cli, EXIT_OK, render};
+
+/// `vgpuctl isolation [GPU]`.
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    gpu: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let mut inventory = vgpu_core::discover(paths)
+        .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
+    let nvml = cli.nvml_source().load(paths);
+    for gpu in &mut inventory.gpus {
+        let warnings = nvml.enrich(gpu);
+        inventory.warnings.extend(warnings);
+    }
+    let checks = vgpu_core::check_host(paths, &inventory);
+    let facts = NvmlHostFacts::of(&nvml.read());
+    let mut report = vgpu_core::isolation_report(&inventory, &checks, &facts);
+    if let Some(name) = gpu {
+        let address = inventory.gpu(name, paths)?.address;
+        report.gpus.retain(|g| g.gpu == address);
+    }
+    if cli.json {
+        render::json(out, &report)?;
+    } else {
+        table(out, &report)?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn fact(f: &IsolationFact) -> String {
+    match (&f.value, &f.detail) {
+        (Some(value), Some(detail)) => format!("{}={value} ({detail}) [{}]", f.name, f.source),
+        (Some(value), None) => format!("{}={value} [{}]", f.name, f.source),
+        (None, _) => format!("{}=unknown [{}]", f.name, f.source),
+    }
+}
+
+/// The report for people: per GPU and kind, one line per dimension with its status and
+/// facts, and its residual risk below it. Why a fact is unknown is in `--json` (`detail`).
+fn table(out: &mut dyn Write, report: &IsolationReport) -> std::io::Result<()> {
+    for (i, gpu) in report.gpus.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "{}  {}  (backend {})",
+            gpu.gpu,
+            gpu.model.as_deref().unwrap_or("-"),
+            gpu.backend
+        )?;
+        if gpu.kinds.is_empty() {
+            writeln!(
+                out,
+                "  gives no device now (its VFs are off, or what it holds is in use)"
+            )?;
+        }
+        for kind in &gpu.kinds {
+            writeln!(out, "  {}", kind.kind)?;
+            for a in &kind.dimensions {
+                let facts: Vec<String> = a.facts.iter().map(fact).collect();
+                writeln!(
+                    out,
+                    "    {:<15} {:<13} {}",
+                    a.dimension.to_string(),
+                    a.status.to_string(),
+                    facts.join("; ")
+                )?;
+                writeln!(out, "    {:<15} risk: {}", "", a.residual_risk)?;
+            }
+        }
+    }
+    Ok(())
+}

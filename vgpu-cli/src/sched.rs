@@ -1,0 +1,215 @@
+//! `vgpuctl sched`: the vGPU scheduler of an NVIDIA GPU, read from NVML, or set through the
+//! manager (audited, under the host lock).
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use vgpu_core::{
+    ArrMode, Fact, Gpu, HostPaths, Nvml, NvmlError, PciAddress, SchedulerCapabilities,
+    SchedulerChange, SchedulerPolicy, SchedulerRequest, SchedulerState, ns_as_ms,
+};
+
+use crate::{Cli, EXIT_OK, render};
+
+/// A scheduler policy on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyName {
+    /// Round robin over the vGPUs with work.
+    BestEffort,
+    /// An equal share to each running vGPU.
+    EqualShare,
+    /// A fixed share to each vGPU, by its type.
+    FixedShare,
+}
+
+impl From<PolicyName> for SchedulerPolicy {
+    fn from(name: PolicyName) -> Self {
+        match name {
+            PolicyName::BestEffort => SchedulerPolicy::BestEffort,
+            PolicyName::EqualShare => SchedulerPolicy::EqualShare,
+            PolicyName::FixedShare => SchedulerPolicy::FixedShare,
+        }
+    }
+}
+
+/// `sched GPU --json`.
+#[derive(Serialize)]
+struct SchedJson<'a> {
+    gpu: PciAddress,
+    scheduler: &'a SchedulerState,
+    capabilities: &'a Fact<SchedulerCapabilities>,
+    /// The vGPUs running on the GPU (sysfs handles, and NVML instances sysfs does not show):
+    /// while any runs, the policy cannot change.
+    running: Vec<String>,
+}
+
+/// The vGPUs running on `gpu`: sysfs's handles, then NVML's count where it knows more.
+fn running(gpu: &Gpu, nvml_vgpus: Option<usize>) -> Vec<String> {
+    let mut list: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+    if let Some(n) = nvml_vgpus.filter(|n| *n > list.len()) {
+        list.push(format!("{} more NVML shows", n - list.len()));
+    }
+    list
+}
+
+fn timeslice(state: &SchedulerState) -> String {
+    match &state.timeslice_ns {
+        Fact::Value(0) => "driver default".to_owned(),
+        Fact::Value(ns) => format!("{} ms", ns_as_ms(u64::from(*ns))),
+        Fact::Unavailable(why) => format!("unknown ({})", why.reason),
+    }
+}
+
+fn arr_mode(mode: ArrMode) -> String {
+    match mode {
+        ArrMode::Default => "driver default".to_owned(),
+        ArrMode::Disabled => "off".to_owned(),
+        ArrMode::Enabled => "on".to_owned(),
+        ArrMode::Other(code) => format!("unknown (NVML mode {code})"),
+    }
+}
+
+fn policy(state: &SchedulerState) -> String {
+    match state.policy {
+        Some(p) => p.to_string(),
+        None => format!("unknown (NVML policy {})", state.raw_policy),
+    }
+}
+
+fn capabilities(caps: &Fact<SchedulerCapabilities>) -> String {
+    match caps {
+        Fact::Value(c) => {
+            let names: Vec<&str> = c.policies.iter().map(|p| p.name()).collect();
+            format!(
+                "{}; time slice {} to {} ms",
+                if names.is_empty() {
+                    "no policy".to_owned()
+                } else {
+                    names.join(", ")
+                },
+                ns_as_ms(u64::from(c.min_timeslice_ns)),
+                ns_as_ms(u64::from(c.max_timeslice_ns))
+            )
+        }
+        Fact::Unavailable(why) => format!("unknown ({})", why.reason),
+    }
+}
+
+/// `err` as the library error it is, so that `vgpuctl` finds its hint and kind.
+fn nvml_error(err: NvmlError) -> anyhow::Error {
+    vgpu_core::Error::from(err).into()
+}
+
+/// `vgpuctl sched GPU`: the scheduler as NVML reports it. Fails when NVML is not loaded or
+/// cannot read the scheduler state, with NVML's reason.
+pub(crate) fn show(cli: &Cli, gpu: &Gpu, nvml: &Nvml, out: &mut dyn Write) -> Result<u8> {
+    if gpu.vendor_id != Some(0x10de) {
+        return Err(nvml_error(NvmlError::NotNvidia {
+            gpu: gpu.address,
+            what: "the vGPU scheduler".to_owned(),
+        }));
+    }
+    let facts = match nvml.read_gpu(gpu.address) {
+        Fact::Value(facts) => facts,
+        Fact::Unavailable(why) if !nvml.status().loaded => {
+            return Err(nvml_error(NvmlError::NotLoaded {
+                needed_for: format!("read the vGPU scheduler of {}", gpu.address),
+                reason: nvml.status().reason.clone().unwrap_or(why.reason),
+            }));
+        }
+        Fact::Unavailable(why) => {
+            return Err(nvml_error(NvmlError::Call {
+                gpu: gpu.address,
+                why,
+            }));
+        }
+    };
+    let state = match &facts.scheduler {
+        Fact::Value(state) => state,
+        Fact::Unavailable(why) => {
+            return Err(nvml_error(NvmlError::Call {
+                gpu: gpu.address,
+                why: why.clone(),
+            })
+            .context(format!("cannot read the vGPU scheduler of {}", gpu.address)));
+        }
+    };
+    let running = running(gpu, facts.vgpus.value().map(Vec::len));
+    if cli.json {
+        render::json(
+            out,
+            &SchedJson {
+                gpu: gpu.address,
+                scheduler: state,
+                capabilities: &facts.scheduler_capabilities,
+                running,
+            },
+        )?;
+        return Ok(EXIT_OK);
+    }
+    let rows = vec![
+        vec!["GPU".to_owned(), gpu.address.to_string()],
+        vec!["POLICY".to_owned(), policy(state)],
+        vec!["TIME SLICE".to_owned(), timeslice(state)],
+        vec!["ADAPTIVE RR".to_owned(), arr_mode(state.arr_mode)],
+        vec![
+            "SUPPORTS".to_owned(),
+            capabilities(&facts.scheduler_capabilities),
+        ],
+        vec![
+            "VGPUS".to_owned(),
+            if running.is_empty() {
+                "none running (the policy can change)".to_owned()
+            } else {
+                format!(
+                    "{} running (the policy cannot change): {}",
+                    running.len(),
+                    running.join(", ")
+                )
+            },
+        ],
+    ];
+    for row in rows {
+        writeln!(out, "{:<12} {}", row[0], row[1])?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// `vgpuctl sched GPU --policy P [--timeslice MS]`.
+pub(crate) fn set(
+    cli: &Cli,
+    paths: &HostPaths,
+    gpu: &str,
+    request: SchedulerRequest,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let change: SchedulerChange = crate::manager(cli, paths)
+        .set_scheduler(gpu, request)
+        .with_context(|| {
+            format!(
+                "cannot set the vGPU scheduler of {gpu} to {}",
+                request.policy
+            )
+        })?;
+    let line = if change.changed {
+        format!(
+            "{}: vGPU scheduler {}, time slice {} (was {}, time slice {})",
+            change.gpu,
+            policy(&change.after),
+            timeslice(&change.after),
+            policy(&change.before),
+            timeslice(&change.before)
+        )
+    } else {
+        format!(
+            "{}: vGPU scheduler already {}, time slice {}: nothing changed",
+            change.gpu,
+            policy(&change.after),
+            timeslice(&change.after)
+        )
+    };
+    crate::mutate::emit(cli, out, &change, &line)?;
+    Ok(EXIT_OK)
+}

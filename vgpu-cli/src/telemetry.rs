@@ -1,0 +1,514 @@
+//! `vgpuctl metrics`: per-vGPU and per-tenant telemetry in Prometheus's text exposition
+//! format, once to stdout or served at `/metrics`; and the sampling `top` shares.
+//!
+//! A sample is discovery (with NVML filling in types), NVML's usage of the running vGPUs, and
+//! libvirt's ownership (`vgpu_libvirt::Connection::owners`, with each domain's tenant); when
+//! libvirt does not answer, vGPUs are reported without a domain and `vgpu_libvirt_up` is 0.
+//!
+//! The format is Prometheus's text exposition format 0.0.4
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>): one `# HELP` and one
+//! `# TYPE` line per metric family, then its samples; label values escape `\`, `"` and line
+//! feeds; a family with no sample is left out rather than reported as zero.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+
+use vgpu_core::{HostPaths, Inventory, Nvml, NvmlStatus, Owner, Telemetry, VgpuHandle};
+use vgpu_libvirt::{Connection, Owners};
+
+use crate::{Cli, render};
+
+/// How long a stopping server waits for the scrapes in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The content type of the text exposition format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether libvirt answered, for a sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LibvirtStatus {
+    /// The connection URI.
+    pub(crate) uri: String,
+    /// Whether it answered.
+    pub(crate) up: bool,
+    /// Why not, when it did not.
+    pub(crate) reason: Option<String>,
+}
+
+/// One sample of the host: `metrics --json` and `top --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Snapshot {
+    /// GPUs, vGPUs and tenants.
+    #[serde(flatten)]
+    pub(crate) telemetry: Telemetry,
+    /// Whether NVML was loaded.
+    pub(crate) nvml: NvmlStatus,
+    /// Whether libvirt answered.
+    pub(crate) libvirt: LibvirtStatus,
+}
+
+/// Takes samples of one host: NVML is loaded once, libvirt is connected when it answers and
+/// again after it stopped answering.
+pub(crate) struct Sampler {
+    paths: HostPaths,
+    uri: String,
+    nvml: Nvml,
+    conn: Option<Connection>,
+}
+
+impl Sampler {
+    pub(crate) fn new(cli: &Cli, paths: &HostPaths) -> Self {
+        Sampler {
+            paths: paths.clone(),
+            uri: cli.connect.clone(),
+            nvml: cli.nvml_source().load(paths),
+            conn: None,
+        }
+    }
+
+    /// Reads the host now.
+    pub(crate) fn sample(&mut self) -> Result<Snapshot> {
+        let mut inventory = vgpu_core::discover(&self.paths).with_context(|| {
+            format!(
+                "cannot discover GPUs on the host at {}",
+                self.paths.root().display()
+            )
+        })?;
+        for gpu in &mut inventory.gpus {
+            let warnings = self.nvml.enrich(gpu);
+            inventory.warnings.extend(warnings);
+        }
+        let (owners, libvirt) = self.owners(&inventory);
+        let usage = vgpu_core::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
+        Ok(Snapshot {
+            telemetry: vgpu_core::telemetry(&inventory, &usage, &owners),
+            nvml: self.nvml.status().clone(),
+            libvirt,
+        })
+    }
+
+    /// Who holds each vGPU, when libvirt answers.
+    fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Owner>, LibvirtStatus) {
+        let down = |uri: &str, err: &dyn std::fmt::Display| {
+            tracing::debug!(uri, "libvirt does not answer, vGPUs have no domain: {err}");
+            LibvirtStatus {
+                uri: uri.to_owned(),
+                up: false,
+                reason: Some(err.to_string()),
+            }
+        };
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => match Connection::open(&self.uri) {
+                Ok(conn) => conn,
+                Err(err) => return (BTreeMap::new(), down(&self.uri, &err)),
+            },
+        };
+        match conn.owners(inventory) {
+            Ok(owners) => {
+                self.conn = Some(conn);
+                let status = LibvirtStatus {
+                    uri: self.uri.clone(),
+                    up: true,
+                    reason: None,
+                };
+                (owner_map(&owners), status)
+            }
+            Err(err) => (BTreeMap::new(), down(&self.uri, &err)),
+        }
+    }
+}
+
+/// Each vGPU's owner: the domain running it, else the first (by name) whose configuration
+/// names it.
+fn owner_map(owners: &Owners) -> BTreeMap<VgpuHandle, Owner> {
+    owners
+        .vgpus
+        .iter()
+        .filter_map(|owned| {
+            let holder = owned
+                .holders
+                .iter()
+                .find(|h| h.running && h.live)
+                .or_else(|| owned.holders.first())?;
+            Some((
+                owned.id,
+                Owner {
+                    domain: holder.domain.clone(),
+                    uuid: holder.uuid,
+                    tenant: holder.tenant.as_ref().map(|t| t.name.clone()),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A label value as the exposition format escapes it.
+fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One metric family being written.
+struct Family<'a> {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, &'a str)>, String)>,
+}
+
+impl<'a> Family<'a> {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self, labels: Vec<(&'static str, &'a str)>, value: impl ToString) {
+        self.samples.push((labels, value.to_string()));
+    }
+
+    /// Writes the family, or nothing when it has no sample.
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        // HELP text escapes `\` and line feeds; ours has neither.
+        out.push_str(&format!("# HELP {} {}\n", self.name, self.help));
+        out.push_str(&format!("# TYPE {} gauge\n", self.name));
+        for (labels, value) in &self.samples {
+            out.push_str(self.name);
+            if !labels.is_empty() {
+                let pairs: Vec<String> = labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                    .collect();
+                out.push_str(&format!("{{{}}}", pairs.join(",")));
+            }
+            out.push_str(&format!(" {value}\n"));
+        }
+    }
+}
+
+/// The exposition of `snapshot`. Unknown label values (no domain, no tenant, no type name)
+/// are empty, which Prometheus reads as the label being absent.
+pub(crate) fn exposition(snapshot: &Snapshot) -> String {
+    let t = &snapshot.telemetry;
+    let mut nvml_up = Family::new(
+        "vgpu_nvml_up",
+        "Whether NVML was loaded (1) or not (0); without it only frame buffer allotted is known.",
+    );
+    nvml_up.sample(Vec::new(), u8::from(snapshot.nvml.loaded));
+    let mut libvirt_up = Family::new(
+        "vgpu_libvirt_up",
+        "Whether libvirt answered (1) or not (0); without it vGPUs have no domain or tenant.",
+    );
+    libvirt_up.sample(Vec::new(), u8::from(snapshot.libvirt.up));
+
+    let mut gpu_vgpus = Family::new("vgpu_gpu_vgpus", "vGPUs in use on a physical GPU.");
+    let gpu_names: Vec<(String, String, String)> = t
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g.gpu.to_string(),
+                g.model.clone().unwrap_or_default(),
+                g.backend.to_string(),
+            )
+        })
+        .collect();
+    for (g, (address, model, backend)) in t.gpus.iter().zip(&gpu_names) {
+        gpu_vgpus.sample(
+            vec![("gpu", address), ("model", model), ("backend", backend)],
+            g.vgpus,
+        );
+    }
+
+    let mut allotted = Family::new(
+        "vgpu_framebuffer_bytes",
+        "Frame buffer allotted to a vGPU: its type's, or a plain VF's local-memory quota.",
+    );
+    let mut used = Family::new(
+        "vgpu_framebuffer_used_bytes",
+        "Frame buffer a vGPU's guest has in use (NVML).",
+    );
+    let mut sessions = Family::new(
+        "vgpu_encoder_sessions",
+        "Active video encoder sessions of a vGPU (NVML).",
+    );
+    let mut utilization = Family::new(
+        "vgpu_utilization_ratio",
+        "Share of the last sample period an engine of the physical GPU was busy with a vGPU's work (NVML); on time-sliced vGPUs a share of one GPU's time, not of capacity.",
+    );
+    let vgpu_labels: Vec<[String; 6]> = t
+        .vgpus
+        .iter()
+        .map(|v| {
+            [
+                v.gpu.to_string(),
+                v.id.to_string(),
+                v.type_id.clone(),
+                v.type_name.clone().unwrap_or_default(),
+                v.domain.clone().unwrap_or_default(),
+                v.tenant.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    for (v, names) in t.vgpus.iter().zip(&vgpu_labels) {
+        let labels = || {
+            vec![
+                ("gpu", names[0].as_str()),
+                ("vgpu", names[1].as_str()),
+                ("type", names[2].as_str()),
+                ("type_name", names[3].as_str()),
+                ("domain", names[4].as_str()),
+                ("tenant", names[5].as_str()),
+            ]
+        };
+        if let Some(bytes) = v.framebuffer_bytes {
+            allotted.sample(labels(), bytes);
+        }
+        if let Some(bytes) = v.framebuffer_used_bytes {
+            used.sample(labels(), bytes);
+        }
+        if let Some(n) = v.encoder_sessions {
+            sessions.sample(labels(), n);
+        }
+        for (engine, ratio) in v.utilization.engines() {
+            if let Some(ratio) = ratio {
+                let mut with_engine = labels();
+                with_engine.push(("engine", engine));
+                utilization.sample(with_engine, ratio);
+            }
+        }
+    }
+
+    let mut tenant_vgpus = Family::new(
+        "vgpu_tenant_vgpus",
+        "vGPUs in use by a tenant (tenant=\"\": vGPUs no tenant is named for).",
+    );
+    let mut tenant_allotted = Family::new(
+        "vgpu_tenant_framebuffer_bytes",
+        "Frame buffer allotted to a tenant's vGPUs; left out unless known for every one.",
+    );
+    let mut tenant_used = Family::new(
+        "vgpu_tenant_framebuffer_used_bytes",
+        "Frame buffer in use by a tenant's vGPUs (NVML); left out unless known for every one.",
+    );
+    let mut tenant_sessions = Family::new(
+        "vgpu_tenant_encoder_sessions",
+        "Encoder sessions of a tenant's vGPUs (NVML); left out unless known for every one.",
+    );
+    for sum in &t.tenants {
+        let labels = || vec![("tenant", sum.tenant.as_deref().unwrap_or_default())];
+        tenant_vgpus.sample(labels(), sum.vgpus);
+        if let Some(bytes) = sum.framebuffer_bytes {
+            tenant_allotted.sample(labels(), bytes);
+        }
+        if let Some(bytes) = sum.framebuffer_used_bytes {
+            tenant_used.sample(labels(), bytes);
+        }
+        if let Some(n) = sum.encoder_sessions {
+            tenant_sessions.sample(labels(), n);
+        }
+    }
+
+    let mut out = String::new();
+    for family in [
+        &nvml_up,
+        &libvirt_up,
+        &gpu_vgpus,
+        &allotted,
+        &used,
+        &sessions,
+        &utilization,
+        &tenant_vgpus,
+        &tenant_allotted,
+        &tenant_used,
+        &tenant_sessions,
+    ] {
+        family.write(&mut out);
+    }
+    out
+}
+
+/// `vgpuctl metrics [--listen ADDR]`.
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    listen: Option<SocketAddr>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let mut sampler = Sampler::new(cli, paths);
+    let Some(addr) = listen else {
+        let snapshot = sampler.sample()?;
+        if cli.json {
+            render::json(out, &snapshot)?;
+        } else {
+            out.write_all(exposition(&snapshot).as_bytes())?;
+        }
+        return Ok(crate::EXIT_OK);
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime of the metrics server")?;
+    runtime.block_on(serve(addr, Arc::new(Mutex::new(sampler))))?;
+    Ok(crate::EXIT_OK)
+}
+
+/// Serves `GET /metrics` on `addr` until SIGINT or SIGTERM, then lets the scrapes in flight
+/// finish (for up to [`SHUTDOWN_GRACE`]).
+async fn serve(addr: SocketAddr, sampler: Arc<Mutex<Sampler>>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("cannot read the address bound for {addr}"))?;
+    // The bound address (the port, when 0 was asked) is how a caller finds the server.
+    writeln!(
+        std::io::stderr(),
+        "vgpuctl: serving metrics at http://{bound}/metrics"
+    )?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::warn!("cannot accept a connection on {bound}: {err}");
+                        continue;
+                    }
+                };
+                let sampler = Arc::clone(&sampler);
+                let service = hyper::service::service_fn(move |req| respond(req, Arc::clone(&sampler)));
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                let watched = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(err) = watched.await {
+                        tracing::debug!(%peer, "connection ended: {err}");
+                    }
+                });
+            }
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    drop(listener);
+    tracing::info!("stopping: waiting for the scrapes in flight");
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("scrapes still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
+        }
+    }
+    Ok(())
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+    );
+    response
+}
+
+async fn respond(
+    req: Request<Incoming>,
+    sampler: Arc<Mutex<Sampler>>,
+) -> std::result::Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() != "/metrics" {
+        return Ok(text(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are served at /metrics\n".to_owned(),
+        ));
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut response = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "/metrics takes GET\n".to_owned(),
+        );
+        response.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
+        return Ok(response);
+    }
+    // Discovery and libvirt block: off the event loop, one sample at a time.
+    let sampled = tokio::task::spawn_blocking(move || {
+        let mut sampler = sampler.lock().unwrap_or_else(PoisonError::into_inner);
+        sampler.sample().map(|s| exposition(&s))
+    })
+    .await;
+    Ok(match sampled {
+        Ok(Ok(body)) => text(StatusCode::OK, body),
+        Ok(Err(err)) => {
+            tracing::error!("a scrape failed: {err:#}");
+            text(StatusCode::INTERNAL_SERVER_ERROR, format!("{err:#}\n"))
+        }
+        Err(err) => {
+            tracing::error!("a scrape did not finish: {err}");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the sample did not finish\n".to_owned(),
+            )
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_label_escapes_backslash_quote_and_line_feed() {
+        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn family_without_samples_writes_nothing() {
+        let mut out = String::new();
+        Family::new("vgpu_x", "x").write(&mut out);
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn family_writes_help_type_and_samples() {
+        let mut out = String::new();
+        let mut family = Family::new("vgpu_x", "An x.");
+        family.sample(vec![("tenant", "a\"b")], 3);
+        family.write(&mut out);
+        assert_eq!(
+            out,
+            "# HELP vgpu_x An x.\n# TYPE vgpu_x gauge\nvgpu_x{tenant=\"a\\\"b\"} 3\n"
+        );
+    }
+}

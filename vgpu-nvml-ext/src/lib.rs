@@ -1,0 +1,372 @@
+//! Safe calls to the NVML functions that `nvml-wrapper` 0.13 does not wrap, made through the
+//! library `nvml-wrapper` loaded (so a missing symbol is the same
+//! [`NvmlError::FailedToLoadSymbol`] as for the wrapper's own calls):
+//!
+//! - the active vGPU instances' raw ids (`nvmlDeviceGetActiveVgpus`; the wrapper hides the id
+//!   that `nvmlDeviceGetVgpuUtilization` samples are keyed by);
+//! - GPU-instance profiles with their names (`nvmlDeviceGetGpuInstanceProfileInfoV`) and the
+//!   GPU instances of a profile (`nvmlDeviceGetGpuInstances`, `nvmlGpuInstanceGetInfo`);
+//! - vGPU utilisation samples (`nvmlDeviceGetVgpuUtilization`);
+//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`).
+//!
+//! Signatures and structure layouts are those of `nvml.h` as `nvml-wrapper-sys` binds it
+//! (NVIDIA NVML API Reference Guide, "vGPU Management" and "Multi Instance GPU Management").
+//! Every pointer handed to NVML points into a buffer this crate owns for the whole call, sized
+//! as NVML was told; every count NVML returns is bounded by that size before it is used.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::os::raw::c_uint;
+
+use nvml_wrapper::Device;
+use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try, nvml_try_count};
+use nvml_wrapper_sys::bindings::{
+    nvmlGpuInstance_t, nvmlGpuInstanceInfo_t, nvmlGpuInstanceProfileInfo_v2_t, nvmlValue_t,
+    nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE, nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT,
+    nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT, nvmlValueType_t, nvmlVgpuInstance_t,
+    nvmlVgpuInstanceUtilizationSample_t, nvmlVgpuPlacementList_v2_t,
+};
+
+/// `NVML_GPU_INSTANCE_PROFILE_COUNT` of the bindings: profile indices are `0..` this.
+pub const GPU_INSTANCE_PROFILE_COUNT: u32 =
+    nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_COUNT;
+
+/// `NVML_VGPU_PGPU_HETEROGENEOUS_MODE`: placements as mixed-size mode uses them.
+const HETEROGENEOUS_MODE: c_uint = nvml_wrapper_sys::bindings::NVML_VGPU_PGPU_HETEROGENEOUS_MODE;
+
+/// `NVML_STRUCT_VERSION(name, version)` of `nvml.h`: the structure's size, and its version in
+/// the top byte.
+const fn struct_version<T>(version: u32) -> u32 {
+    // The structures versioned this way are a few dozen bytes: the size fits in 24 bits.
+    (std::mem::size_of::<T>() as u32) | (version << 24)
+}
+
+/// The version tag of `nvmlGpuInstanceProfileInfo_v2_t`.
+pub const GPU_INSTANCE_PROFILE_INFO_V2: u32 = struct_version::<nvmlGpuInstanceProfileInfo_v2_t>(2);
+
+/// The version tag of `nvmlVgpuPlacementList_v2_t`.
+pub const VGPU_PLACEMENT_LIST_V2: u32 = struct_version::<nvmlVgpuPlacementList_v2_t>(2);
+
+/// A GPU-instance profile of a GPU (`nvmlGpuInstanceProfileInfo_v2_t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuInstanceProfile {
+    /// The profile index it was asked for (`NVML_GPU_INSTANCE_PROFILE_*`).
+    pub index: u32,
+    /// The profile id GPU instances and vGPU types refer to.
+    pub id: u32,
+    /// Compute slices.
+    pub slices: u32,
+    /// How many GPU instances of the profile the GPU can hold at most.
+    pub instance_count: u32,
+    /// Memory, in MiB.
+    pub memory_mib: u64,
+    /// The driver's name, e.g. `MIG 1g.18gb`.
+    pub name: String,
+}
+
+/// One GPU instance (`nvmlGpuInstanceInfo_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuInstanceInfo {
+    /// Its id.
+    pub id: u32,
+    /// Its profile's id.
+    pub profile_id: u32,
+    /// First memory slice it occupies.
+    pub placement_start: u32,
+    /// Memory slices it occupies.
+    pub placement_size: u32,
+}
+
+/// One utilisation sample of one vGPU instance, values in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VgpuUtilization {
+    /// The vGPU instance.
+    pub instance: u32,
+    /// When it was taken, in microseconds.
+    pub timestamp_us: u64,
+    /// SM utilisation.
+    pub sm: u64,
+    /// Memory controller utilisation.
+    pub memory: u64,
+    /// Encoder utilisation.
+    pub encoder: u64,
+    /// Decoder utilisation.
+    pub decoder: u64,
+}
+
+/// The placements of a vGPU type on a GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VgpuPlacements {
+    /// Placement slots one vGPU of the type occupies.
+    pub size: u32,
+    /// The placement ids it can start at.
+    pub ids: Vec<u32>,
+}
+
+/// The raw ids of the vGPU instances running on `device` (`nvmlDeviceGetActiveVgpus`).
+pub fn active_vgpu_instances(device: &Device<'_>) -> Result<Vec<u32>, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetActiveVgpus.as_ref())?;
+    // SAFETY: `device.handle()` is valid while `device` lives, which outlasts the calls.
+    let handle = unsafe { device.handle() };
+    let mut count: c_uint = 0;
+    // SAFETY: a null array with a count of 0 asks for the count only; NVML writes `count`,
+    // which points at a local.
+    nvml_try_count(unsafe { sym(handle, &mut count, std::ptr::null_mut()) })?;
+    let mut ids: Vec<nvmlVgpuInstance_t> = vec![0; count as usize];
+    let mut filled = count;
+    // SAFETY: `ids` holds `count` elements and NVML is told so through `filled`; it writes
+    // at most that many and the new count to `filled`.
+    nvml_try(unsafe { sym(handle, &mut filled, ids.as_mut_ptr()) })?;
+    ids.truncate(filled.min(count) as usize);
+    Ok(ids)
+}
+
+/// The GPU-instance profile at `index` (`NVML_GPU_INSTANCE_PROFILE_*`) of `device`, with its
+/// name (`nvmlDeviceGetGpuInstanceProfileInfoV`). `NotSupported` or `InvalidArg` for an index
+/// the GPU does not have.
+pub fn gpu_instance_profile(
+    device: &Device<'_>,
+    index: u32,
+) -> Result<GpuInstanceProfile, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstanceProfileInfoV
+            .as_ref(),
+    )?;
+    // SAFETY: an all-zero `nvmlGpuInstanceProfileInfo_v2_t` is a valid value: integers and a
+    // character array.
+    let mut info: nvmlGpuInstanceProfileInfo_v2_t = unsafe { std::mem::zeroed() };
+    info.version = GPU_INSTANCE_PROFILE_INFO_V2;
+    // SAFETY: the handle is valid while `device` lives; `info` is a local of the type and
+    // version NVML is told.
+    nvml_try(unsafe { sym(device.handle(), index, &mut info) })?;
+    // The name is NUL-terminated within its array unless NVML filled all of it: cut it at the
+    // array's end in that case rather than reading past it.
+    let bytes: Vec<u8> = info
+        .name
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|b| *b != 0)
+        .collect();
+    Ok(GpuInstanceProfile {
+        index,
+        id: info.id,
+        slices: info.sliceCount,
+        instance_count: info.instanceCount,
+        memory_mib: info.memorySizeMB,
+        name: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+/// The GPU instances of profile `profile_id` on `device`, at most `capacity` (the profile's
+/// `instance_count`): `nvmlDeviceGetGpuInstances`, then `nvmlGpuInstanceGetInfo` of each.
+pub fn gpu_instances(
+    device: &Device<'_>,
+    profile_id: u32,
+    capacity: u32,
+) -> Result<Vec<GpuInstanceInfo>, NvmlError> {
+    let lib = device.nvml().lib();
+    let list = nvml_sym(lib.nvmlDeviceGetGpuInstances.as_ref())?;
+    let info = nvml_sym(lib.nvmlGpuInstanceGetInfo.as_ref())?;
+    let mut handles: Vec<nvmlGpuInstance_t> = vec![std::ptr::null_mut(); capacity as usize];
+    let mut count: c_uint = 0;
+    if capacity > 0 {
+        // SAFETY: `handles` holds `capacity` elements, the size NVML requires (the profile's
+        // instance count); NVML writes at most that many handles and their number to `count`.
+        nvml_try(unsafe {
+            list(
+                device.handle(),
+                profile_id,
+                handles.as_mut_ptr(),
+                &mut count,
+            )
+        })?;
+    }
+    handles.truncate(count.min(capacity) as usize);
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        // SAFETY: an all-zero `nvmlGpuInstanceInfo_t` is valid (a null device pointer and
+        // integers).
+        let mut raw: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `handle` is one NVML just returned for this device; `raw` is a local.
+        nvml_try(unsafe { info(handle, &mut raw) })?;
+        out.push(GpuInstanceInfo {
+            id: raw.id,
+            profile_id: raw.profileId,
+            placement_start: raw.placement.start,
+            placement_size: raw.placement.size,
+        });
+    }
+    Ok(out)
+}
+
+/// A sample value as the number its type says, in whole units (a negative one is 0).
+fn sample_value(kind: nvmlValueType_t, value: nvmlValue_t) -> Result<u64, NvmlError> {
+    // SAFETY: each arm reads the union member that `kind`, NVML's own tag for the samples of
+    // this call, says is the one written.
+    unsafe {
+        #[allow(non_upper_case_globals)]
+        match kind {
+            nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE => {
+                let v = value.dVal;
+                Ok(if v.is_finite() && v > 0.0 {
+                    v.round() as u64
+                } else {
+                    0
+                })
+            }
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => Ok(u64::from(value.uiVal)),
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => Ok(value.ulVal),
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => Ok(value.ullVal),
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG => {
+                Ok(u64::try_from(value.sllVal).unwrap_or(0))
+            }
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT => {
+                Ok(u64::try_from(value.siVal).unwrap_or(0))
+            }
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => Ok(u64::from(value.usVal)),
+            other => Err(NvmlError::UnexpectedVariant(other)),
+        }
+    }
+}
+
+/// The utilisation samples of the vGPUs on `device` taken after `last_seen_us` (0: the
+/// latest the driver holds): `nvmlDeviceGetVgpuUtilization`.
+pub fn vgpu_utilization(
+    device: &Device<'_>,
+    last_seen_us: u64,
+) -> Result<Vec<VgpuUtilization>, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetVgpuUtilization.as_ref())?;
+    // SAFETY: the handle is valid while `device` lives.
+    let handle = unsafe { device.handle() };
+    let mut kind: nvmlValueType_t = 0;
+    let mut count: c_uint = 0;
+    // SAFETY: a null sample array asks for the count; NVML writes `kind` and `count`, locals.
+    nvml_try_count(unsafe {
+        sym(
+            handle,
+            last_seen_us,
+            &mut kind,
+            &mut count,
+            std::ptr::null_mut(),
+        )
+    })?;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: an all-zero sample is valid: integers and unions of numbers.
+    let zero: nvmlVgpuInstanceUtilizationSample_t = unsafe { std::mem::zeroed() };
+    let mut samples = vec![zero; count as usize];
+    let mut filled = count;
+    // SAFETY: `samples` holds `count` elements, as `filled` tells NVML; it writes at most that
+    // many and their number to `filled`.
+    nvml_try(unsafe {
+        sym(
+            handle,
+            last_seen_us,
+            &mut kind,
+            &mut filled,
+            samples.as_mut_ptr(),
+        )
+    })?;
+    samples.truncate(filled.min(count) as usize);
+    samples
+        .into_iter()
+        .map(|s| {
+            Ok(VgpuUtilization {
+                instance: s.vgpuInstance,
+                timestamp_us: s.timeStamp,
+                sm: sample_value(kind, s.smUtil)?,
+                memory: sample_value(kind, s.memUtil)?,
+                encoder: sample_value(kind, s.encUtil)?,
+                decoder: sample_value(kind, s.decUtil)?,
+            })
+        })
+        .collect()
+}
+
+/// The placements a vGPU of type `type_id` can take on `device` in mixed-size mode
+/// (`nvmlDeviceGetVgpuTypeSupportedPlacements`, vGPU 17+).
+pub fn vgpu_type_supported_placements(
+    device: &Device<'_>,
+    type_id: u32,
+) -> Result<VgpuPlacements, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetVgpuTypeSupportedPlacements
+            .as_ref(),
+    )?;
+    // SAFETY: the handle is valid while `device` lives.
+    let handle = unsafe { device.handle() };
+    let mut list = nvmlVgpuPlacementList_v2_t {
+        version: VGPU_PLACEMENT_LIST_V2,
+        placementSize: 0,
+        count: 0,
+        placementIds: std::ptr::null_mut(),
+        mode: HETEROGENEOUS_MODE,
+    };
+    // SAFETY: a null id array with a count of 0 asks for the count; `list` is a local of the
+    // version NVML is told.
+    nvml_try_count(unsafe { sym(handle, type_id, &mut list) })?;
+    let count = list.count;
+    let mut ids: Vec<c_uint> = vec![0; count as usize];
+    list.placementIds = ids.as_mut_ptr();
+    if count > 0 {
+        // SAFETY: `ids` holds `count` elements, the count NVML asked for and is told again
+        // through `list.count`; it lives until after the call.
+        nvml_try(unsafe { sym(handle, type_id, &mut list) })?;
+    }
+    ids.truncate(list.count.min(count) as usize);
+    Ok(VgpuPlacements {
+        size: list.placementSize,
+        ids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_version_profile_info_v2_is_size_and_version() {
+        assert_eq!(
+            GPU_INSTANCE_PROFILE_INFO_V2,
+            (std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>() as u32) | (2 << 24)
+        );
+    }
+
+    #[test]
+    fn sample_value_unsigned_int_reads_ui_val() {
+        let value = nvmlValue_t { uiVal: 42 };
+        assert_eq!(
+            sample_value(nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT, value).ok(),
+            Some(42)
+        );
+    }
+
+    #[test]
+    fn sample_value_negative_double_is_zero() {
+        let value = nvmlValue_t { dVal: -3.0 };
+        assert_eq!(
+            sample_value(nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE, value).ok(),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn sample_value_unknown_type_is_unexpected_variant() {
+        let value = nvmlValue_t { uiVal: 1 };
+        assert!(matches!(
+            sample_value(99, value),
+            Err(NvmlError::UnexpectedVariant(99))
+        ));
+    }
+}

@@ -1,0 +1,341 @@
+//! The data file the fake answers from, and the log of the changes asked of it.
+//!
+//! The file is TOML (see the crate documentation for its keys). Changes (`nvmlDeviceSet…`)
+//! are appended, one JSON object a line, to the log beside it (`<file stem>.calls`), and
+//! replayed onto the data at every initialisation, so that a later process sees them as a
+//! later process on a real host sees the driver's state.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// How a function answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Behaviour {
+    /// From the data.
+    #[default]
+    Ok,
+    /// `NVML_ERROR_NOT_SUPPORTED`.
+    NotSupported,
+    /// `NVML_ERROR_UNINITIALIZED`.
+    Uninitialized,
+    /// `NVML_ERROR_FUNCTION_NOT_FOUND`: an older driver that lacks the function.
+    Missing,
+    /// `NVML_ERROR_NO_PERMISSION`.
+    NoPermission,
+    /// `NVML_ERROR_DRIVER_NOT_LOADED` (for `init`: no kernel driver).
+    DriverNotLoaded,
+    /// `NVML_ERROR_UNKNOWN`.
+    Unknown,
+}
+
+/// Current and pending state of a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Mode {
+    pub(crate) current: bool,
+    pub(crate) pending: bool,
+}
+
+/// The scheduler's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Scheduler {
+    /// `NVML_VGPU_SCHEDULER_POLICY_*`.
+    pub(crate) policy: u32,
+    /// `NVML_VGPU_SCHEDULER_ARR_*`.
+    #[serde(default)]
+    pub(crate) arr_mode: u32,
+    /// The time slice, in nanoseconds.
+    #[serde(default)]
+    pub(crate) timeslice_ns: u32,
+}
+
+/// The scheduler's capabilities.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Capabilities {
+    pub(crate) policies: Vec<u32>,
+    #[serde(default)]
+    pub(crate) arr_supported: bool,
+    pub(crate) min_timeslice_ns: u32,
+    pub(crate) max_timeslice_ns: u32,
+}
+
+/// A vGPU type.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VgpuType {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    #[serde(default = "compute")]
+    pub(crate) class: String,
+    pub(crate) framebuffer_mib: u64,
+    pub(crate) max_instances: u32,
+    #[serde(default = "one")]
+    pub(crate) max_instances_per_vm: u32,
+    /// The GPU-instance profile id of a MIG-backed type.
+    #[serde(default)]
+    pub(crate) gpu_instance_profile_id: Option<u32>,
+    #[serde(default)]
+    pub(crate) placements: Option<Placements>,
+}
+
+fn compute() -> String {
+    "Compute".to_owned()
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Placements of a type.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Placements {
+    pub(crate) size: u32,
+    pub(crate) ids: Vec<u32>,
+}
+
+/// A GPU-instance profile.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Profile {
+    /// `NVML_GPU_INSTANCE_PROFILE_*`.
+    pub(crate) index: u32,
+    pub(crate) id: u32,
+    /// As the driver names it, `MIG 1g.18gb`.
+    pub(crate) name: String,
+    pub(crate) slices: u32,
+    pub(crate) instance_count: u32,
+    pub(crate) memory_mib: u64,
+}
+
+/// A GPU instance.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GpuInstance {
+    pub(crate) id: u32,
+    pub(crate) profile_id: u32,
+    #[serde(default)]
+    pub(crate) placement_start: u32,
+    #[serde(default = "one")]
+    pub(crate) placement_size: u32,
+}
+
+/// A VM id.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VmId {
+    /// `domain` or `uuid`.
+    pub(crate) kind: String,
+    pub(crate) id: String,
+}
+
+/// Encoder statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Encoder {
+    pub(crate) sessions: u32,
+    pub(crate) average_fps: u32,
+    pub(crate) average_latency_us: u32,
+}
+
+/// A utilisation sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Sample {
+    pub(crate) timestamp_us: u64,
+    pub(crate) sm: u32,
+    pub(crate) memory: u32,
+    pub(crate) encoder: u32,
+    pub(crate) decoder: u32,
+}
+
+/// A running vGPU.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Vgpu {
+    pub(crate) instance: u32,
+    pub(crate) type_id: u32,
+    pub(crate) uuid: String,
+    pub(crate) vm_id: VmId,
+    #[serde(default)]
+    pub(crate) fb_usage_mib: u64,
+    #[serde(default)]
+    pub(crate) encoder: Option<Encoder>,
+    /// The GPU instance of a MIG-backed vGPU.
+    #[serde(default)]
+    pub(crate) gpu_instance_id: Option<u32>,
+    #[serde(default)]
+    pub(crate) utilization: Vec<Sample>,
+}
+
+/// One GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Gpu {
+    /// The PCI address, `0000:41:00.0`.
+    pub(crate) pci: String,
+    pub(crate) name: String,
+    pub(crate) uuid: String,
+    /// `pciDeviceId`: device id in the top 16 bits, vendor in the bottom.
+    #[serde(default)]
+    pub(crate) pci_device_id: u32,
+    /// `none`, `passthrough`, `vgpu`, `host-vgpu`, `host-vsga`.
+    #[serde(default = "host_vgpu")]
+    pub(crate) virtualization_mode: String,
+    /// `sriov` or `non-sriov`.
+    #[serde(default = "sriov")]
+    pub(crate) host_vgpu_mode: String,
+    /// MIG mode; absent: `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub(crate) mig: Option<Mode>,
+    /// ECC mode; absent: `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub(crate) ecc: Option<Mode>,
+    /// Scheduler state; absent: `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub(crate) scheduler: Option<Scheduler>,
+    /// Scheduler capabilities; absent: `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub(crate) scheduler_capabilities: Option<Capabilities>,
+    /// Type ids creatable now.
+    #[serde(default)]
+    pub(crate) creatable: Vec<u32>,
+    /// How functions answer for this GPU, over the file-wide `functions`.
+    #[serde(default)]
+    pub(crate) functions: BTreeMap<String, Behaviour>,
+    #[serde(default, rename = "type")]
+    pub(crate) types: Vec<VgpuType>,
+    #[serde(default, rename = "profile")]
+    pub(crate) profiles: Vec<Profile>,
+    #[serde(default, rename = "gpu_instance")]
+    pub(crate) gpu_instances: Vec<GpuInstance>,
+    #[serde(default, rename = "vgpu")]
+    pub(crate) vgpus: Vec<Vgpu>,
+}
+
+fn host_vgpu() -> String {
+    "host-vgpu".to_owned()
+}
+
+fn sriov() -> String {
+    "sriov".to_owned()
+}
+
+/// The whole data file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Data {
+    #[serde(default = "driver_version")]
+    pub(crate) driver_version: String,
+    #[serde(default = "nvml_version")]
+    pub(crate) nvml_version: String,
+    /// How `nvmlInit_v2` answers.
+    #[serde(default)]
+    pub(crate) init: Behaviour,
+    /// How functions answer, by name.
+    #[serde(default)]
+    pub(crate) functions: BTreeMap<String, Behaviour>,
+    #[serde(default)]
+    pub(crate) confidential_computing: bool,
+    #[serde(default, rename = "gpu")]
+    pub(crate) gpus: Vec<Gpu>,
+}
+
+fn driver_version() -> String {
+    "550.90.05".to_owned()
+}
+
+fn nvml_version() -> String {
+    "12.550.90.05".to_owned()
+}
+
+/// A change asked of the fake, as logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "function")]
+pub(crate) enum Call {
+    /// `nvmlDeviceSetVgpuSchedulerState`.
+    #[serde(rename = "nvmlDeviceSetVgpuSchedulerState")]
+    SetScheduler {
+        gpu: String,
+        policy: u32,
+        arr_mode: u32,
+        timeslice_ns: u32,
+    },
+}
+
+/// The log beside `data`.
+pub(crate) fn calls_path(data: &Path) -> PathBuf {
+    data.with_extension("calls")
+}
+
+/// Reads `path` and replays its call log onto it.
+pub(crate) fn load(path: &Path) -> Result<Data, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut data: Data = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let log = calls_path(path);
+    match std::fs::read_to_string(&log) {
+        Ok(text) => {
+            for (n, line) in text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                let call: Call = serde_json::from_str(line)
+                    .map_err(|e| format!("{} line {}: {e}", log.display(), n + 1))?;
+                data.apply(&call);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", log.display())),
+    }
+    Ok(data)
+}
+
+/// Appends `call` to the log beside `data`.
+pub(crate) fn record(data: &Path, call: &Call) -> Result<(), String> {
+    let log = calls_path(data);
+    let line = serde_json::to_string(call).map_err(|e| e.to_string())?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    writeln!(file, "{line}").map_err(|e| format!("{}: {e}", log.display()))
+}
+
+impl Data {
+    /// Applies a logged change.
+    pub(crate) fn apply(&mut self, call: &Call) {
+        match call {
+            Call::SetScheduler {
+                gpu,
+                policy,
+                arr_mode,
+                timeslice_ns,
+            } => {
+                if let Some(g) = self.gpus.iter_mut().find(|g| &g.pci == gpu) {
+                    g.scheduler = Some(Scheduler {
+                        policy: *policy,
+                        arr_mode: *arr_mode,
+                        timeslice_ns: *timeslice_ns,
+                    });
+                }
+            }
+        }
+    }
+
+    /// How `function` answers for GPU `gpu` (an index), or file-wide.
+    pub(crate) fn behaviour(&self, function: &str, gpu: Option<usize>) -> Behaviour {
+        gpu.and_then(|i| self.gpus.get(i))
+            .and_then(|g| g.functions.get(function))
+            .or_else(|| self.functions.get(function))
+            .copied()
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,44 @@
+//! A test NVML: a shared library (`libvgpu_nvml_fake.so`) exporting the NVML entry points
+//! `vgpu` calls, answering from a data file instead of a driver, so that the production NVML
+//! code (`nvml-wrapper` and `vgpu-core`'s `nvml` module) runs end to end on hosts without an
+//! NVIDIA GPU, a simulated host's GPUs included.
+//!
+//! # Loading it
+//!
+//! Name it as the NVML library: `vgpuctl --nvml-library target/debug/libvgpu_nvml_fake.so`
+//! (or `VGPU_NVML_LIBRARY`), `Nvml::load_from(path)` in `vgpu-core`.
+//!
+//! # The data file
+//!
+//! `nvmlInit_v2` reads the TOML file named by `VGPU_FAKE_NVML_DATA`, or else `fake-nvml.toml`
+//! beside the library, so that a test copies the library into a directory of its own with its
+//! data. Top-level keys: `driver_version`, `nvml_version`, `init` (how `nvmlInit_v2`
+//! answers), `functions` (how each function answers, by NVML name), `confidential_computing`,
+//! and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
+//! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
+//! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
+//! `creatable` (type ids), `functions` (per GPU), and arrays `[[gpu.type]]`,
+//! `[[gpu.profile]]` (GPU-instance profiles), `[[gpu.gpu_instance]]` and `[[gpu.vgpu]]`.
+//!
+//! A behaviour is `ok` (answer from the data), `not-supported`, `uninitialized`, `missing`
+//! (`NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver answers), `no-permission`,
+//! `driver-not-loaded` or `unknown`. A function the library does not export at all is what
+//! the `legacy` build (`vgpu-nvml-fake-legacy`) models: it leaves out the scheduler, the
+//! versioned profile query and placements, as drivers before them do.
+//!
+//! # Changes
+//!
+//! `nvmlDeviceSetVgpuSchedulerState` appends what it was asked, one JSON object a line, to
+//! `<data file stem>.calls` beside the data file, and applies it; every initialisation
+//! replays that log, so a later process sees the change.
+//!
+//! Every entry point writes only through the caller's out-pointers, each checked for null.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![allow(non_snake_case, reason = "the exported names are NVML's")]
+
+mod data;
+mod exports;
+mod state;
+
+pub use state::{DATA_ENV, DATA_FILE};
