@@ -455,6 +455,7 @@ impl Manager {
             inventory,
             definitions,
             holds,
+            schedulers: std::collections::BTreeMap::new(),
         })
     }
 

@@ -195,6 +195,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
         .collect();
     out.vfs = wanted.vfs;
     diff(host, &view, entry, &wanted, currents, &mut out);
+    super::scheduler::plan(host, gpu, entry, &mut out);
     if !out.refusals.is_empty() {
         out.steps.clear();
         out.keep.clear();

@@ -7,6 +7,7 @@ mod files;
 mod place;
 mod planner;
 mod refusals;
+mod scheduler;
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,7 @@ fn host(gpus: Vec<Gpu>) -> HostState {
         },
         definitions: DefinitionSet::default(),
         holds: BTreeMap::new(),
+        schedulers: BTreeMap::new(),
     }
 }
 
