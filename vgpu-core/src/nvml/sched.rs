@@ -234,6 +234,7 @@ impl crate::nvml::Nvml {
     }
 
     /// The scheduler state of the GPU at `gpu`, with the reason when it cannot be read.
+    #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
     pub fn scheduler_state(
         &self,
         gpu: PciAddress,
