@@ -5,7 +5,7 @@
 //! The hook only reads argv and stdin here; the work is `vgpu_core::Manager::prepare_domain`
 //! and `release_domain`. It never calls libvirt (libvirt holds the domain's lock while its hooks
 //! run) and needs no environment: libvirt runs hooks with almost none, so `hook install` writes
-//! `--root` and `--state-root` into the script it installs.
+//! `--root`, `--state-root` and `--nvml-library` into the script it installs.
 //!
 //! libvirt shows the user what a failing `prepare` hook wrote to stderr, so a failure is one
 //! line there and exit status 1, which aborts the start. `release` failures are reported the
@@ -137,9 +137,14 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The script `hook install` writes: it runs this `vgpuctl` with the host and state roots it
-/// was installed with.
-fn script(exe: &Path, root: &Path, state_root: Option<&Path>) -> String {
+/// The script `hook install` writes: it runs this `vgpuctl` with the host and state roots (and
+/// the NVML library) it was installed with.
+fn script(
+    exe: &Path,
+    root: &Path,
+    state_root: Option<&Path>,
+    nvml_library: Option<&Path>,
+) -> String {
     let mut args = String::new();
     if root != Path::new("/") {
         args.push_str(&format!(" --root {}", quote(&root.to_string_lossy())));
@@ -148,6 +153,12 @@ fn script(exe: &Path, root: &Path, state_root: Option<&Path>) -> String {
         args.push_str(&format!(
             " --state-root {}",
             quote(&state.to_string_lossy())
+        ));
+    }
+    if let Some(library) = nvml_library {
+        args.push_str(&format!(
+            " --nvml-library {}",
+            quote(&library.to_string_lossy())
         ));
     }
     format!(
@@ -189,7 +200,8 @@ fn install(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
     };
     let root = absolute(&cli.root)?;
     let state_root = cli.state_root.as_deref().map(absolute).transpose()?;
-    let text = script(&exe, &root, state_root.as_deref());
+    let nvml_library = cli.nvml_library.as_deref().map(absolute).transpose()?;
+    let text = script(&exe, &root, state_root.as_deref(), nvml_library.as_deref());
     let path = script_path(dir);
     let current = existing(&path)?;
     let executable = fs::metadata(&path).is_ok_and(|m| m.permissions().mode() & 0o111 == 0o111);
@@ -256,11 +268,27 @@ mod tests {
             script(
                 Path::new("/usr/bin/vgpuctl"),
                 Path::new("/"),
-                Some(Path::new("/srv/it's"))
+                Some(Path::new("/srv/it's")),
+                None
             ),
             "#!/bin/sh\n# Installed by `vgpuctl hook install`; `vgpuctl hook uninstall` removes it.\n\
              # libvirt runs it as: vgpu DOMAIN OP SUBOP EXTRA, with the domain XML on stdin.\n\
              exec '/usr/bin/vgpuctl' --state-root '/srv/it'\\''s' hook qemu \"$@\"\n"
+        );
+    }
+
+    #[test]
+    fn script_with_nvml_library_passes_it_on() {
+        assert_eq!(
+            script(
+                Path::new("/usr/bin/vgpuctl"),
+                Path::new("/"),
+                None,
+                Some(Path::new("/opt/nvidia/libnvidia-ml.so.1"))
+            ),
+            "#!/bin/sh\n# Installed by `vgpuctl hook install`; `vgpuctl hook uninstall` removes it.\n\
+             # libvirt runs it as: vgpu DOMAIN OP SUBOP EXTRA, with the domain XML on stdin.\n\
+             exec '/usr/bin/vgpuctl' --nvml-library '/opt/nvidia/libnvidia-ml.so.1' hook qemu \"$@\"\n"
         );
     }
 }

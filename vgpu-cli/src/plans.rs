@@ -154,6 +154,7 @@ fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostSta
         let warnings = nvml.enrich(gpu);
         state.inventory.warnings.extend(warnings);
     }
+    state.read_schedulers(&nvml);
     match vgpu_libvirt::Connection::open(&cli.connect) {
         Ok(conn) => {
             let owners = conn.owners(&state.inventory)?;
@@ -543,6 +544,18 @@ fn step_text(step: &Step) -> String {
             "create   {} ({start})",
             type_text(type_id.as_deref(), type_name.as_deref())
         ),
+        Step::Scheduler {
+            policy,
+            timeslice_ms,
+        } => format!("sched    {}", scheduler_text(*policy, *timeslice_ms)),
+    }
+}
+
+/// A scheduler state asked for, in words: `equal-share, time slice 2 ms`.
+fn scheduler_text(policy: vgpu_core::SchedulerPolicy, timeslice_ms: Option<u32>) -> String {
+    match timeslice_ms {
+        Some(ms) => format!("{policy}, time slice {ms} ms"),
+        None => policy.to_string(),
     }
 }
 
@@ -618,6 +631,13 @@ fn differences(plan: &Plan) -> Vec<Difference> {
                 } => format!(
                     "lacks {times} x {}",
                     type_text(type_id.as_deref(), type_name.as_deref())
+                ),
+                Step::Scheduler {
+                    policy,
+                    timeslice_ms,
+                } => format!(
+                    "its vGPU scheduler is not {}",
+                    scheduler_text(*policy, *timeslice_ms)
                 ),
             };
             out.push(Difference {

@@ -351,3 +351,87 @@ fn create_mig_type_with_mig_off_exits_1_with_hint() {
         )
     );
 }
+
+const SCHEDULED: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
+    address = \"0000:41:00.0\"\ntypes = { \"L40S-24Q\" = 2 }\n\
+    scheduler = { policy = \"equal-share\", timeslice_ms = 2 }\n";
+
+fn desired(host: &Host, text: &str) -> String {
+    let path = host.state.path().join("host.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn plan_with_scheduler_lists_the_step_before_the_creates() {
+    let (host, fake) = l40s();
+    let file = desired(&host, SCHEDULED);
+    let output = with_nvml(&host, &fake, &["plan", "-f", &file]);
+    let text = String::from_utf8(output.stdout).unwrap();
+    let steps: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("sched") || l.starts_with("create"))
+        .collect();
+    assert_eq!(
+        (output.status.code(), steps),
+        (
+            Some(4),
+            vec![
+                "sched    equal-share, time slice 2 ms",
+                "create   NVIDIA L40S-24Q (auto)  x2"
+            ]
+        )
+    );
+}
+
+#[test]
+fn apply_with_scheduler_sets_it_through_nvml_then_creates() {
+    let (host, fake) = l40s();
+    let file = desired(&host, SCHEDULED);
+    let applied = with_nvml(&host, &fake, &["apply", "-f", &file]);
+    let list = json(&with_nvml(&host, &fake, &["list", "--json"]));
+    assert_eq!(
+        (
+            applied.status.code(),
+            fake.calls().unwrap(),
+            common::gpu(&list, L40S)["vgpus"].as_array().unwrap().len()
+        ),
+        (
+            Some(0),
+            "{\"function\":\"nvmlDeviceSetVgpuSchedulerState\",\"gpu\":\"0000:41:00.0\",\
+             \"policy\":2,\"arr_mode\":0,\"timeslice_ns\":2000000}\n"
+                .to_owned(),
+            2
+        )
+    );
+}
+
+#[test]
+fn plan_with_scheduler_after_apply_matches() {
+    let (host, fake) = l40s();
+    let file = desired(&host, SCHEDULED);
+    with_nvml(&host, &fake, &["apply", "-f", &file]);
+    let planned = with_nvml(&host, &fake, &["plan", "-f", &file]);
+    assert_eq!(planned.status.code(), Some(0), "{}", stderr(&planned));
+}
+
+#[test]
+fn plan_with_scheduler_without_nvml_is_refused() {
+    let host = host("l40s-vendor-vfio");
+    let file = desired(&host, SCHEDULED);
+    let output = command(&host, &["plan", "-f", &file])
+        .env_remove("VGPU_NVML_LIBRARY")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        (
+            output.status.code(),
+            text.contains(
+                "its vGPU scheduler cannot be read: NVML is not loaded: the host root is "
+            )
+        ),
+        (Some(1), true)
+    );
+}

@@ -39,6 +39,12 @@
 //! - **The libvirt hook**: [`Manager::prepare_domain`] makes the vGPUs a starting domain's XML
 //!   names ([`HookDomain`]) from their definitions, its metadata or its Nova flavor
 //!   ([`HookConfig`]); [`Manager::release_domain`] takes back what it made ([`Made`]).
+//! - **NVML** (NVIDIA's management library, loaded at run time): [`Nvml::load`] (the
+//!   driver's library, local host only) or [`Nvml::load_from`] (a library named, for any
+//!   root); [`Nvml::read`] gives an [`NvmlHost`] of [`NvmlGpu`]s, every fact a [`Fact`] with
+//!   the reason when it is [`Unavailable`]. [`Manager::set_scheduler`] sets a GPU's vGPU
+//!   scheduler ([`SchedulerRequest`]); MIG-backed types ([`MigBacking`]) get a free GPU instance
+//!   from NVML when they are made ([`Manager::with_nvml`] says where NVML comes from).
 //! - **Errors**: [`Error`] has one variant per failure with its facts (path, errno, device);
 //!   [`Error::kind`] gives the [`ErrorKind`] a caller acts on.
 //!

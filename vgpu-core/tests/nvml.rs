@@ -459,3 +459,89 @@ fn read_without_nvml_loaded_has_no_gpus_and_says_why() {
         (0, Some(Cause::NotLoaded))
     );
 }
+
+/// The functions whose NVML reason shows in `data`'s read when `behaviour` is set for each in
+/// turn: each function name paired with whether a fact names it as the cause.
+fn reported(data: &str, functions: &[&str], behaviour: &str) -> Vec<(String, bool)> {
+    functions
+        .iter()
+        .map(|function| {
+            let fake = FakeNvml::new(&with_function(data, function, behaviour)).unwrap();
+            let read = serde_json::to_string(&load(&fake).read()).unwrap();
+            let named = read.contains(&format!("\"reason\":\"{function}: "));
+            ((*function).to_owned(), named)
+        })
+        .collect()
+}
+
+fn all_named(functions: &[&str]) -> Vec<(String, bool)> {
+    functions.iter().map(|f| ((*f).to_owned(), true)).collect()
+}
+
+/// Every function the read of a GPU with a running vGPU calls.
+const VGPU_FUNCTIONS: &[&str] = &[
+    "nvmlSystemGetNVMLVersion",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetHostVgpuMode",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetEccMode",
+    "nvmlSystemGetConfComputeSettings",
+    "nvmlDeviceGetVgpuSchedulerState",
+    "nvmlDeviceGetVgpuSchedulerLog",
+    "nvmlDeviceGetVgpuSchedulerCapabilities",
+    "nvmlDeviceGetSupportedVgpus",
+    "nvmlDeviceGetCreatableVgpus",
+    "nvmlVgpuTypeGetName",
+    "nvmlVgpuTypeGetClass",
+    "nvmlVgpuTypeGetFramebufferSize",
+    "nvmlVgpuTypeGetMaxInstances",
+    "nvmlVgpuTypeGetMaxInstancesPerVm",
+    "nvmlVgpuTypeGetGpuInstanceProfileId",
+    "nvmlDeviceGetVgpuTypeSupportedPlacements",
+    "nvmlDeviceGetActiveVgpus",
+    "nvmlVgpuInstanceGetType",
+    "nvmlVgpuInstanceGetUUID",
+    "nvmlVgpuInstanceGetVmID",
+    "nvmlVgpuInstanceGetFbUsage",
+    "nvmlVgpuInstanceGetEncoderStats",
+    "nvmlVgpuInstanceGetGpuInstanceId",
+    "nvmlDeviceGetVgpuUtilization",
+];
+
+#[test]
+fn read_each_function_not_supported_is_reported_by_name() {
+    assert_eq!(
+        reported(ONE_VGPU, VGPU_FUNCTIONS, "not-supported"),
+        all_named(VGPU_FUNCTIONS)
+    );
+}
+
+#[test]
+fn read_each_function_missing_is_reported_by_name() {
+    assert_eq!(
+        reported(ONE_VGPU, VGPU_FUNCTIONS, "missing"),
+        all_named(VGPU_FUNCTIONS)
+    );
+}
+
+#[test]
+fn read_each_function_uninitialized_is_reported_by_name() {
+    assert_eq!(
+        reported(ONE_VGPU, VGPU_FUNCTIONS, "uninitialized"),
+        all_named(VGPU_FUNCTIONS)
+    );
+}
+
+/// The functions that list GPU instances (a profile NVML does not support is one the GPU does
+/// not have, so `nvmlDeviceGetGpuInstanceProfileInfoV` is left out).
+const MIG_FUNCTIONS: &[&str] = &["nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetInfo"];
+
+#[test]
+fn read_each_gpu_instance_function_missing_is_reported_by_name() {
+    assert_eq!(
+        reported(H200_MIG, MIG_FUNCTIONS, "missing"),
+        all_named(MIG_FUNCTIONS)
+    );
+}

@@ -164,16 +164,33 @@ pub fn gpu_instance_profile(
     })
 }
 
+/// A failure of one of the NVML functions a call here makes, with the function's name.
+#[derive(Debug)]
+pub struct Failed {
+    /// The NVML function that failed.
+    pub function: &'static str,
+    /// How it failed.
+    pub error: NvmlError,
+}
+
 /// The GPU instances of profile `profile_id` on `device`, at most `capacity` (the profile's
 /// `instance_count`): `nvmlDeviceGetGpuInstances`, then `nvmlGpuInstanceGetInfo` of each.
 pub fn gpu_instances(
     device: &Device<'_>,
     profile_id: u32,
     capacity: u32,
-) -> Result<Vec<GpuInstanceInfo>, NvmlError> {
+) -> Result<Vec<GpuInstanceInfo>, Failed> {
+    let listing = |error| Failed {
+        function: "nvmlDeviceGetGpuInstances",
+        error,
+    };
+    let getting = |error| Failed {
+        function: "nvmlGpuInstanceGetInfo",
+        error,
+    };
     let lib = device.nvml().lib();
-    let list = nvml_sym(lib.nvmlDeviceGetGpuInstances.as_ref())?;
-    let info = nvml_sym(lib.nvmlGpuInstanceGetInfo.as_ref())?;
+    let list = nvml_sym(lib.nvmlDeviceGetGpuInstances.as_ref()).map_err(listing)?;
+    let info = nvml_sym(lib.nvmlGpuInstanceGetInfo.as_ref()).map_err(getting)?;
     let mut handles: Vec<nvmlGpuInstance_t> = vec![std::ptr::null_mut(); capacity as usize];
     let mut count: c_uint = 0;
     if capacity > 0 {
@@ -186,7 +203,8 @@ pub fn gpu_instances(
                 handles.as_mut_ptr(),
                 &mut count,
             )
-        })?;
+        })
+        .map_err(listing)?;
     }
     handles.truncate(count.min(capacity) as usize);
     let mut out = Vec::with_capacity(handles.len());
@@ -195,7 +213,7 @@ pub fn gpu_instances(
         // integers).
         let mut raw: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: `handle` is one NVML just returned for this device; `raw` is a local.
-        nvml_try(unsafe { info(handle, &mut raw) })?;
+        nvml_try(unsafe { info(handle, &mut raw) }).map_err(getting)?;
         out.push(GpuInstanceInfo {
             id: raw.id,
             profile_id: raw.profileId,

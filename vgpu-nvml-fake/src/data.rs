@@ -339,3 +339,53 @@ impl Data {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE_GPU: &str = "[[gpu]]\npci = \"0000:41:00.0\"\nname = \"NVIDIA L40S\"\n\
+                           uuid = \"GPU-1\"\nscheduler = { policy = 1 }\n";
+
+    #[test]
+    fn load_replays_the_call_log_onto_the_data() {
+        let dir = std::env::temp_dir().join(format!("vgpu-nvml-fake-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        let path = dir.join("fake-nvml.toml");
+        std::fs::write(&path, ONE_GPU).expect("data file");
+        let call = Call::SetScheduler {
+            gpu: "0000:41:00.0".to_owned(),
+            policy: 3,
+            arr_mode: 0,
+            timeslice_ns: 2_000_000,
+        };
+        record(&path, &call).expect("log the call");
+        let scheduler = load(&path).map(|d| d.gpus[0].scheduler);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        assert_eq!(
+            scheduler,
+            Ok(Some(Scheduler {
+                policy: 3,
+                arr_mode: 0,
+                timeslice_ns: 2_000_000
+            }))
+        );
+    }
+
+    #[test]
+    fn behaviour_of_a_gpu_overrides_the_file_s() {
+        let mut data: Data = toml::from_str(ONE_GPU).expect("parses");
+        data.functions
+            .insert("nvmlDeviceGetName".to_owned(), Behaviour::Missing);
+        data.gpus[0]
+            .functions
+            .insert("nvmlDeviceGetName".to_owned(), Behaviour::NotSupported);
+        assert_eq!(
+            (
+                data.behaviour("nvmlDeviceGetName", Some(0)),
+                data.behaviour("nvmlDeviceGetName", None)
+            ),
+            (Behaviour::NotSupported, Behaviour::Missing)
+        );
+    }
+}

@@ -75,6 +75,14 @@
 //!   only the header when the card is full or the VF is in use), `current_vgpu_type` (an id
 //!   creates, `0` destroys; `EPERM` when set and writing an id, or unset and writing `0`;
 //!   `EINVAL` for an id not creatable now) and `vgpu_params` (`EBUSY` while a vGPU exists).
+//!   `gpu_instance_id` and `placement_id` read `ENXIO` until written and after the vGPU is
+//!   destroyed, and refuse writes (`EBUSY`) while the VF holds one. A GPU with a profile
+//!   `mig` section in MIG mode (`h200-mig`) lists only MIG-backed types (catalog rows with
+//!   `gpu_instance_profile`), each while a GPU instance of its profile runs no vGPU, types of
+//!   different profiles side by side; a VF takes one only after `gpu_instance_id` names a free
+//!   instance of its profile (`EINVAL` for none or another profile, `EBUSY` for one in use;
+//!   `gpu_instance_id` itself takes only an instance of the GPU, `EINVAL` otherwise). Out of
+//!   MIG mode only time-sliced types are listed. GPU instances are fixed by the profile.
 //! * **IOMMU**: `sys/firmware/acpi/tables/DMAR` or `IVRS`, `sys/class/iommu/dmar0` or `ivhd0`
 //!   (`intel-iommu/ecap` bit 3 = interrupt remapping), `sys/kernel/iommu_groups/<n>/devices`;
 //!   the `no-iommu` profile has none of them (so `vfio-pci` binds nothing there; its mdevs

@@ -12,6 +12,7 @@
 //! in that SR-IOV definition before it is written, so that `restore` sets both after a reboot.
 
 use std::collections::BTreeMap;
+use crate::nvml::sched::SchedulerRequest;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -255,7 +256,12 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
     // Whether the host changed since `gpu` was read.
     let mut dirty = false;
     for (index, step) in plan.steps.iter().enumerate() {
-        if dirty && matches!(step, Step::Define { .. } | Step::Create { .. }) {
+        if dirty
+            && matches!(
+                step,
+                Step::Define { .. } | Step::Create { .. } | Step::Scheduler { .. }
+            )
+        {
             gpu = discover_gpu(op.paths(), pf)?.0;
             dirty = false;
         }
@@ -311,6 +317,18 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 let placement = running_placement(op, &gpu, *id)?;
                 op.adopt(&gpu, &placement, *id, *start)?;
                 id.to_string()
+            }
+            Step::Scheduler {
+                policy,
+                timeslice_ms,
+            } => {
+                let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+                let request = SchedulerRequest {
+                    policy: *policy,
+                    timeslice_ms: *timeslice_ms,
+                };
+                op.set_scheduler(pf, request, &running)?;
+                pf.to_string()
             }
             Step::Create { start, .. } => {
                 let wanted = step.wanted_type().ok_or_else(|| {

@@ -475,6 +475,7 @@ impl Manager {
             definitions,
             holds,
             local_memory_mib,
+            schedulers: std::collections::BTreeMap::new(),
         })
     }
 

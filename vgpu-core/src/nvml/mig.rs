@@ -322,9 +322,12 @@ pub(crate) mod read {
                     placement_start: gi.placement_start,
                     placement_size: gi.placement_size,
                 })),
-                Err(WrapperError::NotFound) => {}
-                Err(err) => {
-                    failure.get_or_insert(unavailable("nvmlDeviceGetGpuInstances", &err));
+                Err(vgpu_nvml_ext::Failed {
+                    error: WrapperError::NotFound,
+                    ..
+                }) => {}
+                Err(failed) => {
+                    failure.get_or_insert(unavailable(failed.function, &failed.error));
                 }
             }
         }

@@ -12,10 +12,13 @@
 //! through `vgpu-nvml-ext`, over the same loaded library. This crate has no `unsafe`.
 
 pub(crate) mod error;
+// Without the `nvml` feature nothing reads NVML, so their NVML halves go unused.
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod mig;
 pub(crate) mod model;
 #[cfg(feature = "nvml")]
 mod read;
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod sched;
 
 use std::path::{Path, PathBuf};

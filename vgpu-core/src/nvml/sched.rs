@@ -233,6 +233,22 @@ impl crate::nvml::Nvml {
         Err(self.needed_for(format!("read the vGPU scheduler of {gpu}")))
     }
 
+    /// The scheduler state of the GPU at `gpu`, with the reason when it cannot be read.
+    #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
+    pub fn scheduler_state(
+        &self,
+        gpu: PciAddress,
+    ) -> crate::nvml::model::Fact<crate::nvml::model::SchedulerState> {
+        #[cfg(feature = "nvml")]
+        if let Some(nvml) = self.wrapper() {
+            return match crate::nvml::read::device_at(nvml, gpu) {
+                Ok(device) => read_state(&device),
+                Err(why) => crate::nvml::model::Fact::Unavailable(why),
+            };
+        }
+        self.not_loaded()
+    }
+
     /// Sets the scheduler of `gpu` to `request` after [`check`]ing it (`running`: the vGPUs
     /// on it that sysfs shows; NVML's own list is added), then reads it back. Nothing is
     /// asked of NVML when the GPU is already so. Callers go through

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::host::sysfs::read_bounded;
 use crate::model::pci::PciAddress;
+use crate::nvml::sched::SchedulerRequest;
 use crate::state::store::Start;
 
 /// The largest desired-state file read.
@@ -109,6 +110,9 @@ pub struct Entry {
     pub persistence: Start,
     /// What the VFs of a plain SR-IOV GPU are bound to.
     pub vf_driver: VfDriver,
+    /// The vGPU scheduler each selected NVIDIA GPU should run, when the entry says
+    /// (`scheduler = { policy = "equal-share", timeslice_ms = 2 }`).
+    pub scheduler: Option<SchedulerRequest>,
     /// Where the selection is in the file.
     pub at: Location,
 }

@@ -247,6 +247,7 @@ impl Source<'_> {
             round_up: false,
             persistence: Start::Auto,
             vf_driver: VfDriver::default(),
+            scheduler: None,
             at: locate(self.text, &here),
         })
     }

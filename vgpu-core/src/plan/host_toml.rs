@@ -19,6 +19,12 @@
 //! model = "Flex 170"
 //! vfs = 8
 //! vf_driver = "vfio-pci"       # or "default"
+//!
+//! [[configs.default.gpu]]
+//! model = "L40S"
+//! types = { "L40S-24Q" = 2 }
+//! scheduler = { policy = "equal-share", timeslice_ms = 2 }   # NVIDIA only; best-effort
+//!                              # takes no time slice, which is the driver's default if absent
 //! ```
 //!
 //! Unknown keys, a missing or other `version`, and values of the wrong shape are errors naming
@@ -39,6 +45,8 @@ use super::desired::{
 };
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
+use crate::nvml::model::SchedulerPolicy;
+use crate::nvml::sched::SchedulerRequest;
 use crate::state::store::Start;
 
 /// The version of `host.toml` this code reads.
@@ -88,6 +96,15 @@ struct RawEntry {
     round_up: Option<bool>,
     persistence: Option<Start>,
     vf_driver: Option<VfDriver>,
+    scheduler: Option<Spanned<RawScheduler>>,
+}
+
+/// `scheduler = { policy = "equal-share", timeslice_ms = 2 }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScheduler {
+    policy: Spanned<String>,
+    timeslice_ms: Option<Spanned<u32>>,
 }
 
 /// `sizes = "4x12GiB"` or `sizes = ["1x24GiB", "2x12GiB"]`.
@@ -218,7 +235,44 @@ impl Source<'_> {
                 .or(defaults.persistence)
                 .unwrap_or(Start::Auto),
             vf_driver: raw.vf_driver.or(defaults.vf_driver).unwrap_or_default(),
+            scheduler: match raw.scheduler {
+                Some(raw) => Some(self.scheduler(raw.into_inner())?),
+                None => None,
+            },
             at: entry_at,
+        })
+    }
+
+    fn scheduler(&self, raw: RawScheduler) -> Result<SchedulerRequest> {
+        let policy: SchedulerPolicy = raw.policy.get_ref().parse().map_err(|_| {
+            self.error(
+                &raw.policy.span(),
+                format!(
+                    "scheduler policy {:?} is not one of \"best-effort\", \"equal-share\", \
+                     \"fixed-share\"",
+                    raw.policy.get_ref()
+                ),
+            )
+        })?;
+        let timeslice_ms = match raw.timeslice_ms {
+            Some(ms) if !policy.takes_timeslice() => {
+                return Err(self.error(
+                    &ms.span(),
+                    format!("{policy} takes no time slice (equal-share and fixed-share do)"),
+                ));
+            }
+            Some(ms) if *ms.get_ref() == 0 => {
+                return Err(self.error(
+                    &ms.span(),
+                    "timeslice_ms = 0: leave it out for the driver's default",
+                ));
+            }
+            Some(ms) => Some(*ms.get_ref()),
+            None => None,
+        };
+        Ok(SchedulerRequest {
+            policy,
+            timeslice_ms,
         })
     }
 

@@ -17,6 +17,7 @@ pub(crate) mod model;
 pub(crate) mod offers;
 pub(crate) mod place;
 pub(crate) mod planner;
+pub(crate) mod scheduler;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vfs;
@@ -24,7 +25,9 @@ pub(crate) mod vfs;
 use std::collections::BTreeMap;
 
 use crate::model::pci::PciAddress;
-use crate::model::{Inventory, VgpuHandle};
+use crate::model::{Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
+use crate::nvml::Nvml;
+use crate::nvml::model::{Fact, SchedulerState};
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
 /// What the planner and placement read about a host: what it has, what is defined, and what
@@ -44,6 +47,23 @@ pub struct HostState {
     /// give the VFs in MiB: their quotas and what is left
     /// (`iov/pf/gt/available/lmem_max_quota`). A GPU not here takes no quotas.
     pub local_memory_mib: BTreeMap<PciAddress, u64>,
+    /// The vGPU scheduler of each NVIDIA GPU, for selections that set one
+    /// ([`HostState::read_schedulers`] fills it from NVML); a GPU missing here has an unknown
+    /// scheduler, and a selection that sets its scheduler is refused.
+    pub schedulers: BTreeMap<PciAddress, Fact<SchedulerState>>,
+}
+
+impl HostState {
+    /// Reads the vGPU scheduler of every NVIDIA GPU of the inventory from `nvml` (each with the
+    /// reason when it cannot be read).
+    pub fn read_schedulers(&mut self, nvml: &Nvml) {
+        for gpu in &self.inventory.gpus {
+            if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {
+                self.schedulers
+                    .insert(gpu.address, nvml.scheduler_state(gpu.address));
+            }
+        }
+    }
 }
 
 /// Every persistent definition of a host, as read at one moment.

@@ -11,6 +11,7 @@ use super::desired::Location;
 use crate::host::driver::is_passthrough_driver;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
+use crate::nvml::model::SchedulerPolicy;
 use crate::state::store::Start;
 
 /// What a config asks of the host, GPU by GPU.
@@ -159,6 +160,13 @@ pub enum Step {
         /// When it starts.
         start: Start,
     },
+    /// Set the GPU's vGPU scheduler (through NVML, while no vGPU runs on it).
+    Scheduler {
+        /// The policy.
+        policy: SchedulerPolicy,
+        /// The time slice in milliseconds; `None` for the driver's default.
+        timeslice_ms: Option<u32>,
+    },
 }
 
 impl Step {
@@ -297,6 +305,20 @@ pub enum Refusal {
         /// Where they are.
         selections: Vec<Location>,
     },
+    /// A scheduler for a GPU that is not NVIDIA's.
+    SchedulerNotNvidia,
+    /// A scheduler for a GPU whose scheduler state is not known (NVML not loaded, or not
+    /// answering for it).
+    SchedulerUnknown {
+        /// Why it is not known.
+        why: String,
+    },
+    /// A scheduler change on a GPU where the plan keeps vGPUs running: NVML changes the
+    /// scheduler only while none runs.
+    SchedulerBusy {
+        /// The vGPUs that keep running.
+        running: Vec<VgpuHandle>,
+    },
 }
 
 impl Refusal {
@@ -404,6 +426,21 @@ impl fmt::Display for Refusal {
             Refusal::Overlap { selections } => {
                 let at: Vec<String> = selections.iter().map(Location::to_string).collect();
                 write!(f, "selected by several entries (at {})", at.join(", "))
+            }
+            Refusal::SchedulerNotNvidia => {
+                f.write_str("a vGPU scheduler applies to NVIDIA GPUs only")
+            }
+            Refusal::SchedulerUnknown { why } => {
+                write!(f, "its vGPU scheduler cannot be read: {why}")
+            }
+            Refusal::SchedulerBusy { running } => {
+                let ids: Vec<String> = running.iter().map(VgpuHandle::to_string).collect();
+                write!(
+                    f,
+                    "its vGPU scheduler changes only while no vGPU runs, and the plan keeps {} \
+                     running",
+                    ids.join(", ")
+                )
             }
         }
     }

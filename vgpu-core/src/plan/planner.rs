@@ -199,6 +199,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     out.vfs = wanted.vfs;
     out.vf_memory_mib = wanted.vf_memory_mib.clone();
     diff(host, &view, entry, &wanted, currents, &mut out);
+    super::scheduler::plan(host, gpu, entry, &mut out);
     if !out.refusals.is_empty() {
         out.steps.clear();
         out.keep.clear();

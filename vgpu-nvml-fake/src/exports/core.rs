@@ -358,3 +358,21 @@ unsafe extern "C" fn nvmlSystemGetConfComputeSettings(
         unsafe { put(settings, value) }
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::canonical_bus_id;
+
+    #[test]
+    fn canonical_bus_id_eight_digit_upper_case_domain_is_the_kernel_s() {
+        assert_eq!(
+            canonical_bus_id("00000000:C1:00.0").as_deref(),
+            Some("0000:c1:00.0")
+        );
+    }
+
+    #[test]
+    fn canonical_bus_id_without_function_is_none() {
+        assert_eq!(canonical_bus_id("0000:41:00"), None);
+    }
+}

@@ -8,6 +8,7 @@ mod place;
 mod planner;
 mod quotas;
 mod refusals;
+mod scheduler;
 
 use std::collections::BTreeMap;
 
@@ -31,6 +32,7 @@ fn host(gpus: Vec<Gpu>) -> HostState {
         definitions: DefinitionSet::default(),
         holds: BTreeMap::new(),
         local_memory_mib: BTreeMap::new(),
+        schedulers: BTreeMap::new(),
     }
 }
 
