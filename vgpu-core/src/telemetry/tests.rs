@@ -431,7 +431,10 @@ fn usage_from_nvml_vm_and_type_skips_the_vgpu_matched_by_mdev_uuid() {
     let owners = BTreeMap::from([(mdev(1), owner("a", None)), (mdev(2), owner("a", None))]);
     let nvml = nvml_host(vec![nvml_gpu(
         T4,
-        vec![running_mdev(7, 1, "a", 300), running(8, t4_2q_id(), "a", 700)],
+        vec![
+            running_mdev(7, 1, "a", 300),
+            running(8, t4_2q_id(), "a", 700),
+        ],
     )]);
     assert_eq!(
         usage_from_nvml(&nvml, &inventory(), &owners),
