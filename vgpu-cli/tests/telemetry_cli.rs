@@ -30,18 +30,27 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// libvirt's test driver holding `web-1` (tenant `acme`) and Nova's `server-7` (project
-/// `globex`).
+/// libvirt's test driver holding `web-1` (tenant `acme`), `batch-3` (tenant `initech`) and
+/// Nova's `server-7` (project `globex`).
 fn libvirt_uri() -> String {
     format!("test://{}", data("libvirt-mixed.xml").display())
 }
 
-/// The `mixed` host with a T4-2Q (`UUID`, held by `web-1`), an L40S-12Q on the first VF
-/// (held by `server-7`) and a Flex VF on `vfio-pci` that no domain holds.
+/// The two T4-2Q vGPUs `batch-3` holds.
+const BATCH_3: [&str; 2] = [
+    "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a21",
+    "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a22",
+];
+
+/// The `mixed` host with a T4-2Q (`UUID`, held by `web-1`), two more (`BATCH_3`, held by
+/// `batch-3`), an L40S-12Q on the first VF (held by `server-7`) and a Flex VF on `vfio-pci`
+/// that no domain holds.
 fn mixed() -> Host {
     let h = host("mixed");
     for args in [
         &["create", T4, "--type", "T4-2Q", "--uuid", UUID][..],
+        &["create", T4, "--type", "T4-2Q", "--uuid", BATCH_3[0]],
+        &["create", T4, "--type", "T4-2Q", "--uuid", BATCH_3[1]],
         &["create", L40S, "--type", "L40S-12Q"],
         &["sriov", FLEX, "--vfs", "2"],
         &["bind", "0001:03:00.1"],
@@ -133,7 +142,7 @@ fn metrics_without_libvirt_reports_vgpus_without_domain() {
     let wanted = [
         "vgpu_libvirt_up 0",
         "vgpu_framebuffer_bytes{gpu=\"0000:3b:00.0\",vgpu=\"3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c\",type=\"nvidia-231\",type_name=\"GRID T4-2Q\",domain=\"\",tenant=\"\"} 2147483648",
-        "vgpu_tenant_vgpus{tenant=\"\"} 3",
+        "vgpu_tenant_vgpus{tenant=\"\"} 5",
     ];
     assert_eq!(
         (
@@ -419,7 +428,8 @@ fn top_in_a_terminal_shows_the_table_and_quits_on_q() {
 
     let deadline = Instant::now() + DEADLINE;
     let mut screen = tmux.screen();
-    while !(screen.contains("TENANT  VGPUS") && screen.contains("NVML: loaded"))
+    // The tenant table's header, whatever its column widths, and the last lines below it.
+    while !(screen.lines().any(|l| l.starts_with("TENANT ")) && screen.contains("NVML: loaded"))
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(50));

@@ -149,8 +149,8 @@ pub use state::store::{
     VfVgpuDefinition,
 };
 pub use telemetry::{
-    GpuTelemetry, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry, VgpuUsage,
-    telemetry, usage_from_nvml,
+    GpuTelemetry, MatchedBy, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry,
+    VgpuUsage, telemetry, usage_from_nvml,
 };
 pub use tenancy::{
     Assessment, DeviceKind, Dimension, Fact as IsolationFact, GpuReport as GpuIsolationReport,

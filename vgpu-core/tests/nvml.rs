@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use uuid::Uuid;
 use vgpu_core::testing::fake_nvml::{FakeBuild, FakeNvml};
 use vgpu_core::{
     ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, Nvml, NvmlGpu,
@@ -43,6 +44,7 @@ placements = { size = 24, ids = [0, 24] }
 instance = 7
 type_id = 1155
 uuid = "8e2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+mdev_uuid = "5a0c7d2e-3b4f-4e61-9a8b-7c6d5e4f3a2b"
 vm_id = { kind = "uuid", id = "1d3f0a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b" }
 fb_usage_mib = 3072
 encoder = { sessions = 2, average_fps = 60, average_latency_us = 850 }
@@ -51,6 +53,9 @@ utilization = [
   { timestamp_us = 2000, sm = 55, memory = 25, encoder = 6, decoder = 2 },
 ]
 "#;
+
+/// The mdev UUID of `ONE_VGPU`'s vGPU.
+const MDEV_UUID: Uuid = Uuid::from_u128(0x5a0c7d2e_3b4f_4e61_9a8b_7c6d5e4f3a2b);
 
 fn addr(text: &str) -> PciAddress {
     text.parse().unwrap()
@@ -179,6 +184,7 @@ fn read_active_vgpu_has_every_field_and_latest_sample() {
             instance: 7,
             type_id: Fact::Value(1155),
             uuid: Fact::Value("8e2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d".to_owned()),
+            mdev_uuid: Fact::Value(MDEV_UUID),
             vm_id: Fact::Value(VmId::Uuid(
                 "1d3f0a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b".to_owned()
             )),
@@ -200,6 +206,89 @@ fn read_active_vgpu_has_every_field_and_latest_sample() {
             })),
         }])
     );
+}
+
+/// The mdev UUID NVML reports for `data`'s only vGPU.
+fn mdev_uuid_of(fake: &FakeNvml) -> Fact<Uuid> {
+    let mut gpus = load(fake).read().gpus;
+    let vgpus = gpus.remove(0).vgpus.into_value().unwrap();
+    vgpus[0].mdev_uuid.clone()
+}
+
+#[test]
+fn read_mdev_uuid_is_the_mediated_device_s() {
+    let fake = FakeNvml::new(ONE_VGPU).unwrap();
+    assert_eq!(mdev_uuid_of(&fake), Fact::Value(MDEV_UUID));
+}
+
+#[test]
+fn read_mdev_uuid_not_supported_is_unavailable_not_supported() {
+    let data = with_function(ONE_VGPU, "nvmlVgpuInstanceGetMdevUUID", "not-supported");
+    let fake = FakeNvml::new(&data).unwrap();
+    assert_eq!(
+        mdev_uuid_of(&fake),
+        Fact::Unavailable(unavailable(
+            Cause::NotSupported,
+            "nvmlVgpuInstanceGetMdevUUID: not supported by this GPU or its mode \
+             (NVML_ERROR_NOT_SUPPORTED)"
+        ))
+    );
+}
+
+#[test]
+fn read_mdev_uuid_absent_from_the_data_is_unavailable_not_supported() {
+    let data = ONE_VGPU.replace("mdev_uuid = \"5a0c7d2e-3b4f-4e61-9a8b-7c6d5e4f3a2b\"\n", "");
+    let fake = FakeNvml::new(&data).unwrap();
+    assert_eq!(
+        mdev_uuid_of(&fake).unavailable().map(|u| u.cause),
+        Some(Cause::NotSupported)
+    );
+}
+
+#[test]
+fn read_mdev_uuid_missing_function_is_unavailable_function_not_found() {
+    let data = with_function(ONE_VGPU, "nvmlVgpuInstanceGetMdevUUID", "missing");
+    let fake = FakeNvml::new(&data).unwrap();
+    assert_eq!(
+        mdev_uuid_of(&fake),
+        Fact::Unavailable(unavailable(
+            Cause::FunctionNotFound,
+            "nvmlVgpuInstanceGetMdevUUID: this driver does not implement it \
+             (NVML_ERROR_FUNCTION_NOT_FOUND; an older driver)"
+        ))
+    );
+}
+
+#[test]
+fn read_mdev_uuid_uninitialized_is_unavailable_uninitialized() {
+    let data = with_function(ONE_VGPU, "nvmlVgpuInstanceGetMdevUUID", "uninitialized");
+    let fake = FakeNvml::new(&data).unwrap();
+    assert_eq!(
+        mdev_uuid_of(&fake),
+        Fact::Unavailable(unavailable(
+            Cause::Uninitialized,
+            "nvmlVgpuInstanceGetMdevUUID: NVML is not initialised (NVML_ERROR_UNINITIALIZED)"
+        ))
+    );
+}
+
+#[test]
+fn read_mdev_uuid_not_a_uuid_is_unavailable_unexpected() {
+    let data = ONE_VGPU.replace(
+        "mdev_uuid = \"5a0c7d2e-3b4f-4e61-9a8b-7c6d5e4f3a2b\"",
+        "mdev_uuid = \"vgpu-7\"",
+    );
+    let fake = FakeNvml::new(&data).unwrap();
+    assert_eq!(
+        mdev_uuid_of(&fake).unavailable().map(|u| u.cause),
+        Some(Cause::Unexpected)
+    );
+}
+
+#[test]
+fn read_legacy_library_exports_mdev_uuid() {
+    let fake = FakeNvml::build(FakeBuild::Legacy, ONE_VGPU).unwrap();
+    assert_eq!(mdev_uuid_of(&fake), Fact::Value(MDEV_UUID));
 }
 
 #[test]
@@ -503,6 +592,7 @@ const VGPU_FUNCTIONS: &[&str] = &[
     "nvmlDeviceGetActiveVgpus",
     "nvmlVgpuInstanceGetType",
     "nvmlVgpuInstanceGetUUID",
+    "nvmlVgpuInstanceGetMdevUUID",
     "nvmlVgpuInstanceGetVmID",
     "nvmlVgpuInstanceGetFbUsage",
     "nvmlVgpuInstanceGetEncoderStats",

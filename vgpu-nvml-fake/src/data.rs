@@ -162,6 +162,10 @@ pub(crate) struct Vgpu {
     pub(crate) instance: u32,
     pub(crate) type_id: u32,
     pub(crate) uuid: String,
+    /// The UUID of its mediated device; absent: `NOT_SUPPORTED` (as on a hypervisor other
+    /// than KVM).
+    #[serde(default)]
+    pub(crate) mdev_uuid: Option<String>,
     pub(crate) vm_id: VmId,
     #[serde(default)]
     pub(crate) fb_usage_mib: u64,

@@ -18,13 +18,20 @@
 //! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
 //! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
 //! `creatable` (type ids), `functions` (per GPU), and arrays `[[gpu.type]]`,
-//! `[[gpu.profile]]` (GPU-instance profiles), `[[gpu.gpu_instance]]` and `[[gpu.vgpu]]`.
+//! `[[gpu.profile]]` (GPU-instance profiles), `[[gpu.gpu_instance]]` and `[[gpu.vgpu]]`
+//! (`instance`, `type_id`, `uuid`, `mdev_uuid`, `vm_id = { kind, id }`, `fb_usage_mib`,
+//! `encoder`, `gpu_instance_id`, `utilization`). A value the data leaves out that NVML may
+//! not give is answered `NVML_ERROR_NOT_SUPPORTED`: `mig`, `ecc`, the scheduler's, a type's
+//! `placements`, a vGPU's `mdev_uuid` (NVML gives it only on KVM, for a vGPU that is a
+//! mediated device).
 //!
 //! A behaviour is `ok` (answer from the data), `not-supported`, `uninitialized`, `missing`
 //! (`NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver answers), `no-permission`,
 //! `driver-not-loaded` or `unknown`. A function the library does not export at all is what
 //! the `legacy` build (`vgpu-nvml-fake-legacy`) models: it leaves out the scheduler, the
-//! versioned profile query and placements, as drivers before them do.
+//! versioned profile query and placements, as drivers before them do. It keeps
+//! `nvmlVgpuInstanceGetMdevUUID`, which NVML's header already declares in CUDA 11.0 (R450
+//! drivers), older than any of those.
 //!
 //! # Changes
 //!

@@ -9,6 +9,7 @@
 //! `{"unavailable": {"cause": "not-supported", "reason": "…"}}`.
 
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::model::pci::PciAddress;
 use crate::nvml::NvmlStatus;
@@ -268,8 +269,21 @@ pub struct NvmlVgpu {
     pub instance: u32,
     /// Its type id (`nvmlVgpuInstanceGetType`).
     pub type_id: Fact<u32>,
-    /// Its UUID (`nvmlVgpuInstanceGetUUID`).
+    /// Its UUID (`nvmlVgpuInstanceGetUUID`): NVML's own name for the vGPU, not the mediated
+    /// device's.
     pub uuid: Fact<String>,
+    /// The UUID of the mediated device it runs as (`nvmlVgpuInstanceGetMdevUUID`): the key
+    /// that matches it exactly to discovery's [`Vgpu`](crate::Vgpu) of that UUID. NVML gives
+    /// it only on KVM (`NVML_ERROR_NOT_SUPPORTED` on other hypervisors); a text that is not a
+    /// UUID is [`Cause::Unexpected`].
+    ///
+    /// A vGPU on NVIDIA's vendor-specific VFIO interface has no mediated device, and no NVML
+    /// function names the host VF it runs on (NVML API Reference Guide, "vGPU Management", up
+    /// to the API version 13 of CUDA 13): `nvmlVgpuInstanceGetGpuPciId` is the PCI address the
+    /// guest sees, `nvmlVgpuInstanceGetPlacementId` a placement on the GPU. Such a vGPU is
+    /// matched by its VM and type only
+    /// ([`usage_from_nvml`](crate::usage_from_nvml)).
+    pub mdev_uuid: Fact<Uuid>,
     /// The VM it belongs to, as the driver reports it (`nvmlVgpuInstanceGetVmID`).
     pub vm_id: Fact<VmId>,
     /// Frame buffer in use by the guest, in MiB (`nvmlVgpuInstanceGetFbUsage`).

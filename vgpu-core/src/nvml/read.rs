@@ -7,6 +7,7 @@ use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{GpuVirtualizationMode, HostVgpuMode as RawHostMode};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::vgpu::{VgpuInstance, VgpuType as RawType};
+use uuid::Uuid;
 
 use super::NvmlStatus;
 use super::model::{
@@ -252,6 +253,7 @@ fn vgpus(device: &Device<'_>, framebuffers: &BTreeMap<u32, Fact<u64>>) -> Fact<V
             NvmlVgpu {
                 instance,
                 uuid: fact("nvmlVgpuInstanceGetUUID", vgpu.uuid()),
+                mdev_uuid: mdev_uuid(&vgpu),
                 vm_id: fact("nvmlVgpuInstanceGetVmID", vgpu.vm_id()).map(|id| match id {
                     nvml_wrapper::enum_wrappers::vgpu::VmId::Domain(id) => VmId::Domain(id),
                     nvml_wrapper::enum_wrappers::vgpu::VmId::Uuid(id) => VmId::Uuid(id),
@@ -277,6 +279,24 @@ fn vgpus(device: &Device<'_>, framebuffers: &BTreeMap<u32, Fact<u64>>) -> Fact<V
         })
         .collect();
     Fact::Value(list)
+}
+
+/// The UUID of the mediated device `vgpu` runs as (`nvmlVgpuInstanceGetMdevUUID`).
+fn mdev_uuid(vgpu: &VgpuInstance<'_>) -> Fact<Uuid> {
+    const FUNCTION: &str = "nvmlVgpuInstanceGetMdevUUID";
+    match fact(FUNCTION, vgpu.mdev_uuid()) {
+        Fact::Value(text) => match Uuid::try_parse(text.trim()) {
+            Ok(uuid) => Fact::Value(uuid),
+            Err(err) => Fact::unknown(
+                Cause::Unexpected,
+                format!(
+                    "{FUNCTION}: {:?} is not a UUID: {err}",
+                    text.chars().take(80).collect::<String>()
+                ),
+            ),
+        },
+        Fact::Unavailable(why) => Fact::Unavailable(why),
+    }
 }
 
 fn percent(value: u64) -> u32 {

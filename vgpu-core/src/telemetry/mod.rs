@@ -4,11 +4,23 @@
 //! [`usage_from_nvml`]) and the hypervisor's ownership ([`Owner`]), and [`telemetry`] joins
 //! them.
 //!
-//! NVML names a running vGPU by its own instance id, its type and the VM it belongs to
-//! (`nvmlVgpuInstanceGetVmID`: on KVM the UUID QEMU was started with, the libvirt domain's).
-//! [`usage_from_nvml`] gives an NVML vGPU's usage to the host's vGPU of that GPU and type that
-//! the domain of that UUID holds, when there is exactly one; a domain holding two vGPUs of one
-//! type on one GPU leaves both without usage rather than guessing.
+//! NVML names a running vGPU by its own instance id, its type, the VM it belongs to
+//! (`nvmlVgpuInstanceGetVmID`: on KVM the UUID QEMU was started with, the libvirt domain's)
+//! and, for a mediated device, the mdev's UUID (`nvmlVgpuInstanceGetMdevUUID`).
+//! [`usage_from_nvml`] matches each NVML vGPU to one host vGPU of its GPU, and says how
+//! ([`MatchedBy`]):
+//!
+//! - **by mdev UUID**, exact, when NVML gives it and the GPU's vGPUs are mediated devices: the
+//!   host's vGPU of that UUID gets the usage; a UUID that names no vGPU of the GPU gives the
+//!   usage to none;
+//! - **by VM and type** otherwise: when NVML cannot give the mdev UUID (an older driver, not
+//!   supported), and always on NVIDIA's vendor-specific VFIO interface, where a vGPU is a VF
+//!   with no mediated device and no NVML function names the host VF (see
+//!   [`NvmlVgpu::mdev_uuid`]). The usage goes to the host's vGPU of that GPU and type that the
+//!   domain of that UUID holds, not already matched by UUID, when there is exactly one; a
+//!   domain holding two such vGPUs leaves both without usage rather than guessing.
+//!
+//! A host vGPU that two NVML vGPUs match gets the usage of neither.
 //!
 //! What can be attributed to one vGPU differs by kind:
 //!
@@ -24,7 +36,7 @@
 //!   the work used while it ran nor what it cost the others (memory bandwidth, caches, the
 //!   scheduler's switches). [`Utilization`] carries them as ratios of the physical GPU.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -38,7 +50,7 @@ const MIB: u64 = 1024 * 1024;
 
 /// What the GPU's management library reports about one vGPU now; `None` where it reports
 /// nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VgpuUsage {
     /// Frame buffer the guest has in use, in bytes.
     pub framebuffer_used_bytes: Option<u64>,
@@ -46,6 +58,20 @@ pub struct VgpuUsage {
     pub encoder_sessions: Option<u32>,
     /// Engine utilisation.
     pub utilization: Utilization,
+    /// How the library's report was matched to the vGPU.
+    pub matched_by: MatchedBy,
+}
+
+/// How NVML's report of a running vGPU was matched to the host's vGPU (see the module
+/// documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MatchedBy {
+    /// By the UUID of its mediated device (`nvmlVgpuInstanceGetMdevUUID`): exact.
+    MdevUuid,
+    /// By the VM it belongs to and its type: the only vGPU of that type on that GPU that the
+    /// VM's domain holds.
+    VmAndType,
 }
 
 /// The usage of every vGPU the management library knows, by vGPU.
@@ -137,6 +163,8 @@ pub struct VgpuTelemetry {
     pub encoder_sessions: Option<u32>,
     /// Engine utilisation (NVML).
     pub utilization: Utilization,
+    /// How NVML's report was matched to this vGPU; `None` when none was.
+    pub matched_by: Option<MatchedBy>,
 }
 
 /// What one tenant's vGPUs are allotted and use, summed. A sum is `None` unless every one of
@@ -184,7 +212,7 @@ pub fn telemetry(
 fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> Vec<VgpuTelemetry> {
     let row = |id: VgpuHandle, type_id: &str, type_name, framebuffer_mib: Option<u64>| {
         let owner = owners.get(&id);
-        let used = usage.get(&id).copied().unwrap_or_default();
+        let used = usage.get(&id);
         VgpuTelemetry {
             gpu: gpu.address,
             id,
@@ -193,9 +221,10 @@ fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> V
             domain: owner.map(|o| o.domain.clone()),
             tenant: owner.and_then(|o| o.tenant.clone()),
             framebuffer_bytes: framebuffer_mib.and_then(|mib| mib.checked_mul(MIB)),
-            framebuffer_used_bytes: used.framebuffer_used_bytes,
-            encoder_sessions: used.encoder_sessions,
-            utilization: used.utilization,
+            framebuffer_used_bytes: used.and_then(|u| u.framebuffer_used_bytes),
+            encoder_sessions: used.and_then(|u| u.encoder_sessions),
+            utilization: used.map(|u| u.utilization).unwrap_or_default(),
+            matched_by: used.map(|u| u.matched_by),
         }
     };
     let vgpus = gpu.vgpus.iter().map(|v| {
@@ -243,8 +272,8 @@ fn tenants(vgpus: &[VgpuTelemetry]) -> Vec<TenantUsage> {
     sums
 }
 
-/// The usage NVML reports for the vGPUs of `inventory`, each matched to the one vGPU of its
-/// GPU and type that the domain NVML names holds (see the module documentation).
+/// The usage NVML reports for the vGPUs of `inventory`, each matched to one vGPU of its GPU
+/// by its mdev UUID or else by its VM and type (see the module documentation).
 pub fn usage_from_nvml(
     nvml: &NvmlHost,
     inventory: &Inventory,
@@ -255,20 +284,64 @@ pub fn usage_from_nvml(
         let Some(running) = nvml.gpu(gpu.address).and_then(|g| g.vgpus.value()) else {
             continue;
         };
-        for vgpu in running {
-            if let Some(id) = match_vgpu(gpu, vgpu, owners) {
-                usage.insert(id, vgpu_usage(vgpu));
-            }
+        for (id, vgpu, matched_by) in matches(gpu, running, owners) {
+            usage.insert(id, vgpu_usage(vgpu, matched_by));
         }
     }
     usage
 }
 
-/// The host vGPU of `gpu` that NVML's `vgpu` is: of its type, held by its VM, the only one.
-fn match_vgpu(
+/// The host vGPU of `gpu` that each of NVML's `running` vGPUs is, where one is: by mdev UUID
+/// first, then by VM and type among the vGPUs no UUID matched; a host vGPU matched twice is
+/// left out.
+fn matches<'a>(
+    gpu: &Gpu,
+    running: &'a [NvmlVgpu],
+    owners: &BTreeMap<VgpuHandle, Owner>,
+) -> Vec<(VgpuHandle, &'a NvmlVgpu, MatchedBy)> {
+    let mut found = Vec::new();
+    let mut by_vm = Vec::new();
+    for vgpu in running {
+        match exact_uuid(gpu, vgpu) {
+            Some(uuid) => {
+                let id = VgpuHandle::Mdev(uuid);
+                if gpu.vgpus.iter().any(|v| v.id == id) {
+                    found.push((id, vgpu, MatchedBy::MdevUuid));
+                }
+            }
+            None => by_vm.push(vgpu),
+        }
+    }
+    let claimed: BTreeSet<VgpuHandle> = found.iter().map(|(id, _, _)| *id).collect();
+    for vgpu in by_vm {
+        if let Some(id) = vm_and_type(gpu, vgpu, owners, &claimed) {
+            found.push((id, vgpu, MatchedBy::VmAndType));
+        }
+    }
+    let mut times: BTreeMap<VgpuHandle, usize> = BTreeMap::new();
+    for (id, _, _) in &found {
+        *times.entry(*id).or_default() += 1;
+    }
+    found.retain(|(id, _, _)| times.get(id) == Some(&1));
+    found
+}
+
+/// The mdev UUID NVML gives `vgpu`, when it names a vGPU of `gpu` exactly: not on NVIDIA's
+/// vendor-specific VFIO interface, whose vGPUs are VFs, not mediated devices.
+fn exact_uuid(gpu: &Gpu, vgpu: &NvmlVgpu) -> Option<Uuid> {
+    if gpu.backend == Backend::NvidiaVfio {
+        return None;
+    }
+    vgpu.mdev_uuid.value().copied()
+}
+
+/// The host vGPU of `gpu` that NVML's `vgpu` is by VM and type: of its type, held by its VM,
+/// not `claimed`, the only one.
+fn vm_and_type(
     gpu: &Gpu,
     vgpu: &NvmlVgpu,
     owners: &BTreeMap<VgpuHandle, Owner>,
+    claimed: &BTreeSet<VgpuHandle>,
 ) -> Option<VgpuHandle> {
     let type_id = *vgpu.type_id.value()?;
     let vm = match vgpu.vm_id.value()? {
@@ -278,12 +351,13 @@ fn match_vgpu(
     let mut candidates = gpu.vgpus.iter().filter(|v| {
         v.type_id.trim_start_matches("nvidia-").parse::<u32>().ok() == Some(type_id)
             && owners.get(&v.id).is_some_and(|o| o.uuid == vm)
+            && !claimed.contains(&v.id)
     });
     let first = candidates.next()?;
     candidates.next().is_none().then_some(first.id)
 }
 
-fn vgpu_usage(vgpu: &NvmlVgpu) -> VgpuUsage {
+fn vgpu_usage(vgpu: &NvmlVgpu, matched_by: MatchedBy) -> VgpuUsage {
     let sample = vgpu.utilization.value().copied().flatten();
     let ratio = |percent: u32| f64::from(percent.min(100)) / 100.0;
     VgpuUsage {
@@ -298,6 +372,7 @@ fn vgpu_usage(vgpu: &NvmlVgpu) -> VgpuUsage {
             encoder: sample.map(|s| ratio(s.encoder_percent)),
             decoder: sample.map(|s| ratio(s.decoder_percent)),
         },
+        matched_by,
     }
 }
 

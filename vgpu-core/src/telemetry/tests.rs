@@ -63,6 +63,7 @@ fn used(bytes: u64, sessions: u32) -> VgpuUsage {
             encoder: Some(0.0),
             decoder: None,
         },
+        matched_by: MatchedBy::MdevUuid,
     }
 }
 
@@ -138,14 +139,16 @@ fn telemetry_usage_and_owner_fill_the_row() {
             r.tenant.as_deref(),
             r.framebuffer_used_bytes,
             r.encoder_sessions,
-            r.utilization.sm
+            r.utilization.sm,
+            r.matched_by
         )),
         Some((
             Some("web-1"),
             Some("acme"),
             Some(512 * MIB),
             Some(1),
-            Some(0.25)
+            Some(0.25),
+            Some(MatchedBy::MdevUuid)
         ))
     );
 }
@@ -160,9 +163,10 @@ fn telemetry_vgpu_without_usage_or_owner_reports_none() {
             r.tenant.clone(),
             r.framebuffer_used_bytes,
             r.encoder_sessions,
-            r.utilization
+            r.utilization,
+            r.matched_by
         )),
-        Some((None, None, None, None, Utilization::default()))
+        Some((None, None, None, None, Utilization::default(), None))
     );
 }
 
@@ -282,12 +286,18 @@ pub(crate) fn nvml_host(gpus: Vec<NvmlGpu>) -> NvmlHost {
     }
 }
 
-/// A running vGPU of NVML type `type_id` in the VM of `domain` (as [`owner`] names it).
-fn running(type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu {
+/// A running vGPU of NVML type `type_id` in the VM of `domain` (as [`owner`] names it), NVML
+/// instance `instance`, whose mdev UUID NVML does not give.
+fn running(instance: u32, type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu {
     NvmlVgpu {
-        instance: 7,
+        instance,
         type_id: Fact::Value(type_id),
         uuid: Fact::Value("9e0a5a8e-3f4c-11ef-a1b2-0242ac120002".to_owned()),
+        mdev_uuid: Fact::unknown(
+            Cause::NotSupported,
+            "nvmlVgpuInstanceGetMdevUUID: not supported by this GPU or its mode \
+             (NVML_ERROR_NOT_SUPPORTED)",
+        ),
         vm_id: Fact::Value(VmId::Uuid(owner(domain, None).uuid.to_string())),
         framebuffer_used_mib: Fact::Value(used_mib),
         framebuffer_mib: Fact::Value(2048),
@@ -298,13 +308,36 @@ fn running(type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu {
         }),
         gpu_instance_id: Fact::Value(None),
         utilization: Fact::Value(Some(UtilizationSample {
-            instance: 7,
+            instance,
             timestamp_us: 1_700_000_000_000_000,
             sm_percent: 35,
             memory_percent: 12,
             encoder_percent: 0,
             decoder_percent: 150,
         })),
+    }
+}
+
+/// As [`running`], with NVML giving the mdev UUID of `mdev(n)`.
+fn running_mdev(instance: u32, n: u128, domain: &str, used_mib: u64) -> NvmlVgpu {
+    NvmlVgpu {
+        mdev_uuid: Fact::Value(Uuid::from_u128(n)),
+        ..running(instance, t4_2q_id(), domain, used_mib)
+    }
+}
+
+/// What [`running`] reports, with `used_mib` in use, as matched `by`.
+fn reported(used_mib: u64, by: MatchedBy) -> VgpuUsage {
+    VgpuUsage {
+        framebuffer_used_bytes: Some(used_mib * MIB),
+        encoder_sessions: Some(2),
+        utilization: Utilization {
+            sm: Some(0.35),
+            memory: Some(0.12),
+            encoder: Some(0.0),
+            decoder: Some(1.0),
+        },
+        matched_by: by,
     }
 }
 
@@ -317,35 +350,111 @@ fn t4_2q_id() -> u32 {
         .unwrap_or_default()
 }
 
+const L40S: &str = "0000:41:00.0";
+
+/// An L40S on NVIDIA's vendor-specific VFIO interface whose first VF (`0000:41:00.4`) runs a
+/// vGPU of type `type_id`, and that type's NVML id.
+fn vendor_vfio_inventory() -> (Inventory, VgpuHandle, u32) {
+    let mut l40s = gpu(Model::L40s, addr(L40S), Some(0));
+    let ty = l40s.types.first().map(|t| t.id.clone()).unwrap_or_default();
+    let vf = l40s.vfs[0].address;
+    l40s.vgpus = vec![Vgpu {
+        id: VgpuHandle::Vf(vf),
+        type_id: ty.clone(),
+        parent: vf,
+    }];
+    let nvml_id = ty.trim_start_matches("nvidia-").parse().unwrap_or_default();
+    (
+        Inventory {
+            gpus: vec![l40s],
+            warnings: Vec::new(),
+        },
+        VgpuHandle::Vf(vf),
+        nvml_id,
+    )
+}
+
 #[test]
-fn usage_from_nvml_matches_the_vgpu_its_vm_holds() {
-    let owners = BTreeMap::from([
-        (mdev(1), owner("a", None)),
-        (mdev(2), owner("b", Some("acme"))),
-    ]);
-    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(t4_2q_id(), "b", 300)])]);
+fn usage_from_nvml_mdev_uuid_matches_that_vgpu_without_an_owner() {
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running_mdev(7, 3, "z", 300)])]);
     assert_eq!(
-        usage_from_nvml(&nvml, &inventory(), &owners),
-        Usage::from([(
-            mdev(2),
-            VgpuUsage {
-                framebuffer_used_bytes: Some(300 * MIB),
-                encoder_sessions: Some(2),
-                utilization: Utilization {
-                    sm: Some(0.35),
-                    memory: Some(0.12),
-                    encoder: Some(0.0),
-                    decoder: Some(1.0),
-                },
-            }
-        )])
+        usage_from_nvml(&nvml, &inventory(), &BTreeMap::new()),
+        Usage::from([(mdev(3), reported(300, MatchedBy::MdevUuid))])
     );
 }
 
 #[test]
-fn usage_from_nvml_vm_holding_two_of_the_type_is_not_attributed() {
+fn usage_from_nvml_two_of_one_type_in_one_vm_are_each_matched_by_mdev_uuid() {
     let owners = BTreeMap::from([(mdev(1), owner("a", None)), (mdev(2), owner("a", None))]);
-    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(t4_2q_id(), "a", 300)])]);
+    let nvml = nvml_host(vec![nvml_gpu(
+        T4,
+        vec![running_mdev(7, 2, "a", 700), running_mdev(8, 1, "a", 300)],
+    )]);
+    assert_eq!(
+        usage_from_nvml(&nvml, &inventory(), &owners),
+        Usage::from([
+            (mdev(1), reported(300, MatchedBy::MdevUuid)),
+            (mdev(2), reported(700, MatchedBy::MdevUuid)),
+        ])
+    );
+}
+
+#[test]
+fn usage_from_nvml_mdev_uuid_of_no_host_vgpu_is_not_attributed_by_vm_and_type() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running_mdev(7, 99, "a", 300)])]);
+    assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
+}
+
+#[test]
+fn usage_from_nvml_mdev_uuid_not_supported_matches_the_vgpu_its_vm_holds() {
+    let owners = BTreeMap::from([
+        (mdev(1), owner("a", None)),
+        (mdev(2), owner("b", Some("acme"))),
+    ]);
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(7, t4_2q_id(), "b", 300)])]);
+    assert_eq!(
+        usage_from_nvml(&nvml, &inventory(), &owners),
+        Usage::from([(mdev(2), reported(300, MatchedBy::VmAndType))])
+    );
+}
+
+#[test]
+fn usage_from_nvml_mdev_uuid_not_supported_vm_holding_two_of_the_type_is_not_attributed() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None)), (mdev(2), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(T4, vec![running(7, t4_2q_id(), "a", 300)])]);
+    assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
+}
+
+#[test]
+fn usage_from_nvml_vm_and_type_skips_the_vgpu_matched_by_mdev_uuid() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None)), (mdev(2), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(
+        T4,
+        vec![
+            running_mdev(7, 1, "a", 300),
+            running(8, t4_2q_id(), "a", 700),
+        ],
+    )]);
+    assert_eq!(
+        usage_from_nvml(&nvml, &inventory(), &owners),
+        Usage::from([
+            (mdev(1), reported(300, MatchedBy::MdevUuid)),
+            (mdev(2), reported(700, MatchedBy::VmAndType)),
+        ])
+    );
+}
+
+#[test]
+fn usage_from_nvml_two_reports_matching_one_vgpu_by_vm_and_type_are_not_attributed() {
+    let owners = BTreeMap::from([(mdev(1), owner("a", None))]);
+    let nvml = nvml_host(vec![nvml_gpu(
+        T4,
+        vec![
+            running(7, t4_2q_id(), "a", 300),
+            running(8, t4_2q_id(), "a", 700),
+        ],
+    )]);
     assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
 }
 
@@ -355,9 +464,24 @@ fn usage_from_nvml_other_type_or_unknown_vm_is_not_attributed() {
     let nvml = nvml_host(vec![nvml_gpu(
         T4,
         vec![
-            running(t4_2q_id() + 1, "a", 300),
-            running(t4_2q_id(), "z", 300),
+            running(7, t4_2q_id() + 1, "a", 300),
+            running(8, t4_2q_id(), "z", 300),
         ],
     )]);
     assert_eq!(usage_from_nvml(&nvml, &inventory(), &owners), Usage::new());
+}
+
+#[test]
+fn usage_from_nvml_vendor_vfio_vgpu_is_matched_by_vm_and_type_whatever_its_mdev_uuid() {
+    let (inventory, vf, type_id) = vendor_vfio_inventory();
+    let owners = BTreeMap::from([(vf, owner("a", None))]);
+    let reported_uuid = NvmlVgpu {
+        mdev_uuid: Fact::Value(Uuid::from_u128(5)),
+        ..running(7, type_id, "a", 300)
+    };
+    let nvml = nvml_host(vec![nvml_gpu(L40S, vec![reported_uuid])]);
+    assert_eq!(
+        usage_from_nvml(&nvml, &inventory, &owners),
+        Usage::from([(vf, reported(300, MatchedBy::VmAndType))])
+    );
 }

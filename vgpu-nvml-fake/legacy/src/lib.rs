@@ -3,7 +3,8 @@
 //! functions (`nvmlDeviceGetVgpuScheduler*`, `nvmlDeviceSetVgpuSchedulerState`), the versioned
 //! GPU-instance profile query (`nvmlDeviceGetGpuInstanceProfileInfoV`) and vGPU placements
 //! (`nvmlDeviceGetVgpuTypeSupportedPlacements`) are not exported at all, so that a caller's
-//! handling of a symbol the library lacks is tested.
+//! handling of a symbol the library lacks is tested. Functions as old as vGPU 11 (R450), such
+//! as `nvmlVgpuInstanceGetMdevUUID`, are exported as by the full build.
 //!
 //! The sources are those of `vgpu-nvml-fake`, less the modules of those functions.
 

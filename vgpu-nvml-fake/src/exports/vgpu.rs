@@ -7,7 +7,8 @@ use std::ffi::{c_char, c_uint, c_ulonglong};
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlEncoderSessionInfo_t,
     nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT,
-    nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND, nvmlReturn_t, nvmlValue_t,
+    nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND,
+    nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED, nvmlReturn_t, nvmlValue_t,
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT, nvmlValueType_t, nvmlVgpuInstance_t,
     nvmlVgpuInstanceUtilizationSample_t, nvmlVgpuTypeId_t,
     nvmlVgpuVmIdType_NVML_VGPU_VM_ID_DOMAIN_ID, nvmlVgpuVmIdType_NVML_VGPU_VM_ID_UUID,
@@ -224,6 +225,25 @@ unsafe extern "C" fn nvmlVgpuInstanceGetUUID(
         let (_, v) = vgpu(d, instance)?;
         // SAFETY: as the caller promises.
         unsafe { put_str(uuid, size, &v.uuid) }
+    }))
+}
+
+/// `nvmlVgpuInstanceGetMdevUUID`: `NOT_SUPPORTED` for a vGPU whose data names no mediated
+/// device.
+///
+/// # Safety
+/// `uuid` is null or valid for `size` bytes.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn nvmlVgpuInstanceGetMdevUUID(
+    instance: nvmlVgpuInstance_t,
+    uuid: *mut c_char,
+    size: c_uint,
+) -> nvmlReturn_t {
+    done(with("nvmlVgpuInstanceGetMdevUUID", None, |d| {
+        let (_, v) = vgpu(d, instance)?;
+        let mdev = v.mdev_uuid.as_deref().ok_or(NOT_SUPPORTED)?;
+        // SAFETY: as the caller promises.
+        unsafe { put_str(uuid, size, mdev) }
     }))
 }
 
