@@ -1,22 +1,42 @@
 # Every target installs missing Debian packages first (scripts/install-deps.sh).
 CARGO ?= cargo
 
-.PHONY: deps build test lint demo bench
+.PHONY: deps fuzz-deps build test lint demo bench fuzz
+
+## Seconds each fuzz target runs. `make test` runs the 10 targets for 20 s each: with building
+## the fuzz crate from nothing (about 3 minutes on 2 cores) and installing cargo-fuzz (about
+## 1 minute, once), the fuzz step stays under 8 minutes.
+FUZZ_SECONDS ?= 60
 
 deps:
 	@scripts/install-deps.sh
+
+## What fuzzing needs besides `deps`: g++ (libfuzzer-sys compiles libFuzzer) and cargo-fuzz.
+fuzz-deps: deps
+	@scripts/install-deps.sh --fuzz
 
 build: deps
 	$(CARGO) build --workspace --all-targets
 
 lint: deps
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## The whole test suite: formatting, lints, unit, integration and simulator tests.
+## The whole test suite: formatting, lints, unit, integration and simulator tests, then every
+## fuzz target for 20 s (a crash fails the suite and leaves its input under fuzz/artifacts/).
 test: lint
 	$(CARGO) test --workspace
 	$(CARGO) run --quiet --example orchestrator
+	$(MAKE) fuzz FUZZ_SECONDS=20
+
+## Every fuzz target (fuzz/fuzz_targets/) for FUZZ_SECONDS seconds each, one after the other:
+## clippy on the fuzz crate (in the workspace's target/, whose dependencies it shares), then
+## scripts/fuzz.sh, which prints executions per second and
+## corpus size per target. `make fuzz FUZZ_SECONDS=600 TARGETS=host_toml` runs one for longer.
+fuzz: fuzz-deps
+	CARGO_TARGET_DIR=target $(CARGO) clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(TARGETS)
 
 ## vgpuctl list, types and check on the simulated "mixed" host, examples/host.toml applied,
 ## and a VM given a vGPU on libvirt's embedded QEMU driver.

@@ -117,7 +117,7 @@ impl<'de> Deserialize<'de> for Devices {
 
 /// Parses vgpu-device-manager YAML text read from `path` into its configs.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
-    let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, &err))?;
+    let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = Source { path, text };
     if raw.version != VERSION {
         return Err(file.error(
@@ -157,8 +157,10 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     Ok(configs)
 }
 
-/// A syntax or shape error, where the YAML crate marks it.
-fn yaml_error(path: &Path, err: &serde_yaml_ng::Error) -> Error {
+/// A syntax or shape error, where the YAML crate marks it. The crate marks the end of a text
+/// without a final line break on the line after the last, which is no line of the file: such a
+/// mark is said at the end of the text.
+fn yaml_error(path: &Path, text: &str, err: &serde_yaml_ng::Error) -> Error {
     let mut message = err.to_string();
     let at = match err.location() {
         Some(mark) => {
@@ -167,14 +169,37 @@ fn yaml_error(path: &Path, err: &serde_yaml_ng::Error) -> Error {
             if let Some(stripped) = message.strip_suffix(&suffix) {
                 message = stripped.to_owned();
             }
-            Location {
+            let marked = Location {
                 line: mark.line(),
                 column: mark.column(),
-            }
+            };
+            marked.min(yaml_end(text))
         }
         None => Location { line: 1, column: 1 },
     };
     error_at(path, at, message)
+}
+
+/// Where the end of `text` is, its lines broken as YAML 1.1 breaks them (`\n`, `\r\n`, `\r`,
+/// U+0085, U+2028, U+2029) and its columns counted in characters, as the YAML crate counts.
+fn yaml_end(text: &str) -> Location {
+    let mut end = Location { line: 1, column: 1 };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' | '\n' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                end = Location {
+                    line: end.line + 1,
+                    column: 1,
+                };
+            }
+            _ => end.column += 1,
+        }
+    }
+    end
 }
 
 struct Source<'a> {

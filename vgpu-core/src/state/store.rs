@@ -42,16 +42,18 @@
 //!
 //! `Store` does not lock: callers that change definitions hold a `HostLock` (the manager takes it).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::durable::{
-    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, update_error, write_atomic,
+    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,
+};
+use super::format::{
+    check_name, decode_binding, decode_mdev, decode_sriov, decode_vf_vgpu, definition,
+    encode_binding, encode_mdev, encode_sriov, encode_vf_vgpu,
 };
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
@@ -60,9 +62,6 @@ use crate::model::pci::PciAddress;
 
 /// The largest definition file read.
 pub(crate) const DEFINITION_LIMIT: usize = 64 * 1024;
-
-/// The version of `vgpu`'s own definition files this code reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// The directory of mdevctl's callout and notifier scripts, beside the parents.
 const MDEVCTL_SCRIPTS: &str = "scripts.d";
@@ -170,47 +169,6 @@ pub(crate) struct AllDefinitions {
 pub struct Store {
     mdevctl: PathBuf,
     vgpu: PathBuf,
-}
-
-/// A file as mdevctl writes it; field order is mdevctl's.
-#[derive(Serialize, Deserialize)]
-struct MdevctlFile {
-    mdev_type: String,
-    start: Start,
-    #[serde(default)]
-    attrs: Vec<BTreeMap<String, String>>,
-}
-
-/// Just enough of one of our files to check its version before reading the rest.
-#[derive(Deserialize)]
-struct VersionHeader {
-    version: Option<serde_json::Value>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SriovFile {
-    version: u32,
-    num_vfs: u32,
-    drivers_autoprobe: Option<bool>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VfVgpuFile {
-    version: u32,
-    gpu: PciAddress,
-    type_id: u32,
-    start: Start,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BindingFile {
-    version: u32,
-    driver: String,
-    previous_driver: Option<String>,
-    start: Start,
 }
 
 impl Store {
@@ -322,10 +280,7 @@ impl Store {
             ));
         }
         let path = self.mdevctl.join(&def.parent).join(uuid_name(def.uuid));
-        check_name(&path, "mdev type", &def.mdev_type)?;
-        for (name, _) in &def.attrs {
-            check_name(&path, "attribute", name)?;
-        }
+        let bytes = encode_mdev(&path, def)?;
         for (parent, dir) in self.parent_dirs()? {
             let other = dir.join(uuid_name(def.uuid));
             if parent != def.parent && present(&other)? {
@@ -336,17 +291,7 @@ impl Store {
                 });
             }
         }
-        let file = MdevctlFile {
-            mdev_type: def.mdev_type.clone(),
-            start: def.start,
-            attrs: def
-                .attrs
-                .iter()
-                .map(|(name, value)| BTreeMap::from([(name.clone(), value.clone())]))
-                .collect(),
-        };
-        // mdevctl writes pretty JSON with two-space indents and no final newline.
-        write_atomic(&path, &encode(&path, &file)?)
+        write_atomic(&path, &bytes)
     }
 
     /// Removes the definition of the mdev `uuid` from every parent it is under, and each
@@ -393,22 +338,18 @@ impl Store {
     /// Every SR-IOV definition that can be read, sorted by PF, and an error for each file that
     /// cannot.
     pub fn sriov_lenient(&self) -> (Vec<SriovDefinition>, Vec<Error>) {
-        self.list_own(SRIOV_DIR, sriov_from_file)
+        self.list_own(SRIOV_DIR, decode_sriov)
     }
 
     /// The SR-IOV definition of `pf`; `None` when there is none.
     pub fn sriov_of(&self, pf: PciAddress) -> Result<Option<SriovDefinition>> {
-        self.read_own(SRIOV_DIR, pf, sriov_from_file)
+        self.read_own(SRIOV_DIR, pf, decode_sriov)
     }
 
     /// Writes the SR-IOV definition of `d.pf`, replacing any.
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
-        let file = SriovFile {
-            version: FORMAT_VERSION,
-            num_vfs: d.num_vfs,
-            drivers_autoprobe: d.drivers_autoprobe,
-        };
-        self.write_own(SRIOV_DIR, d.pf, &file)
+        let path = self.own_path(SRIOV_DIR, d.pf);
+        write_atomic(&path, &encode_sriov(&path, d)?)
     }
 
     /// Removes the SR-IOV definition of `pf`; `false` when there was none.
@@ -426,23 +367,18 @@ impl Store {
     /// Every VF vGPU definition that can be read, sorted by VF, and an error for each file
     /// that cannot.
     pub fn vf_vgpus_lenient(&self) -> (Vec<VfVgpuDefinition>, Vec<Error>) {
-        self.list_own(VF_VGPU_DIR, vf_vgpu_from_file)
+        self.list_own(VF_VGPU_DIR, decode_vf_vgpu)
     }
 
     /// The vGPU definition of `vf`; `None` when there is none.
     pub fn vf_vgpu(&self, vf: PciAddress) -> Result<Option<VfVgpuDefinition>> {
-        self.read_own(VF_VGPU_DIR, vf, vf_vgpu_from_file)
+        self.read_own(VF_VGPU_DIR, vf, decode_vf_vgpu)
     }
 
     /// Writes the vGPU definition of `d.vf`, replacing any.
     pub(crate) fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
-        let file = VfVgpuFile {
-            version: FORMAT_VERSION,
-            gpu: d.gpu,
-            type_id: d.type_id,
-            start: d.start,
-        };
-        self.write_own(VF_VGPU_DIR, d.vf, &file)
+        let path = self.own_path(VF_VGPU_DIR, d.vf);
+        write_atomic(&path, &encode_vf_vgpu(&path, d)?)
     }
 
     /// Removes the vGPU definition of `vf`; `false` when there was none.
@@ -460,28 +396,18 @@ impl Store {
     /// Every binding definition that can be read, sorted by address, and an error for each
     /// file that cannot.
     pub fn bindings_lenient(&self) -> (Vec<BindingDefinition>, Vec<Error>) {
-        self.list_own(BINDING_DIR, binding_from_file)
+        self.list_own(BINDING_DIR, decode_binding)
     }
 
     /// The binding definition of `a`; `None` when there is none.
     pub fn binding(&self, a: PciAddress) -> Result<Option<BindingDefinition>> {
-        self.read_own(BINDING_DIR, a, binding_from_file)
+        self.read_own(BINDING_DIR, a, decode_binding)
     }
 
     /// Writes the binding definition of `d.address`, replacing any.
     pub(crate) fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
         let path = self.own_path(BINDING_DIR, d.address);
-        check_name(&path, "driver", &d.driver)?;
-        if let Some(previous) = &d.previous_driver {
-            check_name(&path, "previous driver", previous)?;
-        }
-        let file = BindingFile {
-            version: FORMAT_VERSION,
-            driver: d.driver.clone(),
-            previous_driver: d.previous_driver.clone(),
-            start: d.start,
-        };
-        self.write_own(BINDING_DIR, d.address, &file)
+        write_atomic(&path, &encode_binding(&path, d)?)
     }
 
     /// Removes the binding definition of `a`; `false` when there was none.
@@ -510,10 +436,10 @@ impl Store {
         self.own_path(BINDING_DIR, address)
     }
 
-    fn list_own<F: DeserializeOwned, D>(
+    fn list_own<D>(
         &self,
         kind: &str,
-        convert: fn(&Path, PciAddress, F) -> Result<D>,
+        decode: fn(&Path, PciAddress, &str) -> Result<D>,
     ) -> (Vec<D>, Vec<Error>) {
         let mut found = Vec::new();
         let mut errors = Vec::new();
@@ -523,8 +449,8 @@ impl Store {
         };
         for (path, name) in entries {
             let read = address_name(&path, name.as_deref()).and_then(|address| {
-                read_own_file(&path)?
-                    .map(|file| convert(&path, address, file).map(|def| (address, def)))
+                read_definition(&path)?
+                    .map(|text| decode(&path, address, &text).map(|def| (address, def)))
                     .transpose()
             });
             match read {
@@ -537,23 +463,16 @@ impl Store {
         (found.into_iter().map(|(_, def)| def).collect(), errors)
     }
 
-    fn read_own<F: DeserializeOwned, D>(
+    fn read_own<D>(
         &self,
         kind: &str,
         address: PciAddress,
-        convert: fn(&Path, PciAddress, F) -> Result<D>,
+        decode: fn(&Path, PciAddress, &str) -> Result<D>,
     ) -> Result<Option<D>> {
         let path = self.own_path(kind, address);
-        read_own_file(&path)?
-            .map(|file| convert(&path, address, file))
+        read_definition(&path)?
+            .map(|text| decode(&path, address, &text))
             .transpose()
-    }
-
-    fn write_own<F: Serialize>(&self, kind: &str, address: PciAddress, file: &F) -> Result<()> {
-        let path = self.own_path(kind, address);
-        let mut bytes = encode(&path, file)?;
-        bytes.push(b'\n');
-        write_atomic(&path, &bytes)
     }
 }
 
@@ -585,31 +504,7 @@ fn read_mdev(path: &Path, name: Option<&str>, parent: &str) -> Result<Option<Mde
     let Some(text) = read_definition(path)? else {
         return Ok(None);
     };
-    let file: MdevctlFile = decode(path, &text)?;
-    check_name(path, "mdev type", &file.mdev_type)?;
-    let mut attrs = Vec::with_capacity(file.attrs.len());
-    for (index, attr) in file.attrs.into_iter().enumerate() {
-        let mut entries = attr.into_iter();
-        match (entries.next(), entries.next()) {
-            (Some((name, value)), None) => {
-                check_name(path, "attribute", &name)?;
-                attrs.push((name, value));
-            }
-            _ => {
-                return Err(definition(
-                    path,
-                    format!("attribute {index} is not one name and its value"),
-                ));
-            }
-        }
-    }
-    Ok(Some(MdevDefinition {
-        uuid,
-        parent: parent.to_owned(),
-        mdev_type: file.mdev_type,
-        start: file.start,
-        attrs,
-    }))
+    decode_mdev(path, uuid, parent, &text).map(Some)
 }
 
 /// The address a file `<address>.json` of our store is named after.
@@ -626,98 +521,7 @@ fn address_name(path: &Path, name: Option<&str>) -> Result<PciAddress> {
         })
 }
 
-/// Reads one of our files, checking its version before its fields.
-fn read_own_file<F: DeserializeOwned>(path: &Path) -> Result<Option<F>> {
-    let Some(text) = read_definition(path)? else {
-        return Ok(None);
-    };
-    let header: VersionHeader = decode(path, &text)?;
-    match header.version {
-        None => Err(definition(
-            path,
-            "no \"version\" field: not a vgpu definition".to_owned(),
-        )),
-        Some(version) if version.as_u64() == Some(u64::from(FORMAT_VERSION)) => {
-            decode(path, &text).map(Some)
-        }
-        Some(version) => Err(definition(
-            path,
-            format!("format version {version} is not supported (this vgpu reads {FORMAT_VERSION})"),
-        )),
-    }
-}
-
-fn sriov_from_file(_: &Path, pf: PciAddress, file: SriovFile) -> Result<SriovDefinition> {
-    Ok(SriovDefinition {
-        pf,
-        num_vfs: file.num_vfs,
-        drivers_autoprobe: file.drivers_autoprobe,
-    })
-}
-
-fn vf_vgpu_from_file(_: &Path, vf: PciAddress, file: VfVgpuFile) -> Result<VfVgpuDefinition> {
-    Ok(VfVgpuDefinition {
-        vf,
-        gpu: file.gpu,
-        type_id: file.type_id,
-        start: file.start,
-    })
-}
-
-fn binding_from_file(
-    path: &Path,
-    address: PciAddress,
-    file: BindingFile,
-) -> Result<BindingDefinition> {
-    check_name(path, "driver", &file.driver)?;
-    if let Some(previous) = &file.previous_driver {
-        check_name(path, "previous driver", previous)?;
-    }
-    Ok(BindingDefinition {
-        address,
-        driver: file.driver,
-        previous_driver: file.previous_driver,
-        start: file.start,
-    })
-}
-
 /// Reads a definition file, bounded; `None` when it does not exist.
 fn read_definition(path: &Path) -> Result<Option<String>> {
     read_bounded(path, DEFINITION_LIMIT)
-}
-
-fn decode<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
-    serde_json::from_str(text).map_err(|source| Error::DefinitionJson {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn encode<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
-    serde_json::to_vec_pretty(file).map_err(|err| update_error("encode", path, err.into()))
-}
-
-fn definition(path: &Path, reason: String) -> Error {
-    Error::Definition {
-        path: path.to_path_buf(),
-        reason,
-    }
-}
-
-/// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no
-/// NUL, not `.` or `..`.
-fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
-    let bad = value.is_empty()
-        || value == "."
-        || value == ".."
-        || value.contains('/')
-        || value.contains('\0');
-    if bad {
-        let shown: String = value.chars().take(80).collect();
-        return Err(definition(
-            path,
-            format!("{what} {shown:?} is not a file name"),
-        ));
-    }
-    Ok(())
 }
