@@ -258,7 +258,21 @@ impl Operation<'_> {
     /// Undoes the steps taken, newest first; a step that cannot be undone is audited and
     /// logged, and the rest are still tried.
     fn rollback(&mut self) {
-        while let Some(undo) = self.undo.pop() {
+        self.rollback_to(0);
+    }
+
+    /// How many steps have been taken: a point [`Operation::rollback_to`] can go back to.
+    pub(crate) fn savepoint(&self) -> usize {
+        self.undo.len()
+    }
+
+    /// Undoes, newest first, the steps taken since `savepoint`, as [`Operation::rollback`]
+    /// does; the operation goes on from there.
+    pub(crate) fn rollback_to(&mut self, savepoint: usize) {
+        while self.undo.len() > savepoint {
+            let Some(undo) = self.undo.pop() else {
+                break;
+            };
             let (action, device) = (undo.action(), undo.device());
             let result = self.undo_one(undo);
             self.session.record_result(action, &device, &result);
@@ -342,6 +356,16 @@ impl Operation<'_> {
 
     /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
     pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+        self.place_avoiding(gpu, wanted, &[])
+    }
+
+    /// [`Operation::place`], on none of the parents (or VFs) in `avoid`.
+    pub(crate) fn place_avoiding(
+        &self,
+        gpu: &Gpu,
+        wanted: &str,
+        avoid: &[PciAddress],
+    ) -> Result<Placement> {
         let type_id = backend::placement_type(gpu, wanted)?;
         let reserved = self.reservations(gpu)?;
         let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
@@ -357,7 +381,7 @@ impl Operation<'_> {
             return Err(no_room(0));
         }
         for placement in backend::candidates(gpu, &type_id, &reserved)? {
-            if backend::fits(self.paths(), &placement)? {
+            if !avoid.contains(&placement.device()) && backend::fits(self.paths(), &placement)? {
                 return Ok(placement);
             }
         }
