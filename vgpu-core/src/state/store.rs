@@ -32,13 +32,18 @@
 //!   - `bindings/<address>.json`: `{"version": 1, "driver": "vfio-pci", "previous_driver":
 //!     "i915", "start": "auto"}`.
 //!
+//! The text of each file, both ways, is [`format`](super::format)'s (pure functions, which the
+//! fuzz targets of `fuzz/` and the round-trip properties drive); this module adds the names and
+//! the I/O.
+//!
 //! Every write is atomic: a temporary file in the same directory is written, flushed to disk,
 //! renamed over the target, and the directory is flushed. Readers therefore see the old or the
 //! new definition, never half of one. Names beginning with `.` (temporary files, editors'
-//! backups) are skipped when listing. Any other file that is not a definition (a name that is
-//! not a UUID or a canonical PCI address, text that is not JSON, an unknown `start`, a foreign
-//! or newer format) is an error naming the file: the listing functions stop at the first one,
-//! the `*_lenient` ones return it beside the definitions they could read.
+//! backups) are skipped when listing, so no parent of such a name is written. Any other file
+//! that is not a definition (a name that is not a UUID or a canonical PCI address, text that is
+//! not JSON, an unknown `start`, a foreign or newer format) is an error naming the file: the
+//! listing functions stop at the first one, the `*_lenient` ones return it beside the
+//! definitions they could read.
 //!
 //! `Store` does not lock: callers that change definitions hold a `HostLock` (the manager takes it).
 
@@ -277,6 +282,13 @@ impl Store {
             return Err(definition(
                 &self.mdevctl,
                 format!("parent {MDEVCTL_SCRIPTS:?} is mdevctl's scripts directory"),
+            ));
+        }
+        // Listing skips hidden names: a definition under one could never be read back.
+        if def.parent.starts_with('.') {
+            return Err(definition(
+                &self.mdevctl,
+                format!("parent {:?} is a hidden name", def.parent),
             ));
         }
         let path = self.mdevctl.join(&def.parent).join(uuid_name(def.uuid));
