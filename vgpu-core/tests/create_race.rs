@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use uuid::Uuid;
 use vgpu_core::{
-    Created, Error, ErrorKind, MdevDefinition, Placement, Start, VfVgpuDefinition, VgpuHandle,
+    Created, Error, ErrorKind, MdevDefinition, Placement, Start, Target, VfVgpuDefinition,
+    VgpuHandle,
 };
 mod common;
 
@@ -268,6 +269,48 @@ fn vendor_type_refused_on_vf_that_still_lists_it_is_not_retried() {
             ["define", "start", "undo-define"]
                 .map(str::to_owned)
                 .to_vec()
+        )
+    );
+}
+
+#[test]
+fn provision_skips_a_vf_refused_as_full_and_fills_the_next() {
+    let host = SimHost::mount_for_test("a40-vf-mdev");
+    host.fail_next(
+        1,
+        EUSERS,
+        &format!("*{A40_VF0}/mdev_supported_types/*/create"),
+    );
+    let target = Target {
+        gpu: addr(A40),
+        vfs: None,
+        type_name: "A40-2Q".to_owned(),
+        count: Some(2),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let report = runtime
+        .block_on(manager(&host).provision(vec![target]))
+        .unwrap()
+        .remove(0);
+
+    let mut parents: Vec<_> = gpu(&host, A40).vgpus.iter().map(|v| v.parent).collect();
+    parents.sort();
+    assert_eq!(
+        (
+            report.created.len(),
+            report.error,
+            parents,
+            actions_on(&host, A40_VF0)
+        ),
+        (
+            2,
+            None,
+            vec![addr(A40_VF1), addr("0000:41:00.6")],
+            vec!["skip".to_owned()]
         )
     );
 }
