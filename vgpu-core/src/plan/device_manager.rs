@@ -157,9 +157,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     Ok(configs)
 }
 
-/// A syntax or shape error, where the YAML crate marks it. The crate marks the end of a text
-/// without a final line break on the line after the last, which is no line of the file: such a
-/// mark is said at the end of the text.
+/// A syntax or shape error, where the YAML crate marks it.
 fn yaml_error(path: &Path, text: &str, err: &serde_yaml_ng::Error) -> Error {
     let mut message = err.to_string();
     let at = match err.location() {
@@ -169,15 +167,22 @@ fn yaml_error(path: &Path, text: &str, err: &serde_yaml_ng::Error) -> Error {
             if let Some(stripped) = message.strip_suffix(&suffix) {
                 message = stripped.to_owned();
             }
-            let marked = Location {
-                line: mark.line(),
-                column: mark.column(),
-            };
-            marked.min(yaml_end(text))
+            at_mark(text, mark)
         }
         None => Location { line: 1, column: 1 },
     };
     error_at(path, at, message)
+}
+
+/// Where the YAML crate's `mark` is in `text`. The crate marks the end of a text without a final
+/// line break on the line after the last, which is no line of the file: such a mark is said at
+/// the end of the text.
+fn at_mark(text: &str, mark: serde_yaml_ng::Location) -> Location {
+    let marked = Location {
+        line: mark.line(),
+        column: mark.column(),
+    };
+    marked.min(yaml_end(text))
 }
 
 /// Where the end of `text` is, its lines broken as YAML 1.1 breaks them (`\n`, `\r\n`, `\r`,
@@ -308,10 +313,7 @@ fn locate(text: &str, path: &[Seg<'_>]) -> Location {
         // The text parsed already, so the only error is the one raised on arrival.
         if let Err(err) = Seek(&path[..len]).deserialize(deserializer) {
             if let Some(mark) = err.location() {
-                return Location {
-                    line: mark.line(),
-                    column: mark.column(),
-                };
+                return at_mark(text, mark);
             }
         }
     }
