@@ -1,7 +1,7 @@
 # Every target installs missing Debian packages first (scripts/install-deps.sh).
 CARGO ?= cargo
 
-.PHONY: deps build test lint demo bench install
+.PHONY: deps fuzz-deps build test lint demo bench fuzz install
 
 # Where `make install` puts things: vgpuctl in $(BINDIR), the udev rule and the systemd unit
 # (both naming $(BINDIR)/vgpuctl) in $(UDEVRULESDIR) and $(SYSTEMDUNITDIR), all under
@@ -14,20 +14,42 @@ SYSTEMDUNITDIR ?= /etc/systemd/system
 # The vgpuctl to install; empty: `cargo build --release` makes target/release/vgpuctl.
 VGPUCTL_BUILD ?=
 
+
+## Seconds each fuzz target runs (`make fuzz`). `make test` runs the 10 targets for 15 s each:
+## with building the fuzz crate from nothing (about 3 minutes on 2 busy cores), installing
+## cargo-fuzz (about 1 minute, once) and its clippy, the fuzz step stays under 8 minutes.
+FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS = 15
+
 deps:
 	@scripts/install-deps.sh
+
+## What fuzzing needs besides `deps`: g++ (libfuzzer-sys compiles libFuzzer) and cargo-fuzz.
+fuzz-deps: deps
+	@scripts/install-deps.sh --fuzz
 
 build: deps
 	$(CARGO) build --workspace --all-targets
 
 lint: deps
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## The whole test suite: formatting, lints, unit, integration and simulator tests.
+## The whole test suite: formatting, lints, unit, integration and simulator tests, then every
+## fuzz target for 15 s (a crash fails the suite and leaves its input under fuzz/artifacts/).
 test: lint
 	$(CARGO) test --workspace
 	$(CARGO) run --quiet --example orchestrator
+	$(MAKE) fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+
+## Every fuzz target (fuzz/fuzz_targets/) for FUZZ_SECONDS seconds each, one after the other:
+## clippy on the fuzz crate (in the workspace's target/, whose dependencies it shares), then
+## scripts/fuzz.sh, which prints executions per second and
+## corpus size per target. `make fuzz FUZZ_SECONDS=600 TARGETS=host_toml` runs one for longer.
+fuzz: fuzz-deps
+	CARGO_TARGET_DIR=target $(CARGO) clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(TARGETS)
 
 ## vgpuctl list, types and check on the simulated "mixed" host, examples/host.toml applied,
 ## and a VM given a vGPU on libvirt's embedded QEMU driver.

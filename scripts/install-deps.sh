@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that building and testing vgpu need, only those missing.
+# With --fuzz, instead, what the fuzz targets of fuzz/ need on top of that: g++ (libfuzzer-sys
+# compiles libFuzzer) and cargo-fuzz (`cargo install --locked`, skipped when that version is
+# installed).
 set -euo pipefail
+
+fuzz=false
+case "${1:-}" in
+  --fuzz) fuzz=true ;;
+  "") ;;
+  *) echo "usage: $0 [--fuzz]" >&2; exit 2 ;;
+esac
+CARGO_FUZZ_VERSION=0.13.2
 
 packages=(
   pkg-config   # -sys crates find their C libraries
@@ -20,6 +31,9 @@ packages=(
   make                        # make install, which the install test runs
   tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
 )
+if $fuzz; then
+  packages=(g++)  # libfuzzer-sys builds libFuzzer's C++ sources
+fi
 
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
@@ -55,4 +69,11 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install-deps: cargo is missing; install a Rust toolchain (1.85 or newer) with rustup" >&2
   exit 1
+fi
+
+# cargo-fuzz runs libFuzzer targets on stable Rust with `--sanitizer none` (its instrumentation
+# flags, -Cpasses=sancov-module and -Cllvm-args=-sanitizer-coverage-*, are stable).
+if $fuzz && [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+  echo "install-deps: installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install --locked --quiet cargo-fuzz --version "$CARGO_FUZZ_VERSION"
 fi

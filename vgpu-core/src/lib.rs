@@ -94,6 +94,9 @@ mod backend;
 mod checks;
 mod discovery;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod manager;
 mod model;

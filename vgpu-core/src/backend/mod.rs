@@ -301,6 +301,23 @@ pub(crate) fn realize(
     }
 }
 
+/// Whether `err`, from making a vGPU at `placement`, says that the place was taken after it was
+/// chosen: by another tool that does not take `vgpu`'s lock (mdevctl, libvirt's node devices,
+/// a vendor agent). That is the kernel refusing the write as full ([`Error::NoSpace`]: `EUSERS`
+/// from the mdev core's instance count, `ENOSPC` from GVT-g, `EDQUOT`), the place showing no room
+/// when it was about to be made ([`Error::NoCapacity`], [`Error::InUse`]), or NVIDIA's driver
+/// refusing a type (`EPERM`, `EINVAL`: [`Error::Denied`], [`Error::Write`]) on a VF that, read
+/// again, holds one now or no longer lists it.
+pub(crate) fn taken(paths: &HostPaths, placement: &Placement, err: &Error) -> Result<bool> {
+    match (placement, err) {
+        (_, Error::NoSpace { .. } | Error::NoCapacity { .. } | Error::InUse { .. }) => Ok(true),
+        (Placement::VendorVf { .. }, Error::Denied { .. } | Error::Write { .. }) => {
+            Ok(!fits(paths, placement)?)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// What `handle` names on the host now; `None` when no vGPU answers to it.
 pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Running>> {
     match handle {

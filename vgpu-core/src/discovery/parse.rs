@@ -221,12 +221,13 @@ pub(crate) struct NvidiaTypeName {
     pub suffix: String,
 }
 
-/// Strips the `NVIDIA ` or `GRID ` prefix that sysfs names carry.
+/// Strips the `NVIDIA ` or `GRID ` prefix that sysfs names carry, and the spaces around what
+/// is left, so that stripping again changes nothing.
 pub(crate) fn strip_vendor_prefix(name: &str) -> &str {
     let name = name.trim();
     name.strip_prefix("NVIDIA ")
         .or_else(|| name.strip_prefix("GRID "))
-        .unwrap_or(name)
+        .map_or(name, str::trim_start)
 }
 
 /// Parses an NVIDIA type name: time-sliced `<GPU>-<GB><series>` or MIG-backed
@@ -480,6 +481,20 @@ mod tests {
         assert_eq!(
             parse_nvidia_type_name("GRID T4-1B4").map(|t| (t.framebuffer_mib, t.suffix)),
             Some((1024, "4".to_owned()))
+        );
+    }
+
+    // Found by the `nvidia_type_name` fuzz target: the space after the prefix stayed.
+    #[test]
+    fn strip_vendor_prefix_second_space_after_prefix_is_stripped() {
+        assert_eq!(strip_vendor_prefix("NVIDIA  A40-2Q"), "A40-2Q");
+    }
+
+    #[test]
+    fn type_name_second_space_after_prefix_is_not_in_the_gpu() {
+        assert_eq!(
+            parse_nvidia_type_name("GRID  T4-2Q").map(|t| t.gpu),
+            Some("T4".to_owned())
         );
     }
 

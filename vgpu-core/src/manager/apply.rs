@@ -351,11 +351,7 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
 
 /// Creates and defines one vGPU of type `wanted` where `create` would put it.
 fn create(op: &mut Operation<'_>, gpu: &Gpu, wanted: &str, start: Start) -> Result<VgpuHandle> {
-    let placement = op.place(gpu, wanted)?;
-    let id = placement.handle(None)?;
-    op.define(gpu, &placement, id, start)?;
-    op.realize(&placement, id)?;
-    Ok(id)
+    super::create::create(op, gpu, wanted, None, Some(start)).map(|created| created.id)
 }
 
 /// Where the running vGPU `id` of `gpu` is, as a definition records it.

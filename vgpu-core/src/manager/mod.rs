@@ -7,6 +7,7 @@
 //! definition that [`Manager::restore`] carries out, never a device that nothing describes.
 
 mod apply;
+mod create;
 mod hook;
 mod placing;
 mod provision;
@@ -190,7 +191,9 @@ impl Manager {
     /// GPU `gpu`, on the first place with room that no definition holds. `uuid` names a
     /// mediated device (a random one is made when `None`); it is refused for VF-based vGPUs.
     /// With `define`, persists it first so that `restore` brings it back after a reboot.
-    /// Never replaces an existing definition.
+    /// Never replaces an existing definition. When another tool (mdevctl, libvirt) takes the
+    /// place meanwhile and the kernel refuses it as full, the GPU is read again and the next
+    /// place with room is tried, once; [`Error::NoCapacity`] means the GPU is full.
     pub fn create(
         &self,
         gpu: &str,
@@ -201,20 +204,7 @@ impl Manager {
         self.mutate("create", gpu, |op| {
             let inventory = discover(op.paths())?;
             let gpu = inventory.gpu(gpu, op.paths())?;
-            let placement = op.place(gpu, wanted)?;
-            let id = placement.handle(uuid)?;
-            if let Some(start) = define {
-                op.define(gpu, &placement, id, start)?;
-            } else if let VgpuHandle::Mdev(_) = id {
-                op.check_undefined(id)?;
-            }
-            let previous_driver = op.realize(&placement, id)?;
-            Ok(Created {
-                id,
-                gpu: gpu.address,
-                placement,
-                previous_driver,
-            })
+            create::create(op, gpu, wanted, uuid, define)
         })
     }
 

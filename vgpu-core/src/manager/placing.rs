@@ -51,6 +51,16 @@ impl Operation<'_> {
 
     /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
     pub(crate) fn place(&self, gpu: &Gpu, wanted: &str) -> Result<Placement> {
+        self.place_avoiding(gpu, wanted, &[])
+    }
+
+    /// [`Operation::place`], on none of the parents (or VFs) in `avoid`.
+    pub(crate) fn place_avoiding(
+        &self,
+        gpu: &Gpu,
+        wanted: &str,
+        avoid: &[PciAddress],
+    ) -> Result<Placement> {
         // A MIG-backed type is not offered, or has no room, while MIG mode is off or no GPU
         // instance of its profile is free: say which rather than that it is unknown or full.
         let mig_reason = |name: &str, otherwise: Error| {
@@ -87,7 +97,7 @@ impl Operation<'_> {
             return Err(full(no_room(0)));
         }
         for placement in backend::candidates(gpu, &type_id, &reserved)? {
-            if backend::fits(self.paths(), &placement)? {
+            if !avoid.contains(&placement.device()) && backend::fits(self.paths(), &placement)? {
                 return Ok(placement);
             }
         }

@@ -6,7 +6,8 @@
 //! its slowest GPU's own sequence, not the sum of all of them. One task per GPU runs on a
 //! blocking thread as one operation of the session: the host lock is held once for the whole
 //! run, every change is audited, definitions keep their room, and a GPU whose sequence fails
-//! has its own steps undone.
+//! has its own steps undone. A place another tool takes meanwhile (the kernel refuses it as
+//! full: see [`create`](super::create)) is skipped for the next one.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -135,7 +136,15 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
         // Only a parent that is the PF itself takes more than one vGPU.
         let many = placement.device() == gpu.address;
         while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {
-            created.push(op.create_at(&placement, None)?.0);
+            match op.create_at(&placement, None) {
+                Ok((id, _)) => created.push(id),
+                // Another tool took this place meanwhile: the next one may have room.
+                Err(err) if backend::taken(op.paths(), &placement, &err)? => {
+                    op.note("skip", &placement.device().to_string(), &err.chain());
+                    break;
+                }
+                Err(err) => return Err(err),
+            }
             if !many {
                 break;
             }

@@ -368,7 +368,21 @@ impl Operation<'_> {
     /// Undoes the steps taken, newest first; a step that cannot be undone is audited and
     /// logged, and the rest are still tried.
     fn rollback(&mut self) {
-        while let Some(undo) = self.undo.pop() {
+        self.rollback_to(0);
+    }
+
+    /// How many steps have been taken: a point [`Operation::rollback_to`] can go back to.
+    pub(crate) fn savepoint(&self) -> usize {
+        self.undo.len()
+    }
+
+    /// Undoes, newest first, the steps taken since `savepoint`, as [`Operation::rollback`]
+    /// does; the operation goes on from there.
+    pub(crate) fn rollback_to(&mut self, savepoint: usize) {
+        while self.undo.len() > savepoint {
+            let Some(undo) = self.undo.pop() else {
+                break;
+            };
             let (action, device) = (undo.action(), undo.device());
             let result = self.undo_one(undo);
             self.session.record_result(action, &device, &result);

@@ -282,6 +282,64 @@ mod tests {
         assert!(gpu.same_slot(&audio));
     }
 
+    /// Every bus, device and function, in domains at both ends of the 16-bit range and beyond
+    /// it (Intel VMD), prints as the kernel names it and parses back to itself.
+    #[test]
+    fn display_then_parse_every_bus_device_function_is_identity() {
+        let mut wrong = Vec::new();
+        for domain in [0, 1, 0xffff, 0x1_0000, u32::MAX] {
+            for bus in 0..=u8::MAX {
+                for device in 0..0x20 {
+                    for function in 0..8 {
+                        let address = PciAddress {
+                            domain,
+                            bus,
+                            device,
+                            function,
+                        };
+                        if address.to_string().parse() != Ok(address) {
+                            wrong.push(address);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(wrong, Vec::new());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn display_then_parse_any_address_is_identity(
+            domain in proptest::prelude::any::<u32>(),
+            bus in proptest::prelude::any::<u8>(),
+            device in 0u8..0x20,
+            function in 0u8..8,
+        ) {
+            let address = PciAddress::new(domain, bus, device, function);
+            proptest::prop_assert_eq!(
+                address.map(|a| a.to_string().parse::<PciAddress>()),
+                address.map(Ok)
+            );
+        }
+
+        #[test]
+        fn parse_address_shaped_text_prints_it_in_lowercase(
+            text in "[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\\.[0-7]",
+        ) {
+            proptest::prop_assert_eq!(
+                parse(&text).map(|a| a.to_string()),
+                Ok(text.to_ascii_lowercase())
+            );
+        }
+
+        #[test]
+        fn parse_any_text_that_parses_prints_what_parses_back(text in "\\PC{0,20}") {
+            if let Ok(address) = parse(&text) {
+                proptest::prop_assert_eq!(parse(&address.to_string()), Ok(address));
+            }
+        }
+    }
+
     #[test]
     fn serde_uses_string_form() {
         let addr = PciAddress {

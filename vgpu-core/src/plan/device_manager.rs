@@ -117,7 +117,7 @@ impl<'de> Deserialize<'de> for Devices {
 
 /// Parses vgpu-device-manager YAML text read from `path` into its configs.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
-    let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, &err))?;
+    let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = Source { path, text };
     if raw.version != VERSION {
         return Err(file.error(
@@ -158,7 +158,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
 }
 
 /// A syntax or shape error, where the YAML crate marks it.
-fn yaml_error(path: &Path, err: &serde_yaml_ng::Error) -> Error {
+fn yaml_error(path: &Path, text: &str, err: &serde_yaml_ng::Error) -> Error {
     let mut message = err.to_string();
     let at = match err.location() {
         Some(mark) => {
@@ -167,14 +167,44 @@ fn yaml_error(path: &Path, err: &serde_yaml_ng::Error) -> Error {
             if let Some(stripped) = message.strip_suffix(&suffix) {
                 message = stripped.to_owned();
             }
-            Location {
-                line: mark.line(),
-                column: mark.column(),
-            }
+            at_mark(text, mark)
         }
         None => Location { line: 1, column: 1 },
     };
     error_at(path, at, message)
+}
+
+/// Where the YAML crate's `mark` is in `text`. The crate marks the end of a text without a final
+/// line break on the line after the last, which is no line of the file: such a mark is said at
+/// the end of the text.
+fn at_mark(text: &str, mark: serde_yaml_ng::Location) -> Location {
+    let marked = Location {
+        line: mark.line(),
+        column: mark.column(),
+    };
+    marked.min(yaml_end(text))
+}
+
+/// Where the end of `text` is, its lines broken as YAML 1.1 breaks them (`\n`, `\r\n`, `\r`,
+/// U+0085, U+2028, U+2029) and its columns counted in characters, as the YAML crate counts.
+fn yaml_end(text: &str) -> Location {
+    let mut end = Location { line: 1, column: 1 };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' | '\n' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                end = Location {
+                    line: end.line + 1,
+                    column: 1,
+                };
+            }
+            _ => end.column += 1,
+        }
+    }
+    end
 }
 
 struct Source<'a> {
@@ -284,10 +314,7 @@ fn locate(text: &str, path: &[Seg<'_>]) -> Location {
         // The text parsed already, so the only error is the one raised on arrival.
         if let Err(err) = Seek(&path[..len]).deserialize(deserializer) {
             if let Some(mark) = err.location() {
-                return Location {
-                    line: mark.line(),
-                    column: mark.column(),
-                };
+                return at_mark(text, mark);
             }
         }
     }

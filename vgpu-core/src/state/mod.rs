@@ -3,6 +3,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod durable;
+pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod lock;
 pub(crate) mod store;

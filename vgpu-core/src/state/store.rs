@@ -35,13 +35,18 @@
 //!   - `bindings/<address>.json`: `{"version": 1, "driver": "vfio-pci", "previous_driver":
 //!     "i915", "start": "auto"}`.
 //!
+//! The text of each file, both ways, is [`format`](super::format)'s (pure functions, which the
+//! fuzz targets of `fuzz/` and the round-trip properties drive); this module adds the names and
+//! the I/O.
+//!
 //! Every write is atomic: a temporary file in the same directory is written, flushed to disk,
 //! renamed over the target, and the directory is flushed. Readers therefore see the old or the
 //! new definition, never half of one. Names beginning with `.` (temporary files, editors'
-//! backups) are skipped when listing. Any other file that is not a definition (a name that is
-//! not a UUID or a canonical PCI address, text that is not JSON, an unknown `start`, a foreign
-//! or newer format) is an error naming the file: the listing functions stop at the first one,
-//! the `*_lenient` ones return it beside the definitions they could read.
+//! backups) are skipped when listing, so no parent of such a name is written. Any other file
+//! that is not a definition (a name that is not a UUID or a canonical PCI address, text that is
+//! not JSON, an unknown `start`, a foreign or newer format) is an error naming the file: the
+//! listing functions stop at the first one, the `*_lenient` ones return it beside the
+//! definitions they could read.
 //!
 //! `Store` does not lock: callers that change definitions hold a `HostLock` (the manager takes it).
 
@@ -49,12 +54,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::durable::{
-    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, update_error, write_atomic,
+    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,
+};
+use super::format::{
+    check_name, decode_binding, decode_mdev, decode_sriov, decode_vf_vgpu, definition,
+    encode_binding, encode_mdev, encode_sriov, encode_vf_vgpu,
 };
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
@@ -66,9 +74,6 @@ pub(crate) const DEFINITION_LIMIT: usize = 64 * 1024;
 
 /// Bytes in a MiB: `lmem_quota` is written in bytes, quotas are defined in MiB.
 pub(crate) const MIB: u64 = 1024 * 1024;
-
-/// The version of `vgpu`'s own definition files this code reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// The directory of mdevctl's callout and notifier scripts, beside the parents.
 const MDEVCTL_SCRIPTS: &str = "scripts.d";
@@ -183,49 +188,6 @@ pub struct Store {
     vgpu: PathBuf,
 }
 
-/// A file as mdevctl writes it; field order is mdevctl's.
-#[derive(Serialize, Deserialize)]
-struct MdevctlFile {
-    mdev_type: String,
-    start: Start,
-    #[serde(default)]
-    attrs: Vec<BTreeMap<String, String>>,
-}
-
-/// Just enough of one of our files to check its version before reading the rest.
-#[derive(Deserialize)]
-struct VersionHeader {
-    version: Option<serde_json::Value>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SriovFile {
-    version: u32,
-    num_vfs: u32,
-    drivers_autoprobe: Option<bool>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    lmem_quota_mib: BTreeMap<u32, u64>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VfVgpuFile {
-    version: u32,
-    gpu: PciAddress,
-    type_id: u32,
-    start: Start,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BindingFile {
-    version: u32,
-    driver: String,
-    previous_driver: Option<String>,
-    start: Start,
-}
-
 impl Store {
     /// Every definition, read leniently: what cannot be read is an error beside the rest.
     pub(crate) fn all_lenient(&self) -> AllDefinitions {
@@ -334,11 +296,15 @@ impl Store {
                 format!("parent {MDEVCTL_SCRIPTS:?} is mdevctl's scripts directory"),
             ));
         }
-        let path = self.mdevctl.join(&def.parent).join(uuid_name(def.uuid));
-        check_name(&path, "mdev type", &def.mdev_type)?;
-        for (name, _) in &def.attrs {
-            check_name(&path, "attribute", name)?;
+        // Listing skips hidden names: a definition under one could never be read back.
+        if def.parent.starts_with('.') {
+            return Err(definition(
+                &self.mdevctl,
+                format!("parent {:?} is a hidden name", def.parent),
+            ));
         }
+        let path = self.mdevctl.join(&def.parent).join(uuid_name(def.uuid));
+        let bytes = encode_mdev(&path, def)?;
         for (parent, dir) in self.parent_dirs()? {
             let other = dir.join(uuid_name(def.uuid));
             if parent != def.parent && present(&other)? {
@@ -349,17 +315,7 @@ impl Store {
                 });
             }
         }
-        let file = MdevctlFile {
-            mdev_type: def.mdev_type.clone(),
-            start: def.start,
-            attrs: def
-                .attrs
-                .iter()
-                .map(|(name, value)| BTreeMap::from([(name.clone(), value.clone())]))
-                .collect(),
-        };
-        // mdevctl writes pretty JSON with two-space indents and no final newline.
-        write_atomic(&path, &encode(&path, &file)?)
+        write_atomic(&path, &bytes)
     }
 
     /// Removes the definition of the mdev `uuid` from every parent it is under, and each
@@ -406,29 +362,19 @@ impl Store {
     /// Every SR-IOV definition that can be read, sorted by PF, and an error for each file that
     /// cannot.
     pub fn sriov_lenient(&self) -> (Vec<SriovDefinition>, Vec<Error>) {
-        self.list_own(SRIOV_DIR, sriov_from_file)
+        self.list_own(SRIOV_DIR, decode_sriov)
     }
 
     /// The SR-IOV definition of `pf`; `None` when there is none.
     pub fn sriov_of(&self, pf: PciAddress) -> Result<Option<SriovDefinition>> {
-        self.read_own(SRIOV_DIR, pf, sriov_from_file)
+        self.read_own(SRIOV_DIR, pf, decode_sriov)
     }
 
     /// Writes the SR-IOV definition of `d.pf`, replacing any. A quota for no VF of `num_vfs`,
     /// or of no memory, is refused ([`Error::Definition`]).
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
-        check_quotas(
-            &self.own_path(SRIOV_DIR, d.pf),
-            d.num_vfs,
-            &d.lmem_quota_mib,
-        )?;
-        let file = SriovFile {
-            version: FORMAT_VERSION,
-            num_vfs: d.num_vfs,
-            drivers_autoprobe: d.drivers_autoprobe,
-            lmem_quota_mib: d.lmem_quota_mib.clone(),
-        };
-        self.write_own(SRIOV_DIR, d.pf, &file)
+        let path = self.own_path(SRIOV_DIR, d.pf);
+        write_atomic(&path, &encode_sriov(&path, d)?)
     }
 
     /// Removes the SR-IOV definition of `pf`; `false` when there was none.
@@ -446,23 +392,18 @@ impl Store {
     /// Every VF vGPU definition that can be read, sorted by VF, and an error for each file
     /// that cannot.
     pub fn vf_vgpus_lenient(&self) -> (Vec<VfVgpuDefinition>, Vec<Error>) {
-        self.list_own(VF_VGPU_DIR, vf_vgpu_from_file)
+        self.list_own(VF_VGPU_DIR, decode_vf_vgpu)
     }
 
     /// The vGPU definition of `vf`; `None` when there is none.
     pub fn vf_vgpu(&self, vf: PciAddress) -> Result<Option<VfVgpuDefinition>> {
-        self.read_own(VF_VGPU_DIR, vf, vf_vgpu_from_file)
+        self.read_own(VF_VGPU_DIR, vf, decode_vf_vgpu)
     }
 
     /// Writes the vGPU definition of `d.vf`, replacing any.
     pub(crate) fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
-        let file = VfVgpuFile {
-            version: FORMAT_VERSION,
-            gpu: d.gpu,
-            type_id: d.type_id,
-            start: d.start,
-        };
-        self.write_own(VF_VGPU_DIR, d.vf, &file)
+        let path = self.own_path(VF_VGPU_DIR, d.vf);
+        write_atomic(&path, &encode_vf_vgpu(&path, d)?)
     }
 
     /// Removes the vGPU definition of `vf`; `false` when there was none.
@@ -480,28 +421,18 @@ impl Store {
     /// Every binding definition that can be read, sorted by address, and an error for each
     /// file that cannot.
     pub fn bindings_lenient(&self) -> (Vec<BindingDefinition>, Vec<Error>) {
-        self.list_own(BINDING_DIR, binding_from_file)
+        self.list_own(BINDING_DIR, decode_binding)
     }
 
     /// The binding definition of `a`; `None` when there is none.
     pub fn binding(&self, a: PciAddress) -> Result<Option<BindingDefinition>> {
-        self.read_own(BINDING_DIR, a, binding_from_file)
+        self.read_own(BINDING_DIR, a, decode_binding)
     }
 
     /// Writes the binding definition of `d.address`, replacing any.
     pub(crate) fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
         let path = self.own_path(BINDING_DIR, d.address);
-        check_name(&path, "driver", &d.driver)?;
-        if let Some(previous) = &d.previous_driver {
-            check_name(&path, "previous driver", previous)?;
-        }
-        let file = BindingFile {
-            version: FORMAT_VERSION,
-            driver: d.driver.clone(),
-            previous_driver: d.previous_driver.clone(),
-            start: d.start,
-        };
-        self.write_own(BINDING_DIR, d.address, &file)
+        write_atomic(&path, &encode_binding(&path, d)?)
     }
 
     /// Removes the binding definition of `a`; `false` when there was none.
@@ -530,10 +461,10 @@ impl Store {
         self.own_path(BINDING_DIR, address)
     }
 
-    fn list_own<F: DeserializeOwned, D>(
+    fn list_own<D>(
         &self,
         kind: &str,
-        convert: fn(&Path, PciAddress, F) -> Result<D>,
+        decode: fn(&Path, PciAddress, &str) -> Result<D>,
     ) -> (Vec<D>, Vec<Error>) {
         let mut found = Vec::new();
         let mut errors = Vec::new();
@@ -543,8 +474,8 @@ impl Store {
         };
         for (path, name) in entries {
             let read = address_name(&path, name.as_deref()).and_then(|address| {
-                read_own_file(&path)?
-                    .map(|file| convert(&path, address, file).map(|def| (address, def)))
+                read_definition(&path)?
+                    .map(|text| decode(&path, address, &text).map(|def| (address, def)))
                     .transpose()
             });
             match read {
@@ -557,23 +488,16 @@ impl Store {
         (found.into_iter().map(|(_, def)| def).collect(), errors)
     }
 
-    fn read_own<F: DeserializeOwned, D>(
+    fn read_own<D>(
         &self,
         kind: &str,
         address: PciAddress,
-        convert: fn(&Path, PciAddress, F) -> Result<D>,
+        decode: fn(&Path, PciAddress, &str) -> Result<D>,
     ) -> Result<Option<D>> {
         let path = self.own_path(kind, address);
-        read_own_file(&path)?
-            .map(|file| convert(&path, address, file))
+        read_definition(&path)?
+            .map(|text| decode(&path, address, &text))
             .transpose()
-    }
-
-    fn write_own<F: Serialize>(&self, kind: &str, address: PciAddress, file: &F) -> Result<()> {
-        let path = self.own_path(kind, address);
-        let mut bytes = encode(&path, file)?;
-        bytes.push(b'\n');
-        write_atomic(&path, &bytes)
     }
 }
 
@@ -605,31 +529,7 @@ fn read_mdev(path: &Path, name: Option<&str>, parent: &str) -> Result<Option<Mde
     let Some(text) = read_definition(path)? else {
         return Ok(None);
     };
-    let file: MdevctlFile = decode(path, &text)?;
-    check_name(path, "mdev type", &file.mdev_type)?;
-    let mut attrs = Vec::with_capacity(file.attrs.len());
-    for (index, attr) in file.attrs.into_iter().enumerate() {
-        let mut entries = attr.into_iter();
-        match (entries.next(), entries.next()) {
-            (Some((name, value)), None) => {
-                check_name(path, "attribute", &name)?;
-                attrs.push((name, value));
-            }
-            _ => {
-                return Err(definition(
-                    path,
-                    format!("attribute {index} is not one name and its value"),
-                ));
-            }
-        }
-    }
-    Ok(Some(MdevDefinition {
-        uuid,
-        parent: parent.to_owned(),
-        mdev_type: file.mdev_type,
-        start: file.start,
-        attrs,
-    }))
+    decode_mdev(path, uuid, parent, &text).map(Some)
 }
 
 /// The address a file `<address>.json` of our store is named after.
@@ -646,122 +546,7 @@ fn address_name(path: &Path, name: Option<&str>) -> Result<PciAddress> {
         })
 }
 
-/// Reads one of our files, checking its version before its fields.
-fn read_own_file<F: DeserializeOwned>(path: &Path) -> Result<Option<F>> {
-    let Some(text) = read_definition(path)? else {
-        return Ok(None);
-    };
-    let header: VersionHeader = decode(path, &text)?;
-    match header.version {
-        None => Err(definition(
-            path,
-            "no \"version\" field: not a vgpu definition".to_owned(),
-        )),
-        Some(version) if version.as_u64() == Some(u64::from(FORMAT_VERSION)) => {
-            decode(path, &text).map(Some)
-        }
-        Some(version) => Err(definition(
-            path,
-            format!("format version {version} is not supported (this vgpu reads {FORMAT_VERSION})"),
-        )),
-    }
-}
-
-fn sriov_from_file(path: &Path, pf: PciAddress, file: SriovFile) -> Result<SriovDefinition> {
-    check_quotas(path, file.num_vfs, &file.lmem_quota_mib)?;
-    Ok(SriovDefinition {
-        pf,
-        num_vfs: file.num_vfs,
-        drivers_autoprobe: file.drivers_autoprobe,
-        lmem_quota_mib: file.lmem_quota_mib,
-    })
-}
-
-/// Checks that each quota is for one of the `num_vfs` VFs (`1..=num_vfs`) and is at least
-/// 1 MiB, whose bytes fit the 64 bits `lmem_quota` takes.
-fn check_quotas(path: &Path, num_vfs: u32, quotas: &BTreeMap<u32, u64>) -> Result<()> {
-    for (&vf, &mib) in quotas {
-        if vf == 0 || vf > num_vfs {
-            return Err(definition(
-                path,
-                format!(
-                    "lmem_quota_mib names VF {vf}, not one of the {num_vfs} VFs (1 to {num_vfs})"
-                ),
-            ));
-        }
-        if mib == 0 || mib.checked_mul(MIB).is_none() {
-            return Err(definition(
-                path,
-                format!("lmem_quota_mib of VF {vf} is {mib} MiB, not a quota (1 MiB to 16 EiB)"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn vf_vgpu_from_file(_: &Path, vf: PciAddress, file: VfVgpuFile) -> Result<VfVgpuDefinition> {
-    Ok(VfVgpuDefinition {
-        vf,
-        gpu: file.gpu,
-        type_id: file.type_id,
-        start: file.start,
-    })
-}
-
-fn binding_from_file(
-    path: &Path,
-    address: PciAddress,
-    file: BindingFile,
-) -> Result<BindingDefinition> {
-    check_name(path, "driver", &file.driver)?;
-    if let Some(previous) = &file.previous_driver {
-        check_name(path, "previous driver", previous)?;
-    }
-    Ok(BindingDefinition {
-        address,
-        driver: file.driver,
-        previous_driver: file.previous_driver,
-        start: file.start,
-    })
-}
-
 /// Reads a definition file, bounded; `None` when it does not exist.
 fn read_definition(path: &Path) -> Result<Option<String>> {
     read_bounded(path, DEFINITION_LIMIT)
-}
-
-fn decode<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
-    serde_json::from_str(text).map_err(|source| Error::DefinitionJson {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn encode<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
-    serde_json::to_vec_pretty(file).map_err(|err| update_error("encode", path, err.into()))
-}
-
-fn definition(path: &Path, reason: String) -> Error {
-    Error::Definition {
-        path: path.to_path_buf(),
-        reason,
-    }
-}
-
-/// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no
-/// NUL, not `.` or `..`.
-fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
-    let bad = value.is_empty()
-        || value == "."
-        || value == ".."
-        || value.contains('/')
-        || value.contains('\0');
-    if bad {
-        let shown: String = value.chars().take(80).collect();
-        return Err(definition(
-            path,
-            format!("{what} {shown:?} is not a file name"),
-        ));
-    }
-    Ok(())
 }

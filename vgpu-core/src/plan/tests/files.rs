@@ -349,6 +349,41 @@ fn device_manager_syntax_error_is_located() {
     assert_eq!((line, column), (4, 3));
 }
 
+// Found by the `device_manager_yaml` fuzz target: the YAML crate marks the end of a text
+// without a final line break on a line past the last.
+#[test]
+fn device_manager_missing_version_without_final_newline_is_located_in_the_text() {
+    let (line, column, message) = yaml_error("# a\n# b");
+
+    assert_eq!(
+        (line, column, message),
+        (2, 4, "missing field `version`".to_owned())
+    );
+}
+
+// Found by the `device_manager_yaml` fuzz target: a config with no value at the end of a file
+// without a final newline was located on a line past the last.
+#[test]
+fn device_manager_empty_config_at_end_of_file_is_located_in_the_text() {
+    let (line, column, message) = yaml_error("version: v1\nvgpu-configs:\n  ? x");
+
+    assert_eq!(
+        (line, column, message),
+        (
+            3,
+            6,
+            "config \"x\" is empty: expected at least one entry".to_owned()
+        )
+    );
+}
+
+#[test]
+fn device_manager_carriage_returns_break_lines_as_yaml_does() {
+    let (line, column, _message) = yaml_error("# a\r# b\r\n# c");
+
+    assert_eq!((line, column), (3, 4));
+}
+
 #[test]
 fn config_without_name_is_default() {
     let file = DesiredFile::parse(

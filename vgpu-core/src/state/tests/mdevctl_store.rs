@@ -118,6 +118,23 @@ fn define_mdev_parent_scripts_dir_is_refused() {
     assert!(matches!(err, Error::Definition { .. }));
 }
 
+// Found by `round_trip::mdev_defined_reads_back_from_the_store`: the definition was written
+// under a directory the listing skips, so nothing could read it back.
+#[test]
+fn define_mdev_hidden_parent_is_refused_and_nothing_written() {
+    let (_dir, paths) = host();
+    let err = Store::new(&paths)
+        .define_mdev(&manual(UUID_A, ". "))
+        .unwrap_err();
+    let Error::Definition { reason, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (reason.as_str(), mdevctl_dir(&paths).exists()),
+        ("parent \". \" is a hidden name", false)
+    );
+}
+
 #[test]
 fn define_mdev_attr_name_with_slash_is_refused() {
     let (_dir, paths) = host();

@@ -100,3 +100,4 @@ fn start_display_is_lowercase_word() {
 mod lock_audit;
 mod mdevctl_store;
 mod own_store;
+mod round_trip;
