@@ -1,0 +1,156 @@
+//! The steps an operation took, and how each is taken back.
+
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use super::Operation;
+use crate::backend::{self, Placement};
+use crate::error::Result;
+use crate::host::driver;
+use crate::host::sriov;
+use crate::model::VgpuHandle;
+use crate::model::pci::PciAddress;
+use crate::nvml::sched::SchedulerRequest;
+use crate::state::durable;
+use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
+
+/// A step that was taken, and how to take it back.
+#[derive(Debug)]
+pub(super) enum Undo {
+    /// Remove the mdev definition written.
+    MdevDefinition(Uuid),
+    /// Remove the VF-vGPU definition written.
+    VfVgpuDefinition(PciAddress),
+    /// Remove the binding definition written.
+    BindingDefinition(PciAddress),
+    /// Put back the SR-IOV definition that was there (or none).
+    SriovDefinition {
+        pf: PciAddress,
+        previous: Option<SriovDefinition>,
+    },
+    /// Destroy the vGPU made.
+    Vgpu(VgpuHandle),
+    /// Put back the VF count.
+    VfCount { pf: PciAddress, before: u32 },
+    /// Put back `sriov_drivers_autoprobe`.
+    Autoprobe { pf: PciAddress, was: bool },
+    /// Give the device back to the driver it had.
+    Driver {
+        address: PciAddress,
+        previous: Option<String>,
+    },
+    /// Make again the vGPU that was stopped, where it was.
+    Restart {
+        placement: Placement,
+        id: VgpuHandle,
+    },
+    /// Write back the mdev definition removed.
+    RedefineMdev(MdevDefinition),
+    /// Write back the VF-vGPU definition removed.
+    RedefineVfVgpu(VfVgpuDefinition),
+    /// Write back the binding definition removed.
+    RedefineBinding(BindingDefinition),
+    /// Put back a file of `vgpu`'s own (a hook record) as it was, or remove it.
+    File {
+        path: PathBuf,
+        previous: Option<String>,
+    },
+    /// Write back a VF's local-memory quota (`lmem_quota`, in bytes).
+    LmemQuota {
+        vf: PciAddress,
+        path: PathBuf,
+        bytes: u64,
+    },
+    /// Put back the vGPU scheduler state that was there.
+    Scheduler {
+        gpu: PciAddress,
+        before: SchedulerRequest,
+    },
+}
+
+impl Undo {
+    pub(super) fn action(&self) -> &'static str {
+        match self {
+            Undo::MdevDefinition(_) | Undo::VfVgpuDefinition(_) | Undo::BindingDefinition(_) => {
+                "undo-define"
+            }
+            Undo::SriovDefinition { .. } => "undo-define-sriov",
+            Undo::Vgpu(_) => "undo-create",
+            Undo::VfCount { .. } => "undo-sriov",
+            Undo::Autoprobe { .. } => "undo-autoprobe",
+            Undo::Driver { .. } => "undo-bind",
+            Undo::Restart { .. } => "undo-stop",
+            Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
+                "undo-undefine"
+            }
+            Undo::File { .. } => "undo-record",
+            Undo::LmemQuota { .. } => "undo-lmem-quota",
+            Undo::Scheduler { .. } => "undo-sched",
+        }
+    }
+
+    pub(super) fn device(&self) -> String {
+        match self {
+            Undo::MdevDefinition(uuid) => uuid.to_string(),
+            Undo::Vgpu(id) | Undo::Restart { id, .. } => id.to_string(),
+            Undo::RedefineMdev(def) => def.uuid.to_string(),
+            Undo::RedefineVfVgpu(def) => def.vf.to_string(),
+            Undo::RedefineBinding(def) => def.address.to_string(),
+            Undo::File { path, .. } => path.display().to_string(),
+            Undo::VfVgpuDefinition(a)
+            | Undo::BindingDefinition(a)
+            | Undo::SriovDefinition { pf: a, .. }
+            | Undo::VfCount { pf: a, .. }
+            | Undo::Autoprobe { pf: a, .. }
+            | Undo::Driver { address: a, .. }
+            | Undo::LmemQuota { vf: a, .. }
+            | Undo::Scheduler { gpu: a, .. } => a.to_string(),
+        }
+    }
+}
+
+impl Operation<'_> {
+    /// Takes back one step.
+    pub(super) fn undo_one(&self, undo: Undo) -> Result<()> {
+        let paths = self.paths();
+        let store = self.store();
+        match undo {
+            Undo::MdevDefinition(uuid) => store.undefine_mdev(uuid).map(drop),
+            Undo::VfVgpuDefinition(vf) => store.undefine_vf_vgpu(vf).map(drop),
+            Undo::BindingDefinition(address) => store.undefine_binding(address).map(drop),
+            Undo::SriovDefinition { pf, previous } => match previous {
+                Some(def) => store.define_sriov(&def),
+                None => store.undefine_sriov(pf).map(drop),
+            },
+            Undo::Vgpu(id) => backend::destroy(paths, id, None, self.within()).map(drop),
+            Undo::VfCount { pf, before } => {
+                sriov::set_vf_count(paths, pf, before, self.session.sriov).map(drop)
+            }
+            Undo::Autoprobe { pf, was } => sriov::set_autoprobe(paths, pf, was),
+            Undo::Driver { address, previous } => {
+                driver::restore(paths, address, previous.as_deref(), self.within())?;
+                driver::forget_previous(paths, address)
+            }
+            Undo::Restart { placement, id } => {
+                backend::realize(paths, &placement, id, self.within(), self.nvml()).map(drop)
+            }
+            Undo::Scheduler { gpu, before } => self
+                .nvml()
+                .get()
+                .set_scheduler(gpu, before, &[])
+                .map(drop)
+                .map_err(Into::into),
+            Undo::RedefineMdev(def) => store.define_mdev(&def),
+            Undo::RedefineVfVgpu(def) => store.define_vf_vgpu(&def),
+            Undo::RedefineBinding(def) => store.define_binding(&def),
+            Undo::File { path, previous } => match previous {
+                Some(text) => durable::write_atomic(&path, text.as_bytes()),
+                None => durable::remove_durably(&path).map(drop),
+            },
+            Undo::LmemQuota { path, bytes, .. } => {
+                crate::host::sysfs::write_attr(&path, &bytes.to_string())
+            }
+        }
+    }
+}
