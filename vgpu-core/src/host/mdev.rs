@@ -5,11 +5,12 @@
 //! UUID, whose `mdev_type` link names its type.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use uuid::Uuid;
 
 use crate::error::Result;
-use crate::host::sysfs::{self, child, read_attr, read_parsed};
+use crate::host::sysfs::{self, OpenDir, child};
 
 /// A device that can host mediated devices.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,11 +18,13 @@ pub(crate) struct MdevParent {
     path: PathBuf,
 }
 
-/// One entry of a parent's `mdev_supported_types`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One entry of a parent's `mdev_supported_types`, read relative to that directory, which
+/// the parent's types share open.
+#[derive(Debug, Clone)]
 pub(crate) struct MdevType {
     id: String,
     path: PathBuf,
+    types_dir: Rc<OpenDir>,
 }
 
 /// An existing mediated device.
@@ -50,12 +53,17 @@ impl MdevParent {
 
     /// The types it offers, sorted by id.
     pub(crate) fn types(&self) -> Result<Vec<MdevType>> {
-        let dir = self.types_dir();
-        Ok(sysfs::dir_names(&dir)?
+        let Some(mut dir) = OpenDir::open(&self.types_dir())? else {
+            return Ok(Vec::new());
+        };
+        let ids = dir.names()?;
+        let dir = Rc::new(dir);
+        Ok(ids
             .into_iter()
             .map(|id| MdevType {
-                path: dir.join(&id),
+                path: dir.path().join(&id),
                 id,
+                types_dir: Rc::clone(&dir),
             })
             .collect())
     }
@@ -87,25 +95,37 @@ impl MdevType {
         &self.path
     }
 
+    /// `<type-id>/<name>`, relative to the types directory.
+    fn attr(&self, name: &str) -> String {
+        format!("{}/{name}", self.id)
+    }
+
     /// `name`, which some kernels (Intel GVT-g) do not provide.
     pub(crate) fn name(&self) -> Result<Option<String>> {
-        Ok(read_attr(&child(&self.path, "name"))?.map(|n| n.trim().to_owned()))
+        Ok(self
+            .types_dir
+            .read_attr(&self.attr("name"))?
+            .map(|n| n.trim().to_owned()))
     }
 
     /// `description`, free text in the vendor's format.
     pub(crate) fn description(&self) -> Result<Option<String>> {
-        read_attr(&child(&self.path, "description"))
+        self.types_dir.read_attr(&self.attr("description"))
     }
 
     /// `device_api`, e.g. `vfio-pci`.
     pub(crate) fn device_api(&self) -> Result<Option<String>> {
-        Ok(read_attr(&child(&self.path, "device_api"))?.map(|n| n.trim().to_owned()))
+        Ok(self
+            .types_dir
+            .read_attr(&self.attr("device_api"))?
+            .map(|n| n.trim().to_owned()))
     }
 
     /// `available_instances`: how many more can be created on this parent now.
     pub(crate) fn available_instances(&self) -> Result<Option<u32>> {
-        read_parsed(&child(&self.path, "available_instances"), "a count", |t| {
-            t.parse().ok()
-        })
+        self.types_dir
+            .read_parsed(&self.attr("available_instances"), "a count", |t| {
+                t.parse().ok()
+            })
     }
 }

@@ -78,7 +78,12 @@ const PAGE: usize = 4096;
 /// and no second `read(2)` is spent to find it (systemd's `read_virtual_file` reads sysfs the
 /// same way). A first read that fills the page is followed by more, up to [`ATTR_LIMIT`].
 pub(crate) fn read_attr(path: &Path) -> Result<Option<String>> {
-    let mut file = match fs::File::open(path) {
+    read_opened_attr(path, fs::File::open(path))
+}
+
+/// [`read_attr`] of the file at `path` once opened (or not) as `opened`.
+fn read_opened_attr(path: &Path, opened: io::Result<fs::File>) -> Result<Option<String>> {
+    let mut file = match opened {
         Ok(file) => file,
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) => return Err(read_error(path, err)),
@@ -105,11 +110,115 @@ pub(crate) fn read_parsed<T>(
     expected: &'static str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<Option<T>> {
-    match read_attr(path)? {
+    parse_attr(path, read_attr(path)?, expected, parse)
+}
+
+/// `text`, read from `path`, parsed; [`Error::Parse`] when it does not parse.
+fn parse_attr<T>(
+    path: &Path,
+    text: Option<String>,
+    expected: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    match text {
         None => Ok(None),
         Some(text) => parse(text.trim())
             .map(Some)
             .ok_or_else(|| parse_error(path, &text, expected)),
+    }
+}
+
+/// A directory held open, whose files are opened relative to it (`openat(2)`).
+///
+/// Opening `<root>/sys/bus/pci/devices/<addr>/mdev_supported_types/<type>/available_instances`
+/// makes the kernel look up every component again, following the `devices/<addr>` link into
+/// `sys/devices/pci…`; opened relative to the type directory's descriptor, it looks up the
+/// last names only. A GPU with 32 VFs has hundreds of such files. Errors name the full path,
+/// as those of [`read_attr`] do.
+#[derive(Debug)]
+pub(crate) struct OpenDir {
+    path: PathBuf,
+    dir: nix::dir::Dir,
+}
+
+/// Opens the directory at `path`.
+fn open_dir(path: &Path) -> io::Result<nix::dir::Dir> {
+    use nix::fcntl::OFlag;
+    nix::dir::Dir::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(io::Error::from)
+}
+
+/// The sorted names of `entries`, read from directory `path`, without `.` and `..`.
+fn entry_names(
+    path: &Path,
+    entries: impl Iterator<Item = nix::Result<nix::dir::Entry>>,
+) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|errno| read_error(path, errno.into()))?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+impl OpenDir {
+    /// Opens the directory at `path`; `None` when it does not exist.
+    pub(crate) fn open(path: &Path) -> Result<Option<Self>> {
+        match open_dir(path) {
+            Ok(dir) => Ok(Some(Self {
+                path: path.to_path_buf(),
+                dir,
+            })),
+            Err(err) if is_absent(&err) => Ok(None),
+            Err(err) => Err(read_error(path, err)),
+        }
+    }
+
+    /// The directory's path, as it was opened.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sorted names in it.
+    pub(crate) fn names(&mut self) -> Result<Vec<String>> {
+        entry_names(&self.path, self.dir.iter())
+    }
+
+    /// [`read_attr`] of `name` (relative to this directory, e.g. `nvidia-558/name`).
+    pub(crate) fn read_attr(&self, name: &str) -> Result<Option<String>> {
+        read_opened_attr(&self.path.join(name), self.open_file(name))
+    }
+
+    /// [`read_parsed`] of `name` (relative to this directory).
+    pub(crate) fn read_parsed<T>(
+        &self,
+        name: &str,
+        expected: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>> {
+        let path = self.path.join(name);
+        let text = read_opened_attr(&path, self.open_file(name))?;
+        parse_attr(&path, text, expected, parse)
+    }
+
+    fn open_file(&self, name: &str) -> io::Result<fs::File> {
+        use nix::fcntl::OFlag;
+        nix::fcntl::openat(
+            &self.dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map(fs::File::from)
+        .map_err(io::Error::from)
     }
 }
 
@@ -144,26 +253,17 @@ pub(crate) fn link_name(path: &Path) -> Result<Option<String>> {
 
 /// The sorted names in directory `path`; empty when it does not exist.
 pub(crate) fn dir_names(path: &Path) -> Result<Vec<String>> {
-    let entries = match fs::read_dir(path) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(read_error(path, err)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| read_error(path, err))?;
-        names.push(entry.file_name().to_string_lossy().into_owned());
+    match open_dir(path) {
+        Ok(dir) => entry_names(path, dir.into_iter()),
+        Err(err) if is_absent(&err) => Ok(Vec::new()),
+        Err(err) => Err(read_error(path, err)),
     }
-    names.sort();
-    Ok(names)
 }
 
 /// The sorted names in directory `path`, which must exist.
 pub(crate) fn dir_names_required(path: &Path) -> Result<Vec<String>> {
-    if let Err(err) = fs::read_dir(path) {
-        return Err(read_error(path, err));
-    }
-    dir_names(path)
+    let dir = open_dir(path).map_err(|err| read_error(path, err))?;
+    entry_names(path, dir.into_iter())
 }
 
 /// [`Error::Missing`] for `path`.

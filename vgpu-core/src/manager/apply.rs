@@ -11,8 +11,8 @@
 //! which the caller told. A VF count is defined before it is set, and a VF's quota is recorded
 //! in that SR-IOV definition before it is written, so that `restore` sets both after a reboot.
 
-use std::collections::BTreeMap;
 use crate::nvml::sched::SchedulerRequest;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
