@@ -2,12 +2,24 @@
 //!
 //! sysfs content is untrusted input: every read is bounded, every parse is checked, and a file
 //! that is absent is `Ok(None)` rather than an error, since most attributes are optional.
+//!
+//! A file is read by its full path, or relative to a directory held open ([`SysDir`]); both
+//! go through the same code, which names the full path in logs and errors.
 
+mod dir;
+
+use std::borrow::Cow;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{AT_FDCWD, OFlag};
+use nix::sys::stat::{FileStat, Mode, SFlag};
+
 use crate::error::{Error, Result};
+
+pub(crate) use dir::SysDir;
 
 /// The largest attribute file read. sysfs attributes are one page at most.
 pub(crate) const ATTR_LIMIT: usize = 64 * 1024;
@@ -78,30 +90,7 @@ const PAGE: usize = 4096;
 /// and no second `read(2)` is spent to find it (systemd's `read_virtual_file` reads sysfs the
 /// same way). A first read that fills the page is followed by more, up to [`ATTR_LIMIT`].
 pub(crate) fn read_attr(path: &Path) -> Result<Option<String>> {
-    read_opened_attr(path, fs::File::open(path))
-}
-
-/// [`read_attr`] of the file at `path` once opened (or not) as `opened`.
-fn read_opened_attr(path: &Path, opened: io::Result<fs::File>) -> Result<Option<String>> {
-    let mut file = match opened {
-        Ok(file) => file,
-        Err(err) if is_absent(&err) => return Ok(None),
-        Err(err) => return Err(read_error(path, err)),
-    };
-    let mut page = [0u8; PAGE];
-    let first = loop {
-        match file.read(&mut page) {
-            Ok(n) => break n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(read_error(path, err)),
-        }
-    };
-    let mut bytes = page[..first].to_vec();
-    if first == PAGE {
-        read_rest(path, &file, &mut bytes, ATTR_LIMIT)?;
-    }
-    let text = decode(path, bytes)?;
-    Ok(Some(text.trim_end_matches('\n').to_owned()))
+    At::path(path).read_attr()
 }
 
 /// Reads an attribute file and parses it; `None` when it does not exist.
@@ -110,115 +99,140 @@ pub(crate) fn read_parsed<T>(
     expected: &'static str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<Option<T>> {
-    parse_attr(path, read_attr(path)?, expected, parse)
+    At::path(path).read_parsed(expected, parse)
 }
 
-/// `text`, read from `path`, parsed; [`Error::Parse`] when it does not parse.
-fn parse_attr<T>(
-    path: &Path,
-    text: Option<String>,
-    expected: &'static str,
-    parse: impl FnOnce(&str) -> Option<T>,
-) -> Result<Option<T>> {
-    match text {
-        None => Ok(None),
-        Some(text) => parse(text.trim())
-            .map(Some)
-            .ok_or_else(|| parse_error(path, &text, expected)),
-    }
+/// A file or directory to open: the directory its relative path starts from (`AT_FDCWD` for
+/// a full path, or a directory held open), that path, and the full path logs and errors name.
+struct At<'a> {
+    dir: BorrowedFd<'a>,
+    /// `None`: the full path itself.
+    rel: Option<PathBuf>,
+    path: Cow<'a, Path>,
 }
 
-/// A directory held open, whose files are opened relative to it (`openat(2)`).
-///
-/// Opening `<root>/sys/bus/pci/devices/<addr>/mdev_supported_types/<type>/available_instances`
-/// makes the kernel look up every component again, following the `devices/<addr>` link into
-/// `sys/devices/pci…`; opened relative to the type directory's descriptor, it looks up the
-/// last names only. A GPU with 32 VFs has hundreds of such files. Errors name the full path,
-/// as those of [`read_attr`] do.
-#[derive(Debug)]
-pub(crate) struct OpenDir {
-    path: PathBuf,
-    dir: nix::dir::Dir,
-}
-
-/// Opens the directory at `path`.
-fn open_dir(path: &Path) -> io::Result<nix::dir::Dir> {
-    use nix::fcntl::OFlag;
-    nix::dir::Dir::open(
-        path,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(io::Error::from)
-}
-
-/// The sorted names of `entries`, read from directory `path`, without `.` and `..`.
-fn entry_names(
-    path: &Path,
-    entries: impl Iterator<Item = nix::Result<nix::dir::Entry>>,
-) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|errno| read_error(path, errno.into()))?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(String::from_utf8_lossy(name).into_owned());
-        }
-    }
-    names.sort();
-    Ok(names)
-}
-
-impl OpenDir {
-    /// Opens the directory at `path`; `None` when it does not exist.
-    pub(crate) fn open(path: &Path) -> Result<Option<Self>> {
-        match open_dir(path) {
-            Ok(dir) => Ok(Some(Self {
-                path: path.to_path_buf(),
-                dir,
-            })),
-            Err(err) if is_absent(&err) => Ok(None),
-            Err(err) => Err(read_error(path, err)),
+impl<'a> At<'a> {
+    /// `path`, looked up whole.
+    fn path(path: &'a Path) -> Self {
+        Self {
+            dir: AT_FDCWD,
+            rel: None,
+            path: Cow::Borrowed(path),
         }
     }
 
-    /// The directory's path, as it was opened.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    fn rel(&self) -> &Path {
+        self.rel.as_deref().unwrap_or(&self.path)
     }
 
-    /// The sorted names in it.
-    pub(crate) fn names(&mut self) -> Result<Vec<String>> {
-        entry_names(&self.path, self.dir.iter())
+    fn open(&self, flags: OFlag) -> io::Result<OwnedFd> {
+        nix::fcntl::openat(
+            self.dir,
+            self.rel(),
+            flags | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
     }
 
-    /// [`read_attr`] of `name` (relative to this directory, e.g. `nvidia-558/name`).
-    pub(crate) fn read_attr(&self, name: &str) -> Result<Option<String>> {
-        read_opened_attr(&self.path.join(name), self.open_file(name))
+    /// `stat(2)` of it, following links.
+    fn stat(&self) -> io::Result<FileStat> {
+        nix::sys::stat::fstatat(self.dir, self.rel(), nix::fcntl::AtFlags::empty())
+            .map_err(io::Error::from)
     }
 
-    /// [`read_parsed`] of `name` (relative to this directory).
-    pub(crate) fn read_parsed<T>(
+    fn exists(&self) -> bool {
+        self.stat().is_ok()
+    }
+
+    fn is_dir(&self) -> bool {
+        self.stat()
+            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
+    }
+
+    /// [`read_attr`].
+    fn read_attr(&self) -> Result<Option<String>> {
+        let path = &*self.path;
+        let mut file = match self.open(OFlag::O_RDONLY) {
+            Ok(fd) => fs::File::from(fd),
+            Err(err) if is_absent(&err) => return Ok(None),
+            Err(err) => return Err(read_error(path, err)),
+        };
+        let mut page = [0u8; PAGE];
+        let first = loop {
+            match file.read(&mut page) {
+                Ok(n) => break n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(read_error(path, err)),
+            }
+        };
+        let mut bytes = page[..first].to_vec();
+        if first == PAGE {
+            read_rest(path, &file, &mut bytes, ATTR_LIMIT)?;
+        }
+        let text = decode(path, bytes)?;
+        Ok(Some(text.trim_end_matches('\n').to_owned()))
+    }
+
+    /// [`read_parsed`].
+    fn read_parsed<T>(
         &self,
-        name: &str,
         expected: &'static str,
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Result<Option<T>> {
-        let path = self.path.join(name);
-        let text = read_opened_attr(&path, self.open_file(name))?;
-        parse_attr(&path, text, expected, parse)
+        match self.read_attr()? {
+            None => Ok(None),
+            Some(text) => parse(text.trim())
+                .map(Some)
+                .ok_or_else(|| parse_error(&self.path, &text, expected)),
+        }
     }
 
-    fn open_file(&self, name: &str) -> io::Result<fs::File> {
-        use nix::fcntl::OFlag;
-        nix::fcntl::openat(
-            &self.dir,
-            name,
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map(fs::File::from)
-        .map_err(io::Error::from)
+    /// [`link_name`].
+    fn link_name(&self) -> Result<Option<String>> {
+        let path = &*self.path;
+        match nix::fcntl::readlinkat(self.dir, self.rel()) {
+            Ok(target) => {
+                let target = PathBuf::from(target);
+                match target.file_name() {
+                    Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
+                    None => Err(parse_error(
+                        path,
+                        &target.to_string_lossy(),
+                        "a link to a named object",
+                    )),
+                }
+            }
+            Err(errno) => {
+                let err = io::Error::from(errno);
+                if is_absent(&err) {
+                    Ok(None)
+                } else {
+                    Err(read_error(path, err))
+                }
+            }
+        }
+    }
+
+    /// The sorted names in the directory, without `.` and `..`; empty when it does not exist,
+    /// unless it is `required`.
+    fn names(&self, required: bool) -> Result<Vec<String>> {
+        let path = &*self.path;
+        let dir = match self.open(OFlag::O_RDONLY | OFlag::O_DIRECTORY) {
+            Ok(fd) => nix::dir::Dir::from_fd(fd).map_err(|errno| read_error(path, errno.into()))?,
+            Err(err) if is_absent(&err) && !required => return Ok(Vec::new()),
+            Err(err) => return Err(read_error(path, err)),
+        };
+        let mut names = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|errno| read_error(path, errno.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 }
 
@@ -237,33 +251,17 @@ pub(crate) fn parse_error(path: &Path, value: &str, expected: &'static str) -> E
 /// The kernel expresses relations (`driver`, `iommu_group`, `physfn`, `mdev_type`) as links
 /// whose last component is the name of the related object; the target need not exist.
 pub(crate) fn link_name(path: &Path) -> Result<Option<String>> {
-    match fs::read_link(path) {
-        Ok(target) => match target.file_name() {
-            Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
-            None => Err(parse_error(
-                path,
-                &target.to_string_lossy(),
-                "a link to a named object",
-            )),
-        },
-        Err(err) if is_absent(&err) => Ok(None),
-        Err(err) => Err(read_error(path, err)),
-    }
+    At::path(path).link_name()
 }
 
 /// The sorted names in directory `path`; empty when it does not exist.
 pub(crate) fn dir_names(path: &Path) -> Result<Vec<String>> {
-    match open_dir(path) {
-        Ok(dir) => entry_names(path, dir.into_iter()),
-        Err(err) if is_absent(&err) => Ok(Vec::new()),
-        Err(err) => Err(read_error(path, err)),
-    }
+    At::path(path).names(false)
 }
 
 /// The sorted names in directory `path`, which must exist.
 pub(crate) fn dir_names_required(path: &Path) -> Result<Vec<String>> {
-    let dir = open_dir(path).map_err(|err| read_error(path, err))?;
-    entry_names(path, dir.into_iter())
+    At::path(path).names(true)
 }
 
 /// [`Error::Missing`] for `path`.
@@ -354,12 +352,12 @@ pub(crate) fn poll_until(
 
 /// Whether `path` exists (following links); a dangling link does not.
 pub(crate) fn exists(path: &Path) -> bool {
-    path.exists()
+    At::path(path).exists()
 }
 
 /// Whether `path` is a directory (following links).
 pub(crate) fn is_dir(path: &Path) -> bool {
-    path.is_dir()
+    At::path(path).is_dir()
 }
 
 /// `path` joined with `name`, for readability at call sites.
