@@ -80,30 +80,25 @@ impl SysDir {
     }
 
     /// Its entry `name` (or itself, for `""`), as the shared readers take it.
-    fn at(&self, name: &str) -> At<'_> {
-        let path = if name.is_empty() {
-            Cow::Borrowed(self.path.as_path())
-        } else {
-            Cow::Owned(self.path.join(name))
-        };
-        match &self.held {
-            None => At {
-                dir: AT_FDCWD,
-                rel: None,
-                path,
-            },
+    fn at<'a>(&'a self, name: &'a str) -> At<'a> {
+        let (dir, rel) = match &self.held {
+            None if name.is_empty() => (AT_FDCWD, Cow::Borrowed(self.path.as_path())),
+            None => (AT_FDCWD, Cow::Owned(self.path.join(name))),
             Some(held) => {
                 let rel = match (held.below.as_os_str().is_empty(), name.is_empty()) {
-                    (true, true) => PathBuf::from("."),
-                    (false, true) => held.below.clone(),
-                    (_, false) => held.below.join(name),
+                    (true, true) => Cow::Borrowed(Path::new(".")),
+                    (false, true) => Cow::Borrowed(held.below.as_path()),
+                    (true, false) => Cow::Borrowed(Path::new(name)),
+                    (false, false) => Cow::Owned(held.below.join(name)),
                 };
-                At {
-                    dir: held.fd.as_fd(),
-                    rel: Some(rel),
-                    path,
-                }
+                (held.fd.as_fd(), rel)
             }
+        };
+        At {
+            dir,
+            rel,
+            base: &self.path,
+            name,
         }
     }
 
@@ -191,6 +186,21 @@ mod tests {
         assert!(
             matches!(&err, Err(Error::Parse { path, value, .. })
                 if *path == device.join("vendor") && value == "0x10de"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn held_open_over_the_limit_is_too_large_naming_the_full_path() {
+        let (_root, device) = device_dir();
+        fs::write(
+            device.join("big"),
+            vec![b'x'; crate::host::sysfs::ATTR_LIMIT + 1],
+        )
+        .unwrap();
+        let err = SysDir::new(&device).held_open().read_attr("big");
+        assert!(
+            matches!(&err, Err(Error::TooLarge { path, .. }) if *path == device.join("big")),
             "{err:?}"
         );
     }

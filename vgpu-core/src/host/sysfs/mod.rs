@@ -45,39 +45,15 @@ pub(crate) fn read_error(path: &Path, source: io::Error) -> Error {
 
 /// Reads at most `limit` bytes of `path` as UTF-8; `None` when it does not exist.
 pub(crate) fn read_bounded(path: &Path, limit: usize) -> Result<Option<String>> {
-    let file = match fs::File::open(path) {
-        Ok(file) => file,
+    let at = At::path(path);
+    let file = match at.open(OFlag::O_RDONLY) {
+        Ok(fd) => fs::File::from(fd),
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) => return Err(read_error(path, err)),
     };
     let mut bytes = Vec::new();
-    read_rest(path, &file, &mut bytes, limit)?;
-    decode(path, bytes).map(Some)
-}
-
-/// Reads the rest of `file` onto `bytes`, failing when it holds more than `limit` in all.
-fn read_rest(path: &Path, mut file: &fs::File, bytes: &mut Vec<u8>, limit: usize) -> Result<()> {
-    // Read one byte past the limit to tell "exactly at the limit" from "over it".
-    let room = limit.saturating_sub(bytes.len()).saturating_add(1);
-    let bound = u64::try_from(room).unwrap_or(u64::MAX);
-    Read::by_ref(&mut file)
-        .take(bound)
-        .read_to_end(bytes)
-        .map_err(|err| read_error(path, err))?;
-    if bytes.len() > limit {
-        return Err(Error::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    Ok(())
-}
-
-fn decode(path: &Path, bytes: Vec<u8>) -> Result<String> {
-    tracing::trace!(path = %path.display(), bytes = bytes.len(), "read");
-    String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
-        path: path.to_path_buf(),
-    })
+    at.read_rest(&file, &mut bytes, limit)?;
+    at.decode(bytes).map(Some)
 }
 
 /// The first read of an attribute: a page, what kernfs shows of an attribute at most.
@@ -106,9 +82,12 @@ pub(crate) fn read_parsed<T>(
 /// a full path, or a directory held open), that path, and the full path logs and errors name.
 struct At<'a> {
     dir: BorrowedFd<'a>,
-    /// `None`: the full path itself.
-    rel: Option<PathBuf>,
-    path: Cow<'a, Path>,
+    /// What is opened, relative to `dir`.
+    rel: Cow<'a, Path>,
+    /// The full path is `base` joined with `name` (`base` itself when `name` is empty), made
+    /// only for a log line or an error.
+    base: &'a Path,
+    name: &'a str,
 }
 
 impl<'a> At<'a> {
@@ -116,19 +95,29 @@ impl<'a> At<'a> {
     fn path(path: &'a Path) -> Self {
         Self {
             dir: AT_FDCWD,
-            rel: None,
-            path: Cow::Borrowed(path),
+            rel: Cow::Borrowed(path),
+            base: path,
+            name: "",
         }
     }
 
-    fn rel(&self) -> &Path {
-        self.rel.as_deref().unwrap_or(&self.path)
+    /// The full path, for logs and errors.
+    fn full(&self) -> Cow<'a, Path> {
+        if self.name.is_empty() {
+            Cow::Borrowed(self.base)
+        } else {
+            Cow::Owned(self.base.join(self.name))
+        }
+    }
+
+    fn error(&self, err: io::Error) -> Error {
+        read_error(&self.full(), err)
     }
 
     fn open(&self, flags: OFlag) -> io::Result<OwnedFd> {
         nix::fcntl::openat(
             self.dir,
-            self.rel(),
+            &*self.rel,
             flags | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
@@ -137,7 +126,7 @@ impl<'a> At<'a> {
 
     /// `stat(2)` of it, following links.
     fn stat(&self) -> io::Result<FileStat> {
-        nix::sys::stat::fstatat(self.dir, self.rel(), nix::fcntl::AtFlags::empty())
+        nix::sys::stat::fstatat(self.dir, &*self.rel, nix::fcntl::AtFlags::empty())
             .map_err(io::Error::from)
     }
 
@@ -150,28 +139,53 @@ impl<'a> At<'a> {
             .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
     }
 
+    /// Reads the rest of `file` onto `bytes`, failing when it holds more than `limit` in all.
+    fn read_rest(&self, mut file: &fs::File, bytes: &mut Vec<u8>, limit: usize) -> Result<()> {
+        // Read one byte past the limit to tell "exactly at the limit" from "over it".
+        let room = limit.saturating_sub(bytes.len()).saturating_add(1);
+        let bound = u64::try_from(room).unwrap_or(u64::MAX);
+        Read::by_ref(&mut file)
+            .take(bound)
+            .read_to_end(bytes)
+            .map_err(|err| self.error(err))?;
+        if bytes.len() > limit {
+            return Err(Error::TooLarge {
+                path: self.full().into_owned(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    fn decode(&self, bytes: Vec<u8>) -> Result<String> {
+        tracing::trace!(path = %self.full().display(), bytes = bytes.len(), "read");
+        String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+            path: self.full().into_owned(),
+        })
+    }
+
     /// [`read_attr`].
     fn read_attr(&self) -> Result<Option<String>> {
-        let path = &*self.path;
         let mut file = match self.open(OFlag::O_RDONLY) {
             Ok(fd) => fs::File::from(fd),
             Err(err) if is_absent(&err) => return Ok(None),
-            Err(err) => return Err(read_error(path, err)),
+            Err(err) => return Err(self.error(err)),
         };
         let mut page = [0u8; PAGE];
         let first = loop {
             match file.read(&mut page) {
                 Ok(n) => break n,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(read_error(path, err)),
+                Err(err) => return Err(self.error(err)),
             }
         };
         let mut bytes = page[..first].to_vec();
         if first == PAGE {
-            read_rest(path, &file, &mut bytes, ATTR_LIMIT)?;
+            self.read_rest(&file, &mut bytes, ATTR_LIMIT)?;
         }
-        let text = decode(path, bytes)?;
-        Ok(Some(text.trim_end_matches('\n').to_owned()))
+        let mut text = self.decode(bytes)?;
+        text.truncate(text.trim_end_matches('\n').len());
+        Ok(Some(text))
     }
 
     /// [`read_parsed`].
@@ -184,20 +198,19 @@ impl<'a> At<'a> {
             None => Ok(None),
             Some(text) => parse(text.trim())
                 .map(Some)
-                .ok_or_else(|| parse_error(&self.path, &text, expected)),
+                .ok_or_else(|| parse_error(&self.full(), &text, expected)),
         }
     }
 
     /// [`link_name`].
     fn link_name(&self) -> Result<Option<String>> {
-        let path = &*self.path;
-        match nix::fcntl::readlinkat(self.dir, self.rel()) {
+        match nix::fcntl::readlinkat(self.dir, &*self.rel) {
             Ok(target) => {
                 let target = PathBuf::from(target);
                 match target.file_name() {
                     Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
                     None => Err(parse_error(
-                        path,
+                        &self.full(),
                         &target.to_string_lossy(),
                         "a link to a named object",
                     )),
@@ -208,7 +221,7 @@ impl<'a> At<'a> {
                 if is_absent(&err) {
                     Ok(None)
                 } else {
-                    Err(read_error(path, err))
+                    Err(self.error(err))
                 }
             }
         }
@@ -217,15 +230,14 @@ impl<'a> At<'a> {
     /// The sorted names in the directory, without `.` and `..`; empty when it does not exist,
     /// unless it is `required`.
     fn names(&self, required: bool) -> Result<Vec<String>> {
-        let path = &*self.path;
         let dir = match self.open(OFlag::O_RDONLY | OFlag::O_DIRECTORY) {
-            Ok(fd) => nix::dir::Dir::from_fd(fd).map_err(|errno| read_error(path, errno.into()))?,
+            Ok(fd) => nix::dir::Dir::from_fd(fd).map_err(|errno| self.error(errno.into()))?,
             Err(err) if is_absent(&err) && !required => return Ok(Vec::new()),
-            Err(err) => return Err(read_error(path, err)),
+            Err(err) => return Err(self.error(err)),
         };
         let mut names = Vec::new();
         for entry in dir {
-            let entry = entry.map_err(|errno| read_error(path, errno.into()))?;
+            let entry = entry.map_err(|errno| self.error(errno.into()))?;
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {
                 names.push(String::from_utf8_lossy(name).into_owned());
