@@ -3,7 +3,8 @@ CARGO ?= cargo
 
 .PHONY: deps fuzz-deps build test lint demo bench fuzz install
 
-# Where `make install` puts things: vgpuctl in $(BINDIR), the udev rule and the systemd unit
+# Where `make install` puts things: vgpuctl and vgpuctl-libvirt (which vgpuctl runs for the
+# commands that talk to libvirt) in $(BINDIR), the udev rule and the systemd unit
 # (both naming $(BINDIR)/vgpuctl) in $(UDEVRULESDIR) and $(SYSTEMDUNITDIR), all under
 # $(DESTDIR) for packaging (a package would set PREFIX=/usr,
 # UDEVRULESDIR=/usr/lib/udev/rules.d and SYSTEMDUNITDIR=/usr/lib/systemd/system).
@@ -11,7 +12,8 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UDEVRULESDIR ?= /etc/udev/rules.d
 SYSTEMDUNITDIR ?= /etc/systemd/system
-# The vgpuctl to install; empty: `cargo build --release` makes target/release/vgpuctl.
+# The vgpuctl to install, with the vgpuctl-libvirt beside it; empty: `cargo build --release`
+# makes target/release/vgpuctl and target/release/vgpuctl-libvirt.
 VGPUCTL_BUILD ?=
 
 
@@ -72,7 +74,8 @@ bench: deps
 install:
 	@bin='$(VGPUCTL_BUILD)'; \
 	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli && bin=target/release/vgpuctl; fi; \
-	install -D -m 0755 "$$bin" '$(DESTDIR)$(BINDIR)/vgpuctl'
+	install -D -m 0755 "$$bin" '$(DESTDIR)$(BINDIR)/vgpuctl'; \
+	install -D -m 0755 "$$(dirname "$$bin")/vgpuctl-libvirt" '$(DESTDIR)$(BINDIR)/vgpuctl-libvirt'
 	install -d '$(DESTDIR)$(UDEVRULESDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)'
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/udev/60-vgpu.rules.in > '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules'
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/systemd/vgpu-restore.service.in > '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'

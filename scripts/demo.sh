@@ -62,7 +62,7 @@ run plan -f examples/host.toml
 run apply -f examples/host.toml
 run list
 
-# A VM gets a vGPU through libvirt's QEMU driver, embedded in vgpuctl (no daemon): define a
+# A VM gets a vGPU through libvirt's QEMU driver, run in-process (no daemon): define a
 # domain with virsh, attach a new T4-4Q to it (created, defined, named after the domain; the
 # T4 holds 4 GiB vGPUs now, one type at a time), show who holds what and the hostdev libvirt
 # keeps, then detach and destroy it.

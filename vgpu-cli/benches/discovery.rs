@@ -7,7 +7,10 @@
 //! command [`RUNS`] times, interleaved, each in the same wrapper: a private mount namespace
 //! with the copy's `sys` bound on `/sys` (mdevctl reads `/sys` only; vgpuctl is given
 //! `--root COPY`). It prints the median wall time of each, of the wrapper alone, the ratio
-//! with and without the wrapper's cost, and, when `strace` is installed, the system calls of
+//! with and without the wrapper's cost; the median CPU time (user and system, from
+//! `getrusage(RUSAGE_CHILDREN)` around each run: the wrapper execs the command, so this is
+//! the wrapper's and the command's, and, unlike wall time, hardly moves when other work
+//! shares the CPUs) and its ratio; and, when `strace` is installed, the system calls of
 //! each (`strace -c -f`, run inside the wrapper so that only the command is traced). It
 //! asserts nothing about speed. Needs root, FUSE, `unshare` and `mdevctl`.
 
@@ -75,7 +78,22 @@ fn in_namespace(copy: &Path, args: &[&str]) -> Command {
     command
 }
 
-fn timed(mut command: Command) -> Duration {
+/// CPU time (user and system) of the children waited for so far.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let time = |t: nix::sys::time::TimeVal| {
+        Duration::new(
+            u64::try_from(t.tv_sec()).unwrap(),
+            u32::try_from(t.tv_usec()).unwrap() * 1000,
+        )
+    };
+    time(usage.user_time()) + time(usage.system_time())
+}
+
+/// The command's wall time and CPU time.
+fn timed(mut command: Command) -> (Duration, Duration) {
+    let cpu = children_cpu();
     let start = Instant::now();
     let out = command.output().expect("the command starts");
     let elapsed = start.elapsed();
@@ -85,7 +103,7 @@ fn timed(mut command: Command) -> Duration {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    elapsed
+    (elapsed, children_cpu() - cpu)
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -193,17 +211,30 @@ fn main() {
         us.push(timed(in_namespace(&copy, &ours)));
         them.push(timed(in_namespace(&copy, &peer)));
     }
-    let (base, us, them) = (median(base), median(us), median(them));
-    let net = |d: Duration| d.saturating_sub(base);
-    println!("median over {RUNS} runs, each in unshare -m with the copy on /sys:");
-    println!("  wrapper alone (true):         {:8.2} ms", ms(base));
-    println!("  vgpuctl list --json:          {:8.2} ms", ms(us));
-    println!("  mdevctl types --dumpjson:     {:8.2} ms", ms(them));
-    println!(
-        "  ratio vgpuctl/mdevctl: {:.3}x (less the wrapper: {:.3}x)",
-        us.as_secs_f64() / them.as_secs_f64(),
-        net(us).as_secs_f64() / net(them).as_secs_f64().max(f64::MIN_POSITIVE)
-    );
+    type Of = fn(&[(Duration, Duration)]) -> Duration;
+    let wall: Of = |runs| median(runs.iter().map(|r| r.0).collect());
+    let cpu: Of = |runs| median(runs.iter().map(|r| r.1).collect());
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE);
+    println!("median over {RUNS} runs, each in unshare -m with the copy on /sys (wall, CPU):");
+    for (name, runs) in [
+        ("wrapper alone (true):    ", &base),
+        ("vgpuctl list --json:     ", &us),
+        ("mdevctl types --dumpjson:", &them),
+    ] {
+        println!(
+            "  {name} {:8.2} ms {:8.2} ms",
+            ms(wall(runs)),
+            ms(cpu(runs))
+        );
+    }
+    for (what, of) in [("wall", wall), ("CPU", cpu)] {
+        let (base, us, them) = (of(&base), of(&us), of(&them));
+        println!(
+            "  {what} ratio vgpuctl/mdevctl: {:.3}x (less the wrapper: {:.3}x)",
+            ratio(us, them),
+            ratio(us.saturating_sub(base), them.saturating_sub(base))
+        );
+    }
 
     if Command::new("strace")
         .arg("-V")

@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 use vgpu_core::CheckStatus as Status;
 use vgpu_core::HostPaths;
 
+mod entry;
 mod hook;
 mod isolation;
 mod mutate;
@@ -28,6 +29,7 @@ mod top;
 mod vm;
 mod watch;
 
+pub use entry::{LIBVIRT_HELPER, core_error, error_kind, exec_libvirt_helper, main, write_error};
 pub use hook::DEFAULT_HOOKS_DIR;
 pub use plans::PolicyArg;
 
@@ -483,12 +485,69 @@ pub fn init_logging(cli: &Cli) {
         .try_init();
 }
 
+impl Command {
+    /// Whether the command talks to libvirt: `attach`, `detach`, `owners`, `destroy` (which
+    /// asks which domains name the vGPU, unless `--force`), `plan`, `apply`, `assert`, `place`
+    /// (which ask which domains hold vGPUs), `top` and `metrics` (which name their tenants).
+    /// `vgpuctl` runs these in `vgpuctl-libvirt` ([`LIBVIRT_HELPER`]) and the others itself.
+    pub fn uses_libvirt(&self) -> bool {
+        matches!(
+            self,
+            Command::Attach { .. }
+                | Command::Detach { .. }
+                | Command::Owners
+                | Command::Destroy { force: false, .. }
+                | Command::Plan { .. }
+                | Command::Apply { .. }
+                | Command::Assert { .. }
+                | Command::Place { .. }
+                | Command::Top { .. }
+                | Command::Metrics { .. }
+        )
+    }
+}
+
+fn host_paths(cli: &Cli) -> HostPaths {
+    let paths = HostPaths::new(&cli.root);
+    match &cli.state_root {
+        Some(state) => paths.with_state_root(state),
+        None => paths,
+    }
+}
+
 /// Runs `cli`, writing its output to `out`; returns the exit code.
 pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let mut paths = HostPaths::new(&cli.root);
-    if let Some(state) = &cli.state_root {
-        paths = paths.with_state_root(state);
+    let paths = host_paths(cli);
+    match &cli.command {
+        Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
+            vm::run(cli, &paths, out)
+        }
+        Command::Destroy { id, force: false } => {
+            vm::refuse_if_held(cli, &paths, id)?;
+            mutate::run(cli, &paths, out)
+        }
+        Command::Plan { .. }
+        | Command::Apply { .. }
+        | Command::Assert { .. }
+        | Command::Place { .. } => plans::run(cli, &paths, out),
+        Command::Top { interval } => top::run(cli, &paths, *interval, out),
+        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
+        _ => run_local(cli, out),
     }
+}
+
+/// [`run`] for a command that does not talk to libvirt ([`Command::uses_libvirt`]); fails for
+/// one that does.
+///
+/// `vgpuctl` calls only this, so that nothing it runs reaches libvirt and the linker leaves
+/// `libvirt.so` out of it (`--as-needed` drops a library no live code uses): loading libvirt
+/// and the fifty libraries it needs took 8 of the 10 ms of CPU `vgpuctl --version` took, and
+/// the commands udev runs at boot (`restore --device`) need not depend on libvirt.
+pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
+    if cli.command.uses_libvirt() {
+        anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it");
+    }
+    let paths = host_paths(cli);
     let discover_with_nvml = || -> Result<(vgpu_core::Inventory, vgpu_core::Nvml)> {
         let mut inventory = vgpu_core::discover(&paths).with_context(|| {
             format!("cannot discover GPUs on the host at {}", cli.root.display())
@@ -577,16 +636,18 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Restore { .. }
         | Command::Provision { .. } => mutate::run(cli, &paths, out),
         Command::Watch => watch::run(cli.json, &paths, out),
-        Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
-            vm::run(cli, &paths, out)
-        }
-        Command::Plan { .. }
+        Command::Attach { .. }
+        | Command::Detach { .. }
+        | Command::Owners
+        | Command::Plan { .. }
         | Command::Apply { .. }
         | Command::Assert { .. }
-        | Command::Place { .. } => plans::run(cli, &paths, out),
+        | Command::Place { .. }
+        | Command::Top { .. }
+        | Command::Metrics { .. } => {
+            anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it")
+        }
         Command::Hook { command } => hook::run(cli, &paths, command, out),
-        Command::Top { interval } => top::run(cli, &paths, *interval, out),
-        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
         Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),
         Command::NovaConfig => {
             let (inventory, _nvml) = discover()?;
@@ -620,101 +681,5 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             Ok(if failed { EXIT_CHECK_FAILED } else { EXIT_OK })
         }
-    }
-}
-
-/// Writes `err` with its causes once, and a hint when one applies.
-pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()> {
-    write!(w, "vgpuctl: error: {err}")?;
-    for cause in err.chain().skip(1) {
-        write!(w, ": {cause}")?;
-    }
-    writeln!(w)?;
-    if let Some(hint) = hint(err) {
-        writeln!(w, "hint: {hint}")?;
-    }
-    Ok(())
-}
-
-/// The `vgpu_core::Error` behind `err`, if there is one.
-pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
-    err.chain().find_map(|c| {
-        c.downcast_ref::<vgpu_core::Error>().or_else(|| {
-            match c.downcast_ref::<vgpu_libvirt::Error>() {
-                Some(vgpu_libvirt::Error::Core(core)) => Some(core),
-                _ => None,
-            }
-        })
-    })
-}
-
-/// What a caller can do about `err`: the kind of the library error behind it, if any.
-pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
-    err.chain().find_map(|c| {
-        c.downcast_ref::<vgpu_core::Error>()
-            .map(vgpu_core::Error::kind)
-            .or_else(|| {
-                c.downcast_ref::<vgpu_libvirt::Error>()
-                    .map(vgpu_libvirt::Error::kind)
-            })
-    })
-}
-
-fn hint(err: &anyhow::Error) -> Option<&'static str> {
-    use vgpu_core::{Error, ErrorKind};
-    if let Some(core) = core_error(err) {
-        let hint = match core {
-            Error::HeldOpen { .. } => {
-                "shut the guest down (or detach the vGPU) first, or use --force"
-            }
-            Error::NotFound {
-                what: vgpu_core::Object::Gpu,
-                ..
-            }
-            | Error::Ambiguous { .. } => "run `vgpuctl list` to see the GPUs on this host",
-            Error::UnknownType { .. } => "`vgpuctl types GPU` lists the types a GPU offers",
-            Error::NoVfs { .. } => "enable VFs first: `vgpuctl sriov GPU --vfs N`",
-            Error::DefinitionExists { .. } => {
-                "`vgpuctl undefine ID` removes a definition; `vgpuctl start ID` starts it"
-            }
-            Error::Locked { .. } => {
-                "another vgpuctl is changing this host; try again when it is done"
-            }
-            Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
-            Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
-            Error::NoConfig { .. } => "choose a config with -c NAME",
-            Error::UnbindLockRefused { .. } => {
-                "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
-            }
-            Error::Nvml(vgpu_core::NvmlError::NotLoaded { .. }) => {
-                "is the NVIDIA vGPU manager installed? --nvml-library names another NVML"
-            }
-            Error::Nvml(vgpu_core::NvmlError::MigModeOff { .. }) => {
-                "enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
-                 instances (nvidia-smi mig -cgi PROFILE)"
-            }
-            Error::Nvml(vgpu_core::NvmlError::NoFreeGpuInstance { .. }) => {
-                "make a GPU instance of that profile (nvidia-smi mig -cgi PROFILE), or destroy \
-                 a vGPU that uses one"
-            }
-            Error::Nvml(vgpu_core::NvmlError::VgpusRunning { .. }) => {
-                "shut down the VMs using the GPU's vGPUs and destroy them first"
-            }
-            _ => match core.kind() {
-                ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",
-                ErrorKind::Permission => "run as root",
-                ErrorKind::Busy => "the device is in use: free it first, or retry later",
-                _ => return None,
-            },
-        };
-        return Some(hint);
-    }
-    let io = err
-        .chain()
-        .find_map(|c| c.downcast_ref::<std::io::Error>())?;
-    match io.kind() {
-        std::io::ErrorKind::PermissionDenied => Some("run as root"),
-        std::io::ErrorKind::NotFound => Some("is --root (or VGPU_ROOT) the root of a host tree?"),
-        _ => None,
     }
 }

@@ -103,17 +103,8 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             emit(cli, out, &defined, &defined.id.to_string())?;
         }
         Command::Destroy { id, force } => {
+            // Without --force, `crate::run` has checked which libvirt domains name it.
             let vgpu = handle(id)?;
-            if !*force {
-                if let Some(domains) = crate::vm::holders_of(cli, paths, vgpu)? {
-                    if !domains.is_empty() {
-                        anyhow::bail!(vgpu_core::Error::InUse {
-                            device: id.clone(),
-                            by: format!("libvirt domain(s) {} reference it", domains.join(", ")),
-                        });
-                    }
-                }
-            }
             let destroyed = manager
                 .with_force(*force)
                 .destroy(vgpu)

@@ -335,13 +335,23 @@ enum Made {
     Created,
 }
 
+/// Refuses to go on when libvirt domains name vGPU `id` (a `destroy` without `--force`).
+pub(crate) fn refuse_if_held(cli: &Cli, paths: &HostPaths, id: &str) -> Result<()> {
+    let vgpu = crate::mutate::handle(id)?;
+    if let Some(domains) = holders_of(cli, paths, vgpu)? {
+        if !domains.is_empty() {
+            anyhow::bail!(vgpu_core::Error::InUse {
+                device: id.to_owned(),
+                by: format!("libvirt domain(s) {} reference it", domains.join(", ")),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The domains that reference `id`, when libvirt answers at `uri`; `None` (and a warning) when
 /// it cannot be reached.
-pub(crate) fn holders_of(
-    cli: &Cli,
-    paths: &HostPaths,
-    id: VgpuHandle,
-) -> Result<Option<Vec<String>>> {
+fn holders_of(cli: &Cli, paths: &HostPaths, id: VgpuHandle) -> Result<Option<Vec<String>>> {
     let conn = match Connection::open(&cli.connect) {
         Ok(conn) => conn,
         Err(err) => {

@@ -94,6 +94,21 @@ fn make_install_rule_names_an_executable_that_exists() {
 }
 
 #[test]
+fn make_install_puts_vgpuctl_libvirt_beside_vgpuctl() {
+    let dir = tempfile::tempdir().unwrap();
+    installed_in(dir.path());
+    let installed = dir.path().join("opt/vgpu/bin/vgpuctl-libvirt");
+    let copied = std::fs::read(&installed).unwrap();
+    assert_eq!(
+        (
+            copied == std::fs::read(env!("CARGO_BIN_EXE_vgpuctl-libvirt")).unwrap(),
+            installed.metadata().unwrap().permissions().mode() & 0o777
+        ),
+        (true, 0o755)
+    );
+}
+
+#[test]
 fn make_install_unit_runs_the_same_vgpuctl() {
     let dir = tempfile::tempdir().unwrap();
     installed_in(dir.path());

@@ -16,7 +16,7 @@ use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
-use crate::host::sysfs;
+use crate::host::sysfs::{self, SysDir};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
 use parse::{
@@ -62,7 +62,9 @@ fn is_gpu_class(class: u32) -> bool {
 /// become [`Inventory::warnings`].
 pub fn discover(paths: &HostPaths) -> Result<Inventory> {
     let devices_dir = paths.pci_devices();
-    let names = sysfs::dir_names_required(&devices_dir)?;
+    // Every device is looked up from the device list, held open.
+    let devices = SysDir::new(&devices_dir).held_open();
+    let names = devices.names_required()?;
     let mut warnings = Warnings(Vec::new());
     let mdev_parents: BTreeSet<PciAddress> = sysfs::dir_names(&paths.mdev_bus())?
         .iter()
@@ -78,7 +80,7 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
                 continue;
             }
         };
-        let device = PciDevice::new(paths, address);
+        let device = PciDevice::listed(&devices, address);
         if !device.exists() {
             let err = Error::DanglingLink {
                 path: device.path().to_path_buf(),
@@ -102,7 +104,7 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
     let trailing = warnings.0;
     let mut gpus = Vec::with_capacity(candidates.len());
     let mut all = Vec::new();
-    let read = read_gpus(paths, &candidates);
+    let read = read_gpus(&devices, &candidates);
     for (candidate, (gpu, found)) in candidates.into_iter().zip(read) {
         all.extend(candidate.before);
         all.extend(found);
@@ -124,10 +126,10 @@ struct Candidate {
 
 /// Reads every candidate, in their order, on up to one thread per CPU: the GPUs of a host
 /// share nothing, and each is hundreds of sysfs reads.
-fn read_gpus(paths: &HostPaths, candidates: &[Candidate]) -> Vec<(Gpu, Vec<Warning>)> {
+fn read_gpus(devices: &SysDir, candidates: &[Candidate]) -> Vec<(Gpu, Vec<Warning>)> {
     let read_one = |candidate: &Candidate| {
         let mut warnings = Warnings(Vec::new());
-        let gpu = read_gpu(paths, &candidate.device, candidate.class, &mut warnings);
+        let gpu = read_gpu(devices, &candidate.device, candidate.class, &mut warnings);
         (gpu, warnings.0)
     };
     let workers = std::thread::available_parallelism()
@@ -173,7 +175,8 @@ fn read_gpus(paths: &HostPaths, candidates: &[Candidate]) -> Vec<(Gpu, Vec<Warni
 /// Reads one GPU physical function, with the problems met; fails when `address` is not a
 /// GPU PF on this host.
 pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<Warning>)> {
-    let device = PciDevice::new(paths, address);
+    let devices = SysDir::new(paths.pci_devices()).held_open();
+    let device = PciDevice::listed(&devices, address);
     let not_gpu = || Error::NotFound {
         what: Object::Gpu,
         id: address.to_string(),
@@ -188,40 +191,61 @@ pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<
         return Err(not_gpu());
     }
     let mut warnings = Warnings(Vec::new());
-    let gpu = read_gpu(paths, &device, class, &mut warnings);
+    let gpu = read_gpu(&devices, &device, class, &mut warnings);
     Ok((gpu, warnings.0))
 }
 
+/// What was read of one VF, for its [`Vf`].
+struct VfRead {
+    address: PciAddress,
+    driver: Result<Option<String>>,
+    iommu_group: Result<Option<u32>>,
+}
+
+/// Reads the GPU physical function `device`, whose VFs are found in `devices`, the PCI device
+/// list.
 fn read_gpu(
-    paths: &HostPaths,
+    devices: &SysDir,
     device: &PciDevice,
     class: Option<u32>,
     warnings: &mut Warnings,
 ) -> Gpu {
+    let device = device.clone().held_open();
     let address = device.address();
     let vendor_id = warnings.ok(address, device.vendor_id());
     let device_id = warnings.ok(address, device.device_id());
     let (vendor, model) = pci_names(vendor_id, device_id);
     let sriov = warnings.ok(address, device.sriov());
     let vf_addresses = warnings.list(address, device.virtfns());
-    let vf_devices: Vec<PciDevice> = vf_addresses
-        .into_iter()
-        .map(|a| PciDevice::new(paths, a))
-        .collect();
 
-    let pf_parent = MdevParent::new(device.path());
-    let vf_parents: Vec<(PciAddress, MdevParent)> = vf_devices
-        .iter()
-        .map(|vf| (vf.address(), MdevParent::new(vf.path())))
-        .filter(|(_, parent)| parent.is_parent())
-        .collect();
-    let nvidia_vfs: Vec<(PciAddress, NvidiaVf)> = vf_devices
-        .iter()
-        .filter_map(|vf| NvidiaVf::of(vf.path()).map(|n| (vf.address(), n)))
-        .collect();
-    let backend = if pf_parent.is_parent() {
+    let pf_parent = MdevParent::of(&device);
+    let pf_is_parent = pf_parent.is_parent();
+    // One pass over the VFs, each VF's directory held open while its files are read and closed
+    // before the next one's is opened: descriptors stay few however many VFs and GPUs are read
+    // at once. The types of VF parents are added up as they are met (a VF parent makes the
+    // backend `VfMdev`), their warnings kept for where the backend's types come.
+    let mut vf_types = MdevTally::default();
+    let mut type_warnings = Warnings(Vec::new());
+    let mut nvidia_vfs: Vec<(PciAddress, NvidiaVf)> = Vec::new();
+    let mut vf_reads = Vec::with_capacity(vf_addresses.len());
+    for vf_address in vf_addresses {
+        let vf = PciDevice::listed(devices, vf_address).held_open();
+        let parent = MdevParent::of(&vf);
+        if !pf_is_parent && parent.is_parent() {
+            vf_types.add(vf_address, &parent, &mut type_warnings);
+        }
+        if let Some(nvidia) = NvidiaVf::of_device(&vf) {
+            nvidia_vfs.push((vf_address, nvidia));
+        }
+        vf_reads.push(VfRead {
+            address: vf_address,
+            driver: vf.driver(),
+            iommu_group: vf.iommu_group(),
+        });
+    }
+    let backend = if pf_is_parent {
         Backend::Mdev
-    } else if !vf_parents.is_empty() {
+    } else if vf_types.parents > 0 {
         Backend::VfMdev
     } else if !nvidia_vfs.is_empty() {
         Backend::NvidiaVfio
@@ -231,26 +255,30 @@ fn read_gpu(
         Backend::None
     };
 
+    warnings.0.append(&mut type_warnings.0);
     let (types, vgpus) = match backend {
-        Backend::Mdev => mdev_types(&[(address, pf_parent)], warnings),
-        Backend::VfMdev => mdev_types(&vf_parents, warnings),
+        Backend::Mdev => {
+            let mut pf_types = MdevTally::default();
+            pf_types.add(address, &pf_parent, warnings);
+            pf_types.finish()
+        }
+        Backend::VfMdev => vf_types.finish(),
         Backend::NvidiaVfio => nvidia_types(address, &nvidia_vfs, warnings),
         Backend::Sriov | Backend::None => (Vec::new(), Vec::new()),
     };
 
-    let vfs = vf_devices
-        .iter()
+    let vfs = vf_reads
+        .into_iter()
         .enumerate()
         .map(|(i, vf)| {
-            let vf_address = vf.address();
             let vgpu_type = vgpus
                 .iter()
-                .find(|v| v.id == VgpuHandle::Vf(vf_address) || v.parent == vf_address)
+                .find(|v| v.id == VgpuHandle::Vf(vf.address) || v.parent == vf.address)
                 .map(|v| v.type_id.clone());
             Vf {
-                address: vf_address,
-                driver: warnings.ok(vf_address, vf.driver()),
-                iommu_group: warnings.ok(vf_address, vf.iommu_group()),
+                address: vf.address,
+                driver: warnings.ok(vf.address, vf.driver),
+                iommu_group: warnings.ok(vf.address, vf.iommu_group),
                 vgpu_type,
                 memory_mib: warnings
                     .ok(address, device.lmem_quota(i + 1))
@@ -393,13 +421,18 @@ fn sorted_types(tallies: BTreeMap<String, TypeTally>) -> Vec<VgpuType> {
     types
 }
 
-fn mdev_types(
-    parents: &[(PciAddress, MdevParent)],
-    warnings: &mut Warnings,
-) -> (Vec<VgpuType>, Vec<Vgpu>) {
-    let mut tallies: BTreeMap<String, TypeTally> = BTreeMap::new();
-    let mut vgpus = Vec::new();
-    for (address, parent) in parents {
+/// The types and vGPUs of one physical GPU's mdev parents, added up parent by parent.
+#[derive(Default)]
+struct MdevTally {
+    tallies: BTreeMap<String, TypeTally>,
+    vgpus: Vec<Vgpu>,
+    parents: usize,
+}
+
+impl MdevTally {
+    /// Adds what `parent` (at `address`) offers and holds.
+    fn add(&mut self, address: PciAddress, parent: &MdevParent, warnings: &mut Warnings) {
+        self.parents += 1;
         // The parent's children name its mdevs and their types: the kernel links each one into
         // `mdev_supported_types/<type>/devices/` too, so one listing of the parent counts
         // what every type holds (`Documentation/driver-api/vfio-mediated-device.rst`).
@@ -408,56 +441,59 @@ fn mdev_types(
             Ok(mdevs) => mdevs.iter().filter(|m| m.type_id == type_id).count(),
             Err(_) => 0,
         };
-        for mdev_type in warnings.list(*address, parent.types()) {
+        for mdev_type in warnings.list(address, parent.types()) {
             let count = u32::try_from(in_use(mdev_type.id())).unwrap_or(u32::MAX);
-            let tally = tallies.entry(mdev_type.id().to_owned()).or_default();
+            let tally = self.tallies.entry(mdev_type.id().to_owned()).or_default();
             // A type's name, description and device_api are the same on every parent of one
             // GPU (every VF of an A40 offers the same types): read once, on the first parent
             // that has them.
             if tally.name.is_none() {
-                tally.name = warnings.ok(*address, mdev_type.name());
+                tally.name = warnings.ok(address, mdev_type.name());
             }
             if tally.description.is_none() {
-                tally.description = warnings.ok(*address, mdev_type.description());
+                tally.description = warnings.ok(address, mdev_type.description());
                 if let Some(text) = &tally.description {
                     check_description(
                         text,
                         &mdev_type.path().join("description"),
-                        *address,
+                        address,
                         warnings,
                     );
                 }
             }
             if tally.device_api.is_none() {
-                tally.device_api = warnings.ok(*address, mdev_type.device_api());
+                tally.device_api = warnings.ok(address, mdev_type.device_api());
             }
             let available = match mdev_type.available_instances() {
                 Ok(Some(n)) => n,
                 Ok(None) => {
                     warnings.push(
-                        *address,
+                        address,
                         &sysfs::missing(&mdev_type.path().join("available_instances")),
                     );
                     0
                 }
                 Err(err) => {
-                    warnings.push(*address, &err);
+                    warnings.push(address, &err);
                     0
                 }
             };
             tally.offered = tally.offered.saturating_add(available);
             tally.in_use = tally.in_use.saturating_add(count);
         }
-        for mdev in warnings.list(*address, devices) {
-            vgpus.push(Vgpu {
+        for mdev in warnings.list(address, devices) {
+            self.vgpus.push(Vgpu {
                 id: VgpuHandle::Mdev(mdev.uuid),
                 type_id: mdev.type_id,
-                parent: *address,
+                parent: address,
             });
         }
     }
-    vgpus.sort_by_key(|v| (v.parent, v.id));
-    (sorted_types(tallies), vgpus)
+
+    fn finish(mut self) -> (Vec<VgpuType>, Vec<Vgpu>) {
+        self.vgpus.sort_by_key(|v| (v.parent, v.id));
+        (sorted_types(self.tallies), self.vgpus)
+    }
 }
 
 fn nvidia_types(

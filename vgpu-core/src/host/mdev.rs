@@ -9,19 +9,21 @@ use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 use crate::error::Result;
-use crate::host::sysfs::{self, child, read_attr, read_parsed};
+use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::SysDir;
 
 /// A device that can host mediated devices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct MdevParent {
-    path: PathBuf,
+    dir: SysDir,
 }
 
-/// One entry of a parent's `mdev_supported_types`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One entry of a parent's `mdev_supported_types`, read relative to that directory, held
+/// open while its types are.
+#[derive(Debug, Clone)]
 pub(crate) struct MdevType {
     id: String,
-    path: PathBuf,
+    dir: SysDir,
 }
 
 /// An existing mediated device.
@@ -36,25 +38,31 @@ pub(crate) struct Mdev {
 impl MdevParent {
     /// The parent whose device directory is `path`.
     pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            dir: SysDir::new(path),
+        }
+    }
+
+    /// The parent `device` is, read through its directory (held open, when it is).
+    pub(crate) fn of(device: &PciDevice) -> Self {
+        Self {
+            dir: device.dir().clone(),
+        }
     }
 
     /// Whether the device offers mediated devices at all.
     pub(crate) fn is_parent(&self) -> bool {
-        sysfs::is_dir(&self.types_dir())
-    }
-
-    fn types_dir(&self) -> PathBuf {
-        child(&self.path, "mdev_supported_types")
+        self.dir.is_dir(TYPES)
     }
 
     /// The types it offers, sorted by id.
     pub(crate) fn types(&self) -> Result<Vec<MdevType>> {
-        let dir = self.types_dir();
-        Ok(sysfs::dir_names(&dir)?
+        let types = self.dir.join(TYPES).held_open();
+        Ok(types
+            .names()?
             .into_iter()
             .map(|id| MdevType {
-                path: dir.join(&id),
+                dir: types.join(&id),
                 id,
             })
             .collect())
@@ -64,17 +72,20 @@ impl MdevParent {
     /// `mdev_type` link.
     pub(crate) fn devices(&self) -> Result<Vec<Mdev>> {
         let mut devices = Vec::new();
-        for name in sysfs::dir_names(&self.path)? {
+        for name in self.dir.names()? {
             let Ok(uuid) = Uuid::try_parse(&name) else {
                 continue;
             };
-            if let Some(type_id) = sysfs::link_name(&self.path.join(&name).join("mdev_type"))? {
+            if let Some(type_id) = self.dir.link_name(&format!("{name}/mdev_type"))? {
                 devices.push(Mdev { uuid, type_id });
             }
         }
         Ok(devices)
     }
 }
+
+/// A parent's directory of types.
+const TYPES: &str = "mdev_supported_types";
 
 impl MdevType {
     /// The type id, `<driver>-<group>` (`nvidia-222`, `i915-GVTg_V5_4`).
@@ -84,28 +95,30 @@ impl MdevType {
 
     /// The type's directory.
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
     /// `name`, which some kernels (Intel GVT-g) do not provide.
     pub(crate) fn name(&self) -> Result<Option<String>> {
-        Ok(read_attr(&child(&self.path, "name"))?.map(|n| n.trim().to_owned()))
+        Ok(self.dir.read_attr("name")?.map(|n| n.trim().to_owned()))
     }
 
     /// `description`, free text in the vendor's format.
     pub(crate) fn description(&self) -> Result<Option<String>> {
-        read_attr(&child(&self.path, "description"))
+        self.dir.read_attr("description")
     }
 
     /// `device_api`, e.g. `vfio-pci`.
     pub(crate) fn device_api(&self) -> Result<Option<String>> {
-        Ok(read_attr(&child(&self.path, "device_api"))?.map(|n| n.trim().to_owned()))
+        Ok(self
+            .dir
+            .read_attr("device_api")?
+            .map(|n| n.trim().to_owned()))
     }
 
     /// `available_instances`: how many more can be created on this parent now.
     pub(crate) fn available_instances(&self) -> Result<Option<u32>> {
-        read_parsed(&child(&self.path, "available_instances"), "a count", |t| {
-            t.parse().ok()
-        })
+        self.dir
+            .read_parsed("available_instances", "a count", |t| t.parse().ok())
     }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::discovery::parse::{CreatableType, parse_creatable_types};
 use crate::error::{Error, Result};
+use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, child, read_attr, read_parsed};
 
 /// The `nvidia/` directory of one VF.
@@ -20,6 +21,14 @@ impl NvidiaVf {
     pub(crate) fn of(vf_path: &Path) -> Option<Self> {
         let path = child(vf_path, "nvidia");
         sysfs::is_dir(&path).then_some(Self { path })
+    }
+
+    /// [`Self::of`] the VF `vf`, looked up through its directory (held open, when it is); the
+    /// handle reads by path, holding no descriptor.
+    pub(crate) fn of_device(vf: &PciDevice) -> Option<Self> {
+        vf.dir().is_dir("nvidia").then(|| Self {
+            path: child(vf.path(), "nvidia"),
+        })
     }
 
     /// The `nvidia/` directory.

@@ -6,15 +6,15 @@ use serde::Serialize;
 
 use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
-use crate::host::sysfs::{self, child, parse_class, parse_hex_u16, read_parsed};
+use crate::host::sysfs::{self, SysDir, parse_class, parse_hex_u16};
 use crate::model::pci::PciAddress;
 
 /// A handle on one PCI function's sysfs directory. Reading through it never caches: each call
 /// asks the kernel again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct PciDevice {
     address: PciAddress,
-    path: PathBuf,
+    dir: SysDir,
 }
 
 /// The SR-IOV capability of a physical function (`sriov_*` attributes).
@@ -44,8 +44,31 @@ impl PciDevice {
     pub(crate) fn new(paths: &HostPaths, address: PciAddress) -> Self {
         Self {
             address,
-            path: paths.pci_device(&address),
+            dir: SysDir::new(paths.pci_device(&address)),
         }
+    }
+
+    /// The function at `address` in `devices`, the device list (`sys/bus/pci/devices`), reached
+    /// from it when it is held open.
+    pub(crate) fn listed(devices: &SysDir, address: PciAddress) -> Self {
+        Self {
+            address,
+            dir: devices.join(&address.to_string()),
+        }
+    }
+
+    /// The same function with its directory held open, for a caller about to read many of
+    /// its files ([`SysDir::held_open`]).
+    pub(crate) fn held_open(self) -> Self {
+        Self {
+            address: self.address,
+            dir: self.dir.held_open(),
+        }
+    }
+
+    /// Its directory.
+    pub(crate) fn dir(&self) -> &SysDir {
+        &self.dir
     }
 
     /// The function at `address`, which must exist ([`Error::NotFound`] otherwise).
@@ -57,7 +80,7 @@ impl PciDevice {
             Err(Error::NotFound {
                 what: Object::PciDevice,
                 id: address.to_string(),
-                path: device.path,
+                path: device.dir.path().to_path_buf(),
             })
         }
     }
@@ -69,83 +92,70 @@ impl PciDevice {
 
     /// Its sysfs directory (`sys/bus/pci/devices/<addr>`, a link into `sys/devices`).
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
     /// Whether its directory exists; a dangling link does not.
     pub(crate) fn exists(&self) -> bool {
-        sysfs::exists(&self.path)
+        self.dir.exists()
     }
 
     /// `vendor`.
     pub(crate) fn vendor_id(&self) -> Result<Option<u16>> {
-        read_parsed(
-            &child(&self.path, "vendor"),
-            "a hex id such as 0x10de",
-            parse_hex_u16,
-        )
+        self.dir
+            .read_parsed("vendor", "a hex id such as 0x10de", parse_hex_u16)
     }
 
     /// `device`.
     pub(crate) fn device_id(&self) -> Result<Option<u16>> {
-        read_parsed(
-            &child(&self.path, "device"),
-            "a hex id such as 0x26b9",
-            parse_hex_u16,
-        )
+        self.dir
+            .read_parsed("device", "a hex id such as 0x26b9", parse_hex_u16)
     }
 
     /// `subsystem_vendor`.
     pub(crate) fn subsystem_vendor_id(&self) -> Result<Option<u16>> {
-        read_parsed(
-            &child(&self.path, "subsystem_vendor"),
-            "a hex id",
-            parse_hex_u16,
-        )
+        self.dir
+            .read_parsed("subsystem_vendor", "a hex id", parse_hex_u16)
     }
 
     /// `subsystem_device`.
     pub(crate) fn subsystem_device_id(&self) -> Result<Option<u16>> {
-        read_parsed(
-            &child(&self.path, "subsystem_device"),
-            "a hex id",
-            parse_hex_u16,
-        )
+        self.dir
+            .read_parsed("subsystem_device", "a hex id", parse_hex_u16)
     }
 
     /// `class`: the 24-bit class code.
     pub(crate) fn class(&self) -> Result<Option<u32>> {
-        read_parsed(
-            &child(&self.path, "class"),
-            "a class code such as 0x030200",
-            parse_class,
-        )
+        self.dir
+            .read_parsed("class", "a class code such as 0x030200", parse_class)
     }
 
     /// The bound driver's name; `None` when unbound.
     pub(crate) fn driver(&self) -> Result<Option<String>> {
-        sysfs::link_name(&child(&self.path, "driver"))
+        self.dir.link_name("driver")
     }
 
     /// `numa_node`; `None` when absent or `-1` (unknown).
     pub(crate) fn numa_node(&self) -> Result<Option<u32>> {
-        let node = read_parsed(
-            &child(&self.path, "numa_node"),
-            "a NUMA node (-1 or more)",
-            |t| t.parse::<i64>().ok().filter(|n| *n >= -1),
-        )?;
+        let node = self
+            .dir
+            .read_parsed("numa_node", "a NUMA node (-1 or more)", |t| {
+                t.parse::<i64>().ok().filter(|n| *n >= -1)
+            })?;
         Ok(node.and_then(|n| u32::try_from(n).ok()))
     }
 
     /// The IOMMU group number; `None` without an IOMMU.
     pub(crate) fn iommu_group(&self) -> Result<Option<u32>> {
-        let path = child(&self.path, "iommu_group");
-        match sysfs::link_name(&path)? {
+        match self.dir.link_name("iommu_group")? {
             None => Ok(None),
-            Some(name) => name
-                .parse()
-                .map(Some)
-                .map_err(|_| sysfs::parse_error(&path, &name, "a link to an IOMMU group number")),
+            Some(name) => name.parse().map(Some).map_err(|_| {
+                sysfs::parse_error(
+                    &self.path().join("iommu_group"),
+                    &name,
+                    "a link to an IOMMU group number",
+                )
+            }),
         }
     }
 
@@ -155,37 +165,37 @@ impl PciDevice {
     }
 
     fn link_address(&self, name: &str) -> Result<Option<PciAddress>> {
-        let path = child(&self.path, name);
-        match sysfs::link_name(&path)? {
+        match self.dir.link_name(name)? {
             None => Ok(None),
-            Some(target) => target
-                .parse()
-                .map(Some)
-                .map_err(|_| sysfs::parse_error(&path, &target, "a link to a PCI device")),
+            Some(target) => target.parse().map(Some).map_err(|_| {
+                sysfs::parse_error(&self.path().join(name), &target, "a link to a PCI device")
+            }),
         }
     }
 
     /// The SR-IOV capability; `None` when the device has no `sriov_totalvfs`.
     pub(crate) fn sriov(&self) -> Result<Option<SriovCapability>> {
-        let attr = |name: &str| child(&self.path, name);
-        let Some(total_vfs) = read_parsed(&attr("sriov_totalvfs"), "a VF count", parse_u32)? else {
+        let attr = |name: &str, expected, parse| self.dir.read_parsed(name, expected, parse);
+        let Some(total_vfs) = attr("sriov_totalvfs", "a VF count", parse_u32)? else {
             return Ok(None);
         };
         Ok(Some(SriovCapability {
             total_vfs,
-            num_vfs: read_parsed(&attr("sriov_numvfs"), "a VF count", parse_u32)?.unwrap_or(0),
-            offset: read_parsed(&attr("sriov_offset"), "a number", parse_u32)?,
-            stride: read_parsed(&attr("sriov_stride"), "a number", parse_u32)?,
-            vf_device_id: read_parsed(&attr("sriov_vf_device"), "a hex device id", parse_hex_u16)?,
-            drivers_autoprobe: read_parsed(
-                &attr("sriov_drivers_autoprobe"),
-                "0 or 1",
-                |t| match t {
+            num_vfs: attr("sriov_numvfs", "a VF count", parse_u32)?.unwrap_or(0),
+            offset: attr("sriov_offset", "a number", parse_u32)?,
+            stride: attr("sriov_stride", "a number", parse_u32)?,
+            vf_device_id: self.dir.read_parsed(
+                "sriov_vf_device",
+                "a hex device id",
+                parse_hex_u16,
+            )?,
+            drivers_autoprobe: self
+                .dir
+                .read_parsed("sriov_drivers_autoprobe", "0 or 1", |t| match t {
                     "0" => Some(false),
                     "1" => Some(true),
                     _ => None,
-                },
-            )?,
+                })?,
         }))
     }
 
@@ -193,14 +203,13 @@ impl PciDevice {
     /// `xe`) publish it: `drm/card<N>/iov`, with `pf/` and one `vf<M>/` per VF; `None` when
     /// the PF's driver provisions no VF resources.
     pub(crate) fn iov_dir(&self) -> Result<Option<PathBuf>> {
-        let drm = child(&self.path, "drm");
-        for card in sysfs::dir_names(&drm)? {
+        for card in self.dir.join("drm").names()? {
             if !card.starts_with("card") {
                 continue;
             }
-            let iov = drm.join(&card).join("iov");
-            if sysfs::is_dir(&iov) {
-                return Ok(Some(iov));
+            let iov = format!("drm/{card}/iov");
+            if self.dir.is_dir(&iov) {
+                return Ok(Some(self.path().join(iov)));
             }
         }
         Ok(None)
@@ -229,7 +238,7 @@ impl PciDevice {
     pub(crate) fn lmem_quota(&self, m: usize) -> Result<Option<u64>> {
         match self.lmem_quota_path(m)? {
             None => Ok(None),
-            Some(path) => read_parsed(&path, "a byte count", |t| t.parse().ok()),
+            Some(path) => sysfs::read_parsed(&path, "a byte count", |t| t.parse().ok()),
         }
     }
 
@@ -241,7 +250,8 @@ impl PciDevice {
         let Some(path) = self.iov_attr("pf", "available/lmem_max_quota")? else {
             return Ok(None);
         };
-        let Some(mut total) = read_parsed(&path, "a byte count", |t| t.parse::<u64>().ok())? else {
+        let Some(mut total) = sysfs::read_parsed(&path, "a byte count", |t| t.parse::<u64>().ok())?
+        else {
             return Ok(None);
         };
         for m in 1..=vfs {
@@ -256,7 +266,7 @@ impl PciDevice {
     /// The enabled VFs, in `virtfnN` order.
     pub(crate) fn virtfns(&self) -> Result<Vec<PciAddress>> {
         let mut indexed = Vec::new();
-        for name in sysfs::dir_names(&self.path)? {
+        for name in self.dir.names()? {
             let Some(index) = name
                 .strip_prefix("virtfn")
                 .and_then(|n| n.parse::<u32>().ok())

@@ -2,12 +2,24 @@
 //!
 //! sysfs content is untrusted input: every read is bounded, every parse is checked, and a file
 //! that is absent is `Ok(None)` rather than an error, since most attributes are optional.
+//!
+//! A file is read by its full path, or relative to a directory held open ([`SysDir`]); both
+//! go through the same code, which names the full path in logs and errors.
 
+mod dir;
+
+use std::borrow::Cow;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{AT_FDCWD, OFlag};
+use nix::sys::stat::{FileStat, Mode, SFlag};
+
 use crate::error::{Error, Result};
+
+pub(crate) use dir::SysDir;
 
 /// The largest attribute file read. sysfs attributes are one page at most.
 pub(crate) const ATTR_LIMIT: usize = 64 * 1024;
@@ -33,39 +45,15 @@ pub(crate) fn read_error(path: &Path, source: io::Error) -> Error {
 
 /// Reads at most `limit` bytes of `path` as UTF-8; `None` when it does not exist.
 pub(crate) fn read_bounded(path: &Path, limit: usize) -> Result<Option<String>> {
-    let file = match fs::File::open(path) {
-        Ok(file) => file,
+    let at = At::path(path);
+    let file = match at.open(OFlag::O_RDONLY) {
+        Ok(fd) => fs::File::from(fd),
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) => return Err(read_error(path, err)),
     };
     let mut bytes = Vec::new();
-    read_rest(path, &file, &mut bytes, limit)?;
-    decode(path, bytes).map(Some)
-}
-
-/// Reads the rest of `file` onto `bytes`, failing when it holds more than `limit` in all.
-fn read_rest(path: &Path, mut file: &fs::File, bytes: &mut Vec<u8>, limit: usize) -> Result<()> {
-    // Read one byte past the limit to tell "exactly at the limit" from "over it".
-    let room = limit.saturating_sub(bytes.len()).saturating_add(1);
-    let bound = u64::try_from(room).unwrap_or(u64::MAX);
-    Read::by_ref(&mut file)
-        .take(bound)
-        .read_to_end(bytes)
-        .map_err(|err| read_error(path, err))?;
-    if bytes.len() > limit {
-        return Err(Error::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    Ok(())
-}
-
-fn decode(path: &Path, bytes: Vec<u8>) -> Result<String> {
-    tracing::trace!(path = %path.display(), bytes = bytes.len(), "read");
-    String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
-        path: path.to_path_buf(),
-    })
+    at.read_rest(&file, &mut bytes, limit)?;
+    at.decode(bytes).map(Some)
 }
 
 /// The first read of an attribute: a page, what kernfs shows of an attribute at most.
@@ -78,25 +66,7 @@ const PAGE: usize = 4096;
 /// and no second `read(2)` is spent to find it (systemd's `read_virtual_file` reads sysfs the
 /// same way). A first read that fills the page is followed by more, up to [`ATTR_LIMIT`].
 pub(crate) fn read_attr(path: &Path) -> Result<Option<String>> {
-    let mut file = match fs::File::open(path) {
-        Ok(file) => file,
-        Err(err) if is_absent(&err) => return Ok(None),
-        Err(err) => return Err(read_error(path, err)),
-    };
-    let mut page = [0u8; PAGE];
-    let first = loop {
-        match file.read(&mut page) {
-            Ok(n) => break n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(read_error(path, err)),
-        }
-    };
-    let mut bytes = page[..first].to_vec();
-    if first == PAGE {
-        read_rest(path, &file, &mut bytes, ATTR_LIMIT)?;
-    }
-    let text = decode(path, bytes)?;
-    Ok(Some(text.trim_end_matches('\n').to_owned()))
+    At::path(path).read_attr()
 }
 
 /// Reads an attribute file and parses it; `None` when it does not exist.
@@ -105,11 +75,176 @@ pub(crate) fn read_parsed<T>(
     expected: &'static str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<Option<T>> {
-    match read_attr(path)? {
-        None => Ok(None),
-        Some(text) => parse(text.trim())
-            .map(Some)
-            .ok_or_else(|| parse_error(path, &text, expected)),
+    At::path(path).read_parsed(expected, parse)
+}
+
+/// A file or directory to open: the directory its relative path starts from (`AT_FDCWD` for
+/// a full path, or a directory held open), that path, and the full path logs and errors name.
+struct At<'a> {
+    dir: BorrowedFd<'a>,
+    /// What is opened, relative to `dir`.
+    rel: Cow<'a, Path>,
+    /// The full path is `base` joined with `name` (`base` itself when `name` is empty), made
+    /// only for a log line or an error.
+    base: &'a Path,
+    name: &'a str,
+}
+
+impl<'a> At<'a> {
+    /// `path`, looked up whole.
+    fn path(path: &'a Path) -> Self {
+        Self {
+            dir: AT_FDCWD,
+            rel: Cow::Borrowed(path),
+            base: path,
+            name: "",
+        }
+    }
+
+    /// The full path, for logs and errors.
+    fn full(&self) -> Cow<'a, Path> {
+        if self.name.is_empty() {
+            Cow::Borrowed(self.base)
+        } else {
+            Cow::Owned(self.base.join(self.name))
+        }
+    }
+
+    fn error(&self, err: io::Error) -> Error {
+        read_error(&self.full(), err)
+    }
+
+    fn open(&self, flags: OFlag) -> io::Result<OwnedFd> {
+        nix::fcntl::openat(
+            self.dir,
+            &*self.rel,
+            flags | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
+    }
+
+    /// `stat(2)` of it, following links.
+    fn stat(&self) -> io::Result<FileStat> {
+        nix::sys::stat::fstatat(self.dir, &*self.rel, nix::fcntl::AtFlags::empty())
+            .map_err(io::Error::from)
+    }
+
+    fn exists(&self) -> bool {
+        self.stat().is_ok()
+    }
+
+    fn is_dir(&self) -> bool {
+        self.stat()
+            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
+    }
+
+    /// Reads the rest of `file` onto `bytes`, failing when it holds more than `limit` in all.
+    fn read_rest(&self, mut file: &fs::File, bytes: &mut Vec<u8>, limit: usize) -> Result<()> {
+        // Read one byte past the limit to tell "exactly at the limit" from "over it".
+        let room = limit.saturating_sub(bytes.len()).saturating_add(1);
+        let bound = u64::try_from(room).unwrap_or(u64::MAX);
+        Read::by_ref(&mut file)
+            .take(bound)
+            .read_to_end(bytes)
+            .map_err(|err| self.error(err))?;
+        if bytes.len() > limit {
+            return Err(Error::TooLarge {
+                path: self.full().into_owned(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    fn decode(&self, bytes: Vec<u8>) -> Result<String> {
+        tracing::trace!(path = %self.full().display(), bytes = bytes.len(), "read");
+        String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+            path: self.full().into_owned(),
+        })
+    }
+
+    /// [`read_attr`].
+    fn read_attr(&self) -> Result<Option<String>> {
+        let mut file = match self.open(OFlag::O_RDONLY) {
+            Ok(fd) => fs::File::from(fd),
+            Err(err) if is_absent(&err) => return Ok(None),
+            Err(err) => return Err(self.error(err)),
+        };
+        let mut page = [0u8; PAGE];
+        let first = loop {
+            match file.read(&mut page) {
+                Ok(n) => break n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(self.error(err)),
+            }
+        };
+        let mut bytes = page[..first].to_vec();
+        if first == PAGE {
+            self.read_rest(&file, &mut bytes, ATTR_LIMIT)?;
+        }
+        let mut text = self.decode(bytes)?;
+        text.truncate(text.trim_end_matches('\n').len());
+        Ok(Some(text))
+    }
+
+    /// [`read_parsed`].
+    fn read_parsed<T>(
+        &self,
+        expected: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>> {
+        match self.read_attr()? {
+            None => Ok(None),
+            Some(text) => parse(text.trim())
+                .map(Some)
+                .ok_or_else(|| parse_error(&self.full(), &text, expected)),
+        }
+    }
+
+    /// [`link_name`].
+    fn link_name(&self) -> Result<Option<String>> {
+        match nix::fcntl::readlinkat(self.dir, &*self.rel) {
+            Ok(target) => {
+                let target = PathBuf::from(target);
+                match target.file_name() {
+                    Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
+                    None => Err(parse_error(
+                        &self.full(),
+                        &target.to_string_lossy(),
+                        "a link to a named object",
+                    )),
+                }
+            }
+            Err(errno) => {
+                let err = io::Error::from(errno);
+                if is_absent(&err) {
+                    Ok(None)
+                } else {
+                    Err(self.error(err))
+                }
+            }
+        }
+    }
+
+    /// The sorted names in the directory, without `.` and `..`; empty when it does not exist,
+    /// unless it is `required`.
+    fn names(&self, required: bool) -> Result<Vec<String>> {
+        let dir = match self.open(OFlag::O_RDONLY | OFlag::O_DIRECTORY) {
+            Ok(fd) => nix::dir::Dir::from_fd(fd).map_err(|errno| self.error(errno.into()))?,
+            Err(err) if is_absent(&err) && !required => return Ok(Vec::new()),
+            Err(err) => return Err(self.error(err)),
+        };
+        let mut names = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|errno| self.error(errno.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 }
 
@@ -128,42 +263,17 @@ pub(crate) fn parse_error(path: &Path, value: &str, expected: &'static str) -> E
 /// The kernel expresses relations (`driver`, `iommu_group`, `physfn`, `mdev_type`) as links
 /// whose last component is the name of the related object; the target need not exist.
 pub(crate) fn link_name(path: &Path) -> Result<Option<String>> {
-    match fs::read_link(path) {
-        Ok(target) => match target.file_name() {
-            Some(name) => Ok(Some(name.to_string_lossy().into_owned())),
-            None => Err(parse_error(
-                path,
-                &target.to_string_lossy(),
-                "a link to a named object",
-            )),
-        },
-        Err(err) if is_absent(&err) => Ok(None),
-        Err(err) => Err(read_error(path, err)),
-    }
+    At::path(path).link_name()
 }
 
 /// The sorted names in directory `path`; empty when it does not exist.
 pub(crate) fn dir_names(path: &Path) -> Result<Vec<String>> {
-    let entries = match fs::read_dir(path) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(read_error(path, err)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| read_error(path, err))?;
-        names.push(entry.file_name().to_string_lossy().into_owned());
-    }
-    names.sort();
-    Ok(names)
+    At::path(path).names(false)
 }
 
 /// The sorted names in directory `path`, which must exist.
 pub(crate) fn dir_names_required(path: &Path) -> Result<Vec<String>> {
-    if let Err(err) = fs::read_dir(path) {
-        return Err(read_error(path, err));
-    }
-    dir_names(path)
+    At::path(path).names(true)
 }
 
 /// [`Error::Missing`] for `path`.
@@ -254,12 +364,12 @@ pub(crate) fn poll_until(
 
 /// Whether `path` exists (following links); a dangling link does not.
 pub(crate) fn exists(path: &Path) -> bool {
-    path.exists()
+    At::path(path).exists()
 }
 
 /// Whether `path` is a directory (following links).
 pub(crate) fn is_dir(path: &Path) -> bool {
-    path.is_dir()
+    At::path(path).is_dir()
 }
 
 /// `path` joined with `name`, for readability at call sites.

@@ -1,0 +1,11 @@
+//! `vgpuctl-libvirt`: `vgpuctl` linked with libvirt. `vgpuctl` runs it, with the same command
+//! line, for the commands that talk to libvirt (`attach`, `detach`, `owners`, `destroy`, `plan`,
+//! `apply`, `assert`, `place`, `top`, `metrics`); it runs every other command too.
+
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    vgpu_cli::main(vgpu_cli::run)
+}

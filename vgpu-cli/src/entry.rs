@@ -1,0 +1,196 @@
+//! What `vgpuctl` and `vgpuctl-libvirt` do around a command: parsing, logging, stdout, the
+//! error report and the exit code; and how `vgpuctl` hands the commands that talk to libvirt
+//! to `vgpuctl-libvirt`.
+
+use std::io::{self, Write};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::Cli;
+
+/// The executable, installed beside `vgpuctl`, that runs the commands that talk to libvirt
+/// ([`crate::Command::uses_libvirt`]): the same command line, linked with libvirt.
+pub const LIBVIRT_HELPER: &str = "vgpuctl-libvirt";
+
+/// Parses the command line, runs it with `run` and reports the outcome: the output, an error
+/// chain once on stderr (and as JSON on stdout with `--json`), the exit code.
+pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and version to stdout with exit 0, usage errors to stderr with 2.
+            let _printed = err.print();
+            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+        }
+    };
+    crate::init_logging(&cli);
+    // One write(2) per 64 KiB rather than per line: `list --json` on a large host is thousands
+    // of lines. Every path below flushes before it returns; streamed lines (apply's progress)
+    // flush themselves.
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    match run(&cli, &mut out) {
+        Ok(code) => match out.flush() {
+            Ok(()) => ExitCode::from(code),
+            // The reader went away (`vgpuctl list | head`): what it read was complete.
+            Err(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(code),
+            Err(_) => ExitCode::from(crate::EXIT_ERROR),
+        },
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            if cli.json {
+                // Programs reading --json get the error as JSON too (the text goes to stderr).
+                let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
+                let kind = crate::error_kind(&err);
+                let value = serde_json::json!({ "error": chain.join(": "), "kind": kind });
+                // stdout may be the very thing that failed; stderr still says it.
+                let _printed = writeln!(out, "{value}");
+            }
+            // The error report matters more than output a closed stdout could not take.
+            let _flushed = out.flush();
+            let mut stderr = io::stderr().lock();
+            // Nothing more can be done if stderr is gone.
+            let _written = crate::write_error(&mut stderr, &err);
+            ExitCode::from(crate::EXIT_ERROR)
+        }
+    }
+}
+
+/// Whether `err` is stdout's reader having gone away (`vgpuctl list | head`).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<io::Error>())
+        .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
+}
+
+/// [`LIBVIRT_HELPER`] could not be run.
+#[derive(Debug)]
+pub(crate) struct HelperNotRun(PathBuf);
+
+impl std::fmt::Display for HelperNotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot run {}", self.0.display())
+    }
+}
+
+/// Replaces this process with [`LIBVIRT_HELPER`] from the directory of the running executable,
+/// given the same arguments; returns only the error when it cannot be run.
+pub fn exec_libvirt_helper() -> anyhow::Error {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(err) => return anyhow::Error::new(err).context(HelperNotRun(LIBVIRT_HELPER.into())),
+    };
+    let helper = exe.with_file_name(LIBVIRT_HELPER);
+    let mut args = std::env::args_os();
+    // Its usage lines and messages say what was typed.
+    let arg0 = args.next().unwrap_or_else(|| "vgpuctl".into());
+    let err = std::process::Command::new(&helper)
+        .arg0(arg0)
+        .args(args)
+        .exec();
+    anyhow::Error::new(err).context(HelperNotRun(helper))
+}
+
+/// Writes `err` with its causes once, and a hint when one applies.
+pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()> {
+    write!(w, "vgpuctl: error: {err}")?;
+    for cause in err.chain().skip(1) {
+        write!(w, ": {cause}")?;
+    }
+    writeln!(w)?;
+    if let Some(hint) = hint(err) {
+        writeln!(w, "hint: {hint}")?;
+    }
+    Ok(())
+}
+
+/// The `vgpu_core::Error` behind `err`, if there is one.
+pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
+    err.chain().find_map(|c| {
+        c.downcast_ref::<vgpu_core::Error>().or_else(|| {
+            match c.downcast_ref::<vgpu_libvirt::Error>() {
+                Some(vgpu_libvirt::Error::Core(core)) => Some(core),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// What a caller can do about `err`: the kind of the library error behind it, if any.
+pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
+    err.chain().find_map(|c| {
+        c.downcast_ref::<vgpu_core::Error>()
+            .map(vgpu_core::Error::kind)
+            .or_else(|| {
+                c.downcast_ref::<vgpu_libvirt::Error>()
+                    .map(vgpu_libvirt::Error::kind)
+            })
+    })
+}
+
+fn hint(err: &anyhow::Error) -> Option<&'static str> {
+    use vgpu_core::{Error, ErrorKind};
+    if err.downcast_ref::<HelperNotRun>().is_some() {
+        return Some(
+            "vgpuctl-libvirt, which runs the commands that talk to libvirt, belongs beside \
+             vgpuctl (`make install` puts both in BINDIR)",
+        );
+    }
+    if let Some(core) = core_error(err) {
+        let hint = match core {
+            Error::HeldOpen { .. } => {
+                "shut the guest down (or detach the vGPU) first, or use --force"
+            }
+            Error::NotFound {
+                what: vgpu_core::Object::Gpu,
+                ..
+            }
+            | Error::Ambiguous { .. } => "run `vgpuctl list` to see the GPUs on this host",
+            Error::UnknownType { .. } => "`vgpuctl types GPU` lists the types a GPU offers",
+            Error::NoVfs { .. } => "enable VFs first: `vgpuctl sriov GPU --vfs N`",
+            Error::DefinitionExists { .. } => {
+                "`vgpuctl undefine ID` removes a definition; `vgpuctl start ID` starts it"
+            }
+            Error::Locked { .. } => {
+                "another vgpuctl is changing this host; try again when it is done"
+            }
+            Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
+            Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
+            Error::NoConfig { .. } => "choose a config with -c NAME",
+            Error::UnbindLockRefused { .. } => {
+                "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NotLoaded { .. }) => {
+                "is the NVIDIA vGPU manager installed? --nvml-library names another NVML"
+            }
+            Error::Nvml(vgpu_core::NvmlError::MigModeOff { .. }) => {
+                "enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
+                 instances (nvidia-smi mig -cgi PROFILE)"
+            }
+            Error::Nvml(vgpu_core::NvmlError::NoFreeGpuInstance { .. }) => {
+                "make a GPU instance of that profile (nvidia-smi mig -cgi PROFILE), or destroy \
+                 a vGPU that uses one"
+            }
+            Error::Nvml(vgpu_core::NvmlError::VgpusRunning { .. }) => {
+                "shut down the VMs using the GPU's vGPUs and destroy them first"
+            }
+            _ => match core.kind() {
+                ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",
+                ErrorKind::Permission => "run as root",
+                ErrorKind::Busy => "the device is in use: free it first, or retry later",
+                _ => return None,
+            },
+        };
+        return Some(hint);
+    }
+    let io = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<std::io::Error>())?;
+    match io.kind() {
+        std::io::ErrorKind::PermissionDenied => Some("run as root"),
+        std::io::ErrorKind::NotFound => Some("is --root (or VGPU_ROOT) the root of a host tree?"),
+        _ => None,
+    }
+}

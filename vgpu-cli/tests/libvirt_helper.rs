@@ -1,0 +1,196 @@
+//! `vgpuctl` and `vgpuctl-libvirt`: `vgpuctl` does not link libvirt, and hands the commands
+//! that talk to libvirt to the `vgpuctl-libvirt` beside it.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use vgpu_core::testing::{FakeHost, scenarios};
+
+const VGPUCTL: &str = env!("CARGO_BIN_EXE_vgpuctl");
+const HELPER: &str = env!("CARGO_BIN_EXE_vgpuctl-libvirt");
+
+/// The shared objects the dynamic loader maps for `exe`, as `ldd` lists them (the loader
+/// prints them and exits when `LD_TRACE_LOADED_OBJECTS` is set).
+fn loaded_objects(exe: &str) -> String {
+    let out = Command::new(exe)
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn run(exe: &Path, root: &Path, args: &[&str]) -> Output {
+    Command::new(exe)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_CONNECT")
+        .output()
+        .unwrap()
+}
+
+fn every_interface() -> FakeHost {
+    let host = FakeHost::new().unwrap();
+    scenarios::every_interface(&host).unwrap();
+    host
+}
+
+#[test]
+fn vgpuctl_loads_libudev_but_not_libvirt() {
+    let objects = loaded_objects(VGPUCTL);
+    assert_eq!(
+        (
+            objects.contains("libudev.so.1"),
+            objects.contains("libvirt.so")
+        ),
+        (true, false),
+        "{objects}"
+    );
+}
+
+#[test]
+fn helper_loads_libvirt() {
+    assert!(
+        loaded_objects(HELPER).contains("libvirt.so.0"),
+        "{}",
+        loaded_objects(HELPER)
+    );
+}
+
+#[test]
+fn owners_through_vgpuctl_matches_the_helper_run_directly() {
+    let host = every_interface();
+    let args = ["--json", "--connect", "test:///default", "owners"];
+    let through = run(Path::new(VGPUCTL), host.root(), &args);
+    let direct = run(Path::new(HELPER), host.root(), &args);
+    assert_eq!(
+        (through.status.code(), &through.stdout, &through.stderr),
+        (Some(0), &direct.stdout, &direct.stderr)
+    );
+}
+
+#[test]
+fn owners_json_through_vgpuctl_lists_every_vgpu_unheld() {
+    let host = every_interface();
+    let out = run(
+        Path::new(VGPUCTL),
+        host.root(),
+        &["--json", "--connect", "test:///default", "owners"],
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let unheld: Vec<(&str, usize)> = value["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap(),
+                v["holders"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (out.status.code(), unheld),
+        (
+            Some(0),
+            vec![
+                ("1f3a5b7c-0000-4000-8000-000000000001", 0),
+                ("1f3a5b7c-0000-4000-8000-000000000002", 0),
+                ("a4000000-0000-4000-8000-000000000000", 0),
+                ("0000:81:00.4", 0),
+            ]
+        )
+    );
+}
+
+#[test]
+fn libvirt_command_without_helper_exits_1_naming_it_with_hint() {
+    let host = every_interface();
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let out = run(&exe, host.root(), &["owners"]);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: cannot run {}: No such file or directory (os error 2)\n\
+                 hint: vgpuctl-libvirt, which runs the commands that talk to libvirt, belongs \
+                 beside vgpuctl (`make install` puts both in BINDIR)\n",
+                alone.path().join("vgpuctl-libvirt").display()
+            )
+            .into()
+        )
+    );
+}
+
+#[test]
+fn libvirt_command_without_helper_json_error_names_it() {
+    let host = every_interface();
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let out = run(&exe, host.root(), &["--json", "plan", "-f", "host.toml"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (out.status.code(), value),
+        (
+            Some(1),
+            serde_json::json!({
+                "error": format!(
+                    "cannot run {}: No such file or directory (os error 2)",
+                    alone.path().join("vgpuctl-libvirt").display()
+                ),
+                "kind": null,
+            })
+        )
+    );
+}
+
+#[test]
+fn local_command_without_helper_runs() {
+    let host = every_interface();
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let without = run(&exe, host.root(), &["--json", "list"]);
+    let with = run(Path::new(VGPUCTL), host.root(), &["--json", "list"]);
+    assert_eq!(
+        (without.status.code(), &without.stdout),
+        (Some(0), &with.stdout)
+    );
+}
+
+#[test]
+fn destroy_force_without_helper_is_run_by_vgpuctl() {
+    let host = every_interface();
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let out = run(&exe, host.root(), &["destroy", "--force", "not-a-vgpu"]);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr)),
+        (
+            Some(1),
+            "vgpuctl: error: \"not-a-vgpu\" is not a vGPU id (a mediated device UUID or a VF's \
+             PCI address)\n"
+                .into()
+        )
+    );
+}
+
+#[test]
+fn run_local_owners_is_refused_naming_the_helper() {
+    use clap::Parser as _;
+    let cli = vgpu_cli::Cli::try_parse_from(["vgpuctl", "owners"]).unwrap();
+    let err = vgpu_cli::run_local(&cli, &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "this command talks to libvirt: vgpuctl-libvirt runs it"
+    );
+}
