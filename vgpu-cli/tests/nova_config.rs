@@ -4,10 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
+
+mod common;
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -59,28 +61,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn golden_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name)
-}
-
 /// The exit code and output of `nova-config` against the golden file `name`, in one assertion.
 fn assert_golden(name: &str, out: &Output) {
-    let path = golden_path(name);
-    let actual = text(&out.stdout);
-    if std::env::var_os("VGPU_REGENERATE").is_some() {
-        std::fs::write(&path, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
-    assert_eq!(
-        (out.status.code(), actual),
-        (Some(0), expected),
-        "{}: {}",
-        path.display(),
-        text(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+    common::assert_golden(name, 0, (0, text(&out.stdout)));
 }
 
 #[test]

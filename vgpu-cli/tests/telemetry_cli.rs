@@ -93,21 +93,9 @@ fn assert_golden(name: &str, h: &Host, nvml: Option<&FakeNvml>, out: &Output) {
     if let Some(nvml) = nvml {
         actual = actual.replace(&nvml.library().display().to_string(), "<nvml>");
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("VGPU_REGENERATE").is_some() {
-        std::fs::write(&path, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("{}: {err} (run with VGPU_REGENERATE=1)", path.display()));
-    assert_eq!(
-        (out.status.code(), actual),
-        (Some(0), expected),
-        "{}: {}",
-        path.display(),
-        stderr(out)
-    );
+    let code = out.status.code().and_then(|c| u8::try_from(c).ok());
+    assert_eq!(code, Some(0), "{name}: {}", stderr(out));
+    common::assert_golden(name, 0, (0, actual));
 }
 
 #[test]
