@@ -548,16 +548,13 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it");
     }
     let paths = host_paths(cli);
+    // Every command that shows a GPU's types shows capacity's answer (`vgpu_core::room`).
     let discover_with_nvml = || -> Result<(vgpu_core::Inventory, vgpu_core::Nvml)> {
-        let mut inventory = vgpu_core::discover(&paths).with_context(|| {
-            format!("cannot discover GPUs on the host at {}", cli.root.display())
-        })?;
         let nvml = cli.nvml_source().load(&paths);
-        for gpu in &mut inventory.gpus {
-            let warnings = nvml.enrich(gpu);
-            inventory.warnings.extend(warnings);
-        }
-        Ok((inventory, nvml))
+        let state = manager(cli, &paths)
+            .capacity_state(&nvml)
+            .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+        Ok((state.inventory, nvml))
     };
     let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
         let (inventory, nvml) = discover_with_nvml()?;

@@ -150,11 +150,7 @@ fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostSta
         .host_state()
         .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
     let nvml = cli.nvml_source().load(paths);
-    for gpu in &mut state.inventory.gpus {
-        let warnings = nvml.enrich(gpu);
-        state.inventory.warnings.extend(warnings);
-    }
-    state.read_schedulers(&nvml);
+    state.read_nvml(paths, &nvml);
     match vgpu_libvirt::Connection::open(&cli.connect) {
         Ok(conn) => {
             let owners = conn.owners(&state.inventory)?;

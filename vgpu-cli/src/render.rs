@@ -170,27 +170,43 @@ pub(crate) fn list_table(
 /// `types` as a table.
 pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> {
     let mut table = Table::new(&[
-        "GPU", "TYPE", "NAME", "FB_MIB", "MAX", "AVAIL", "USED", "MIG",
+        "GPU", "TYPE", "NAME", "FB_MIB", "MAX", "AVAIL", "USED", "MIG", "LIMIT",
     ]);
+    let mut from_catalog = false;
     for gpu in gpus {
         for t in &gpu.types {
+            // A name only the catalog gives is marked: its id can differ between drivers.
+            let catalog = t.name_source == Some(vgpu_core::NameSource::Catalog);
+            from_catalog |= catalog;
+            let name = match (&t.name, catalog) {
+                (Some(name), true) => format!("{name}*"),
+                (name, _) => opt(name.as_deref()),
+            };
             table.row(vec![
                 gpu.address.to_string(),
                 t.id.clone(),
-                opt(t.name.as_deref()),
+                name,
                 opt(t.framebuffer_mib),
                 opt(t.max_instances),
                 t.available.to_string(),
                 t.in_use.to_string(),
                 opt(t.mig.as_ref().map(|m| m.gpu_instance_profile.as_str())),
+                opt(t.limit.as_ref().map(vgpu_core::Limit::short)),
             ]);
         }
     }
     if table.rows.len() == 1 {
-        writeln!(out, "No vGPU types offered.")
-    } else {
-        table.write(out)
+        return writeln!(out, "No vGPU types offered.");
     }
+    table.write(out)?;
+    if from_catalog {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "* named by the built-in catalog: no free VF lists the type, and NVML does not name it."
+        )?;
+    }
+    Ok(())
 }
 
 fn members(list: &[GroupMember]) -> String {

@@ -78,16 +78,10 @@ impl Sampler {
 
     /// Reads the host now.
     pub(crate) fn sample(&mut self) -> Result<Snapshot> {
-        let mut inventory = vgpu_core::discover(&self.paths).with_context(|| {
-            format!(
-                "cannot discover GPUs on the host at {}",
-                self.paths.root().display()
-            )
-        })?;
-        for gpu in &mut inventory.gpus {
-            let warnings = self.nvml.enrich(gpu);
-            inventory.warnings.extend(warnings);
-        }
+        let inventory = vgpu_core::Manager::new(&self.paths, "metrics")
+            .capacity_state(&self.nvml)
+            .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
+            .inventory;
         let (owners, libvirt) = self.owners(&inventory);
         let usage = vgpu_core::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         Ok(Snapshot {

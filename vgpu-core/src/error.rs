@@ -159,7 +159,13 @@ pub enum Error {
     /// The GPU has no room for as many vGPUs of this type as asked: try another GPU or type.
     #[error(
         "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}, not {asked}{}",
-        if *reserved > 0 { format!(" ({reserved} held for defined vGPUs)") } else { String::new() }
+        match limit {
+            Some(crate::capacity::Limit::Definitions { .. }) | None if *reserved > 0 => {
+                format!(" ({reserved} held for defined vGPUs)")
+            }
+            Some(limit) => format!(": {limit}"),
+            None => String::new(),
+        }
     )]
     NoCapacity {
         /// The physical GPU (or the mdev parent).
@@ -172,6 +178,9 @@ pub enum Error {
         available: u32,
         /// How many of the free places definitions hold for vGPUs that are not running.
         reserved: u32,
+        /// What bounds the room, as [`room`](crate::room) says; `None` where the kernel's
+        /// files alone said.
+        limit: Option<crate::capacity::Limit>,
         /// The device directory whose attributes say so.
         path: PathBuf,
     },

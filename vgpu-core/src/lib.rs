@@ -91,6 +91,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod capacity;
 mod checks;
 mod discovery;
 mod error;
@@ -109,6 +110,7 @@ mod tenancy;
 pub mod testing;
 
 pub use backend::{PLAIN_VF_TYPE, Placement, Running};
+pub use capacity::{DefinitionSet, HostState, KnownType, Limit, MigFacts, Room, room};
 pub use checks::{
     Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,
     isolation,
@@ -128,7 +130,9 @@ pub use manager::{
 };
 pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
 pub use model::pci::{PciAddress, PciAddressError};
-pub use model::{Backend, Gpu, Inventory, MigBacking, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+pub use model::{
+    Backend, Gpu, Inventory, MigBacking, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
+};
 pub use nvml::error::NvmlError;
 pub use nvml::model::{
     ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
@@ -144,7 +148,6 @@ pub use plan::desired::{
 pub use plan::model::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
 pub use plan::planner::plan;
-pub use plan::{DefinitionSet, HostState};
 pub use state::audit::AuditEntry;
 pub use state::hook::{HookConfig, Made};
 pub use state::store::{

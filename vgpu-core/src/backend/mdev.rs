@@ -78,6 +78,7 @@ pub(crate) fn create(
             asked: 1,
             available: 0,
             reserved: 0,
+            limit: None,
             path: mdev_type.path().join("available_instances"),
         });
     }

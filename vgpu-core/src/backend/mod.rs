@@ -117,25 +117,6 @@ impl Reservations {
     pub(crate) fn pending(&self, type_id: &str) -> u32 {
         self.pending.get(type_id).copied().unwrap_or(0)
     }
-
-    /// How many instances of types other than `type_id` definitions are owed.
-    pub(crate) fn pending_other_than(&self, type_id: &str) -> u32 {
-        self.pending
-            .iter()
-            .filter(|(t, _)| t.as_str() != type_id)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    /// How many instances definitions are owed that a new vGPU of `type_id` on `gpu` cannot
-    /// share the GPU with: those of its own type, and on NVIDIA those of any other type.
-    pub(crate) fn holding_back(&self, gpu: &Gpu, type_id: &str) -> u32 {
-        if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {
-            self.pending.values().sum()
-        } else {
-            self.pending(type_id)
-        }
-    }
 }
 
 /// Checks a type id or name given by a user: 1 to 64 characters of letters, digits, space,
@@ -212,36 +193,6 @@ pub(crate) fn placement_type(gpu: &Gpu, wanted: &str) -> Result<String> {
             Ok(resolve_type(gpu, wanted)?.id.clone())
         }
     }
-}
-
-/// How many more vGPUs of `type_id` (a [`placement_type`]) `gpu` takes now, after what
-/// `reserved` holds for defined vGPUs.
-pub(crate) fn room(
-    paths: &HostPaths,
-    gpu: &Gpu,
-    type_id: &str,
-    reserved: &Reservations,
-) -> Result<u32> {
-    if gpu.backend == Backend::Sriov {
-        let mut free = 0;
-        for placement in plain_vf::candidates(gpu) {
-            if !reserved.vfs.contains(&placement.device()) && plain_vf::fits(paths, &placement)? {
-                free += 1;
-            }
-        }
-        return Ok(free);
-    }
-    // An NVIDIA GPU holds vGPUs of one type at a time: a definition of another type that is
-    // not running yet owns the whole GPU (NVIDIA vGPU user guide, homogeneous vGPUs).
-    if gpu.vendor_id == Some(NVIDIA_VENDOR_ID) && reserved.pending_other_than(type_id) > 0 {
-        return Ok(0);
-    }
-    let available = gpu
-        .types
-        .iter()
-        .find(|t| t.id == type_id)
-        .map_or(0, |t| t.available);
-    Ok(available.saturating_sub(reserved.pending(type_id)))
 }
 
 /// Every place a vGPU of `type_id` could go on `gpu`, in the order they are tried (the PF

@@ -108,6 +108,7 @@ pub(crate) fn set_type(
             asked: 1,
             available: 0,
             reserved: 0,
+            limit: None,
             path: nvidia.path().join("creatable_vgpu_types"),
         });
     }

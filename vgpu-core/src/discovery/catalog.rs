@@ -68,6 +68,54 @@ pub fn by_name(name: &str) -> Option<&'static CatalogType> {
     BY_NAME.get(strip_vendor_prefix(name)).copied()
 }
 
+/// The catalog's name for the interface of `backend`; `None` for interfaces without types.
+pub(crate) fn interface_of(backend: crate::model::Backend) -> Option<&'static str> {
+    use crate::model::Backend;
+    match backend {
+        Backend::Mdev => Some("mdev"),
+        Backend::VfMdev => Some("mdev-on-vf"),
+        Backend::NvidiaVfio => Some("vendor-vfio"),
+        Backend::Sriov | Backend::None => None,
+    }
+}
+
+/// The catalogued type with id `id` on `interface`: the row of the GPU family `model` names
+/// (`AD102GL [L40S]`) when there is one, else the one name every row of that id agrees on.
+pub(crate) fn by_id(
+    id: &str,
+    interface: &str,
+    model: Option<&str>,
+) -> Option<&'static CatalogType> {
+    use crate::discovery::parse::parse_nvidia_type_name;
+    let rows: Vec<&CatalogType> = CATALOG
+        .iter()
+        .filter(|row| row.interface == interface && row.type_id.as_deref() == Some(id))
+        .collect();
+    let family = model.map(bracketed);
+    if let Some(row) = rows.iter().find(|row| {
+        let gpu = parse_nvidia_type_name(&row.name).map(|p| p.gpu);
+        family.is_some_and(|f| {
+            gpu.as_deref()
+                .is_some_and(|g| f.eq_ignore_ascii_case(g) || f.rsplit(' ').next() == Some(g))
+        })
+    }) {
+        return Some(row);
+    }
+    match rows.as_slice() {
+        [first, rest @ ..] if rest.iter().all(|r| r.name == first.name) => Some(first),
+        _ => None,
+    }
+}
+
+/// The part of a PCI database model name in brackets (`L40S` in `AD102GL [L40S]`), or the
+/// whole name.
+pub(crate) fn bracketed(model: &str) -> &str {
+    match (model.rfind('['), model.rfind(']')) {
+        (Some(open), Some(close)) if open < close => model[open + 1..close].trim(),
+        _ => model.trim(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

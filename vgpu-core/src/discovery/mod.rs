@@ -18,7 +18,9 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, SysDir};
 use crate::model::pci::PciAddress;
-use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType, Warning};
+use crate::model::{
+    Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
+};
 use parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
 };
@@ -266,8 +268,12 @@ fn read_gpu(
         Backend::NvidiaVfio => nvidia_types(address, &nvidia_vfs, warnings),
         Backend::Sriov | Backend::None => (Vec::new(), Vec::new()),
     };
+    let mut types = types;
+    if vendor_id == Some(NVIDIA_VENDOR_ID) {
+        name_from_catalog(&mut types, backend, model.as_deref());
+    }
 
-    let vfs = vf_reads
+    let mut vfs: Vec<Vf> = vf_reads
         .into_iter()
         .enumerate()
         .map(|(i, vf)| {
@@ -286,6 +292,10 @@ fn read_gpu(
             }
         })
         .collect();
+    let (types, vgpus) = match backend {
+        Backend::Sriov if vendor_id != Some(NVIDIA_VENDOR_ID) => plain_vf_type(address, &mut vfs),
+        _ => (types, vgpus),
+    };
 
     Gpu {
         address,
@@ -369,10 +379,12 @@ fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
     let mut ty = VgpuType {
         id,
+        name_source: tally.name.as_ref().map(|_| NameSource::Sysfs),
         name: tally.name,
         framebuffer_mib,
         max_instances,
         available: 0,
+        limit: None,
         in_use: tally.in_use,
         device_api: tally.device_api,
         description: tally.description,
@@ -524,4 +536,85 @@ fn nvidia_types(
         }
     }
     (sorted_types(tallies), vgpus)
+}
+
+/// Names the types sysfs left unnamed (a vendor-VFIO type in use on every VF it can be on:
+/// no free VF lists it) from the built-in catalog, by type id, interface and GPU model.
+fn name_from_catalog(types: &mut [VgpuType], backend: Backend, model: Option<&str>) {
+    let Some(interface) = catalog::interface_of(backend) else {
+        return;
+    };
+    for ty in types.iter_mut().filter(|t| t.name.is_none()) {
+        if let Some(row) = catalog::by_id(&ty.id, interface, model) {
+            set_name(ty, row.name.clone(), NameSource::Catalog);
+        }
+    }
+}
+
+/// Gives `ty` the name `name` from `source`, with what follows from a name where nothing more
+/// trusted said it: the frame buffer and instances per GPU (type-name grammar, catalog) and
+/// the MIG backing. A name from a more trusted source is kept.
+pub(crate) fn set_name(ty: &mut VgpuType, name: String, source: NameSource) {
+    if ty.name_source.is_some_and(|now| now <= source) {
+        return;
+    }
+    let known = catalog::by_name(&name);
+    if ty.framebuffer_mib.is_none() {
+        ty.framebuffer_mib = parse_nvidia_type_name(&name)
+            .map(|n| n.framebuffer_mib)
+            .or_else(|| known.map(|k| k.framebuffer_mib));
+    }
+    if ty.max_instances.is_none() {
+        ty.max_instances = known.map(|k| k.max_instances);
+    }
+    if ty.mig.is_none() {
+        ty.mig = crate::nvml::mig::backing(&name);
+    }
+    ty.name = Some(name);
+    ty.name_source = Some(source);
+    ty.recount();
+}
+
+/// A plain SR-IOV GPU's VFs as vGPUs of type [`PLAIN_VF_TYPE`](crate::backend::PLAIN_VF_TYPE):
+/// each VF on a passthrough driver is one given out, each other VF one that can be. The type's
+/// frame buffer is the VFs' local memory where every VF has the same quota.
+fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
+    if vfs.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut vgpus = Vec::new();
+    for vf in vfs.iter_mut() {
+        if vf
+            .driver
+            .as_deref()
+            .is_some_and(crate::host::driver::is_passthrough_driver)
+        {
+            vf.vgpu_type = Some(crate::backend::PLAIN_VF_TYPE.to_owned());
+            vgpus.push(Vgpu {
+                id: VgpuHandle::Vf(vf.address),
+                type_id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+                parent: pf,
+            });
+        }
+    }
+    let in_use = u32::try_from(vgpus.len()).unwrap_or(u32::MAX);
+    let total = u32::try_from(vfs.len()).unwrap_or(u32::MAX);
+    let first = vfs[0].memory_mib;
+    let framebuffer_mib = first.filter(|_| vfs.iter().all(|vf| vf.memory_mib == first));
+    let mut ty = VgpuType {
+        id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+        name: None,
+        name_source: None,
+        framebuffer_mib,
+        max_instances: Some(total),
+        available: 0,
+        limit: None,
+        in_use,
+        device_api: Some("vfio-pci".to_owned()),
+        description: None,
+        mig: None,
+        offered: total - in_use,
+    };
+    ty.recount();
+    (vec![ty], vgpus)
 }

@@ -320,10 +320,9 @@ fn vf_type<'a>(
     }
 }
 
-/// The id of type `wanted` on VF `vf` of GPU `pf`. The VF's own `creatable_vgpu_types` names
-/// it when the GPU has room for one more now; the GPU is read whole only when definitions hold
-/// instances of that type for vGPUs that are not running (then this run must leave them room)
-/// or the VF does not list the type (then the error says whether the GPU offers it at all).
+/// The id of type `wanted` on VF `vf` of GPU `pf`, when the GPU has room for it after what
+/// definitions hold and what this run planned: [`capacity::room`](crate::room), as for every
+/// command that makes vGPUs.
 fn pick(
     op: &Operation<'_>,
     pf: PciAddress,
@@ -332,50 +331,7 @@ fn pick(
     planned: &mut Planned,
 ) -> Result<u32> {
     backend::validate_type(wanted)?;
-    let paths = op.paths();
-    let creatable = match NvidiaVf::of(&paths.pci_device(&vf)) {
-        Some(nvidia) => nvidia.creatable_types()?,
-        None => Vec::new(),
-    };
-    let listed = creatable
-        .iter()
-        .find(|c| c.id.to_string() == wanted)
-        .or_else(|| {
-            creatable
-                .iter()
-                .find(|c| backend::name_matches(&c.name, wanted))
-        });
-    let type_id = match listed {
-        // The VF lists it as creatable now; no definition and no earlier VF of this run
-        // may be owed that room, or the whole GPU has to be counted.
-        Some(listed)
-            if pending(op, pf, listed.id)? == 0
-                && planned
-                    .get(&(pf, listed.id.to_string()))
-                    .copied()
-                    .unwrap_or(0)
-                    == 0 =>
-        {
-            listed.id
-        }
-        _ => return pick_counted(op, pf, vf, wanted, planned),
-    };
-    *planned.entry((pf, type_id.to_string())).or_default() += 1;
-    Ok(type_id)
-}
-
-/// Defined vGPUs of type `type_id` on VFs of GPU `pf` that are not running.
-fn pending(op: &Operation<'_>, pf: PciAddress, type_id: u32) -> Result<u32> {
-    let mut count = 0;
-    for def in op.store().vf_vgpus()? {
-        if def.gpu == pf
-            && def.type_id == type_id
-            && backend::running(op.paths(), VgpuHandle::Vf(def.vf))?.is_none()
-        {
-            count += 1;
-        }
-    }
-    Ok(count)
+    pick_counted(op, pf, vf, wanted, planned)
 }
 
 /// [`pick`] from the whole GPU: the type it offers by that name, and its room after what
@@ -389,19 +345,12 @@ fn pick_counted(
 ) -> Result<u32> {
     let paths = op.paths();
     let (gpu, _warnings) = discover_gpu(paths, pf)?;
-    let type_id = backend::placement_type(&gpu, wanted)?;
-    let reserved = op.reservations(&gpu)?;
-    let room = backend::room(paths, &gpu, &type_id, &reserved)?;
+    let found = op.room_for(&gpu, wanted)?;
+    let room = found.room.available;
+    let type_id = found.type_id.clone();
     let taken = planned.entry((pf, type_id.clone())).or_default();
     if room <= *taken {
-        return Err(Error::NoCapacity {
-            gpu: pf,
-            asked: *taken + 1,
-            available: room,
-            reserved: reserved.pending(&type_id),
-            type_id,
-            path: paths.pci_device(&pf),
-        });
+        return Err(found.refusal(*taken + 1, room));
     }
     *taken += 1;
     type_id.parse::<u32>().map_err(|_| Error::NotFound {

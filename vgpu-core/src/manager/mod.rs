@@ -34,9 +34,9 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::NvmlSource;
 use crate::nvml::error::NvmlError;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
+use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
@@ -413,17 +413,35 @@ impl Manager {
         provision::run(session, targets).await
     }
 
-    /// What the planner and placement read: the inventory, every definition, and the vGPUs a
-    /// process holds open (named `process <pid> (<command>)`). Callers that know more holders
-    /// (libvirt domains) add them to [`HostState::holds`].
-    pub fn host_state(&self) -> Result<HostState> {
-        let inventory = discover(&self.paths)?;
-        let definitions = DefinitionSet {
+    /// What capacity reads ([`room`](crate::room)): the inventory, every definition, and what
+    /// `nvml` says (a [`Nvml`] not loaded says nothing), settled. The vGPUs guests hold are
+    /// not read: capacity does not depend on them ([`Manager::host_state`] reads them).
+    pub fn capacity_state(&self, nvml: &Nvml) -> Result<HostState> {
+        let mut state = HostState {
+            inventory: discover(&self.paths)?,
+            definitions: self.definition_set()?,
+            ..HostState::default()
+        };
+        state.read_nvml(&self.paths, nvml);
+        Ok(state)
+    }
+
+    fn definition_set(&self) -> Result<DefinitionSet> {
+        Ok(DefinitionSet {
             mdevs: self.store.mdevs()?,
             vf_vgpus: self.store.vf_vgpus()?,
             bindings: self.store.bindings()?,
             sriov: self.store.sriov()?,
-        };
+        })
+    }
+
+    /// What the planner, placement and capacity read: the inventory, every definition, and the
+    /// vGPUs a process holds open (named `process <pid> (<command>)`), settled
+    /// ([`HostState::settle`]). Callers that know more holders (libvirt domains) add them to
+    /// [`HostState::holds`]; callers with NVML add what it says with [`HostState::read_nvml`].
+    pub fn host_state(&self) -> Result<HostState> {
+        let inventory = discover(&self.paths)?;
+        let definitions = self.definition_set()?;
         let handles: Vec<VgpuHandle> = inventory
             .gpus
             .iter()
@@ -460,13 +478,15 @@ impl Manager {
                 local_memory_mib.insert(gpu.address, bytes / (1024 * 1024));
             }
         }
-        Ok(HostState {
+        let mut state = HostState {
             inventory,
             definitions,
             holds,
             local_memory_mib,
-            schedulers: std::collections::BTreeMap::new(),
-        })
+            ..HostState::default()
+        };
+        state.settle();
+        Ok(state)
     }
 
     /// Carries `plan` out: every GPU with steps at once, each GPU's steps in order as one

@@ -1,52 +1,111 @@
-//! Where a new vGPU goes on one GPU: the room definitions leave, then the first place that
-//! takes it.
+//! Where a new vGPU goes on one GPU: the room [`capacity::room`] gives, then the first place
+//! that takes it.
 
 use super::session::Operation;
-use crate::backend::{self, Placement, Reservations};
+use crate::backend::{self, Placement};
+use crate::capacity::{self, DefinitionSet, HostState, Limit, Room};
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
-use crate::model::{Gpu, VgpuHandle};
-use crate::nvml::error::NvmlError;
+use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID};
 use crate::nvml::mig;
 
+/// One GPU's room for one type, as [`Operation::room_for`] finds it.
+pub(crate) struct GpuRoom {
+    /// The host state it was counted from: the GPU, settled, and every definition.
+    pub(crate) state: HostState,
+    /// The type's id on the GPU.
+    pub(crate) type_id: String,
+    /// The room.
+    pub(crate) room: Room,
+    /// The GPU's device directory, for errors.
+    path: std::path::PathBuf,
+}
+
+impl GpuRoom {
+    /// The GPU, with its types' identities completed.
+    pub(crate) fn gpu(&self) -> &Gpu {
+        &self.state.inventory.gpus[0]
+    }
+
+    /// [`Error::NoCapacity`] for `asked` vGPUs where `available` fit.
+    pub(crate) fn refusal(&self, asked: u32, available: u32) -> Error {
+        let gpu = self.gpu();
+        Error::NoCapacity {
+            gpu: gpu.address,
+            type_id: self.type_id.clone(),
+            asked,
+            available,
+            reserved: self.room.held,
+            limit: Some(self.room.limit.clone()),
+            path: self.path.clone(),
+        }
+    }
+}
+
+impl DefinitionSet {
+    /// Every definition in the operation's store.
+    pub(crate) fn of(op: &Operation<'_>) -> Result<DefinitionSet> {
+        let store = op.store();
+        Ok(DefinitionSet {
+            mdevs: store.mdevs()?,
+            vf_vgpus: store.vf_vgpus()?,
+            bindings: store.bindings()?,
+            sriov: store.sriov()?,
+        })
+    }
+}
+
+/// Whether counting `gpu`'s room needs NVML: an NVIDIA vendor-VFIO GPU with a MIG-backed type.
+pub(crate) fn needs_mig_facts(gpu: &Gpu) -> bool {
+    gpu.vendor_id == Some(NVIDIA_VENDOR_ID)
+        && gpu.backend == Backend::NvidiaVfio
+        && gpu.types.iter().any(|t| t.mig.is_some())
+}
+
 impl Operation<'_> {
-    /// What definitions hold on `gpu` for vGPUs that are not running now.
-    pub(crate) fn reservations(&self, gpu: &Gpu) -> Result<Reservations> {
-        let paths = self.paths();
-        let store = self.store();
-        let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
-        let mut held = Reservations::default();
-        for def in store.mdevs()? {
-            let Ok(parent) = def.parent.parse::<PciAddress>() else {
-                continue;
-            };
-            if !on_gpu(parent) {
-                continue;
-            }
-            if parent != gpu.address {
-                held.vfs.push(parent);
-            }
-            if backend::running(paths, VgpuHandle::Mdev(def.uuid))?.is_none() {
-                *held.pending.entry(def.mdev_type).or_default() += 1;
+    /// The host state [`capacity::room`] counts `gpu` from: the GPU, every definition, and,
+    /// where it has MIG-backed types, its GPU instances from NVML (loaded then only). Settled:
+    /// types named from definitions, rooms counted.
+    pub(crate) fn state_of(&self, gpu: &Gpu) -> Result<HostState> {
+        let mut state = HostState {
+            inventory: Inventory {
+                gpus: vec![gpu.clone()],
+                warnings: Vec::new(),
+            },
+            definitions: DefinitionSet::of(self)?,
+            ..HostState::default()
+        };
+        if needs_mig_facts(gpu) {
+            if let Some(facts) = mig::facts(self.paths(), self.nvml().get(), gpu.address) {
+                state.mig.insert(gpu.address, facts);
             }
         }
-        for def in store.vf_vgpus()? {
-            if !on_gpu(def.vf) {
-                continue;
+        state.settle();
+        Ok(state)
+    }
+
+    /// The room `gpu` has for the type `wanted` names (an id, a name, `vf`), the one count
+    /// every command that makes vGPUs reads.
+    pub(crate) fn room_for(&self, gpu: &Gpu, wanted: &str) -> Result<GpuRoom> {
+        let state = self.state_of(gpu)?;
+        let settled = &state.inventory.gpus[0];
+        // A MIG-backed type is not offered while MIG mode is off or no GPU instance of its
+        // profile is free: say which rather than that it is unknown.
+        let type_id = match backend::placement_type(settled, wanted) {
+            Err(err @ Error::UnknownType { .. }) => {
+                return Err(
+                    mig::refusal(self.paths(), self.nvml().get(), settled, wanted).unwrap_or(err),
+                );
             }
-            held.vfs.push(def.vf);
-            if backend::running(paths, VgpuHandle::Vf(def.vf))?.is_none() {
-                *held.pending.entry(def.type_id.to_string()).or_default() += 1;
-            }
-        }
-        for def in store.bindings()? {
-            if on_gpu(def.address) && def.address != gpu.address {
-                held.vfs.push(def.address);
-            }
-        }
-        held.vfs.sort();
-        held.vfs.dedup();
-        Ok(held)
+            other => other?,
+        };
+        let room = capacity::room(&state, settled, &type_id);
+        Ok(GpuRoom {
+            path: self.paths().pci_device(&settled.address),
+            state,
+            type_id,
+            room,
+        })
     }
 
     /// Where the next vGPU of type `wanted` goes on `gpu`, leaving definitions their room.
@@ -61,46 +120,36 @@ impl Operation<'_> {
         wanted: &str,
         avoid: &[PciAddress],
     ) -> Result<Placement> {
-        // A MIG-backed type is not offered, or has no room, while MIG mode is off or no GPU
-        // instance of its profile is free: say which rather than that it is unknown or full.
-        let mig_reason = |name: &str, otherwise: Error| {
-            mig::refusal(self.paths(), self.nvml().get(), gpu, name).unwrap_or(otherwise)
+        let found = self.room_for(gpu, wanted)?;
+        let settled = found.gpu();
+        // A MIG-backed type bound by its GPU instances: NVML's reason, naming the instances
+        // (or why NVML is not there to list them).
+        let full = |err: Error| {
+            let by_instances = matches!(
+                found.room.limit,
+                Limit::GpuInstances { .. } | Limit::MigOff { .. } | Limit::MigUnknown { .. }
+            );
+            let name = settled
+                .types
+                .iter()
+                .find(|t| t.id == found.type_id)
+                .and_then(|t| t.name.clone());
+            match name.filter(|_| by_instances) {
+                Some(name) => {
+                    mig::refusal(self.paths(), self.nvml().get(), settled, &name).unwrap_or(err)
+                }
+                None => err,
+            }
         };
-        let type_id = match backend::placement_type(gpu, wanted) {
-            Err(err @ Error::UnknownType { .. }) => return Err(mig_reason(wanted, err)),
-            other => other?,
-        };
-        let mig_name = gpu
-            .types
-            .iter()
-            .find(|t| t.id == type_id && t.mig.is_some())
-            .and_then(|t| t.name.clone());
-        // Without NVML a full GPU is just full.
-        let full = |err: Error| match &mig_name {
-            Some(name) => match mig::refusal(self.paths(), self.nvml().get(), gpu, name) {
-                Some(Error::Nvml(NvmlError::NotLoaded { .. })) | None => err,
-                Some(reason) => reason,
-            },
-            None => err,
-        };
-        let reserved = self.reservations(gpu)?;
-        let room = backend::room(self.paths(), gpu, &type_id, &reserved)?;
-        let no_room = |available| Error::NoCapacity {
-            gpu: gpu.address,
-            type_id: type_id.clone(),
-            asked: 1,
-            available,
-            reserved: reserved.holding_back(gpu, &type_id),
-            path: self.paths().pci_device(&gpu.address),
-        };
-        if room == 0 {
-            return Err(full(no_room(0)));
+        if found.room.available == 0 {
+            return Err(full(found.refusal(1, 0)));
         }
-        for placement in backend::candidates(gpu, &type_id, &reserved)? {
+        let reserved = capacity::reservations(&found.state.definitions, settled);
+        for placement in backend::candidates(settled, &found.type_id, &reserved)? {
             if !avoid.contains(&placement.device()) && backend::fits(self.paths(), &placement)? {
                 return Ok(placement);
             }
         }
-        Err(full(no_room(0)))
+        Err(full(found.refusal(1, 0)))
     }
 }

@@ -113,26 +113,20 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     // One read of the GPU, while the type still shows its name (a full vendor-VFIO card lists
     // none); then each place in order, as `create` would choose them.
     let (gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
-    let type_id = backend::placement_type(&gpu, &target.type_name)?;
-    let reserved = op.reservations(&gpu)?;
-    let room = backend::room(op.paths(), &gpu, &type_id, &reserved)?;
-    let gpu_dir = op.paths().pci_device(&gpu.address);
-    let no_room = |asked, available| Error::NoCapacity {
-        gpu: gpu.address,
-        type_id: type_id.clone(),
-        asked,
-        available,
-        reserved: reserved.holding_back(&gpu, &type_id),
-        path: gpu_dir.clone(),
-    };
+    let found = op.room_for(&gpu, &target.type_name)?;
+    let room = found.room.available;
+    let no_room = |asked, available| found.refusal(asked, available);
     if let Some(count) = target.count {
         if count > room {
             return Err(no_room(count, room));
         }
     }
+    let gpu = found.gpu();
+    let type_id = &found.type_id;
+    let reserved = crate::capacity::reservations(&found.state.definitions, gpu);
     let limit = target.count.unwrap_or(room);
     let mut created = Vec::new();
-    for placement in backend::candidates(&gpu, &type_id, &reserved)? {
+    for placement in backend::candidates(gpu, type_id, &reserved)? {
         // Only a parent that is the PF itself takes more than one vGPU.
         let many = placement.device() == gpu.address;
         while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {

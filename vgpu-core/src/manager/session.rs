@@ -355,6 +355,11 @@ impl Operation<'_> {
                     vf: *vf,
                     gpu: gpu.address,
                     type_id: *type_id,
+                    type_name: gpu
+                        .types
+                        .iter()
+                        .find(|t| t.id == type_id.to_string())
+                        .and_then(|t| t.name.clone()),
                     start,
                 };
                 (store.define_vf_vgpu(&def), Undo::VfVgpuDefinition(*vf))

@@ -126,14 +126,23 @@ pub struct Vf {
 pub struct VgpuType {
     /// The id: an mdev type id (`nvidia-222`), or an NVIDIA vendor-VFIO id in decimal (`1145`).
     pub id: String,
-    /// Its name, when sysfs (or, for types in use, another VF) states it.
+    /// Its name, when one of [`NameSource`]'s sources states it.
     pub name: Option<String>,
+    /// Where the name (and the frame buffer and instances that follow from it) came from;
+    /// `None` without a name.
+    pub name_source: Option<NameSource>,
     /// Fixed frame buffer of each vGPU, in MiB.
     pub framebuffer_mib: Option<u64>,
     /// vGPUs of this type the physical GPU holds at most.
     pub max_instances: Option<u32>,
-    /// How many more can be created now, on this physical GPU.
+    /// How many more can be created now, on this physical GPU: the one answer of
+    /// [`room`](crate::room) once the host state is settled
+    /// ([`HostState::settle`](crate::HostState::settle)); what the parents offer, capped at
+    /// `max_instances`, straight from discovery.
     pub available: u32,
+    /// What keeps `available` from being higher; `None` where discovery alone counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<crate::capacity::Limit>,
     /// How many exist now.
     pub in_use: u32,
     /// The VFIO device API (`vfio-pci`).
@@ -146,6 +155,32 @@ pub struct VgpuType {
     /// What the parents offer, summed (before the per-GPU cap).
     #[serde(skip)]
     pub(crate) offered: u32,
+}
+
+/// Where a vGPU type's name comes from, most trusted first: the GPU's own offer, what `vgpu`
+/// recorded when it set the type, NVML, the built-in catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NameSource {
+    /// Sysfs: the type's `name`, or a VF's `creatable_vgpu_types`.
+    Sysfs,
+    /// The definition `vgpu` wrote when it set the type.
+    Definition,
+    /// NVML's supported-type list.
+    Nvml,
+    /// The built-in catalog, by type id and GPU model; ids can change between drivers.
+    Catalog,
+}
+
+impl fmt::Display for NameSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NameSource::Sysfs => "sysfs",
+            NameSource::Definition => "definition",
+            NameSource::Nvml => "nvml",
+            NameSource::Catalog => "catalog",
+        })
+    }
 }
 
 /// What a MIG-backed vGPU type runs on: a GPU instance of one profile (NVIDIA Virtual GPU

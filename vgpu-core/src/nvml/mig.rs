@@ -192,6 +192,55 @@ pub(crate) fn refusal(
     instance_for(paths, nvml, gpu.address, type_id, Some(wanted)).err()
 }
 
+/// MIG mode and GPU instances of one GPU, as NVML and sysfs report them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MigFacts {
+    /// Whether MIG mode is on now.
+    pub mig_on: bool,
+    /// Every GPU instance: its id and profile name (`1g.18gb`).
+    pub instances: Vec<(u32, String)>,
+    /// The GPU instances running vGPUs use.
+    pub used: BTreeSet<u32>,
+}
+
+/// MIG mode and the GPU instances of `pf`, with those running vGPUs use (NVML's answer and
+/// the VFs' `nvidia/gpu_instance_id`); `None` when NVML is not loaded or cannot say. An
+/// instance whose profile NVML does not name is left out.
+pub(crate) fn facts(paths: &HostPaths, nvml: &Nvml, pf: PciAddress) -> Option<MigFacts> {
+    let state = match nvml.mig_state(pf, u32::MAX) {
+        Ok(state) => state,
+        Err(MigStateError::NotLoaded(_)) => return None,
+        Err(MigStateError::Call(why)) => {
+            tracing::warn!(gpu = %pf, "NVML cannot list GPU instances: {}", why.reason);
+            return None;
+        }
+    };
+    let instances = match (&state.instances, state.mig_on) {
+        (Fact::Value(list), _) => list
+            .iter()
+            .filter_map(|gi| Some((gi.id, gi.profile.value()?.clone())))
+            .collect(),
+        (Fact::Unavailable(_), false) => Vec::new(),
+        (Fact::Unavailable(why), true) => {
+            tracing::warn!(gpu = %pf, "NVML cannot list GPU instances: {}", why.reason);
+            return None;
+        }
+    };
+    let mut used = state.used.clone();
+    match used_in_sysfs(paths, pf) {
+        Ok(more) => used.extend(more),
+        Err(err) => {
+            tracing::warn!(gpu = %pf, "{}", err.chain());
+            return None;
+        }
+    }
+    Some(MigFacts {
+        mig_on: state.mig_on,
+        instances,
+        used,
+    })
+}
+
 /// What [`Nvml::mig_state`] reads about one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MigState {

@@ -370,11 +370,8 @@ pub(super) fn enrich(nvml: &nvml_wrapper::Nvml, gpu: &mut Gpu) -> Vec<Warning> {
         }) else {
             continue;
         };
-        if ty.name.is_none() {
-            ty.name = nvml_type.name().ok();
-        }
-        if ty.mig.is_none() {
-            ty.mig = ty.name.as_deref().and_then(super::mig::backing);
+        if let Ok(name) = nvml_type.name() {
+            crate::discovery::set_name(ty, name, crate::model::NameSource::Nvml);
         }
         if ty.framebuffer_mib.is_none() {
             ty.framebuffer_mib = nvml_type.framebuffer_size().ok().map(|bytes| bytes / MIB);

@@ -223,10 +223,35 @@ pub enum Refusal {
         /// What it offers.
         offered: Vec<String>,
     },
-    /// Several types or sizes on a GPU that holds one at a time.
+    /// Several types or sizes on a GPU that holds one time-sliced type at a time, or
+    /// time-sliced and MIG-backed types together (NVIDIA's mixing rule).
     OneTypeOnly {
         /// The types asked for.
         wanted: Vec<String>,
+    },
+    /// More MIG-backed vGPUs of one GPU-instance profile than the GPU has instances of it.
+    GpuInstances {
+        /// The profile (`1g.18gb`).
+        profile: String,
+        /// vGPUs of types on that profile asked for.
+        asked: u32,
+        /// GPU instances of that profile on the GPU.
+        instances: u32,
+    },
+    /// MIG-backed vGPUs on a GPU whose GPU instances are not known (no NVML), or whose MIG
+    /// mode is off.
+    GpuInstancesUnknown {
+        /// The profile (`1g.18gb`).
+        profile: String,
+        /// Why they are not known, or not there.
+        why: String,
+    },
+    /// A type the GPU may not offer: sysfs hides the types it cannot hold beside its vGPUs,
+    /// the built-in catalog names it, and no NVML confirms it. The plan would take vGPUs away
+    /// before the driver could say.
+    Unconfirmed {
+        /// The type.
+        type_name: String,
     },
     /// More vGPUs of a type than the GPU holds.
     TooMany {
@@ -365,6 +390,25 @@ impl fmt::Display for Refusal {
                 f,
                 "it holds one type (one size) at a time, not {}",
                 wanted.join(" and ")
+            ),
+            Refusal::GpuInstances {
+                profile,
+                asked,
+                instances,
+            } => write!(
+                f,
+                "{asked} MIG-backed vGPU(s) on profile {profile} asked, it has {instances} GPU \
+                 instance(s) of it"
+            ),
+            Refusal::GpuInstancesUnknown { profile, why } => write!(
+                f,
+                "the MIG-backed vGPUs need {profile} GPU instances, and {why}"
+            ),
+            Refusal::Unconfirmed { type_name } => write!(
+                f,
+                "{type_name} is named by the built-in catalog only: the GPU lists no other type \
+                 while it holds vGPUs, and NVML is not loaded to confirm it; destroy its vGPUs \
+                 first, or give --nvml-library"
             ),
             Refusal::TooMany {
                 type_name,

@@ -40,6 +40,9 @@ pub(crate) struct Offer {
     pub(crate) series: Option<char>,
     /// Whether it is MIG-backed (needs GPU instances; never chosen for a size).
     pub(crate) mig: bool,
+    /// Whether the GPU itself (sysfs) or NVML offers it; `false` for a type only the
+    /// catalog names.
+    pub(crate) confirmed: bool,
 }
 
 impl Offer {
@@ -108,8 +111,8 @@ pub(crate) fn sriov_memory_mib(gpu: &Gpu) -> Option<u64> {
 }
 
 impl<'a> GpuView<'a> {
-    /// The view of `gpu`.
-    pub(crate) fn new(gpu: &'a Gpu) -> Self {
+    /// The view of `gpu`, whose supported types NVML lists as `supported` where it does.
+    pub(crate) fn new(gpu: &'a Gpu, supported: Option<&[crate::capacity::KnownType]>) -> Self {
         let nvidia = gpu.vendor_id == Some(NVIDIA_VENDOR_ID);
         let rule = match gpu.backend {
             Backend::None => Rule::None,
@@ -134,6 +137,7 @@ impl<'a> GpuView<'a> {
                     max_instances: t.max_instances,
                     series: parsed.as_ref().map(|p| p.series),
                     mig: parsed.as_ref().is_some_and(|p| p.mig_slices.is_some()),
+                    confirmed: true,
                 }
             })
             .collect();
@@ -163,13 +167,21 @@ impl<'a> GpuView<'a> {
                     unnamed.series = parsed.as_ref().map(|p| p.series);
                     continue;
                 }
+                // NVML's list of what the GPU supports, whatever it holds, is the truth where
+                // it is known: a row it lacks is not offered, a row it has comes with its id.
+                let nvml =
+                    supported.map(|list| list.iter().find(|k| same_name(&k.name, &row.name)));
+                if nvml.is_some_and(|k| k.is_none()) {
+                    continue;
+                }
                 offers.push(Offer {
-                    id: None,
+                    id: nvml.flatten().map(|k| k.id.clone()),
                     name: Some(row.name.clone()),
                     framebuffer_mib: Some(row.framebuffer_mib),
                     max_instances: Some(row.max_instances),
                     series: parsed.as_ref().map(|p| p.series),
                     mig: parsed.as_ref().is_some_and(|p| p.mig_slices.is_some()),
+                    confirmed: nvml.is_some(),
                 });
             }
         }
@@ -301,14 +313,7 @@ fn family_of(gpu: &Gpu) -> Option<String> {
     })
 }
 
-/// The part of a PCI database model name in brackets (`L40S` in `AD102GL [L40S]`), or the
-/// whole name.
-pub(crate) fn bracketed(model: &str) -> &str {
-    match (model.rfind('['), model.rfind(']')) {
-        (Some(open), Some(close)) if open < close => model[open + 1..close].trim(),
-        _ => model.trim(),
-    }
-}
+pub(crate) use crate::discovery::catalog::bracketed;
 
 /// Whether a GPU's model name matches `pattern`: the whole name, its bracketed part, or the
 /// last words of that, case-insensitively (`T4` matches `TU104GL [Tesla T4]`; `A40` does not

@@ -14,21 +14,22 @@
 //!
 //! Ties go to the lower address, so the same host and request give the same answer.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::HostState;
 use super::desired::Location;
 use super::model::{Before, GpuPlan, Plan, Step, Want};
 use super::offers::{Rule, sriov_memory_mib};
+use super::{DefinitionSet, HostState};
 use crate::backend::PLAIN_VF_TYPE;
+use crate::capacity;
 use crate::discovery::parse::strip_vendor_prefix;
 use crate::error::{Error, Result};
 use crate::host::driver::is_passthrough_driver;
 use crate::model::pci::PciAddress;
-use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
+use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
 use crate::state::store::Start;
 
 /// How to choose among GPUs that can take a vGPU.
@@ -101,14 +102,13 @@ struct Slot<'a> {
 /// `policy`. Fails with [`Error::NoPlacement`] when fewer fit (saying how many), choosing
 /// nothing. Pure: reads and changes nothing.
 pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result<Vec<Pick>> {
-    let held = Held::of(host);
     let mut slots: Vec<Slot<'_>> = host
         .inventory
         .gpus
         .iter()
         .filter(|g| g.backend != Backend::None)
         .filter(|g| request.numa_node.is_none() || g.numa_node == request.numa_node)
-        .filter_map(|g| slot(g, &request.want, &held))
+        .filter_map(|g| slot(host, g, &request.want))
         .collect();
     let capacity: u32 = slots.iter().map(|s| s.room).sum();
     if capacity < request.count {
@@ -138,7 +138,7 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
             true => {
                 let free = slot
                     .free_vfs
-                    .get_or_insert_with(|| free_vfs(slot.gpu, &held));
+                    .get_or_insert_with(|| free_vfs(slot.gpu, &host.definitions));
                 (!free.is_empty()).then(|| free.remove(0))
             }
             false => None,
@@ -207,74 +207,15 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
     }
 }
 
-/// What definitions hold: the VFs they name, and defined vGPUs that are not running, by GPU.
-struct Held {
-    vfs: BTreeSet<PciAddress>,
-    /// `(gpu or mdev parent, type id)` of each defined vGPU that is not running.
-    pending: Vec<(PciAddress, String)>,
-}
-
-impl Held {
-    fn of(host: &HostState) -> Held {
-        let defs = &host.definitions;
-        let mut held = Held {
-            vfs: BTreeSet::new(),
-            pending: Vec::new(),
-        };
-        if defs.mdevs.is_empty() && defs.vf_vgpus.is_empty() && defs.bindings.is_empty() {
-            return held;
-        }
-        let running: BTreeSet<VgpuHandle> = host
-            .inventory
-            .gpus
-            .iter()
-            .flat_map(|g| g.vgpus.iter().map(|v| v.id))
-            .collect();
-        for def in &defs.mdevs {
-            let Ok(parent) = def.parent.parse::<PciAddress>() else {
-                continue;
-            };
-            held.vfs.insert(parent);
-            if !running.contains(&VgpuHandle::Mdev(def.uuid)) {
-                held.pending.push((parent, def.mdev_type.clone()));
-            }
-        }
-        for def in &defs.vf_vgpus {
-            held.vfs.insert(def.vf);
-            if !running.contains(&VgpuHandle::Vf(def.vf)) {
-                held.pending.push((def.gpu, def.type_id.to_string()));
-            }
-        }
-        held.vfs.extend(defs.bindings.iter().map(|b| b.address));
-        held
-    }
-
-    /// Defined vGPUs of `gpu` that are not running: `(of type_id, of any type)`.
-    fn pending_on(&self, gpu: &Gpu, type_id: &str) -> (u32, u32) {
-        if self.pending.is_empty() {
-            return (0, 0);
-        }
-        let mine = |a: &PciAddress| *a == gpu.address || gpu.vfs.iter().any(|v| v.address == *a);
-        let on_gpu: Vec<&String> = self
-            .pending
-            .iter()
-            .filter(|(a, _)| mine(a))
-            .map(|(_, t)| t)
-            .collect();
-        let same = on_gpu.iter().filter(|t| t.as_str() == type_id).count() as u32;
-        (same, on_gpu.len() as u32)
-    }
-}
-
-/// The slot `gpu` offers for `want`, if it can take any.
-fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
+/// The slot `gpu` offers for `want`, if it can take any: its room is [`capacity::room`]'s.
+fn slot<'a>(host: &HostState, gpu: &'a Gpu, want: &PlaceWant) -> Option<Slot<'a>> {
     let rule = match gpu.backend {
         Backend::Sriov if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Vfs,
         Backend::Sriov | Backend::None => return None,
         Backend::Mdev if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Shares,
         _ => Rule::OneType,
     };
-    let free_vf_count = || gpu.vfs.iter().filter(|vf| is_free(vf, held)).count() as u32;
+    let in_use: u32 = gpu.types.iter().map(|t| t.in_use).sum();
     if rule == Rule::Vfs {
         let share = sriov_memory_mib(gpu)
             .zip(u64::try_from(gpu.vfs.len()).ok().filter(|n| *n > 0))
@@ -286,12 +227,12 @@ fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
         if !fits {
             return None;
         }
-        let room = free_vf_count();
+        let room = capacity::room(host, gpu, PLAIN_VF_TYPE).available;
         return (room > 0).then_some(Slot {
             gpu,
             ty: None,
             room,
-            in_use: gpu.vfs.len() as u32 - room,
+            in_use,
             on_vfs: true,
             free_vfs: None,
             framebuffer_mib: share,
@@ -299,28 +240,13 @@ fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
         });
     }
     let ty = choose_type(gpu, want)?;
-    let in_use: u32 = gpu.types.iter().map(|t| t.in_use).sum();
-    if rule == Rule::OneType && gpu.types.iter().any(|t| t.id != ty.id && t.in_use > 0) {
-        return None;
-    }
-    let (pending_same, pending_any) = held.pending_on(gpu, &ty.id);
-    if rule == Rule::OneType && pending_any > pending_same {
-        return None;
-    }
-    let mut room = ty.available.saturating_sub(pending_same);
-    if room == 0 {
-        return None;
-    }
-    let on_vfs = gpu.backend != Backend::Mdev;
-    if on_vfs {
-        room = room.min(free_vf_count());
-    }
+    let room = capacity::room(host, gpu, &ty.id).available;
     (room > 0).then_some(Slot {
         gpu,
         ty: Some(ty),
         room,
         in_use,
-        on_vfs,
+        on_vfs: gpu.backend != Backend::Mdev,
         free_vfs: None,
         framebuffer_mib: ty.framebuffer_mib,
         taken: 0,
@@ -329,17 +255,18 @@ fn slot<'a>(gpu: &'a Gpu, want: &PlaceWant, held: &Held) -> Option<Slot<'a>> {
 
 /// Whether a vGPU can go on `vf`: it holds none, no passthrough driver has it, and no
 /// definition names it.
-fn is_free(vf: &crate::model::Vf, held: &Held) -> bool {
+fn is_free(vf: &crate::model::Vf, held: &[PciAddress]) -> bool {
     vf.vgpu_type.is_none()
         && !vf.driver.as_deref().is_some_and(is_passthrough_driver)
-        && !held.vfs.contains(&vf.address)
+        && !held.contains(&vf.address)
 }
 
 /// The VFs of `gpu` a vGPU can go on, in `virtfnN` order.
-fn free_vfs(gpu: &Gpu, held: &Held) -> Vec<PciAddress> {
+fn free_vfs(gpu: &Gpu, defs: &DefinitionSet) -> Vec<PciAddress> {
+    let held = capacity::reservations(defs, gpu).vfs;
     gpu.vfs
         .iter()
-        .filter(|vf| is_free(vf, held))
+        .filter(|vf| is_free(vf, &held))
         .map(|vf| vf.address)
         .collect()
 }

@@ -137,7 +137,10 @@ struct Current {
 }
 
 fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
-    let view = GpuView::new(gpu);
+    let view = GpuView::new(
+        gpu,
+        host.supported_types.get(&gpu.address).map(Vec::as_slice),
+    );
     let entry = entries[0];
     let currents = current(host, &view);
     let mut out = GpuPlan {
@@ -177,7 +180,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
             Some(entry.at),
         )]),
         Rule::Vfs => vfs::want_vfs(host, &view, entry),
-        Rule::OneType | Rule::Shares => want_vgpus(&view, entry),
+        Rule::OneType | Rule::Shares => want_vgpus(host, &view, entry),
     };
     let wanted = match wanted {
         Ok(wanted) => wanted,
@@ -199,6 +202,21 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     out.vfs = wanted.vfs;
     out.vf_memory_mib = wanted.vf_memory_mib.clone();
     diff(host, &view, entry, &wanted, currents, &mut out);
+    let takes_away = out
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Destroy { .. } | Step::Undefine { .. }));
+    if takes_away {
+        // Apply would take vGPUs away before the driver could say whether it offers the type.
+        for (offer, _) in wanted.types.iter().filter(|(o, _)| !o.confirmed) {
+            out.refusals.push(Refused::new(
+                Refusal::Unconfirmed {
+                    type_name: offer.label(),
+                },
+                Some(entry.at),
+            ));
+        }
+    }
     super::scheduler::plan(host, gpu, entry, &mut out);
     if !out.refusals.is_empty() {
         out.steps.clear();
@@ -220,7 +238,7 @@ pub(super) struct Wanted {
 }
 
 /// Resolves a partition on a GPU that holds vGPU types.
-fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>> {
+fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>> {
     let gpu = view.gpu;
     let mut refusals = Vec::new();
     let mut types: Vec<(Offer, u32, Location)> = Vec::new();
@@ -268,7 +286,9 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
     if !refusals.is_empty() {
         return Err(refusals);
     }
-    if view.rule == Rule::OneType && types.len() > 1 {
+    // NVIDIA's mixing rule: MIG-backed types of any profiles together, a time-sliced one
+    // alone (the one rule `capacity::room` counts by).
+    if view.rule == Rule::OneType && types.len() > 1 && !types.iter().all(|(o, _, _)| o.mig) {
         let wanted = types.iter().map(|(o, _, _)| o.label()).collect();
         return Err(vec![Refused::new(
             Refusal::OneTypeOnly { wanted },
@@ -287,6 +307,7 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
             ));
         }
     }
+    refusals.extend(gpu_instances(host, gpu, &types));
     let total: u32 = types.iter().map(|(_, n, _)| *n).sum();
     if let (Some(slots), Rule::OneType) = (view.vf_slots, view.rule) {
         if total > slots && refusals.is_empty() {
@@ -332,6 +353,54 @@ fn want_vgpus(view: &GpuView<'_>, entry: &Entry) -> Result<Wanted, Vec<Refused>>
         vf_memory_mib: Vec::new(),
         share_mib: None,
     })
+}
+
+/// The refusals of MIG-backed types asked for on `gpu`: more vGPUs of one GPU-instance profile
+/// than it has instances of, or instances not known (no NVML) or not there (MIG mode off).
+fn gpu_instances(host: &HostState, gpu: &Gpu, types: &[(Offer, u32, Location)]) -> Vec<Refused> {
+    let mut by_profile: BTreeMap<String, (u32, Location)> = BTreeMap::new();
+    for (offer, count, at) in types {
+        let Some(backing) = offer.name.as_deref().and_then(crate::nvml::mig::backing) else {
+            continue;
+        };
+        let entry = by_profile
+            .entry(backing.gpu_instance_profile)
+            .or_insert((0, *at));
+        entry.0 = entry.0.saturating_add(*count);
+    }
+    let facts = host.mig.get(&gpu.address);
+    by_profile
+        .into_iter()
+        .filter_map(|(profile, (asked, at))| {
+            let refusal = match facts {
+                None => Refusal::GpuInstancesUnknown {
+                    profile,
+                    why: "NVML is not loaded to list them".to_owned(),
+                },
+                Some(facts) if !facts.mig_on => Refusal::GpuInstancesUnknown {
+                    profile,
+                    why: "MIG mode is off".to_owned(),
+                },
+                Some(facts) => {
+                    let instances = facts
+                        .instances
+                        .iter()
+                        .filter(|(_, p)| *p == profile)
+                        .count();
+                    let instances = u32::try_from(instances).unwrap_or(u32::MAX);
+                    if asked <= instances {
+                        return None;
+                    }
+                    Refusal::GpuInstances {
+                        profile,
+                        asked,
+                        instances,
+                    }
+                }
+            };
+            Some(Refused::new(refusal, Some(at)))
+        })
+        .collect()
 }
 
 /// How many vGPUs of `offer` the GPU holds: its per-GPU maximum. A GVT-g GPU with no vGPUs

@@ -153,6 +153,7 @@ pub(super) fn want_vfs(
         max_instances: Some(total),
         series: None,
         mig: false,
+        confirmed: true,
     };
     // One wanted type per size, in the order the sizes come.
     let mut types: Vec<(Offer, u32)> = Vec::new();

@@ -53,6 +53,8 @@ struct VfVgpuFile {
     version: u32,
     gpu: PciAddress,
     type_id: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    type_name: Option<String>,
     start: Start,
 }
 
@@ -170,6 +172,7 @@ pub(crate) fn encode_vf_vgpu(path: &Path, d: &VfVgpuDefinition) -> Result<Vec<u8
         version: FORMAT_VERSION,
         gpu: d.gpu,
         type_id: d.type_id,
+        type_name: d.type_name.clone(),
         start: d.start,
     };
     encode_own(path, &file)
@@ -182,6 +185,7 @@ pub(crate) fn decode_vf_vgpu(path: &Path, vf: PciAddress, text: &str) -> Result<
         vf,
         gpu: file.gpu,
         type_id: file.type_id,
+        type_name: file.type_name,
         start: file.start,
     })
 }

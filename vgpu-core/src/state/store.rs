@@ -144,7 +144,7 @@ pub struct SriovDefinition {
 
 /// A vGPU type set on an NVIDIA VF through the vendor-specific VFIO interface
 /// (`nvidia/current_vgpu_type`), in `etc/vgpu/vf-vgpus/<vf>.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VfVgpuDefinition {
     /// The virtual function.
     pub vf: PciAddress,
@@ -152,6 +152,8 @@ pub struct VfVgpuDefinition {
     pub gpu: PciAddress,
     /// The type's numeric id as `creatable_vgpu_types` lists it.
     pub type_id: u32,
+    /// The type's name when it was set: the one name of the type once no free VF lists it.
+    pub type_name: Option<String>,
     /// When the type is set.
     pub start: Start,
 }

@@ -167,9 +167,11 @@ fn vgpu_type(id: &str, name: Option<&str>, framebuffer_mib: u64, max: u32) -> Vg
     VgpuType {
         id: id.to_owned(),
         name: name.map(str::to_owned),
+        name_source: name.map(|_| crate::model::NameSource::Sysfs),
         framebuffer_mib: Some(framebuffer_mib),
         max_instances: Some(max),
         available: 0,
+        limit: None,
         in_use: 0,
         device_api: Some("vfio-pci".to_owned()),
         description: None,

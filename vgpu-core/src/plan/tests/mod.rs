@@ -32,7 +32,7 @@ fn host(gpus: Vec<Gpu>) -> HostState {
         definitions: DefinitionSet::default(),
         holds: BTreeMap::new(),
         local_memory_mib: BTreeMap::new(),
-        schedulers: BTreeMap::new(),
+        ..HostState::default()
     }
 }
 

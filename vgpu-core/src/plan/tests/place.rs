@@ -128,6 +128,7 @@ fn place_vf_a_definition_holds_is_not_picked() {
         vf: vf(A, 0),
         gpu: addr(A),
         type_id: 1153,
+        type_name: None,
         start: Start::Manual,
     });
 
@@ -143,6 +144,7 @@ fn place_definition_of_stopped_vgpu_keeps_its_capacity() {
         vf: vf(A, 0),
         gpu: addr(A),
         type_id: 1153,
+        type_name: None,
         start: Start::Manual,
     });
 

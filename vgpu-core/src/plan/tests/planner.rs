@@ -48,6 +48,7 @@ fn l40s_holding_12q(count: u32) -> crate::plan::HostState {
             vf: vf(L40S, i),
             gpu: addr(L40S),
             type_id: 1153,
+            type_name: None,
             start: Start::Auto,
         });
     }
@@ -372,8 +373,41 @@ fn plan_nvidia_gpu_without_vfs_enables_them_first() {
 }
 
 #[test]
-fn plan_vendor_vfio_size_the_card_hides_comes_from_the_catalog() {
+fn plan_vendor_vfio_size_the_card_hides_is_refused_unconfirmed_without_nvml() {
     let state = l40s_holding_12q(4);
+    let desired = toml(&format!("{L40S_BY_MODEL}sizes = \"2x24GiB\"\n"));
+
+    let plan = plan(&state, &desired);
+
+    assert_eq!(plan.gpus[0].steps, Vec::<Step>::new());
+    assert_eq!(
+        plan.gpus[0]
+            .refusals
+            .iter()
+            .map(|r| r.refusal.clone())
+            .collect::<Vec<_>>(),
+        vec![crate::plan::model::Refusal::Unconfirmed {
+            type_name: "NVIDIA L40S-24Q".to_owned()
+        }]
+    );
+}
+
+#[test]
+fn plan_vendor_vfio_size_the_card_hides_comes_from_nvml_with_its_id() {
+    let mut state = l40s_holding_12q(4);
+    state.supported_types.insert(
+        addr(L40S),
+        vec![
+            crate::capacity::KnownType {
+                id: "1153".to_owned(),
+                name: "NVIDIA L40S-12Q".to_owned(),
+            },
+            crate::capacity::KnownType {
+                id: "1155".to_owned(),
+                name: "NVIDIA L40S-24Q".to_owned(),
+            },
+        ],
+    );
     let desired = toml(&format!("{L40S_BY_MODEL}sizes = \"2x24GiB\"\n"));
 
     let plan = plan(&state, &desired);
@@ -384,7 +418,7 @@ fn plan_vendor_vfio_size_the_card_hides_comes_from_the_catalog() {
         type_name: Some("NVIDIA L40S-12Q".to_owned()),
     };
     let create_24q = Step::Create {
-        type_id: None,
+        type_id: Some("1155".to_owned()),
         type_name: Some("NVIDIA L40S-24Q".to_owned()),
         start: Start::Auto,
     };
@@ -398,6 +432,30 @@ fn plan_vendor_vfio_size_the_card_hides_comes_from_the_catalog() {
             create_24q.clone(),
             create_24q
         ]
+    );
+}
+
+#[test]
+fn plan_vendor_vfio_type_nvml_does_not_list_is_unknown() {
+    let mut state = l40s_holding_12q(1);
+    state.supported_types.insert(
+        addr(L40S),
+        vec![crate::capacity::KnownType {
+            id: "1153".to_owned(),
+            name: "NVIDIA L40S-12Q".to_owned(),
+        }],
+    );
+    let desired = toml(&format!("{L40S_BY_MODEL}types = {{ \"L40S-24Q\" = 1 }}\n"));
+
+    let plan = plan(&state, &desired);
+
+    assert!(
+        matches!(
+            &plan.gpus[0].refusals[0].refusal,
+            crate::plan::model::Refusal::UnknownType { wanted, .. } if wanted == "L40S-24Q"
+        ),
+        "{:?}",
+        plan.gpus[0].refusals
     );
 }
 

@@ -264,6 +264,7 @@ fn define_vf_vgpu_writes_versioned_json() {
         vf: addr("0000:41:00.4"),
         gpu: addr("0000:41:00.0"),
         type_id: 1151,
+        type_name: None,
         start: Start::Auto,
     };
     Store::new(&paths).define_vf_vgpu(&def).unwrap();
@@ -284,6 +285,7 @@ fn vf_vgpu_defined_reads_back() {
         vf: addr("0000:41:00.4"),
         gpu: addr("0000:41:00.0"),
         type_id: 1151,
+        type_name: None,
         start: Start::Manual,
     };
     store.define_vf_vgpu(&def).unwrap();

@@ -68,14 +68,20 @@ fn sriov() -> impl Strategy<Value = SriovDefinition> {
 }
 
 fn vf_vgpu() -> impl Strategy<Value = VfVgpuDefinition> {
-    (address(), address(), any::<u32>(), start()).prop_map(|(vf, gpu, type_id, start)| {
-        VfVgpuDefinition {
+    (
+        address(),
+        address(),
+        any::<u32>(),
+        proptest::option::of("[A-Za-z0-9 -]{1,24}"),
+        start(),
+    )
+        .prop_map(|(vf, gpu, type_id, type_name, start)| VfVgpuDefinition {
             vf,
             gpu,
             type_id,
+            type_name,
             start,
-        }
-    })
+        })
 }
 
 fn binding() -> impl Strategy<Value = BindingDefinition> {
