@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use vgpu_core::CheckStatus as Status;
-use vgpu_core::HostPaths;
+use vgpu_core::{DomainReferences, HostPaths};
 
 mod entry;
 mod hook;
@@ -497,6 +497,9 @@ impl Command {
                 | Command::Detach { .. }
                 | Command::Owners
                 | Command::Destroy { force: false, .. }
+                | Command::Stop { force: false, .. }
+                | Command::Sriov { force: false, .. }
+                | Command::Unbind { force: false, .. }
                 | Command::Plan { .. }
                 | Command::Apply { .. }
                 | Command::Assert { .. }
@@ -522,9 +525,14 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
             vm::run(cli, &paths, out)
         }
-        Command::Destroy { id, force: false } => {
-            vm::refuse_if_held(cli, &paths, id)?;
-            mutate::run(cli, &paths, out)
+        // The commands that take devices away: the core's removal policy is told which
+        // domains reference what.
+        Command::Destroy { force: false, .. }
+        | Command::Stop { force: false, .. }
+        | Command::Sriov { force: false, .. }
+        | Command::Unbind { force: false, .. } => {
+            let references = vm::domain_references(cli, &paths)?;
+            mutate::run(cli, &paths, references, out)
         }
         Command::Plan { .. }
         | Command::Apply { .. }
@@ -631,7 +639,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         | Command::Bind { .. }
         | Command::Unbind { .. }
         | Command::Restore { .. }
-        | Command::Provision { .. } => mutate::run(cli, &paths, out),
+        | Command::Provision { .. } => mutate::run(cli, &paths, DomainReferences::NoLibvirt, out),
         Command::Watch => watch::run(cli.json, &paths, out),
         Command::Attach { .. }
         | Command::Detach { .. }

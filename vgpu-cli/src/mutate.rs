@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use vgpu_core::{HostPaths, Start};
+use vgpu_core::{DomainReferences, HostPaths, Start};
 
 use crate::render;
 use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
@@ -46,8 +46,13 @@ struct Done<'a> {
 }
 
 /// Runs a mutating command; returns the exit code.
-pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
-    let manager = crate::manager(cli, paths);
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    references: DomainReferences,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let manager = crate::manager(cli, paths).with_domain_references(references);
     match &cli.command {
         Command::Sriov {
             gpu,

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use uuid::Uuid;
 
-use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
+use std::collections::BTreeMap;
+
+use vgpu_core::{DomainReferences, HostPaths, Manager, Start, VgpuHandle, discover};
 use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Owners, Scope};
 
 use crate::mutate::{emit, handle};
@@ -83,6 +85,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                     &conn,
                     crate::manager(cli, paths),
                     paths,
+                    cli,
                     &target,
                     NewVgpu {
                         gpu,
@@ -240,11 +243,16 @@ fn attach_new(
     conn: &Connection,
     manager: Manager,
     paths: &HostPaths,
+    cli: &Cli,
     domain: &vgpu_libvirt::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {
-    let inventory = discover(paths)?;
+    // Settled, so that each type has its one identity at every fill level.
+    let inventory = manager
+        .capacity_state(&cli.nvml_source().load(paths))
+        .with_context(|| format!("cannot read the host at {}", paths.root().display()))?
+        .inventory;
     let gpu = inventory.gpu(new.gpu, paths)?;
     let attached = conn.hostdevs(&domain.name)?;
     let mdev_backend = matches!(
@@ -279,6 +287,16 @@ fn attach_new(
         }
         held.get(new.index as usize).copied()
     };
+    // What exists is handed out only when it is the type asked for.
+    if let Some(id) = existing {
+        let type_id = match gpu.vgpus.iter().find(|v| v.id == id) {
+            Some(vgpu) => Some(vgpu.type_id.clone()),
+            None => defined_type(&manager, id)?,
+        };
+        if let Some(type_id) = type_id {
+            vgpu_core::check_handout(gpu, id, &type_id, new.type_name)?;
+        }
+    }
     let (id, made) = match existing {
         Some(id) if running(id) => (id, Made::Found),
         Some(id) => {
@@ -324,6 +342,20 @@ fn attach_new(
     }
 }
 
+/// The type the definition of `id` gives it, when it has one.
+fn defined_type(manager: &Manager, id: VgpuHandle) -> Result<Option<String>> {
+    let store = manager.definitions();
+    Ok(match id {
+        VgpuHandle::Mdev(uuid) => store.mdev(uuid)?.map(|d| d.mdev_type),
+        VgpuHandle::Vf(vf) => match store.vf_vgpu(vf)? {
+            Some(def) => Some(def.type_id.to_string()),
+            None => store
+                .binding(vf)?
+                .map(|_| vgpu_core::PLAIN_VF_TYPE.to_owned()),
+        },
+    })
+}
+
 /// What `attach --gpu` did to the vGPU before attaching it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Made {
@@ -335,32 +367,55 @@ enum Made {
     Created,
 }
 
-/// Refuses to go on when libvirt domains name vGPU `id` (a `destroy` without `--force`).
-pub(crate) fn refuse_if_held(cli: &Cli, paths: &HostPaths, id: &str) -> Result<()> {
-    let vgpu = crate::mutate::handle(id)?;
-    if let Some(domains) = holders_of(cli, paths, vgpu)? {
-        if !domains.is_empty() {
-            anyhow::bail!(vgpu_core::Error::InUse {
-                device: id.to_owned(),
-                by: format!("libvirt domain(s) {} reference it", domains.join(", ")),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// The domains that reference `id`, when libvirt answers at `uri`; `None` (and a warning) when
-/// it cannot be reached.
-fn holders_of(cli: &Cli, paths: &HostPaths, id: VgpuHandle) -> Result<Option<Vec<String>>> {
+/// What libvirt says about which domains reference which devices, for the core's removal
+/// policy (`vgpu_core::DomainReferences`): every domain's references when it answers; no
+/// libvirt when the URI is a local daemon's whose socket does not exist; unanswered otherwise.
+pub(crate) fn domain_references(cli: &Cli, paths: &HostPaths) -> Result<DomainReferences> {
     let conn = match Connection::open(&cli.connect) {
         Ok(conn) => conn,
+        Err(err) if libvirt_absent(&cli.connect) => {
+            tracing::debug!(uri = %cli.connect, "no libvirt on this host: {err}");
+            return Ok(DomainReferences::NoLibvirt);
+        }
         Err(err) => {
-            tracing::warn!(uri = %cli.connect, "libvirt is not reachable, not checking which domains hold {id}: {err}");
-            return Ok(None);
+            return Ok(DomainReferences::Unanswered {
+                uri: cli.connect.clone(),
+                reason: format!("{err:#}"),
+            });
         }
     };
     let inventory = discover(paths)?;
-    Ok(Some(domains_holding(&conn.owners(&inventory)?, id)))
+    let owners = match conn.owners(&inventory) {
+        Ok(owners) => owners,
+        Err(err) => {
+            return Ok(DomainReferences::Unanswered {
+                uri: cli.connect.clone(),
+                reason: format!("{err:#}"),
+            });
+        }
+    };
+    let mut refs: BTreeMap<VgpuHandle, Vec<String>> = BTreeMap::new();
+    let ids = owners
+        .vgpus
+        .iter()
+        .map(|o| o.id)
+        .chain(owners.missing.iter().map(|r| r.device));
+    for id in ids.collect::<Vec<_>>() {
+        refs.insert(id, domains_holding(&owners, id));
+    }
+    Ok(DomainReferences::Known(refs))
+}
+
+/// Whether `uri` names the local system or session daemon and no libvirt socket exists: a host
+/// without libvirt, where no domain can hold a device.
+fn libvirt_absent(uri: &str) -> bool {
+    const SOCKETS: &[&str] = &[
+        "/run/libvirt/libvirt-sock",
+        "/run/libvirt/virtqemud-sock",
+        "/var/run/libvirt/libvirt-sock",
+    ];
+    let local = matches!(uri, "qemu:///system" | "qemu:///session" | "");
+    local && !SOCKETS.iter().any(|s| std::path::Path::new(s).exists())
 }
 
 /// The domains that reference `id`, live or in their configuration, sorted.

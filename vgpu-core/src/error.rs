@@ -302,6 +302,29 @@ pub enum Error {
         /// The device.
         address: PciAddress,
     },
+    /// libvirt is there but does not answer, so whether a domain references the device is
+    /// unknown: it is not taken away.
+    #[error(
+        "{device} is not taken away: libvirt at {uri} does not answer ({reason}), so the domains that reference it are unknown (--force takes it anyway)"
+    )]
+    HoldersUnknown {
+        /// The device.
+        device: String,
+        /// The libvirt URI.
+        uri: String,
+        /// Why libvirt did not answer.
+        reason: String,
+    },
+    /// A vGPU is not of the type a domain asked for: it is not handed out.
+    #[error("{device} is a {has} vGPU, not the {wanted} asked for")]
+    WrongType {
+        /// The vGPU.
+        device: String,
+        /// Its type, by name where known.
+        has: String,
+        /// The type asked for.
+        wanted: String,
+    },
     /// The device (or vGPU) is in use: by a vGPU, a passthrough driver, or a process.
     #[error("{device} is in use: {by} (force to override)")]
     InUse {
@@ -622,6 +645,7 @@ impl Error {
             | Error::DefinitionMismatch { .. }
             | Error::NoVfs { .. }
             | Error::NotOwned { .. }
+            | Error::WrongType { .. }
             | Error::PlanStale { .. } => ErrorKind::Conflict,
             Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::NoPlacement { .. } => {
                 ErrorKind::NoCapacity
@@ -630,6 +654,7 @@ impl Error {
             Error::Busy { .. }
             | Error::Locked { .. }
             | Error::InUse { .. }
+            | Error::HoldersUnknown { .. }
             | Error::HeldOpen { .. }
             | Error::UnbindLockRefused { .. } => ErrorKind::Busy,
             Error::Denied { .. } => ErrorKind::Permission,

@@ -110,7 +110,9 @@ mod tenancy;
 pub mod testing;
 
 pub use backend::{PLAIN_VF_TYPE, Placement, Running};
-pub use capacity::{DefinitionSet, HostState, KnownType, Limit, MigFacts, Room, room};
+pub use capacity::{
+    DefinitionSet, HostState, KnownType, Limit, MigFacts, Room, check_handout, room,
+};
 pub use checks::{
     Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,
     isolation,
@@ -124,9 +126,9 @@ pub use host::pci_device::SriovCapability;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
 pub use manager::{
-    ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, GpuApply, GpuReport,
-    HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome, RestoreQuota,
-    RestoreReport, RestoreStep, Target,
+    ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, DomainReferences, GpuApply,
+    GpuReport, HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome,
+    RestoreQuota, RestoreReport, RestoreStep, Target,
 };
 pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
 pub use model::pci::{PciAddress, PciAddressError};

@@ -241,7 +241,7 @@ fn vendor_type_refused_as_full_on_first_vf_lands_on_next_vf() {
                 vf: addr(L40S_VF1),
                 gpu: addr(L40S),
                 type_id: L40S_8Q,
-                type_name: None,
+                type_name: Some("NVIDIA L40S-8Q".to_owned()),
                 start: Start::Auto,
             }],
         )

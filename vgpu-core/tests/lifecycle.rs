@@ -122,11 +122,18 @@ fn t4_second_type_refused_while_one_in_use() {
         asked,
         available,
         reserved,
+        limit,
         path,
     } = &err
     else {
         panic!("{err:?}")
     };
+    assert_eq!(
+        limit,
+        &Some(vgpu_core::Limit::Mixing {
+            with: "GRID T4-2Q".to_owned()
+        })
+    );
     assert_eq!(
         (
             *gpu,
@@ -473,11 +480,13 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
         asked,
         available,
         reserved,
+        limit,
         path,
     } = &err
     else {
         panic!("{err:?}")
     };
+    assert_eq!(limit, &Some(vgpu_core::Limit::Max { max: 1 }));
     assert_eq!(
         (
             *gpu,

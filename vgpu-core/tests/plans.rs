@@ -69,16 +69,9 @@ fn outcomes(report: &ApplyReport) -> Vec<(String, ApplyOutcome)> {
 fn in_use(host: &Host) -> Vec<(String, String, u32)> {
     let mut out = Vec::new();
     for gpu in discover(&host.paths).unwrap().gpus {
+        // A plain VF on vfio-pci is a vGPU of type `vf`, as the others are of theirs.
         for t in gpu.types.iter().filter(|t| t.in_use > 0) {
             out.push((gpu.address.to_string(), t.id.clone(), t.in_use));
-        }
-        let plain = gpu
-            .vfs
-            .iter()
-            .filter(|v| v.driver.as_deref() == Some("vfio-pci"))
-            .count() as u32;
-        if plain > 0 {
-            out.push((gpu.address.to_string(), "vf".to_owned(), plain));
         }
     }
     out
@@ -285,11 +278,22 @@ fn apply_fault_half_way_leaves_the_host_as_it_was() {
         .unwrap();
     let vgpus_before = in_use(&host);
     let definitions_before = manager.definitions().vf_vgpus().unwrap();
-    let plan = plan_of(
-        &host,
-        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:41:00.0\"\nsizes = \"4x12GiB\"\n",
-        None,
+    // What NVML would say the card supports: with two 24Q on it, its VFs list no 12Q.
+    let mut state = manager.host_state().unwrap();
+    state.supported_types.insert(
+        "0000:41:00.0".parse().unwrap(),
+        vec![vgpu_core::KnownType {
+            id: "1153".to_owned(),
+            name: "NVIDIA L40S-12Q".to_owned(),
+        }],
     );
+    let file = DesiredFile::parse(
+        "host.toml",
+        Format::HostToml,
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:41:00.0\"\nsizes = \"4x12GiB\"\n",
+    )
+    .unwrap();
+    let plan = plan(&state, file.config(None).unwrap());
     // The third new vGPU goes on the third VF: its type write fails, after two were destroyed
     // and two made.
     host.sim

@@ -23,6 +23,7 @@
 //! holds the same). A MIG-backed type with no NVML to list GPU instances has no room: the
 //! instance it needs cannot be chosen.
 
+mod handout;
 pub(crate) mod identity;
 mod reservations;
 #[cfg(test)]
@@ -42,6 +43,7 @@ use crate::nvml::model::{Fact, SchedulerState};
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
 pub use crate::nvml::mig::MigFacts;
+pub use handout::check_handout;
 pub(crate) use reservations::reservations;
 
 /// What the planner, placement and capacity read about a host: what it has, what is defined,

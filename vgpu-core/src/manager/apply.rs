@@ -286,7 +286,7 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 address.to_string()
             }
             Step::Destroy { id, type_id, .. } => {
-                op.check_released(*id)?;
+                op.check_removable(*id)?;
                 let fallback = match id {
                     VgpuHandle::Vf(vf) => op.store().binding(*vf)?.map(|b| b.previous_driver),
                     VgpuHandle::Mdev(_) => None,

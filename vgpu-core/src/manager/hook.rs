@@ -32,6 +32,7 @@ use uuid::Uuid;
 use super::session::Operation;
 use super::{is_gpu_function, stop};
 use crate::backend::{self, Placement, Running};
+use crate::capacity::check_handout;
 use crate::discovery::discover_gpu;
 use crate::error::{Error, Object, Result};
 use crate::host::nvidia::NvidiaVf;
@@ -136,10 +137,11 @@ pub(super) fn prepare(
             continue;
         }
         seen.push(id);
-        if backend::running(&paths, id)
-            .map_err(|e| in_context(domain, id, None, e))?
-            .is_some()
-        {
+        let running = backend::running(&paths, id).map_err(|e| in_context(domain, id, None, e))?;
+        if let Some(now) = running {
+            if let Running::VendorVf { type_id } = now {
+                hand_out(op, domain, config, id, &type_id.to_string())?;
+            }
             if record.made.iter().any(|m| m.handle() == id) {
                 prepared.running.push(id);
                 continue;
@@ -195,7 +197,7 @@ fn adopt(
         let Some(index) = record.made.iter().position(|m| m.handle() == id) else {
             continue;
         };
-        match op.check_released(id) {
+        match op.check_removable(id) {
             Ok(()) => {}
             // The other domain's guest still has it open: not ours to take.
             Err(Error::HeldOpen { .. }) => return Ok(None),
@@ -265,6 +267,7 @@ fn plan(
         return Ok(None);
     }
     if let Some(def) = store.vf_vgpu(address).map_err(ctx)? {
+        hand_out(op, domain, config, id, &def.type_id.to_string())?;
         return Ok(Some(Plan::VendorType {
             vf: address,
             type_id: def.type_id,
@@ -286,6 +289,32 @@ fn plan(
         vf: address,
         type_id,
     }))
+}
+
+/// Refuses to give `domain` the existing vGPU `id` (running, or defined) of type `type_id`
+/// unless it is the type the domain asks for ([`check_handout`]); a domain that asks for no
+/// type (no metadata, no mapped flavor) takes what is there.
+fn hand_out(
+    op: &Operation<'_>,
+    domain: &HookDomain,
+    config: &HookConfig,
+    id: VgpuHandle,
+    type_id: &str,
+) -> Result<()> {
+    let VgpuHandle::Vf(vf) = id else {
+        return Ok(());
+    };
+    let path = HookConfig::path(op.paths());
+    let Ok((wanted, from)) = vf_type(domain, config, vf, path) else {
+        return Ok(());
+    };
+    let ctx = |source: Error| in_context(domain, id, Some(from.clone()), source);
+    let Some(pf) = PciDevice::new(op.paths(), vf).physfn().map_err(ctx)? else {
+        return Ok(());
+    };
+    let (gpu, _warnings) = discover_gpu(op.paths(), pf).map_err(ctx)?;
+    let state = op.state_of(&gpu).map_err(ctx)?;
+    check_handout(&state.inventory.gpus[0], id, type_id, wanted).map_err(ctx)
 }
 
 /// The type a VF without a definition gets, and where it came from, in words: the domain's

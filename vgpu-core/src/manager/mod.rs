@@ -11,6 +11,7 @@ mod create;
 mod hook;
 mod placing;
 mod provision;
+mod removal;
 mod restore;
 mod session;
 
@@ -41,6 +42,7 @@ use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
+pub use removal::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 
 /// Performs host mutations for one command.
@@ -54,6 +56,7 @@ pub struct Manager {
     force: bool,
     release_timeout: Duration,
     nvml: NvmlSource,
+    references: DomainReferences,
 }
 
 /// What `create` made.
@@ -117,6 +120,7 @@ impl Manager {
             force: false,
             release_timeout: Duration::from_secs(30),
             nvml: NvmlSource::default(),
+            references: DomainReferences::NoLibvirt,
         }
     }
 
@@ -158,6 +162,15 @@ impl Manager {
         self
     }
 
+    /// Takes `references` as what libvirt says about which domains reference which devices:
+    /// every command that takes a device away refuses one a domain references, and refuses
+    /// everything while libvirt does not answer (the `removal` module's policy, unless
+    /// forced). Without it the host is taken to have no libvirt.
+    pub fn with_domain_references(mut self, references: DomainReferences) -> Self {
+        self.references = references;
+        self
+    }
+
     /// The persistent definitions, to read.
     pub fn definitions(&self) -> &Store {
         &self.store
@@ -173,6 +186,7 @@ impl Manager {
                 force: self.force,
                 release_timeout: self.release_timeout,
                 nvml: self.nvml.clone(),
+                references: self.references.clone(),
             },
         )
     }
@@ -339,7 +353,7 @@ impl Manager {
             }
             // Moving it to another driver takes it (and its mediated devices) from whoever
             // holds it open.
-            op.check_released(VgpuHandle::Vf(address))?;
+            op.check_removable(VgpuHandle::Vf(address))?;
             let current = device.driver()?;
             if let Some(start) = define {
                 if op.store().binding(address)?.is_some() {
@@ -366,7 +380,7 @@ impl Manager {
     pub fn unbind(&self, address: PciAddress, force: bool) -> Result<Option<String>> {
         self.mutate("unbind", &address.to_string(), |op| {
             let paths = op.paths().clone();
-            op.check_released(VgpuHandle::Vf(address))?;
+            op.check_removable(VgpuHandle::Vf(address))?;
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);
             let within = op.within();
@@ -591,7 +605,7 @@ fn undefine(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
 /// Stops `id`, unless a process holds it open; a plain VF with no driver record goes back to
 /// the one its definition names.
 fn stop(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
-    op.check_released(id)?;
+    op.check_removable(id)?;
     let fallback = match id {
         VgpuHandle::Vf(vf) => op.store().binding(vf)?.map(|b| b.previous_driver),
         VgpuHandle::Mdev(_) => None,

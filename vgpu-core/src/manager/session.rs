@@ -50,6 +50,7 @@ pub(crate) struct Session {
     settle: std::sync::Mutex<Option<Settle>>,
     /// NVML, loaded when a step needs it.
     nvml: NvmlCell,
+    references: super::removal::DomainReferences,
     /// Always `Some` until the session ends.
     lock: Option<HostLock>,
 }
@@ -67,6 +68,8 @@ pub(crate) struct SessionOptions {
     pub(crate) release_timeout: Duration,
     /// Where NVML is loaded from when a step needs it.
     pub(crate) nvml: NvmlSource,
+    /// Which libvirt domains reference which devices, as the caller found out.
+    pub(crate) references: super::removal::DomainReferences,
 }
 
 impl Session {
@@ -78,6 +81,7 @@ impl Session {
             force,
             release_timeout,
             nvml,
+            references,
         } = options;
         let lock = HostLock::acquire(paths, lock_timeout)?;
         Ok(Self {
@@ -90,6 +94,7 @@ impl Session {
             release_timeout,
             settle: std::sync::Mutex::new(None),
             nvml: NvmlCell::new(paths, nvml),
+            references,
             lock: Some(lock),
         })
     }
@@ -407,28 +412,14 @@ impl Operation<'_> {
         }
     }
 
-    /// Fails with [`Error::HeldOpen`] when a process holds the VFIO device of `id` open,
-    /// unless the session is forced.
-    pub(crate) fn check_released(&self, id: VgpuHandle) -> Result<()> {
-        if self.session.force {
-            return Ok(());
-        }
-        // The mediated devices on a PCI function go with it.
-        if let VgpuHandle::Vf(address) = id {
-            let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&address));
-            for mdev in parent.devices()? {
-                self.check_released(VgpuHandle::Mdev(mdev.uuid))?;
-            }
-        }
-        match backend::open_by(self.paths(), id)?.into_iter().next() {
-            Some(holder) => Err(Error::HeldOpen {
-                device: id.to_string(),
-                pid: holder.pid,
-                command: holder.command,
-                node: holder.node,
-            }),
-            None => Ok(()),
-        }
+    /// Whether the session takes devices away whatever holds them.
+    pub(crate) fn forced(&self) -> bool {
+        self.session.force
+    }
+
+    /// What the caller said libvirt says about domains.
+    pub(crate) fn domain_references(&self) -> &super::removal::DomainReferences {
+        &self.session.references
     }
 
     /// Writes a binding definition (the caller checked there is none).
@@ -553,7 +544,7 @@ impl Operation<'_> {
             let present = device.virtfns()?;
             if !present.is_empty() && present.len() != count as usize {
                 for vf in present {
-                    self.check_released(VgpuHandle::Vf(vf))?;
+                    self.check_removable(VgpuHandle::Vf(vf))?;
                     if let Some(by) = backend::vf_holder(self.paths(), vf)? {
                         return Err(Error::InUse {
                             device: vf.to_string(),

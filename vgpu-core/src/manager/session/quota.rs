@@ -58,7 +58,7 @@ impl Operation<'_> {
         if quota_matches(previous / MIB, mib) {
             return Ok((vf, false));
         }
-        self.check_released(VgpuHandle::Vf(vf))?;
+        self.check_removable(VgpuHandle::Vf(vf))?;
         if let Some(by) = backend::vf_holder(&paths, vf)? {
             return Err(Error::InUse {
                 device: vf.to_string(),

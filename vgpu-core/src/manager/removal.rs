@@ -1,0 +1,90 @@
+//! The one removal policy: whether a device may be taken away (destroyed, stopped, unbound,
+//! its VF removed with a VF count).
+//!
+//! Every command that takes a device away asks [`Operation::check_removable`] first:
+//! `destroy`, `stop`, `bind` of a device to another driver, `unbind`, `sriov` (each VF it
+//! removes) and `apply`'s destroy steps. It refuses, naming the holder, when:
+//!
+//! | holder | answer |
+//! |---|---|
+//! | a libvirt domain references the device (live or in its configuration) | [`Error::InUse`] naming the domains |
+//! | libvirt is there but does not answer | [`Error::HoldersUnknown`]: which domains hold it is unknown |
+//! | a process holds its VFIO device open (a guest's QEMU) | [`Error::HeldOpen`] naming the process |
+//!
+//! The rule for libvirt: a host without libvirt has no domains, so nothing but processes
+//! holds a device ([`DomainReferences::NoLibvirt`]); a host whose libvirt does not answer
+//! may have domains that hold it, so nothing is taken away until it answers or the command
+//! is forced ([`DomainReferences::Unanswered`]). The core does not talk to libvirt: the caller
+//! says what libvirt said ([`Manager::with_domain_references`](crate::Manager::with_domain_references)).
+//! A forced session skips every check.
+
+use std::collections::BTreeMap;
+
+use super::session::Operation;
+use crate::backend;
+use crate::error::{Error, Result};
+use crate::model::VgpuHandle;
+
+/// What libvirt says about which domains reference which devices, as the caller found out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DomainReferences {
+    /// This host has no libvirt: no domain can reference a device. The default for a
+    /// library that is not told otherwise.
+    #[default]
+    NoLibvirt,
+    /// libvirt answered: the domains that reference each device, live or in their
+    /// configuration; a device missing here is referenced by none.
+    Known(BTreeMap<VgpuHandle, Vec<String>>),
+    /// libvirt is there but did not answer: which domains reference what is unknown.
+    Unanswered {
+        /// The connection URI tried.
+        uri: String,
+        /// Why it did not answer.
+        reason: String,
+    },
+}
+
+impl Operation<'_> {
+    /// The one removal policy (see the module documentation): fails when a libvirt domain
+    /// references `id`, when libvirt does not answer, or when a process holds its VFIO device
+    /// (or that of a mediated device on it) open; a forced session skips the checks.
+    pub(crate) fn check_removable(&self, id: VgpuHandle) -> Result<()> {
+        if self.forced() {
+            return Ok(());
+        }
+        match self.domain_references() {
+            DomainReferences::NoLibvirt => {}
+            DomainReferences::Known(refs) => {
+                if let Some(domains) = refs.get(&id).filter(|d| !d.is_empty()) {
+                    return Err(Error::InUse {
+                        device: id.to_string(),
+                        by: format!("libvirt domain(s) {} reference it", domains.join(", ")),
+                    });
+                }
+            }
+            DomainReferences::Unanswered { uri, reason } => {
+                return Err(Error::HoldersUnknown {
+                    device: id.to_string(),
+                    uri: uri.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        // The mediated devices on a PCI function go with it.
+        if let VgpuHandle::Vf(address) = id {
+            let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&address));
+            for mdev in parent.devices()? {
+                self.check_removable(VgpuHandle::Mdev(mdev.uuid))?;
+            }
+        }
+        match backend::open_by(self.paths(), id)?.into_iter().next() {
+            Some(holder) => Err(Error::HeldOpen {
+                device: id.to_string(),
+                pid: holder.pid,
+                command: holder.command,
+                node: holder.node,
+            }),
+            None => Ok(()),
+        }
+    }
+}
