@@ -29,7 +29,8 @@ use vgpu_sim::SimHost;
 
 const LIBVIRTD: &str = "/usr/sbin/libvirtd";
 const VIRSH: &str = "/usr/bin/virsh";
-const NODEDEV_DRIVER: &str = "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_nodedev.so";
+const NODEDEV_DRIVER: &str =
+    "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_nodedev.so";
 
 /// What this host lacks to run the tests, if anything.
 fn missing() -> Option<String> {

@@ -303,9 +303,7 @@ impl fuser::Filesystem for SimFs {
             FileRef::Control => Ok(self.shared.control_status().into_bytes()),
             FileRef::Counters => Ok(self.shared.counters.snapshot().render().into_bytes()),
             // `pci_read_config`: without CAP_SYS_ADMIN, only the standard header.
-            FileRef::Pci(_, PciAttr::Config)
-                if req.uid() != 0 && req.uid() != self.shared.uid =>
-            {
+            FileRef::Pci(_, PciAttr::Config) if req.uid() != 0 && req.uid() != self.shared.uid => {
                 self.shared.kernel().read(&f).map(|mut b| {
                     b.truncate(UNPRIVILEGED_CONFIG_SIZE);
                     b

@@ -99,7 +99,9 @@ impl Kernel {
                 };
                 d.text(
                     "uevent",
-                    format!("MODALIAS=cpu:type:x86,ven{ven:04X}fam{fam:04X}mod{model:04X}:feature:\n"),
+                    format!(
+                        "MODALIAS=cpu:type:x86,ven{ven:04X}fam{fam:04X}mod{model:04X}:feature:\n"
+                    ),
                 );
             }
             [name, "topology"] => {
