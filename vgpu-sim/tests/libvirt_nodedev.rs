@@ -125,8 +125,8 @@ impl Daemon {
             .unwrap();
         let mut daemon = Daemon { dir, child };
         let deadline = Instant::now() + Duration::from_secs(30);
-        // The socket appears before the driver has enumerated devices; the first connection
-        // waits for that (`nodeConnectOpen` blocks until `udevEnumerateDevices` is done).
+        // The socket may appear before the driver has enumerated devices; its calls wait for
+        // that (`nodeDeviceWaitInit`, src/node_device/node_device_driver.c).
         while !daemon.socket().exists() {
             if let Some(status) = daemon.child.try_wait().unwrap() {
                 panic!("libvirtd exited with {status}: {}", daemon.logs());
