@@ -10,9 +10,14 @@
 //!
 //! * **PCI** (`drivers/pci/pci-sysfs.c`, `drivers/base/bus.c`): every function has a directory
 //!   under `sys/devices/pci<dddd>:<bb>/[<bridge>/]<addr>` with `vendor`, `device`,
-//!   `subsystem_*`, `class` (`0x030200`), `numa_node`, `driver_override` (reads `(null)` when
-//!   unset), `reset`, `reset_method`, `remove`, and relative links `driver`, `iommu_group`,
-//!   `subsystem`; `sys/bus/pci/devices/<addr>` links to it. `drivers/<drv>/bind` answers
+//!   `subsystem_*`, `class` (`0x030200`), `revision`, `numa_node`, `driver_override` (reads
+//!   `(null)` when unset), `reset`, `reset_method`, `remove`, `uevent` (`pci_uevent`:
+//!   `DRIVER`, `PCI_CLASS`, `PCI_ID`, `PCI_SUBSYS_ID`, `PCI_SLOT_NAME`, `MODALIAS`), `config`
+//!   (the binary configuration space libvirt's `virpci.c` parses: header, PCI Express
+//!   capability, a PF's SR-IOV extended capability; 64 bytes to a reader other than root and
+//!   the mount owner, as `pci_read_config` gives readers without `CAP_SYS_ADMIN`; layout in
+//!   `tree/config.rs`), and relative links `driver`, `iommu_group`, `subsystem`;
+//!   `sys/bus/pci/devices/<addr>` links to it. The root bus directory has an empty `uevent`. `drivers/<drv>/bind` answers
 //!   `ENODEV` for an unknown device or one the driver does not match, then `EBUSY` when the
 //!   device is bound, then the probe's errno: `ENODEV` when `pci_device_can_probe` refuses (a
 //!   VF whose PF has `sriov_drivers_autoprobe` 0 and no `driver_override`), from `vfio-pci`
@@ -67,7 +72,8 @@
 //!   `EUSERS` (NVIDIA) or `ENOSPC` (GVT-g) when `available_instances` is 0. Capacity is per
 //!   physical GPU: one NVIDIA type at a time (others read 0), VFs of an mdev-on-VF GPU read 0
 //!   or 1; GVT-g mixes types within 512 MiB low / 3072 MiB high graphics memory and 28 fences.
-//!   `remove` takes a number (`0` is a no-op). A type has `name` when the vendor driver gives
+//!   `remove` takes a number (`0` is a no-op). An mdev's `uevent` reads `DRIVER=<its mdev
+//!   driver>` (`dev_uevent`; the mdev bus adds no variable). A type has `name` when the vendor driver gives
 //!   one (NVIDIA) or the kernel is 6.1 or later (the mdev core's, `GVTg_V5_4` for GVT-g); the
 //!   profile's `kernel` (else the release in its command line) decides.
 //! * **NVIDIA vendor VFIO** (NVIDIA vGPU user guide, vendor-specific VFIO framework): VFs bound to `nvidia` have
@@ -105,6 +111,12 @@
 //!   mdev: `sys/bus/mdev/devices/<uuid>` instead of `sys/bus/pci/devices/<bdf>`): the group
 //!   node is `dev/vfio/` + the last component of `sys/bus/pci/devices/<bdf>/iommu_group`, the
 //!   cdev is `dev/vfio/devices/` + the one entry of `sys/bus/pci/devices/<bdf>/vfio-dev/`.
+//! * **CPUs and NUMA** (`drivers/base/cpu.c`, `drivers/base/topology.c`, `drivers/base/node.c`):
+//!   `sys/devices/system/cpu/{online,possible,present,offline,kernel_max}`, `cpu<N>/` with
+//!   `online` (not on CPU 0), `topology/` (one package, die and cluster, one thread per core,
+//!   core id = CPU number, as `proc/cpuinfo`), a `node<M>` link and `uevent` (`MODALIAS`);
+//!   `sys/devices/system/node/node<M>/` with `cpulist`, `cpumap` and `cpu<N>` links. What
+//!   libvirt's `virhostcpu.c` reads.
 //! * **Processes** (`fs/proc/base.c`, `fs/proc/fd.c`): `proc/<pid>/comm` and
 //!   `proc/<pid>/fd/<n>` (links whose target is what the process opened, as `/dev/vfio/42`)
 //!   for the processes the control interface adds (`hold`, `drop`); `proc/` lists their pids.

@@ -219,6 +219,9 @@ pub struct DeviceSpec {
     pub subsystem_device: u16,
     /// 24-bit class code.
     pub class: u32,
+    /// Revision id (`revision`, byte 8 of `config`).
+    #[serde(default)]
+    pub revision: u8,
     /// NUMA node, -1 for unknown.
     #[serde(default = "minus_one")]
     pub numa_node: i32,

@@ -16,7 +16,7 @@ use fuser::{
 use crate::control::{FsOp, LatencyOp, parse_commands};
 use crate::kernel::Kernel;
 use crate::shared::Shared;
-use crate::tree::{FileRef, Node};
+use crate::tree::{FileRef, Node, PciAttr, UNPRIVILEGED_CONFIG_SIZE};
 use inodes::Inodes;
 
 /// Kernel-side caching is off: every lookup and stat comes back to us.
@@ -284,7 +284,7 @@ impl fuser::Filesystem for SimFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -302,6 +302,13 @@ impl fuser::Filesystem for SimFs {
         let content = match f {
             FileRef::Control => Ok(self.shared.control_status().into_bytes()),
             FileRef::Counters => Ok(self.shared.counters.snapshot().render().into_bytes()),
+            // `pci_read_config`: without CAP_SYS_ADMIN, only the standard header.
+            FileRef::Pci(_, PciAttr::Config) if req.uid() != 0 && req.uid() != self.shared.uid => {
+                self.shared.kernel().read(&f).map(|mut b| {
+                    b.truncate(UNPRIVILEGED_CONFIG_SIZE);
+                    b
+                })
+            }
             other => self.shared.kernel().read(&other),
         };
         match content {

@@ -60,6 +60,7 @@ pub(crate) struct Dev {
     pub(crate) sub_vendor: u16,
     pub(crate) sub_device: u16,
     pub(crate) class: u32,
+    pub(crate) revision: u8,
     pub(crate) numa: i32,
     pub(crate) driver: Option<String>,
     /// `driver_override`: any bytes but NUL and newline (`driver_set_override`).
@@ -275,6 +276,7 @@ impl Kernel {
             sub_vendor: spec.subsystem_vendor,
             sub_device: spec.subsystem_device,
             class: spec.class,
+            revision: spec.revision,
             numa: spec.numa_node,
             driver: spec.driver.clone(),
             driver_override: spec.driver_override.clone().map(String::into_bytes),

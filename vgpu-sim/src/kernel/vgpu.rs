@@ -10,7 +10,7 @@ impl Kernel {
     /// The mdev bus driver an mdev of `parent` binds to: `vfio_mdev` before 5.16, then the
     /// vendor's own `mdev_driver` (`intel_vgpu_mdev` for GVT-g; `nvidia-vgpu-vfio` for
     /// NVIDIA, a best guess: NVIDIA does not document it).
-    fn mdev_driver(&self, parent: PciAddr) -> &'static str {
+    pub(crate) fn mdev_driver(&self, parent: PciAddr) -> &'static str {
         if !self.kernel_at_least(5, 16) {
             return "vfio_mdev";
         }

@@ -27,6 +27,9 @@ impl Kernel {
                 v.push(b'\n');
                 return Ok(v);
             }
+            FileRef::Pci(a, PciAttr::Config) => {
+                return Ok(self.config_space(self.devs.get(a).ok_or(libc::ENODEV)?));
+            }
             FileRef::Pci(a, attr) => self.read_pci(*a, *attr)?,
             FileRef::Type(a, id, attr) => {
                 let p = self.devs.get(a).ok_or(libc::ENODEV)?;
@@ -94,6 +97,7 @@ impl Kernel {
             PciAttr::SubVendor => format!("{:#06x}\n", d.sub_vendor),
             PciAttr::SubDevice => format!("{:#06x}\n", d.sub_device),
             PciAttr::Class => format!("{:#08x}\n", d.class),
+            PciAttr::Revision => format!("{:#04x}\n", d.revision),
             PciAttr::Numa => format!("{}\n", d.numa),
             PciAttr::ResetMethod if d.reset_method.is_empty() => String::new(),
             PciAttr::ResetMethod => format!("{}\n", d.reset_method),
@@ -123,7 +127,7 @@ impl Kernel {
             PciAttr::NvParams => format!("{}\n", d.nv.params),
             PciAttr::NvGpuInstance => format!("{}\n", d.nv.gpu_instance.ok_or(libc::ENXIO)?),
             PciAttr::NvPlacement => format!("{}\n", d.nv.placement.ok_or(libc::ENXIO)?),
-            PciAttr::Reset | PciAttr::Remove | PciAttr::DriverOverride => {
+            PciAttr::Reset | PciAttr::Remove | PciAttr::DriverOverride | PciAttr::Config => {
                 return Err(libc::EACCES);
             }
         })

@@ -44,6 +44,8 @@ impl Kernel {
         };
         match inside {
             None => {
+                // The root bus's own device (`pci_bus` root): an empty `uevent`.
+                d.text("uevent", String::new());
                 self.add_child_devices(d, &dir_path);
                 Some(std::mem::take(&mut d.entries))
             }
@@ -71,8 +73,10 @@ impl Kernel {
         let a = dev.addr;
         for (n, attr) in [
             ("class", PciAttr::Class),
+            ("config", PciAttr::Config),
             ("device", PciAttr::Device),
             ("numa_node", PciAttr::Numa),
+            ("revision", PciAttr::Revision),
             ("subsystem_device", PciAttr::SubDevice),
             ("subsystem_vendor", PciAttr::SubVendor),
             ("vendor", PciAttr::Vendor),
@@ -283,6 +287,9 @@ impl Kernel {
                     d.link("iommu_group", &format!("sys/kernel/iommu_groups/{g}"));
                 }
                 d.file("remove", FileRef::MdevRemove(uuid), WO);
+                // `dev_uevent` (drivers/base/core.c): the bound driver; the mdev bus adds
+                // nothing (`mdev_bus_type` has no `uevent`, drivers/vfio/mdev/mdev_driver.c).
+                d.text("uevent", format!("DRIVER={}\n", self.mdev_driver(a)));
             }
             _ => return None,
         }

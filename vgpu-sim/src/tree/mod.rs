@@ -3,7 +3,11 @@
 //! function directories, `attrs` reads and writes files.
 
 mod attrs;
+mod config;
+mod cpu;
 mod device;
+
+pub(crate) use config::UNPRIVILEGED_CONFIG_SIZE;
 
 use std::fmt::Write as _;
 
@@ -45,6 +49,9 @@ pub(crate) enum PciAttr {
     SubVendor,
     SubDevice,
     Class,
+    Revision,
+    /// `config`: the configuration space, binary.
+    Config,
     Numa,
     DriverOverride,
     Reset,
@@ -352,6 +359,7 @@ impl Kernel {
                 if Some(*unit) != self.iommu_unit() {
                     return None;
                 }
+                d.text("uevent", String::new());
                 d.dir(if self.profile.iommu == IommuKind::Amd {
                     "amd-iommu"
                 } else {
@@ -376,7 +384,11 @@ impl Kernel {
                 d.text("cap", "0x00190003\n".to_owned());
                 d.text("features", "25bf732fa2295afe:53d\n".to_owned());
             }
-            ["sys", "devices", "system"] => d.dir("node"),
+            ["sys", "devices", "system"] => {
+                d.dir("cpu");
+                d.dir("node");
+            }
+            ["sys", "devices", "system", "cpu", rest @ ..] => self.list_cpus(&mut d, rest)?,
             ["sys", "devices", "system", "node"] => {
                 for n in 0..self.profile.numa_nodes {
                     d.dir(format!("node{n}"));
@@ -390,8 +402,16 @@ impl Kernel {
                 if n >= self.profile.numa_nodes {
                     return None;
                 }
-                let per = (self.profile.cpus / self.profile.numa_nodes.max(1)).max(1);
+                let per = self.cpus_per_node();
                 d.text("cpulist", format!("{}-{}\n", n * per, n * per + per - 1));
+                d.text("cpumap", self.cpu_mask(n * per..n * per + per));
+                d.text("uevent", String::new());
+                for cpu in (n * per..n * per + per).filter(|c| *c < self.profile.cpus) {
+                    d.link(
+                        format!("cpu{cpu}"),
+                        &format!("sys/devices/system/cpu/cpu{cpu}"),
+                    );
+                }
             }
             ["sys", "devices", rest @ ..] => return self.list_device_tree(&mut d, rest),
             ["sys", "firmware"] => d.dir("acpi"),
