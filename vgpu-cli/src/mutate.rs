@@ -298,7 +298,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         | Command::Metrics { .. }
         | Command::Isolation { .. }
         | Command::Sched { .. }
-        | Command::NovaConfig => {
+        | Command::NovaConfig { .. } => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }
