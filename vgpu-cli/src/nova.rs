@@ -45,7 +45,13 @@ pub enum NovaRelease {
     #[serde(rename = "zed")]
     Zed,
     /// Nova 29 (2024.1 Caracal) and later: groups are always read; `max_instances` exists.
-    #[value(name = "2024.1", alias = "caracal", alias = "29", alias = "2024.2", alias = "2025.1")]
+    #[value(
+        name = "2024.1",
+        alias = "caracal",
+        alias = "29",
+        alias = "2024.2",
+        alias = "2025.1"
+    )]
     #[serde(rename = "2024.1")]
     Caracal,
 }

@@ -5,6 +5,7 @@
 //! what the GPU holds. Without python3-nova these tests skip, unless `CI` is set: then they fail.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+#![allow(clippy::print_stderr)] // a skipped test says why
 
 use std::path::Path;
 use std::process::Command;
@@ -164,7 +165,10 @@ fn nova_config_of_an_a40_with_a_stopped_definition_warns() {
     let value = common::json(&out);
     let warnings = value["warnings"].as_array().unwrap();
     assert_eq!(
-        (warnings.len(), warnings[0].as_str().unwrap().contains("counts it twice")),
+        (
+            warnings.len(),
+            warnings[0].as_str().unwrap().contains("counts it twice")
+        ),
         (1, true)
     );
 }
