@@ -261,3 +261,24 @@ fn nova_config_refuses_an_unknown_release() {
     let out = vgpuctl(&host, &["nova-config", "--nova-release", "2019.1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// The mixed host with a running vGPU on the T4 and the iGPU: two real types, so no
+/// placeholder; T4-2Q is 8 per T4, GVTg_V5_4 4 per iGPU. The A4000, the L40S and the Flex
+/// are no mdev parents.
+#[test]
+fn nova_inventory_of_the_mixed_host_counts_each_gpu_once() {
+    if !nova_present() {
+        return;
+    }
+    let host = host("mixed");
+    ok(&host, &["create", common::T4, "--type", "T4-2Q"]);
+    ok(
+        &host,
+        &["create", "0000:00:02.0", "--type", "i915-GVTg_V5_4"],
+    );
+    let inventory = nova_inventory(&host, &nova_config(&host, &[]));
+    assert_eq!(
+        inventory["total_per_gpu"],
+        serde_json::json!({ common::T4: 8, "0000:00:02.0": 4 })
+    );
+}
