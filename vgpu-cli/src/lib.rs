@@ -363,7 +363,11 @@ pub enum Command {
     },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
-    NovaConfig,
+    NovaConfig {
+        /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
+        #[arg(long, value_enum, default_value = "zed")]
+        nova_release: nova::NovaRelease,
+    },
     /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
     /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
     /// snapshot otherwise.
@@ -654,9 +658,9 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         }
         Command::Hook { command } => hook::run(cli, &paths, command, out),
         Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),
-        Command::NovaConfig => {
+        Command::NovaConfig { nova_release } => {
             let (inventory, _nvml) = discover()?;
-            nova::run(cli.json, &paths, &inventory, out)?;
+            nova::run(cli.json, *nova_release, &paths, &inventory, out)?;
             Ok(EXIT_OK)
         }
         Command::Check { gpu } => {

@@ -303,7 +303,7 @@ pub(crate) fn run(
         | Command::Metrics { .. }
         | Command::Isolation { .. }
         | Command::Sched { .. }
-        | Command::NovaConfig => {
+        | Command::NovaConfig { .. } => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }

@@ -1,11 +1,21 @@
 //! `vgpuctl nova-config`: the `nova.conf` sections an OpenStack Nova compute host needs for the
-//! vGPUs this host has, from what is discovered and defined.
+//! vGPUs this host has, from what is discovered and defined, for one Nova release.
 //!
 //! - **mediated devices** (Nova makes them itself, through libvirt and mdevctl): `[devices]
 //!   enabled_mdev_types` and one `[mdev_<type>] device_addresses` per type. Nova offers one type
 //!   per physical GPU, so each GPU's type is the one its vGPUs and mdev definitions have; a GPU
-//!   with none or several is named with the reason. An Ampere GPU's mdev parents are its VFs:
-//!   only as many are listed as the type's instances per GPU, since Nova counts one per VF.
+//!   with none or several is named with the reason. Nova's inventory of a parent is its mdevs
+//!   plus its `available_instances` (`_get_gpu_inventories`), so an Ampere GPU's mdev parents,
+//!   its VFs, are listed only up to the type's instances per GPU.
+//!   - Nova 26 (Zed) to 28 (2023.2) read the `[mdev_<type>]` groups only when `enabled_mdev_types`
+//!     has two or more types (`_get_supported_vgpu_types`); with one, every parent offers it
+//!     (`_get_vgpu_type_per_pgpu`). A single type is therefore paired with a placeholder type
+//!     that no device has, on an address no device has.
+//!   - Nova 29 (2024.1) and later always read the groups, and take `max_instances`, a cap per
+//!     type over the whole host: it is set to the sum of the listed GPUs' capacity.
+//!   - Every release counts an mdev that is defined but not started twice: libvirt lists it and
+//!     its parent's `available_instances` still includes it. A VF holding one is left out (with
+//!     a warning); a GPU whose only parent holds one is not offered.
 //! - **VFs** (NVIDIA vendor VFIO, plain SR-IOV), passed through by Nova (2023.1+ PCI in
 //!   Placement): one `[pci] device_spec` per VF with `resource_class` and `traits`
 //!   `CUSTOM_VGPU_<TYPE>`, and one `[pci] alias` per type for flavors
@@ -21,7 +31,43 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_core::{Backend, Definitions, Gpu, HookConfig, HostPaths, Inventory, PciAddress};
+use vgpu_core::{
+    Backend, Definitions, Gpu, HookConfig, HostPaths, Inventory, MdevDefinition, PciAddress,
+    VgpuHandle,
+};
+
+/// The Nova releases whose vGPU inventory code the configuration is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum NovaRelease {
+    /// Nova 26 (Zed, Debian 12) to 28 (2023.2 Bobcat): `[mdev_<type>]` groups are read only
+    /// with two or more enabled types.
+    #[value(name = "zed", alias = "26", alias = "2023.1", alias = "2023.2")]
+    #[serde(rename = "zed")]
+    Zed,
+    /// Nova 29 (2024.1 Caracal) and later: groups are always read; `max_instances` exists.
+    #[value(
+        name = "2024.1",
+        alias = "caracal",
+        alias = "29",
+        alias = "2024.2",
+        alias = "2025.1"
+    )]
+    #[serde(rename = "2024.1")]
+    Caracal,
+}
+
+impl NovaRelease {
+    /// The Nova versions the configuration is valid for, in words.
+    fn versions(self) -> &'static str {
+        match self {
+            NovaRelease::Zed => "Nova 26 (Zed) to 28 (2023.2 Bobcat)",
+            NovaRelease::Caracal => "Nova 29 (2024.1 Caracal) and later",
+        }
+    }
+}
+
+/// The type Nova 26 to 28 is given beside a single real type, so that it reads the groups.
+const PLACEHOLDER_TYPE: &str = "vgpuctl-placeholder";
 
 /// One `[pci] device_spec` value, with Nova's field names.
 #[derive(Debug, Serialize)]
@@ -50,6 +96,10 @@ pub(crate) struct MdevGroup {
     type_id: String,
     name: Option<String>,
     device_addresses: Vec<PciAddress>,
+    /// Nova 29 and later: how many of the type the host holds, the sum over its GPUs.
+    max_instances: Option<u32>,
+    /// The placeholder type of Nova 26 to 28 (no device has it).
+    placeholder: bool,
 }
 
 /// A GPU Nova cannot use as the host is configured, and why.
@@ -61,13 +111,17 @@ pub(crate) struct Unusable {
 }
 
 /// Everything `nova-config` prints: the table and the `--json` rendering of one struct.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Serialize)]
 pub(crate) struct NovaConfig {
+    nova_release: NovaRelease,
+    nova_versions: &'static str,
     enabled_mdev_types: Vec<String>,
     mdev: Vec<MdevGroup>,
     device_spec: Vec<DeviceSpec>,
     alias: Vec<Alias>,
     unusable: Vec<Unusable>,
+    /// What on the host makes Nova count wrong, and what was left out for it.
+    warnings: Vec<String>,
 }
 
 fn hex(id: Option<u16>) -> String {
@@ -111,28 +165,38 @@ fn type_name(gpu: &Gpu, id: &str) -> String {
         .unwrap_or_else(|| id.to_owned())
 }
 
-/// Builds the configuration for `inventory` with `definitions` and the hook's `config`.
+/// Builds the configuration for Nova `release` from `inventory` with `definitions` and the
+/// hook's `config`.
 pub(crate) fn build(
+    release: NovaRelease,
     inventory: &Inventory,
     definitions: &Definitions,
     config: &HookConfig,
 ) -> Result<NovaConfig> {
     let mdev_defs = definitions.mdevs()?;
     let vf_defs = definitions.vf_vgpus()?;
-    let mut nova = NovaConfig::default();
+    let mut nova = NovaConfig {
+        nova_release: release,
+        nova_versions: release.versions(),
+        enabled_mdev_types: Vec::new(),
+        mdev: Vec::new(),
+        device_spec: Vec::new(),
+        alias: Vec::new(),
+        unusable: Vec::new(),
+        warnings: Vec::new(),
+    };
     for gpu in &inventory.gpus {
         let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
         let result = match gpu.backend {
             Backend::Mdev | Backend::VfMdev => {
-                let mut types: BTreeSet<String> =
-                    gpu.vgpus.iter().map(|v| v.type_id.clone()).collect();
-                types.extend(
-                    mdev_defs
-                        .iter()
-                        .filter(|d| d.parent.parse().is_ok_and(on_gpu))
-                        .map(|d| d.mdev_type.clone()),
-                );
-                mdev_group(gpu, &types).map(|group| add_mdev(&mut nova, group))
+                let defs: Vec<&MdevDefinition> = mdev_defs
+                    .iter()
+                    .filter(|d| d.parent.parse().is_ok_and(on_gpu))
+                    .collect();
+                mdev_group(gpu, &defs).map(|(group, warnings)| {
+                    nova.warnings.extend(warnings);
+                    add_mdev(&mut nova, group);
+                })
             }
             Backend::NvidiaVfio => {
                 let mut typed: Vec<(PciAddress, String)> = Vec::new();
@@ -162,16 +226,29 @@ pub(crate) fn build(
             });
         }
     }
+    finish_mdev(&mut nova);
     Ok(nova)
 }
 
-fn mdev_group(gpu: &Gpu, types: &BTreeSet<String>) -> Result<MdevGroup, String> {
+/// The definitions among `defs` whose mdev is not running on `gpu`.
+fn stopped<'a>(gpu: &Gpu, defs: &[&'a MdevDefinition]) -> Vec<&'a MdevDefinition> {
+    defs.iter()
+        .filter(|d| !gpu.vgpus.iter().any(|v| v.id == VgpuHandle::Mdev(d.uuid)))
+        .copied()
+        .collect()
+}
+
+/// The `[mdev_<type>]` group of one mediated-device GPU, and the warnings about it.
+fn mdev_group(gpu: &Gpu, defs: &[&MdevDefinition]) -> Result<(MdevGroup, Vec<String>), String> {
+    let mut types: BTreeSet<String> = gpu.vgpus.iter().map(|v| v.type_id.clone()).collect();
+    types.extend(defs.iter().map(|d| d.mdev_type.clone()));
     let type_id = match types.iter().collect::<Vec<_>>().as_slice() {
         [one] => (*one).clone(),
         [] => {
             return Err(format!(
-                "no vGPU type chosen: Nova offers one mdev type per GPU; define a vGPU of the type \
-                 it should offer (vgpuctl define {} --type TYPE)",
+                "no vGPU type chosen: Nova offers one mdev type per GPU; create a vGPU of the \
+                 type it should offer (vgpuctl create {} --type TYPE), which Nova counts once \
+                 and may use",
                 gpu.address
             ));
         }
@@ -183,15 +260,29 @@ fn mdev_group(gpu: &Gpu, types: &BTreeSet<String>) -> Result<MdevGroup, String> 
             ));
         }
     };
+    let stopped = stopped(gpu, defs);
+    let kind = gpu.types.iter().find(|t| t.id == type_id);
+    let mut warnings = Vec::new();
     let device_addresses = match gpu.backend {
         Backend::VfMdev => {
-            let max = gpu
-                .types
+            let held: Vec<PciAddress> = stopped
                 .iter()
-                .find(|t| t.id == type_id)
+                .filter_map(|d| d.parent.parse().ok())
+                .collect();
+            for def in &stopped {
+                warnings.push(format!(
+                    "{}: mdev {} ({}) is defined but not started: Nova counts it twice (libvirt \
+                     lists it and the VF's available_instances still includes it), so the VF is \
+                     left out and its instance kept for it; start it (vgpuctl start {}) or \
+                     undefine it, then run nova-config again",
+                    def.parent, def.uuid, def.mdev_type, def.uuid
+                ));
+            }
+            let max = kind
                 .and_then(|t| t.max_instances)
-                .map_or(gpu.vfs.len(), |m| m as usize);
-            // The VFs holding the type first, then the others, up to the GPU's instances.
+                .map_or(gpu.vfs.len(), |m| m as usize)
+                .saturating_sub(held.len());
+            // The VFs holding the type first, then the free ones, up to the GPU's instances.
             let mut vfs: Vec<PciAddress> = gpu
                 .vfs
                 .iter()
@@ -201,29 +292,47 @@ fn mdev_group(gpu: &Gpu, types: &BTreeSet<String>) -> Result<MdevGroup, String> 
             vfs.extend(
                 gpu.vfs
                     .iter()
-                    .filter(|v| v.vgpu_type.is_none())
+                    .filter(|v| v.vgpu_type.is_none() && !held.contains(&v.address))
                     .map(|v| v.address),
             );
             vfs.truncate(max);
             vfs
         }
-        _ => vec![gpu.address],
+        _ => {
+            if !stopped.is_empty() {
+                let ids: Vec<String> = stopped.iter().map(|d| d.uuid.to_string()).collect();
+                return Err(format!(
+                    "mdev {} defined but not started: Nova counts such a device twice (libvirt \
+                     lists it and the parent's available_instances still includes it), and the \
+                     parent is the whole GPU; start it (vgpuctl start ID) or undefine it",
+                    ids.join(", ")
+                ));
+            }
+            vec![gpu.address]
+        }
     };
     if device_addresses.is_empty() {
-        return Err(
+        return Err(if gpu.vfs.is_empty() {
             "it has no VFs enabled to be mdev parents (vgpuctl sriov GPU --vfs N --define)"
-                .to_owned(),
-        );
+                .to_owned()
+        } else {
+            "none of its VFs is free for Nova".to_owned()
+        });
     }
-    Ok(MdevGroup {
-        name: gpu
-            .types
-            .iter()
-            .find(|t| t.id == type_id)
-            .and_then(|t| t.name.clone()),
-        type_id,
-        device_addresses,
-    })
+    let capacity = match gpu.backend {
+        Backend::VfMdev => u32::try_from(device_addresses.len()).ok(),
+        _ => kind.and_then(|t| t.max_instances),
+    };
+    Ok((
+        MdevGroup {
+            name: kind.and_then(|t| t.name.clone()),
+            type_id,
+            device_addresses,
+            max_instances: capacity,
+            placeholder: false,
+        },
+        warnings,
+    ))
 }
 
 fn add_mdev(nova: &mut NovaConfig, group: MdevGroup) {
@@ -231,8 +340,40 @@ fn add_mdev(nova: &mut NovaConfig, group: MdevGroup) {
         nova.enabled_mdev_types.push(group.type_id.clone());
     }
     match nova.mdev.iter_mut().find(|g| g.type_id == group.type_id) {
-        Some(existing) => existing.device_addresses.extend(group.device_addresses),
+        Some(existing) => {
+            existing.device_addresses.extend(group.device_addresses);
+            existing.max_instances = existing
+                .max_instances
+                .zip(group.max_instances)
+                .map(|(a, b)| a + b);
+        }
         None => nova.mdev.push(group),
+    }
+}
+
+/// Fits the groups to the release: Nova 26 to 28 get the placeholder beside a single type and
+/// no `max_instances` (which they do not have).
+fn finish_mdev(nova: &mut NovaConfig) {
+    match nova.nova_release {
+        NovaRelease::Zed => {
+            for group in &mut nova.mdev {
+                group.max_instances = None;
+            }
+            if let ([_], Some(nowhere)) = (
+                nova.enabled_mdev_types.as_slice(),
+                PciAddress::new(0xffff, 0xff, 0x1f, 7),
+            ) {
+                nova.enabled_mdev_types.push(PLACEHOLDER_TYPE.to_owned());
+                nova.mdev.push(MdevGroup {
+                    type_id: PLACEHOLDER_TYPE.to_owned(),
+                    name: None,
+                    device_addresses: vec![nowhere],
+                    max_instances: None,
+                    placeholder: true,
+                });
+            }
+        }
+        NovaRelease::Caracal => {}
     }
 }
 
@@ -392,7 +533,13 @@ fn add_vfs(nova: &mut NovaConfig, specs: Vec<DeviceSpec>) {
 pub(crate) fn write_text(out: &mut dyn Write, nova: &NovaConfig) -> Result<()> {
     writeln!(
         out,
-        "# nova.conf sections for this compute host, from `vgpuctl nova-config`."
+        "# nova.conf sections for this compute host, from `vgpuctl nova-config`.\n\
+         # For {} (--nova-release {}).",
+        nova.nova_versions,
+        match nova.nova_release {
+            NovaRelease::Zed => "zed",
+            NovaRelease::Caracal => "2024.1",
+        }
     )?;
     if !nova.enabled_mdev_types.is_empty() {
         writeln!(
@@ -410,7 +557,18 @@ pub(crate) fn write_text(out: &mut dyn Write, nova: &NovaConfig) -> Result<()> {
             if let Some(name) = &group.name {
                 writeln!(out, "# {name}")?;
             }
+            if group.placeholder {
+                writeln!(
+                    out,
+                    "# No device has this type or address. With one type, Nova 26 to 28 offer it \
+                     on every\n# mdev parent and ignore device_addresses; with two, they read \
+                     both groups."
+                )?;
+            }
             writeln!(out, "device_addresses = {}", addresses.join(", "))?;
+            if let Some(max) = group.max_instances {
+                writeln!(out, "max_instances = {max}")?;
+            }
         }
     }
     if !nova.device_spec.is_empty() {
@@ -424,6 +582,12 @@ pub(crate) fn write_text(out: &mut dyn Write, nova: &NovaConfig) -> Result<()> {
         }
         for alias in &nova.alias {
             writeln!(out, "alias = {}", serde_json::to_string(alias)?)?;
+        }
+    }
+    if !nova.warnings.is_empty() {
+        writeln!(out, "\n# Warnings:")?;
+        for warning in &nova.warnings {
+            writeln!(out, "#   {warning}")?;
         }
     }
     if !nova.unusable.is_empty() {
@@ -444,11 +608,13 @@ pub(crate) fn write_text(out: &mut dyn Write, nova: &NovaConfig) -> Result<()> {
 /// Runs `nova-config` on the host at `paths`.
 pub(crate) fn run(
     json: bool,
+    release: NovaRelease,
     paths: &HostPaths,
     inventory: &Inventory,
     out: &mut dyn Write,
 ) -> Result<()> {
     let nova = build(
+        release,
         inventory,
         &Definitions::new(paths),
         &HookConfig::load(paths)?,

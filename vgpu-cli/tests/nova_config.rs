@@ -44,12 +44,12 @@ impl Host {
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
     }
 
-    /// The T4 and the iGPU get a type each, two L40S VFs are defined as L40S-12Q, the Flex
-    /// has 2 VFs.
+    /// The T4 and the iGPU get a running vGPU each (a defined, stopped one Nova would count
+    /// twice), two L40S VFs are defined as L40S-12Q, the Flex has 2 VFs.
     fn with_definitions() -> Self {
         let host = Host::new();
-        host.ok(&["define", "0000:3b:00.0", "--type", "T4-2Q"]);
-        host.ok(&["define", "0000:00:02.0", "--type", "i915-GVTg_V5_4"]);
+        host.ok(&["create", "0000:3b:00.0", "--type", "T4-2Q"]);
+        host.ok(&["create", "0000:00:02.0", "--type", "i915-GVTg_V5_4"]);
         host.ok(&["define", "0000:5e:00.0", "--type", "L40S-12Q"]);
         host.ok(&["define", "0000:5e:00.0", "--type", "L40S-12Q"]);
         host.ok(&["sriov", "0001:03:00.0", "--vfs", "2", "--define"]);
