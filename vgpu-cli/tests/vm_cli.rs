@@ -276,7 +276,10 @@ fn destroy_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
         (
             Some(1),
             &serde_json::json!("busy"),
-            format!("{UUID} is in use: libvirt domain(s) vm1 reference it (force to override)")
+            format!(
+                "cannot destroy {UUID}: {UUID} is in use: libvirt domain(s) vm1 reference it \
+                 (force to override)"
+            )
         )
     );
 }
@@ -351,7 +354,11 @@ fn failed_attach_of_a_started_vgpu_keeps_its_definition() {
         &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
     ));
     let id = first["id"].as_str().unwrap().to_owned();
-    vgpuctl(&h, &["stop", &id]);
+    // The domain references it: only a forced stop takes it away.
+    assert_eq!(
+        vgpuctl(&h, &["stop", &id, "--force"]).status.code(),
+        Some(0)
+    );
     // A live attach to a domain that is not running: libvirt refuses.
     let failed = vgpuctl(
         &h,
@@ -449,5 +456,122 @@ fn undefine_of_an_undefined_vgpu_is_not_found() {
     assert_eq!(
         (out.status.code(), &json(&out)["kind"]),
         (Some(1), &serde_json::json!("not-found"))
+    );
+}
+
+/// The domain's index 0 on the T4 is a T4-2Q: asking for a T4-4Q there is refused, naming
+/// both types, and changes nothing.
+#[test]
+fn attach_with_gpu_and_another_type_at_an_index_is_refused_naming_both() {
+    let h = host();
+    h.define("vm1");
+    let first = vgpuctl(&h, &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q"]);
+    assert_eq!(first.status.code(), Some(0));
+    let owners_before = json(&vgpuctl(&h, &["owners", "--json"]));
+
+    let out = vgpuctl(
+        &h,
+        &[
+            "attach", "vm1", "--gpu", T4, "--type", "T4-4Q", "--index", "0", "--json",
+        ],
+    );
+    let value = json(&out);
+
+    let error = value["error"].as_str().unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["kind"],
+            error.contains("GRID T4-2Q (nvidia-231)") && error.ends_with("not the T4-4Q asked for"),
+            json(&vgpuctl(&h, &["owners", "--json"])) == owners_before
+        ),
+        (Some(1), &serde_json::json!("conflict"), true, true),
+        "{error}"
+    );
+}
+
+/// `stop` takes a vGPU away as `destroy` does: refused while a domain references it.
+#[test]
+fn stop_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "vm1", UUID]);
+
+    let out = vgpuctl(&h, &["stop", UUID, "--json"]);
+    let value = json(&out);
+
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["kind"],
+            value["error"].as_str().unwrap().contains(&format!(
+                "{UUID} is in use: libvirt domain(s) vm1 reference it"
+            ))
+        ),
+        (Some(1), &serde_json::json!("busy"), true),
+        "{value}"
+    );
+}
+
+/// Removing the VFs of a plain SR-IOV GPU names the domain that holds one of them.
+#[test]
+fn sriov_of_a_vf_a_domain_holds_is_refused_naming_the_domain() {
+    let h = host();
+    h.define("vm1");
+    let flex = "0001:03:00.0";
+    let vf = create(&h, flex, "vf", None);
+    assert_eq!(vgpuctl(&h, &["attach", "vm1", &vf]).status.code(), Some(0));
+
+    let out = vgpuctl(&h, &["sriov", flex, "--vfs", "0", "--json"]);
+    let value = json(&out);
+
+    assert_eq!(
+        (
+            out.status.code(),
+            value["error"].as_str().unwrap().contains(&format!(
+                "{vf} is in use: libvirt domain(s) vm1 reference it"
+            ))
+        ),
+        (Some(1), true),
+        "{value}"
+    );
+}
+
+/// A libvirt that is configured but does not answer: nothing is taken away unless forced.
+#[test]
+fn stop_while_libvirt_does_not_answer_is_refused_until_forced() {
+    let h = host();
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let silent = "qemu+unix:///system?socket=/nonexistent/libvirt-sock";
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+            .arg("--root")
+            .arg(h.sim.root())
+            .arg("--state-root")
+            .arg(h.state.path())
+            .arg("--connect")
+            .arg(silent)
+            .args(args)
+            .env_remove("VGPU_CONNECT")
+            .output()
+            .unwrap()
+    };
+
+    let refused = run(&["stop", UUID, "--json"]);
+    let forced = run(&["stop", UUID, "--force"]);
+
+    let value = json(&refused);
+    assert_eq!(
+        (
+            refused.status.code(),
+            &value["kind"],
+            value["error"].as_str().unwrap().contains(&format!(
+                "{UUID} is not taken away: libvirt at {silent} does not answer"
+            )),
+            forced.status.code()
+        ),
+        (Some(1), &serde_json::json!("busy"), true, Some(0)),
+        "{value}"
     );
 }

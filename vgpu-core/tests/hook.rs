@@ -204,3 +204,58 @@ fn prepare_domain_asking_one_type_twice_past_the_gpus_room_makes_nothing() {
         (vgpu_core::ErrorKind::NoCapacity, 0, 0)
     );
 }
+
+/// Domain vm-a's metadata asks L40S-24Q for a VF and its prepare types it; vm-b asks L40S-12Q
+/// for the same VF: vm-b is refused, naming both types, and vm-a keeps its claim.
+#[test]
+fn prepare_domain_refuses_a_running_vgpu_of_another_type() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let manager = manager(&host);
+    let config = HookConfig::default();
+    manager
+        .prepare_domain(&domain(DOMAIN, &[VF], Some("L40S-24Q")), &config)
+        .unwrap();
+    let hook_record = |uuid: Uuid| {
+        std::fs::read_to_string(paths(&host).run().join("vgpu/hook").join(uuid.to_string())).ok()
+    };
+    let record_before = hook_record(DOMAIN);
+
+    let err = manager
+        .prepare_domain(&domain(OTHER, &[VF], Some("L40S-12Q")), &config)
+        .unwrap_err();
+
+    assert_eq!(
+        (
+            err.kind(),
+            err.chain(),
+            hook_record(DOMAIN),
+            hook_record(OTHER),
+        ),
+        (
+            vgpu_core::ErrorKind::Conflict,
+            format!(
+                "domain vm-3598: cannot make {VF} ready (type \"L40S-12Q\" from the domain's \
+                 metadata): {VF} is a NVIDIA L40S-24Q (1155) vGPU, not the L40S-12Q asked for"
+            ),
+            record_before,
+            None
+        )
+    );
+}
+
+/// The same domain asking the type its VF has is given it.
+#[test]
+fn prepare_domain_takes_a_running_vgpu_of_its_type() {
+    let host = SimHost::mount_for_test("l40s-vendor-vfio");
+    let manager = manager(&host);
+    let config = HookConfig::default();
+    manager
+        .prepare_domain(&domain(DOMAIN, &[VF], Some("L40S-24Q")), &config)
+        .unwrap();
+
+    let again = manager
+        .prepare_domain(&domain(DOMAIN, &[VF], Some("NVIDIA L40S-24Q")), &config)
+        .unwrap();
+
+    assert_eq!(again.running, vec![VgpuHandle::Vf(addr(VF))]);
+}

@@ -251,7 +251,7 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
             .collect();
         let clash = present
             .iter()
-            .find(|other| mine.is_none() || profile_of(gpu, other, &names).is_none());
+            .find(|other| !share_gpu(mine.is_some(), profile_of(gpu, other, &names).is_some()));
         if let Some(other) = clash {
             bounds.push((
                 0,
@@ -282,6 +282,13 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
     }
     bounds.push((ty.offered, Limit::Offer));
     pick(bounds, held)
+}
+
+/// Whether vGPUs of two types, each MIG-backed or time-sliced as said, may be on one NVIDIA
+/// GPU at once: MIG-backed ones of any profiles, one per GPU instance; a time-sliced one with
+/// nothing of another type. The one mixing rule: [`room`] counts by it, the planner plans by it.
+pub(crate) fn share_gpu(a_mig_backed: bool, b_mig_backed: bool) -> bool {
+    a_mig_backed && b_mig_backed
 }
 
 /// The bound with the least room; the first of equals.

@@ -304,3 +304,81 @@ fn mig_backing_of_the_test_types() {
         })
     );
 }
+
+mod agreement {
+    //! For random states of one GPU, `room`, `place` and `plan` give one count.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::plan::desired::{DesiredFile, Format};
+    use crate::plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+
+    /// An L40S with `running` 12Q vGPUs and `defined` stopped 12Q definitions on the VFs
+    /// after them, and a stopped 24Q definition when `other`.
+    fn l40s(running: u32, stopped: u32, other: bool) -> HostState {
+        let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+        for i in 0..running {
+            let pick = Pick {
+                gpu: addr(L40S),
+                type_id: "1153".to_owned(),
+                type_name: None,
+                framebuffer_mib: Some(12288),
+                vf: Some(vf(L40S, i)),
+            };
+            fleet::record(&mut state.inventory, &pick);
+        }
+        for i in running..running + stopped {
+            defined_12q(&mut state, i);
+        }
+        if other {
+            defined(&mut state, L40S, 20, 1155, Some("NVIDIA L40S-24Q"));
+        }
+        state
+    }
+
+    fn defined_12q(state: &mut HostState, i: u32) {
+        defined(state, L40S, i, 1153, Some("NVIDIA L40S-12Q"));
+    }
+
+    fn place_max(state: &HostState, name: &str) -> u32 {
+        (1..=8)
+            .take_while(|n| {
+                let request = PlaceRequest {
+                    count: *n,
+                    want: PlaceWant::Type(name.to_owned()),
+                    numa_node: None,
+                };
+                place(state, &request, Policy::Pack).is_ok()
+            })
+            .last()
+            .unwrap_or(0)
+    }
+
+    fn plan_accepts(state: &HostState, total: u32) -> bool {
+        let text = format!(
+            "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"{L40S}\"\ntypes = {{ \"L40S-12Q\" = {total} }}\n"
+        );
+        let file = DesiredFile::parse("host.toml", Format::HostToml, &text).unwrap();
+        let plan = crate::plan::planner::plan(state, &file.configs[0]);
+        plan.gpus[0].refusals.is_empty()
+    }
+
+    proptest! {
+        #[test]
+        fn room_place_and_plan_agree(running in 0u32..=4, stopped in 0u32..=4, other in any::<bool>()) {
+            prop_assume!(running + stopped <= 4);
+            let state = l40s(running, stopped, other);
+            let gpu = state.inventory.gpus[0].clone();
+            let room = room(&state, &gpu, "1153").available;
+
+            prop_assert_eq!(room, if other { 0 } else { 4 - running - stopped });
+            prop_assert_eq!(place_max(&state, "L40S-12Q"), room);
+            if !other {
+                // The plan keeps what runs and what is defined, and adds the room.
+                prop_assert!(plan_accepts(&state, running + stopped + room));
+                prop_assert!(!plan_accepts(&state, running + stopped + room + 1));
+            }
+        }
+    }
+}

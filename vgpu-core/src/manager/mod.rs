@@ -431,9 +431,23 @@ impl Manager {
     /// `nvml` says (a [`Nvml`] not loaded says nothing), settled. The vGPUs guests hold are
     /// not read: capacity does not depend on them ([`Manager::host_state`] reads them).
     pub fn capacity_state(&self, nvml: &Nvml) -> Result<HostState> {
+        // A definition that cannot be read is a warning: the GPUs are still shown.
+        let all = self.store.all_lenient();
+        let mut inventory = discover(&self.paths)?;
+        for (kind, err) in all.errors {
+            inventory.warnings.push(crate::model::Warning {
+                device: format!("{kind} definition"),
+                message: err.chain(),
+            });
+        }
         let mut state = HostState {
-            inventory: discover(&self.paths)?,
-            definitions: self.definition_set()?,
+            inventory,
+            definitions: DefinitionSet {
+                mdevs: all.mdevs,
+                vf_vgpus: all.vf_vgpus,
+                bindings: all.bindings,
+                sriov: all.sriov,
+            },
             ..HostState::default()
         };
         state.read_nvml(&self.paths, nvml);

@@ -287,8 +287,8 @@ impl Inventory {
 
 impl Gpu {
     /// The VFs of a plain SR-IOV GPU ([`Backend::Sriov`]) that are bound to `vfio-pci`: each
-    /// is given to a guest whole, as a vGPU of type `vf`, though discovery lists none in
-    /// [`Gpu::vgpus`].
+    /// is given to a guest whole, as a vGPU of type `vf` (discovery lists each in
+    /// [`Gpu::vgpus`] too).
     pub fn guest_vfs(&self) -> impl Iterator<Item = &Vf> {
         self.vfs.iter().filter(move |vf| {
             self.backend == Backend::Sriov && vf.driver.as_deref() == Some("vfio-pci")

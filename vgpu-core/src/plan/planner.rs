@@ -288,7 +288,12 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
     }
     // NVIDIA's mixing rule: MIG-backed types of any profiles together, a time-sliced one
     // alone (the one rule `capacity::room` counts by).
-    if view.rule == Rule::OneType && types.len() > 1 && !types.iter().all(|(o, _, _)| o.mig) {
+    let mixes = types.iter().enumerate().all(|(i, (a, _, _))| {
+        types[i + 1..]
+            .iter()
+            .all(|(b, _, _)| crate::capacity::share_gpu(a.mig, b.mig))
+    });
+    if view.rule == Rule::OneType && !mixes {
         let wanted = types.iter().map(|(o, _, _)| o.label()).collect();
         return Err(vec![Refused::new(
             Refusal::OneTypeOnly { wanted },

@@ -227,24 +227,29 @@ fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> V
             matched_by: used.map(|u| u.matched_by),
         }
     };
-    let vgpus = gpu.vgpus.iter().map(|v| {
-        let ty = gpu.types.iter().find(|t| t.id == v.type_id);
-        row(
-            v.id,
-            &v.type_id,
-            ty.and_then(|t| t.name.clone()),
-            ty.and_then(|t| t.framebuffer_mib),
-        )
-    });
-    let plain = gpu.guest_vfs().map(|vf| {
-        row(
-            VgpuHandle::Vf(vf.address),
-            crate::backend::PLAIN_VF_TYPE,
-            None,
-            vf.memory_mib,
-        )
-    });
-    vgpus.chain(plain).collect()
+    gpu.vgpus
+        .iter()
+        .map(|v| {
+            let ty = gpu.types.iter().find(|t| t.id == v.type_id);
+            // A plain VF's frame buffer is its own local-memory quota.
+            let plain_vf = match v.id {
+                VgpuHandle::Vf(address) if v.type_id == crate::backend::PLAIN_VF_TYPE => {
+                    gpu.vfs.iter().find(|vf| vf.address == address)
+                }
+                _ => None,
+            };
+            let framebuffer = match plain_vf {
+                Some(vf) => vf.memory_mib,
+                None => ty.and_then(|t| t.framebuffer_mib),
+            };
+            row(
+                v.id,
+                &v.type_id,
+                ty.and_then(|t| t.name.clone()),
+                framebuffer,
+            )
+        })
+        .collect()
 }
 
 fn tenants(vgpus: &[VgpuTelemetry]) -> Vec<TenantUsage> {

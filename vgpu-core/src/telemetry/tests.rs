@@ -38,6 +38,13 @@ fn inventory() -> Inventory {
     enable_vfs(&mut flex, 2);
     flex.vfs[1].driver = Some("vfio-pci".to_owned());
     flex.vfs[1].memory_mib = Some(4096);
+    // Discovery lists a VF on vfio-pci as a vGPU of type `vf`.
+    flex.vfs[1].vgpu_type = Some(crate::backend::PLAIN_VF_TYPE.to_owned());
+    flex.vgpus.push(Vgpu {
+        id: VgpuHandle::Vf(flex.vfs[1].address),
+        type_id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+        parent: addr(FLEX),
+    });
     let idle = gpu(Model::Flex170, addr("0002:03:00.0"), None);
     Inventory {
         gpus: vec![flex, t4, idle],

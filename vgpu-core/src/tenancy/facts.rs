@@ -265,7 +265,7 @@ impl GpuFacts {
         let device = |address| report.devices.iter().find(|d| d.address == address);
         let pf: Vec<&DeviceIsolation> = device(gpu.address).into_iter().collect();
         let vfs: Vec<&DeviceIsolation> = gpu.vfs.iter().filter_map(|v| device(v.address)).collect();
-        let in_use = gpu.vgpus.len() + gpu.guest_vfs().count();
+        let in_use = gpu.vgpus.len();
         let quotas: Vec<Option<u64>> = gpu.vfs.iter().map(|v| v.memory_mib).collect();
         let vf_memory_quota = match quotas.iter().copied().collect::<Option<Vec<u64>>>() {
             Some(known) if !known.is_empty() => {
