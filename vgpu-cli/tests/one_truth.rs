@@ -294,6 +294,8 @@ fn plan_refuses_a_type_only_the_catalog_names_before_destroying() {
 #[test]
 fn plain_vfs_given_out_are_vgpus_in_list_types_and_plan() {
     let host = host("mixed");
+    let enabled = vgpuctl(&host, &["sriov", FLEX, "--vfs", "4"]);
+    assert_eq!(code(&enabled), 0, "{}", stderr(&enabled));
     let mut made = Vec::new();
     for _ in 0..2 {
         let out = vgpuctl(&host, &["create", FLEX, "--type", "vf"]);
