@@ -4,6 +4,16 @@
 //! Commands write to a `&mut dyn Write` so that tests can check their output against golden
 //! files. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`],
 //! [`EXIT_CHANGES_PENDING`].
+//!
+//! Two executables share this command line. `vgpuctl` (`src/main.rs`) calls only `run_local`.
+//! For the commands that talk to libvirt (`Command::uses_libvirt`) it execs `vgpuctl-libvirt`
+//! (`src/bin/vgpuctl-libvirt.rs`, calling `run`) from its own directory, with the same
+//! arguments. Each command builds one struct and renders it either as a table
+//! (`render::*_table`) or as JSON (`render::json`). `plans` shows `apply`'s progress with
+//! indicatif bars on a terminal, lines otherwise. The `/metrics` server uses hyper's `http1`
+//! connection and hyper-util's `GracefulShutdown` rather than axum, whose router, extractors and
+//! tower layers earn nothing for one route. `top` redraws the snapshot's own rendering in
+//! crossterm's alternate screen, so a script's snapshot and a person's screen are one table.
 
 #![forbid(unsafe_code)]
 

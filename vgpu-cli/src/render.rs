@@ -1,6 +1,6 @@
 //! The two renderings of every result: aligned tables for people and JSON for programs.
 //!
-//! JSON field names are part of the interface (documented in the README); tables may change.
+//! JSON field names are part of the interface (documented in `docs/json.md`); tables may change.
 
 use std::io::{self, Write};
 

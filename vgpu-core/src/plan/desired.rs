@@ -56,7 +56,7 @@ impl fmt::Display for Location {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
-    /// `vgpu`'s own `host.toml` (see the README).
+    /// `vgpu`'s own `host.toml` (see `docs/desired-state.md`).
     HostToml,
     /// NVIDIA vgpu-device-manager's configuration file, `version: v1`.
     DeviceManagerYaml,
