@@ -206,6 +206,15 @@ fn a_full_vendor_vfio_gpu_keeps_its_type_name() {
         &["--json", "create", L40S_B, "--type", "L40S-12Q"],
     );
     let error: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
+    let metrics = String::from_utf8(run(&host, None, &["metrics"]).stdout).unwrap();
+    let framebuffer_rows = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("vgpu_framebuffer_bytes{gpu=\"0000:c1:00.0\"")
+                && l.contains("type=\"1153\",type_name=\"NVIDIA L40S-12Q\"")
+                && l.ends_with(" 12884901888")
+        })
+        .count();
 
     assert_eq!(
         names,
@@ -214,6 +223,7 @@ fn a_full_vendor_vfio_gpu_keeps_its_type_name() {
             .collect::<Vec<_>>()
     );
     assert_eq!(nova[2], nova[3], "nova-config at 3/4 and 4/4");
+    assert_eq!(framebuffer_rows, 4, "metrics of a full GPU:\n{metrics}");
     assert_eq!(error["kind"], serde_json::json!("no-capacity"));
 }
 
