@@ -493,9 +493,13 @@ pub fn init_logging(cli: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VGPU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // A second initialisation (in tests) keeps the first subscriber; nothing to report.
+    // Colour only for a person: not when stderr is a file, a pipe or journald.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     let _already = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .try_init();
 }
 

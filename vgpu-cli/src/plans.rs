@@ -35,13 +35,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         Command::Plan { file, config } => {
             let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
             render_plan(cli, out, &plan)?;
-            Ok(if !refusals(&plan).is_empty() {
-                EXIT_ERROR
-            } else if plan.changes() > 0 {
-                EXIT_CHANGES_PENDING
-            } else {
-                EXIT_OK
-            })
+            Ok(plan_exit(&plan))
         }
         Command::Apply {
             file,
@@ -51,11 +45,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
             if *dry_run {
                 render_plan(cli, out, &plan)?;
-                return Ok(if refusals(&plan).is_empty() {
-                    EXIT_OK
-                } else {
-                    EXIT_ERROR
-                });
+                return Ok(plan_exit(&plan));
             }
             if plan.blocked() && !cli.json {
                 render_plan(cli, out, &plan)?;
@@ -102,6 +92,20 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             round_up,
             apply: create,
         } => {
+            if *count == 0 {
+                anyhow::bail!(vgpu_core::Error::BadName {
+                    value: "0".to_owned(),
+                    expected: "a --count of at least 1",
+                });
+            }
+            if framebuffer.is_some()
+                && !matches!(series.to_ascii_uppercase(), 'A' | 'B' | 'C' | 'Q')
+            {
+                anyhow::bail!(vgpu_core::Error::BadName {
+                    value: series.to_string(),
+                    expected: "an NVIDIA series: A, B, C or Q",
+                });
+            }
             let want = match (framebuffer, type_name) {
                 (Some(size), None) => PlaceWant::Framebuffer {
                     mib: vgpu_core::parse_framebuffer(size)?,
@@ -320,6 +324,18 @@ fn apply_summary(out: &mut dyn Write, report: &ApplyReport) -> Result<()> {
         count(ApplyOutcome::Failed)
     )?;
     Ok(())
+}
+
+/// The exit code of `plan` and of `apply --dry-run`: 1 when anything is refused, 4 when
+/// changes are pending, 0 when the host matches.
+fn plan_exit(plan: &Plan) -> u8 {
+    if !refusals(plan).is_empty() {
+        EXIT_ERROR
+    } else if plan.changes() > 0 {
+        EXIT_CHANGES_PENDING
+    } else {
+        EXIT_OK
+    }
 }
 
 /// Every refusal of the plan, with its place in the file: `(gpu, "file:line:col: message")`.

@@ -280,7 +280,46 @@ fn apply_dry_run_changes_nothing() {
     );
 
     let after = vgpuctl(&host, &["plan", "-f", &example("vgpu-device-manager.yaml")]);
-    assert_eq!((out.status.code(), after.status.code()), (Some(0), Some(4)));
+    // `apply --dry-run` answers as `plan` does: changes are pending, and still are.
+    assert_eq!((out.status.code(), after.status.code()), (Some(4), Some(4)));
+}
+
+#[test]
+fn place_of_no_vgpus_or_an_unknown_series_is_bad_input() {
+    let host = host("t4-legacy");
+
+    let none = vgpuctl(
+        &host,
+        &["--json", "place", "--count", "0", "--type", "T4-2Q"],
+    );
+    let series = vgpuctl(
+        &host,
+        &[
+            "--json",
+            "place",
+            "--count",
+            "1",
+            "--framebuffer",
+            "2GiB",
+            "--series",
+            "X",
+        ],
+    );
+
+    assert_eq!(
+        (
+            none.status.code(),
+            json(&none)["kind"].clone(),
+            series.status.code(),
+            json(&series)["error"].clone()
+        ),
+        (
+            Some(1),
+            serde_json::json!("bad-input"),
+            Some(1),
+            serde_json::json!("\"X\" is not an NVIDIA series: A, B, C or Q")
+        )
+    );
 }
 
 #[test]
