@@ -1,7 +1,7 @@
 # Every target installs missing Debian packages first (scripts/install-deps.sh).
 CARGO ?= cargo
 
-.PHONY: deps fuzz-deps build test lint demo bench fuzz install
+.PHONY: deps fuzz-deps build test lint demo bench fuzz install package-test
 
 # Where `make install` puts things: vgpuctl and vgpuctl-libvirt (which vgpuctl runs for the
 # commands that talk to libvirt) in $(BINDIR), the udev rule and the systemd unit
@@ -12,9 +12,19 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UDEVRULESDIR ?= /etc/udev/rules.d
 SYSTEMDUNITDIR ?= /etc/systemd/system
-# The vgpuctl to install, with the vgpuctl-libvirt beside it; empty: `cargo build --release`
-# makes target/release/vgpuctl and target/release/vgpuctl-libvirt.
+# The vgpuctl to install, with the vgpuctl-libvirt beside it (and examples/gen-docs, when there,
+# for the man pages and completions); empty: `cargo build --release` makes
+# target/release/vgpuctl, target/release/vgpuctl-libvirt and target/release/examples/gen-docs.
 VGPUCTL_BUILD ?=
+# The man pages (section 8) and the bash, zsh and fish completions, generated from the
+# command-line definition by gen-docs (vgpu-cli/examples/gen-docs) built with vgpuctl.
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# gen-docs' output to install (DIR/man8/*.8, DIR/completions/*); empty: gen-docs beside
+# vgpuctl writes them, and without it they are left out.
+VGPU_DOCS ?=
 
 
 ## Seconds each fuzz target runs (`make fuzz`). `make test` runs the 10 targets for 15 s each:
@@ -43,7 +53,14 @@ lint: deps
 test: lint
 	$(CARGO) test --workspace
 	$(CARGO) run --quiet --example orchestrator
+	$(MAKE) package-test
 	$(MAKE) fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+
+## The Debian package (debian/) built from the binaries `cargo test` built, installed with
+## dpkg -i, checked (vgpuctl --version, man -w, the bash completion), removed with dpkg -r,
+## and nothing it installed left behind (scripts/package-test.sh).
+package-test: deps
+	scripts/package-test.sh
 
 ## Every fuzz target (fuzz/fuzz_targets/) for FUZZ_SECONDS seconds each, one after the other:
 ## clippy on the fuzz crate (in the workspace's target/, whose dependencies it shares), then
@@ -69,14 +86,25 @@ bench: deps
 	$(CARGO) bench -p vgpu-cli --bench hook
 
 ## vgpuctl, contrib/udev/60-vgpu.rules and contrib/systemd/vgpu-restore.service, the last two
-## generated from their .in templates with the installed vgpuctl's path. Then, on the host:
+## generated from their .in templates with the installed vgpuctl's path, the man pages and the
+## completions. Then, on the host:
 ## systemctl daemon-reload && systemctl enable vgpu-restore.service && udevadm control --reload
 install:
 	@bin='$(VGPUCTL_BUILD)'; \
-	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli && bin=target/release/vgpuctl; fi; \
+	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli --bins --example gen-docs && bin=target/release/vgpuctl; fi; \
 	install -D -m 0755 "$$bin" '$(DESTDIR)$(BINDIR)/vgpuctl'; \
 	install -D -m 0755 "$$(dirname "$$bin")/vgpuctl-libvirt" '$(DESTDIR)$(BINDIR)/vgpuctl-libvirt'
 	install -d '$(DESTDIR)$(UDEVRULESDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)'
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/udev/60-vgpu.rules.in > '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules'
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/systemd/vgpu-restore.service.in > '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'
 	chmod 0644 '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules' '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'
+	@bin='$(or $(VGPUCTL_BUILD),target/release/vgpuctl)'; docs='$(VGPU_DOCS)'; tmp=; \
+	gen="$$(dirname "$$bin")/examples/gen-docs"; \
+	if [ -z "$$docs" ] && [ -x "$$gen" ]; then tmp=$$(mktemp -d) && docs=$$tmp && "$$gen" "$$docs"; fi; \
+	if [ -z "$$docs" ]; then echo "make install: no $$gen: man pages and completions left out" >&2; exit 0; fi; \
+	install -d '$(DESTDIR)$(MANDIR)/man8'; \
+	install -m 0644 "$$docs"/man8/*.8 '$(DESTDIR)$(MANDIR)/man8/'; \
+	install -D -m 0644 "$$docs/completions/vgpuctl" '$(DESTDIR)$(BASHCOMPDIR)/vgpuctl'; \
+	install -D -m 0644 "$$docs/completions/_vgpuctl" '$(DESTDIR)$(ZSHCOMPDIR)/_vgpuctl'; \
+	install -D -m 0644 "$$docs/completions/vgpuctl.fish" '$(DESTDIR)$(FISHCOMPDIR)/vgpuctl.fish'; \
+	if [ -n "$$tmp" ]; then rm -r "$$tmp"; fi

@@ -30,6 +30,9 @@ packages=(
   udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run
   make                        # make install, which the install test runs
   tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
+  debhelper                   # dh, which debian/rules runs (scripts/package-test.sh builds the package)
+  dpkg-dev                    # dpkg-buildpackage, dpkg-shlibdeps (the package's library dependencies)
+  man-db                      # man -w, which finds the packaged man pages
 )
 if $fuzz; then
   packages=(g++)  # libfuzzer-sys builds libFuzzer's C++ sources

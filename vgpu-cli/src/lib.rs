@@ -26,6 +26,7 @@ use clap::{Parser, Subcommand};
 use vgpu_core::CheckStatus as Status;
 use vgpu_core::{DomainReferences, HostPaths};
 
+pub mod completions;
 mod entry;
 mod hook;
 mod isolation;
@@ -409,6 +410,11 @@ pub enum Command {
         #[command(subcommand)]
         command: HookCommand,
     },
+    /// Print the completion script of a shell for vgpuctl: `source <(vgpuctl completions bash)`.
+    Completions {
+        /// The shell.
+        shell: completions::Shell,
+    },
 }
 
 /// The `hook` subcommands.
@@ -671,6 +677,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it")
         }
         Command::Hook { command } => hook::run(cli, &paths, command, out),
+        Command::Completions { shell } => completions::write(*shell, out).map(|()| EXIT_OK),
         Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),
         Command::NovaConfig { nova_release } => {
             let (inventory, _nvml) = discover()?;

@@ -303,7 +303,8 @@ pub(crate) fn run(
         | Command::Metrics { .. }
         | Command::Isolation { .. }
         | Command::Sched { .. }
-        | Command::NovaConfig { .. } => {
+        | Command::NovaConfig { .. }
+        | Command::Completions { .. } => {
             anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }

@@ -1,0 +1,41 @@
+//! `cargo run -p vgpu-cli --example gen-docs -- OUTDIR`: writes vgpuctl's man pages to
+//! OUTDIR/man8/ and its bash, zsh and fish completion scripts to OUTDIR/completions/, for
+//! `make install` and the Debian package.
+//!
+//! Why an example, not `build.rs` (as mdevctl does) nor a binary: a build script cannot see the
+//! command-line definition without compiling `vgpu-core` and `vgpu-libvirt` a second time, for
+//! the host, at every build of `vgpu-cli`; a binary would be built and installed with
+//! `vgpuctl`. An example is built only by `cargo test` (which checks it) and by whoever asks for
+//! the pages; it uses `clap_mangen` as a dev-dependency, so `vgpuctl` does not depend on it.
+//! The completions come from the same function `vgpuctl completions` runs.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum as _;
+
+use vgpu_cli::completions::{self, Shell};
+
+mod man;
+
+fn main() -> Result<()> {
+    let mut args = std::env::args_os().skip(1);
+    let (Some(out), None) = (args.next(), args.next()) else {
+        anyhow::bail!("usage: gen-docs OUTDIR");
+    };
+    let out = PathBuf::from(out);
+    let man_dir = out.join("man8");
+    let completions_dir = out.join("completions");
+    for dir in [&man_dir, &completions_dir] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    man::write_man_pages(&man_dir)?;
+    for shell in Shell::value_variants() {
+        let path = completions_dir.join(shell.file_name());
+        let mut file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        completions::write(*shell, &mut file)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
