@@ -335,8 +335,13 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
     assert!(
         matches!(
             &err,
-            vgpu::Error::NoCapacity { type_id, asked: 1, available: 0, reserved: 1, .. }
-                if type_id == "nvidia-233"
+            vgpu::Error::NoCapacity {
+                type_id,
+                asked: 1,
+                available: 0,
+                limit: Some(vgpu::Limit::Mixing { with }),
+                ..
+            } if type_id == "nvidia-233" && with == "GRID T4-2Q"
         ),
         "{err:?}"
     );

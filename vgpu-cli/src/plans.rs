@@ -394,11 +394,12 @@ fn render_plan(cli: &Cli, out: &mut dyn Write, plan: &Plan) -> Result<()> {
     for unmatched in &plan.unmatched {
         writeln!(
             out,
-            "{}: {} matches no GPU{}",
+            "{}: {}{} matches no GPU{}",
             unmatched.at,
+            if unmatched.blocking { "" } else { "warning: " },
             unmatched.selection,
             if unmatched.blocking {
-                " (no such GPU on this host)"
+                " (assert and apply fail; optional = true allows it)"
             } else {
                 ""
             }

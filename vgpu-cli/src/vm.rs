@@ -54,6 +54,8 @@ struct Detached {
     live: bool,
     config: bool,
     destroyed: bool,
+    /// Whether it was attached (false: nothing to detach).
+    changed: bool,
 }
 
 /// Runs a libvirt command; returns the exit code.
@@ -121,25 +123,24 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             let target = conn.domain(domain)?;
             let id = handle(id)?;
             let scope = scope(*live, *config, target.running);
-            conn.detach(domain, id, scope)
-                .with_context(|| format!("cannot detach {id} from {domain}"))?;
-            if *destroy {
-                // Another domain, or another scope of this one, may still name it.
-                let inventory = discover(paths)?;
-                let holders = domains_holding(&conn.owners(&inventory)?, id);
-                if !holders.is_empty() && !*force {
-                    let held = vgpu_core::Error::InUse {
-                        device: id.to_string(),
-                        by: format!("libvirt domain(s) {} reference it", holders.join(", ")),
-                    };
-                    return Err(anyhow::Error::new(held).context(format!(
-                        "{id} was detached from {domain}, but not destroyed"
-                    )));
+            // Detaching what is not attached changes nothing, as attaching what is attached.
+            let changed = match conn.detach(domain, id, scope) {
+                Ok(()) => true,
+                Err(vgpu_libvirt::Error::NotAttached { .. }) => false,
+                Err(err) => {
+                    return Err(anyhow::Error::new(err)
+                        .context(format!("cannot detach {id} from {domain}")));
                 }
+            };
+            if *destroy {
+                // Another domain, or another scope of this one, may still name it: the
+                // removal policy of every command that takes a device away decides.
+                let references = domain_references(cli, paths)?;
                 crate::manager(cli, paths)
                     .with_force(*force)
+                    .with_domain_references(references)
                     .destroy(id)
-                    .with_context(|| format!("{id} was detached from {domain}, but"))?;
+                    .with_context(|| format!("{id} is detached from {domain} but not destroyed"))?;
             }
             let done = Detached {
                 domain: domain.clone(),
@@ -147,9 +148,11 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 live: scope.live,
                 config: scope.config,
                 destroyed: *destroy,
+                changed,
             };
             let line = format!(
-                "{domain}: {id} detached{}",
+                "{domain}: {id} {}{}",
+                if changed { "detached" } else { "not attached" },
                 if *destroy { " and destroyed" } else { "" }
             );
             emit(cli, out, &done, &line)?;

@@ -503,3 +503,34 @@ fn place_more_than_fit_exits_1() {
         )
     );
 }
+
+/// A selection that matches no GPU is a typo until marked optional: `model = "H200"` on a
+/// host without one fails `plan` and `assert`; with `optional = true` it is a warning.
+#[test]
+fn selection_matching_no_gpu_fails_unless_optional() {
+    let host = host("t4-legacy");
+    let typo = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"H200\"\ntypes = { \"H200X-1-18C\" = 1 }\n";
+    let optional = typo.replace("model = \"H200\"\n", "model = \"H200\"\noptional = true\n");
+    let typo_file = write(&host, "typo.toml", typo);
+    let optional_file = write(&host, "optional.toml", &optional);
+
+    let plan = vgpuctl(&host, &["plan", "-f", &typo_file]);
+    let assert = vgpuctl(&host, &["assert", "-f", &typo_file]);
+    let warned = vgpuctl(&host, &["plan", "-f", &optional_file]);
+
+    assert_eq!(
+        (
+            plan.status.code(),
+            stdout(&plan).contains(
+                "typo.toml:3:1: model \"H200\" matches no GPU (assert and apply fail; optional = true allows it)"
+            ),
+            assert.status.code(),
+            warned.status.code(),
+            stdout(&warned).contains("optional.toml:3:1: warning: model \"H200\" matches no GPU\n"),
+        ),
+        (Some(1), true, Some(1), Some(0), true),
+        "{}{}",
+        stdout(&plan),
+        stdout(&warned)
+    );
+}

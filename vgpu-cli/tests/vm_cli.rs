@@ -237,14 +237,23 @@ fn detach_with_destroy_leaves_neither_hostdev_nor_vgpu() {
 }
 
 #[test]
-fn detach_of_a_vgpu_the_domain_does_not_hold_is_not_found() {
+fn detach_of_a_vgpu_the_domain_does_not_hold_changes_nothing() {
     let h = host();
     h.define("vm1");
     create(&h, T4, "T4-2Q", Some(UUID));
     let out = vgpuctl(&h, &["detach", "vm1", UUID, "--json"]);
+    let text = vgpuctl(&h, &["detach", "vm1", UUID]);
     assert_eq!(
-        (out.status.code(), &json(&out)["kind"]),
-        (Some(1), &serde_json::json!("not-found"))
+        (
+            out.status.code(),
+            &json(&out)["changed"],
+            String::from_utf8(text.stdout).unwrap()
+        ),
+        (
+            Some(0),
+            &serde_json::json!(false),
+            format!("vm1: {UUID} not attached\n")
+        )
     );
 }
 
@@ -520,6 +529,10 @@ fn sriov_of_a_vf_a_domain_holds_is_refused_naming_the_domain() {
     let h = host();
     h.define("vm1");
     let flex = "0001:03:00.0";
+    assert_eq!(
+        vgpuctl(&h, &["sriov", flex, "--vfs", "2"]).status.code(),
+        Some(0)
+    );
     let vf = create(&h, flex, "vf", None);
     assert_eq!(vgpuctl(&h, &["attach", "vm1", &vf]).status.code(), Some(0));
 

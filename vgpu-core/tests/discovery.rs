@@ -286,9 +286,17 @@ fn l40s_vendor_vfio_full_card_has_nothing_available() {
 }
 
 #[test]
-fn l40s_vendor_vfio_full_card_type_name_is_unknown() {
+fn l40s_vendor_vfio_full_card_type_is_named_by_the_catalog() {
     let inv = inventory(&l40s_host(8, 6));
-    assert_eq!(inv.gpus[0].types[0].name, None);
+    let ty = &inv.gpus[0].types[0];
+    assert_eq!(
+        (ty.name.as_deref(), ty.name_source, ty.framebuffer_mib),
+        (
+            Some("NVIDIA L40S-8Q"),
+            Some(vgpu_core::NameSource::Catalog),
+            Some(8192)
+        )
+    );
 }
 
 #[test]

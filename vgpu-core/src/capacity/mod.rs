@@ -151,12 +151,11 @@ impl std::fmt::Display for Limit {
             Limit::Max { max } => write!(f, "the type's maximum is {max} per GPU"),
             Limit::Definitions { held } => write!(f, "{held} held for defined vGPUs"),
             Limit::Vfs => write!(f, "no VF is free"),
-            Limit::Mixing { with } => {
-                write!(
-                    f,
-                    "the GPU holds {with}, which the type cannot share a GPU with"
-                )
-            }
+            Limit::Mixing { with } => write!(
+                f,
+                "{with} runs on the GPU or is defined for it, and the type cannot share a GPU \
+                 with it"
+            ),
             Limit::GpuInstances { profile, free } => {
                 write!(f, "{free} free GPU instance(s) of profile {profile}")
             }
@@ -199,8 +198,8 @@ pub struct Room {
     /// The bound that set `available`; with several equal bounds, the first in the table of
     /// the module documentation.
     pub limit: Limit,
-    /// Places definitions hold for vGPUs of this type (or, under the mixing rule, of types
-    /// it cannot share the GPU with) that are not running.
+    /// Places definitions hold for vGPUs of this type that are not running (for plain VFs:
+    /// VFs definitions name); other types' definitions bound it through the mixing rule.
     pub held: u32,
 }
 

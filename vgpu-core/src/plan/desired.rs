@@ -123,6 +123,10 @@ pub struct Entry {
 pub struct Selection {
     /// Every GPU that offers vGPUs.
     pub all: bool,
+    /// Whether matching no GPU is expected on some hosts (`optional = true`; every
+    /// vgpu-device-manager entry, whose configs serve fleets of mixed hosts): otherwise a
+    /// selection with criteria that matches nothing fails `assert` and `apply`.
+    pub optional: bool,
     /// The GPU at this address (also one that offers no vGPUs, to be told so).
     pub address: Option<PciAddress>,
     /// The model: the PCI database's name (`AD102GL [L40S]`), its bracketed part (`L40S`), or

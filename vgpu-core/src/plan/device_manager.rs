@@ -225,6 +225,7 @@ impl Source<'_> {
         ];
         let mut selection = Selection {
             vendor: Some(NVIDIA_VENDOR_ID),
+            optional: true,
             ..Selection::default()
         };
         if let Devices::Indices(indices) = raw.devices {

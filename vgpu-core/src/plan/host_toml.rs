@@ -8,6 +8,7 @@
 //!
 //! [[configs.default.gpu]]
 //! model = "L40S"               # selection: all = true | address | model | vendor | numa
+//! optional = true              # matching no GPU is not an error (default false)
 //! sizes = "4x12GiB"            # partition: sizes | types | vfs
 //!
 //! [[configs.default.gpu]]
@@ -97,6 +98,7 @@ struct RawEntry {
     persistence: Option<Start>,
     vf_driver: Option<VfDriver>,
     scheduler: Option<Spanned<RawScheduler>>,
+    optional: Option<bool>,
 }
 
 /// `scheduler = { policy = "equal-share", timeslice_ms = 2 }`.
@@ -324,7 +326,12 @@ impl Source<'_> {
             })?);
         }
         selection.numa_node = raw.numa.as_ref().map(|n| *n.get_ref());
-        if selection == Selection::default() {
+        selection.optional = raw.optional.unwrap_or(false);
+        let criteria = Selection {
+            optional: false,
+            ..selection.clone()
+        };
+        if criteria == Selection::default() {
             return Err(self.error(
                 entry,
                 "no selection: expected all = true, address, model, vendor or numa",

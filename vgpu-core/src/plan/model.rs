@@ -497,8 +497,8 @@ pub struct Unmatched {
     pub selection: String,
     /// Where it is in the file.
     pub at: Location,
-    /// Whether it names a GPU by address (an error: that GPU is not on this host) rather than
-    /// by criteria another host may meet.
+    /// Whether it fails `assert` and `apply`: it has criteria (an address, a model, a vendor,
+    /// a NUMA node) and is not marked `optional`, so a typo is not taken for "nothing to do".
     pub blocking: bool,
 }
 

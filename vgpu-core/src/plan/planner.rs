@@ -62,7 +62,8 @@ pub fn plan(host: &HostState, desired: &Desired) -> Plan {
             unmatched.push(Unmatched {
                 selection: entry.selection.to_string(),
                 at: entry.at,
-                blocking: entry.selection.address.is_some(),
+                // A typo in a model or vendor must not pass as "nothing to do".
+                blocking: !entry.selection.optional && has_criteria(&entry.selection),
             });
         }
         for gpu in matched {
@@ -82,6 +83,17 @@ pub fn plan(host: &HostState, desired: &Desired) -> Plan {
         gpus,
         unmatched,
     }
+}
+
+/// Whether `selection` has criteria beyond `all` (an address, a model, a vendor, a NUMA node,
+/// device ids, NVIDIA indices): one that matches nothing then says something is wrong.
+fn has_criteria(selection: &Selection) -> bool {
+    let bare = Selection {
+        all: false,
+        optional: false,
+        ..selection.clone()
+    };
+    bare != Selection::default()
 }
 
 /// Whether `selection` chooses `gpu`.

@@ -258,6 +258,7 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
                 vendor: Some(NVIDIA_VENDOR_ID),
                 device_ids: vec![(0x10de, 0x1eb8)],
                 nvidia_indices: Some(vec![0, 1]),
+                optional: true,
                 ..Selection::default()
             },
             partition: Partition::Types(vec![TypeItem {
