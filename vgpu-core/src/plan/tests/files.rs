@@ -132,7 +132,7 @@ fn host_toml_unknown_key_names_line_column_and_the_keys_expected() {
         (
             5,
             1,
-            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`".to_owned()
+            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `optional`".to_owned()
         )
     );
 }

@@ -564,24 +564,27 @@ fn plan_device_manager_filter_matches_device_ids() {
 }
 
 #[test]
-fn plan_selection_matching_no_gpu_is_listed_without_blocking() {
+fn plan_selection_matching_no_gpu_blocks_unless_optional() {
     let state = host(vec![gpu(Model::T4, T4)]);
-    let desired = toml(
-        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"A100\"\nsizes = \"1x5GiB\"\n",
-    );
+    let text = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"A100\"\nsizes = \"1x5GiB\"\n";
+    let optional = text.replace("sizes", "optional = true\nsizes");
 
-    let plan = plan(&state, &desired);
+    let typo = plan(&state, &toml(text));
+    let allowed = plan(&state, &toml(&optional));
 
+    let unmatched = |blocking| Unmatched {
+        selection: "model \"A100\"".to_owned(),
+        at: Location { line: 3, column: 1 },
+        blocking,
+    };
     assert_eq!(
-        (plan.unmatched.clone(), plan.matches()),
         (
-            vec![Unmatched {
-                selection: "model \"A100\"".to_owned(),
-                at: Location { line: 3, column: 1 },
-                blocking: false
-            }],
-            true
-        )
+            typo.unmatched.clone(),
+            typo.matches(),
+            allowed.unmatched.clone(),
+            allowed.matches()
+        ),
+        (vec![unmatched(true)], false, vec![unmatched(false)], true)
     );
 }
 
