@@ -22,6 +22,14 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             // clap prints help and version to stdout with exit 0, usage errors to stderr with 2.
+            // With --json a usage error is JSON on stdout too, as every other error is.
+            if err.use_stderr() && json_asked() {
+                let text = err.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                let value = serde_json::json!({ "error": message, "kind": "usage" });
+                let _printed = writeln!(io::stdout().lock(), "{value}");
+            }
             let _printed = err.print();
             return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
         }
@@ -56,6 +64,14 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
             ExitCode::from(crate::EXIT_ERROR)
         }
     }
+}
+
+/// Whether the command line asks for JSON: `--json` before any `--`.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 /// Whether `err` is stdout's reader having gone away (`vgpuctl list | head`).
@@ -157,6 +173,12 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "another vgpuctl is changing this host; try again when it is done"
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
+            Error::WrongType { .. } => {
+                "ask for the type the vGPU has, or give the domain another vGPU (`--index N`)"
+            }
+            Error::HoldersUnknown { .. } => {
+                "start libvirt (`systemctl start libvirtd`), or use --force if no domain uses it"
+            }
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
             Error::NoConfig { .. } => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {

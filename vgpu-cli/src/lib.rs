@@ -55,6 +55,9 @@ pub const EXIT_CHECK_FAILED: u8 = 3;
 /// `plan` found changes to make (the host does not match the config yet).
 pub const EXIT_CHANGES_PENDING: u8 = 4;
 
+/// The `--help` heading of the options every command takes, shown after its own.
+const GLOBAL: &str = "Global options";
+
 /// Manage vGPUs and SR-IOV virtual functions on a KVM host.
 #[derive(Debug, Parser)]
 #[command(
@@ -68,6 +71,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "VGPU_ROOT",
         value_name = "DIR",
         default_value = "/"
@@ -75,13 +79,15 @@ pub struct Cli {
     pub root: PathBuf,
     /// Keep definitions, the lock and the audit log (etc/, run/, var/) under DIR instead of
     /// under --root (a simulated host serves only sys/, proc/ and dev/).
-    #[arg(long, global = true, env = "VGPU_STATE_ROOT", value_name = "DIR")]
+    #[arg(long, global = true,
+        help_heading = GLOBAL, env = "VGPU_STATE_ROOT", value_name = "DIR")]
     pub state_root: Option<PathBuf>,
     /// The libvirt connection for attach, detach, owners and destroy's check
     /// (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a daemon).
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "VGPU_CONNECT",
         value_name = "URI",
         default_value = vgpu_libvirt::DEFAULT_URI
@@ -90,13 +96,16 @@ pub struct Cli {
     /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
     /// libnvidia-ml.so.1. A library named here is used whatever --root says: a driver
     /// installed elsewhere, or a test library describing a simulated host.
-    #[arg(long, global = true, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
+    #[arg(long, global = true,
+        help_heading = GLOBAL, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
     pub nvml_library: Option<PathBuf>,
     /// Print JSON instead of tables.
-    #[arg(long, global = true)]
+    #[arg(long, global = true,
+        help_heading = GLOBAL)]
     pub json: bool,
     /// Log more (-v info, -vv debug, -vvv trace); VGPU_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true,
+        help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// What to do.
     #[command(subcommand)]

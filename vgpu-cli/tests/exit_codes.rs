@@ -148,3 +148,36 @@ fn json_error_is_printed_as_json_on_stdout() {
         (Some(1), Some(true), &serde_json::json!("not-found"))
     );
 }
+
+/// With --json, a usage error is JSON on stdout as every other error is, and still exits 2.
+#[test]
+fn usage_error_with_json_is_json_on_stdout() {
+    let out = vgpuctl(
+        every_interface().root(),
+        &["--json", "create", "0000:3b:00.0"],
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            value["kind"].clone(),
+            value["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("the following required arguments were not provided")
+        ),
+        (Some(2), serde_json::json!("usage"), true),
+        "{value}"
+    );
+}
+
+/// A command's `--help` lists its own options, then the global ones under their heading.
+#[test]
+fn help_lists_own_options_before_global_ones() {
+    let out = vgpuctl(every_interface().root(), &["create", "--help"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let own = text.find("--type <TYPE>").unwrap();
+    let heading = text.find("Global options:").unwrap();
+    let root = text.find("--root <DIR>").unwrap();
+    assert!(own < heading && heading < root, "{text}");
+}
