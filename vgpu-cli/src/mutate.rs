@@ -20,8 +20,18 @@ fn start(auto: bool) -> Start {
     if auto { Start::Auto } else { Start::Manual }
 }
 
-pub(crate) fn handle(text: &str) -> Result<vgpu_core::VgpuHandle> {
-    Ok(text.parse()?)
+/// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
+/// `bb:dd.f` form (see `vgpu_core::resolve_address`).
+pub(crate) fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::VgpuHandle> {
+    if let Ok(uuid) = uuid::Uuid::try_parse(text) {
+        return Ok(vgpu_core::VgpuHandle::Mdev(uuid));
+    }
+    // A VF's address, in full or as `bb:dd.f` where one function of the host has it.
+    match vgpu_core::resolve_address(paths, text) {
+        Ok(address) => Ok(vgpu_core::VgpuHandle::Vf(address)),
+        Err(vgpu_core::Error::BadName { .. }) => Ok(text.parse()?),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// Writes `value` as JSON, or `line` for people.
@@ -41,7 +51,7 @@ pub(crate) fn emit(
 
 #[derive(Serialize)]
 struct Done<'a> {
-    id: &'a str,
+    id: String,
     action: &'a str,
 }
 
@@ -109,13 +119,13 @@ pub(crate) fn run(
         }
         Command::Destroy { id, force } => {
             // Without --force, `crate::run` has checked which libvirt domains name it.
-            let vgpu = handle(id)?;
+            let vgpu = handle(paths, id)?;
             let destroyed = manager
                 .with_force(*force)
                 .destroy(vgpu)
                 .with_context(|| format!("cannot destroy {id}"))?;
             let line = format!(
-                "{id}: {}{}",
+                "{vgpu}: {}{}",
                 if destroyed.stopped.is_some() {
                     "stopped"
                 } else {
@@ -130,8 +140,9 @@ pub(crate) fn run(
             emit(cli, out, &destroyed, &line)?;
         }
         Command::Undefine { id } => {
+            let vgpu = handle(paths, id)?;
             let removed = manager
-                .undefine(handle(id)?)
+                .undefine(vgpu)
                 .with_context(|| format!("cannot undefine {id}"))?;
             if !removed {
                 anyhow::bail!(vgpu_core::Error::NotFound {
@@ -144,32 +155,34 @@ pub(crate) fn run(
                 cli,
                 out,
                 &Done {
-                    id,
+                    id: vgpu.to_string(),
                     action: "undefined",
                 },
-                &format!("{id}: undefined"),
+                &format!("{vgpu}: undefined"),
             )?;
         }
         Command::Start { id } => {
+            let vgpu = handle(paths, id)?;
             manager
-                .start(handle(id)?)
+                .start(vgpu)
                 .with_context(|| format!("cannot start {id}"))?;
             emit(
                 cli,
                 out,
                 &Done {
-                    id,
+                    id: vgpu.to_string(),
                     action: "started",
                 },
-                &format!("{id}: started"),
+                &format!("{vgpu}: started"),
             )?;
         }
         Command::Stop { id, force } => {
+            let vgpu = handle(paths, id)?;
             let stopped = manager
                 .with_force(*force)
-                .stop(handle(id)?)
+                .stop(vgpu)
                 .with_context(|| format!("cannot stop {id}"))?;
-            emit(cli, out, &stopped, &format!("{id}: stopped"))?;
+            emit(cli, out, &stopped, &format!("{vgpu}: stopped"))?;
         }
         Command::Bind {
             address,

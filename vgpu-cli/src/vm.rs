@@ -81,7 +81,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             let scope = scope(*live, *config, target.running);
             let done = match (id, gpu, type_name) {
                 (Some(id), None, None) => {
-                    attach_existing(&conn, paths, domain, handle(id)?, scope, shape)?
+                    attach_existing(&conn, paths, domain, handle(paths, id)?, scope, shape)?
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
@@ -121,7 +121,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
         } => {
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
-            let id = handle(id)?;
+            let id = handle(paths, id)?;
             let scope = scope(*live, *config, target.running);
             // Detaching what is not attached changes nothing, as attaching what is attached.
             let changed = match conn.detach(domain, id, scope) {

@@ -326,3 +326,27 @@ fn plain_vfs_given_out_are_vgpus_in_list_types_and_plan() {
     assert_eq!(listed, made);
     assert_eq!(vf_type, vec![("vf".to_owned(), total - 2, 2)]);
 }
+
+#[test]
+fn a_vf_is_named_by_its_short_address_as_a_gpu_is() {
+    let host = host("l40s-vendor-vfio");
+    let made = vgpuctl(&host, &["create", "41:00.0", "--type", "L40S-24Q"]);
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+
+    let stopped = vgpuctl(&host, &["destroy", "41:00.4"]);
+    let restore = vgpuctl(&host, &["restore", "--device", "41:00.0"]);
+    let bad = vgpuctl(&host, &["--json", "bind", "41:00.5"]);
+
+    assert_eq!(
+        (
+            code(&stopped),
+            String::from_utf8(stopped.stdout).unwrap(),
+            code(&restore),
+            code(&bad),
+            stderr(&bad).contains("has no domain: give it in full, such as 0000:41:00.5"),
+        ),
+        (0, "0000:41:00.4: stopped\n".to_owned(), 0, 2, true),
+        "{}",
+        stderr(&bad)
+    );
+}

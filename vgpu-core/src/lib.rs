@@ -122,7 +122,7 @@ pub use discovery::parse::ParseError;
 pub use discovery::{discover, discover_gpu};
 pub use error::{Error, ErrorKind, Object, Result};
 pub use host::paths::HostPaths;
-pub use host::pci_device::SriovCapability;
+pub use host::pci_device::{SriovCapability, resolve_address};
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
 pub use manager::{

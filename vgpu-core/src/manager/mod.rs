@@ -585,9 +585,7 @@ impl Manager {
     /// (`contrib/udev/60-vgpu.rules` does). A name that is not a PCI address is
     /// [`Error::BadName`]; a device that is not on the host, [`Error::NotFound`].
     pub fn restore_device(&self, device: &str) -> Result<RestoreReport> {
-        let address: PciAddress = device.parse().map_err(|_| {
-            Error::bad_name(device, "a PCI device's name, dddd:bb:dd.f (udev's %k)")
-        })?;
+        let address = crate::host::pci_device::resolve_address(&self.paths, device)?;
         PciDevice::existing(&self.paths, address)?;
         restore::run(&self.session()?, Some(address))
     }

@@ -27,6 +27,9 @@ pub enum PciAddressError {
     /// The string does not have the `domain:bus:device.function` shape.
     #[error("PCI address {0:?} is not of the form dddd:bb:dd.f")]
     Shape(String),
+    /// The string is the short `bus:device.function` form, without the domain.
+    #[error("PCI address {0:?} has no domain: give it in full, such as 0000:{0}")]
+    NoDomain(String),
     /// The domain is not hex or has more than 8 digits.
     #[error("PCI address {0:?} has an invalid domain")]
     Domain(String),
@@ -93,6 +96,9 @@ impl FromStr for PciAddress {
             return Err(PciAddressError::Empty);
         }
         let shape = || PciAddressError::Shape(s.to_owned());
+        if s.matches(':').count() == 1 && format!("0000:{s}").parse::<PciAddress>().is_ok() {
+            return Err(PciAddressError::NoDomain(s.to_owned()));
+        }
         let (domain, rest) = s.split_once(':').ok_or_else(shape)?;
         let (bus, rest) = rest.split_once(':').ok_or_else(shape)?;
         let (device, function) = rest.split_once('.').ok_or_else(shape)?;
