@@ -200,10 +200,23 @@ mod tests {
     }
 
     #[test]
-    fn parse_missing_domain_is_shape_error() {
+    fn parse_missing_domain_is_no_domain_error_suggesting_the_full_form() {
+        let err = parse("41:00.0").unwrap_err();
         assert_eq!(
-            parse("41:00.0"),
-            Err(PciAddressError::Shape("41:00.0".to_owned()))
+            (err.clone(), err.to_string()),
+            (
+                PciAddressError::NoDomain("41:00.0".to_owned()),
+                "PCI address \"41:00.0\" has no domain: give it in full, such as 0000:41:00.0"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn parse_short_form_that_is_no_address_is_shape_error() {
+        assert_eq!(
+            parse("41:zz.0"),
+            Err(PciAddressError::Shape("41:zz.0".to_owned()))
         );
     }
 
