@@ -121,18 +121,21 @@ fn provision_across_three_interfaces_in_parallel() {
             vfs: None,
             type_name: "GRID T4-4Q".to_owned(),
             count: None,
+            define: None,
         },
         Target {
             gpu: addr(L40S),
             vfs: None,
             type_name: "NVIDIA L40S-24Q".to_owned(),
             count: None,
+            define: None,
         },
         Target {
             gpu: addr(FLEX),
             vfs: Some(4),
             type_name: "vf".to_owned(),
             count: Some(3),
+            define: None,
         },
     ];
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -209,6 +212,7 @@ fn l40s_24q(count: Option<u32>) -> Target {
         vfs: None,
         type_name: "L40S-24Q".to_owned(),
         count,
+        define: None,
     }
 }
 

@@ -52,6 +52,7 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
             vfs: Some(32),
             type_name: TYPE.to_owned(),
             count: None,
+            define: None,
         })
         .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()

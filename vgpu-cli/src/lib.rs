@@ -248,6 +248,12 @@ pub enum Command {
         /// vGPUs per GPU (default: as many as fit).
         #[arg(long)]
         count: Option<u32>,
+        /// Also persist each vGPU, as `create --define` does.
+        #[arg(long)]
+        define: bool,
+        /// With --define: start them at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
     },
     /// Give a vGPU to a libvirt domain: an existing one (ID), or a new one made on GPU
     /// (defined, started at boot) and named after the domain, so running it again changes

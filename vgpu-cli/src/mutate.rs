@@ -262,7 +262,10 @@ pub(crate) fn run(
             type_name,
             vfs,
             count,
+            define,
+            auto,
         } => {
+            let define = define.then(|| start(*auto));
             let addresses: Vec<vgpu_core::PciAddress> = if *all {
                 vgpu_core::discover(paths)?
                     .gpus
@@ -282,6 +285,7 @@ pub(crate) fn run(
                     vfs: *vfs,
                     type_name: type_name.clone(),
                     count: *count,
+                    define,
                 })
                 .collect();
             let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -350,3 +350,49 @@ fn a_vf_is_named_by_its_short_address_as_a_gpu_is() {
         stderr(&bad)
     );
 }
+
+/// `provision --define` persists each vGPU it makes, as `create --define` does.
+#[test]
+fn provision_define_persists_each_vgpu_it_makes() {
+    let host = host("l40s-vendor-vfio");
+
+    let out = vgpuctl(
+        &host,
+        &[
+            "provision",
+            L40S,
+            "--type",
+            "L40S-24Q",
+            "--define",
+            "--auto",
+        ],
+    );
+
+    let dir = host.state.path().join("etc/vgpu/vf-vgpus");
+    let mut defined: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    defined.sort();
+    let starts: Vec<bool> = defined
+        .iter()
+        .map(|name| {
+            std::fs::read_to_string(dir.join(name))
+                .unwrap()
+                .contains("\"start\": \"auto\"")
+        })
+        .collect();
+    assert_eq!(
+        (code(&out), defined, starts),
+        (
+            0,
+            vec![
+                "0000:41:00.4.json".to_owned(),
+                "0000:41:00.5.json".to_owned()
+            ],
+            vec![true, true]
+        ),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -287,6 +287,7 @@ fn provision_skips_a_vf_refused_as_full_and_fills_the_next() {
         vfs: None,
         type_name: "A40-2Q".to_owned(),
         count: Some(2),
+        define: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

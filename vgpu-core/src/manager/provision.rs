@@ -22,6 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::host::sriov::SriovChange;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::state::store::Start;
 
 /// What to make on one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct Target {
     pub type_name: String,
     /// How many vGPUs; `None` fills the GPU (leaving definitions their room).
     pub count: Option<u32>,
+    /// Define each vGPU first, to start as this says (`create --define`); `None` makes them
+    /// without definitions.
+    pub define: Option<Start>,
 }
 
 /// What happened on one GPU.
@@ -130,7 +134,7 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
         // Only a parent that is the PF itself takes more than one vGPU.
         let many = placement.device() == gpu.address;
         while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {
-            match op.create_at(&placement, None) {
+            match make(op, gpu, &placement, target.define) {
                 Ok((id, _)) => created.push(id),
                 // Another tool took this place meanwhile: the next one may have room.
                 Err(err) if backend::taken(op.paths(), &placement, &err)? => {
@@ -151,5 +155,30 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     match target.count {
         Some(count) if made < count => Err(no_room(count, made)),
         _ => Ok((sriov, created)),
+    }
+}
+
+/// Makes one vGPU at `placement`, defined first when `define` says when it starts; a failure
+/// undoes the definition written for it, so that the next place can be tried.
+fn make(
+    op: &mut Operation<'_>,
+    gpu: &crate::model::Gpu,
+    placement: &crate::backend::Placement,
+    define: Option<Start>,
+) -> Result<(VgpuHandle, Option<String>)> {
+    let Some(start) = define else {
+        return op.create_at(placement, None);
+    };
+    let id = placement.handle(None)?;
+    let savepoint = op.savepoint();
+    let result = op
+        .define(gpu, placement, id, start)
+        .and_then(|()| op.realize(placement, id));
+    match result {
+        Ok(previous) => Ok((id, previous)),
+        Err(err) => {
+            op.rollback_to(savepoint);
+            Err(err)
+        }
     }
 }
