@@ -30,6 +30,7 @@ pub mod completions;
 mod entry;
 mod hook;
 mod isolation;
+mod list;
 mod mutate;
 mod nova;
 mod plans;
@@ -116,7 +117,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List GPU physical functions, their VFs, vGPU types and vGPUs.
-    List,
+    List {
+        /// Only this GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: Option<String>,
+        /// Every definition instead, running or not (as `mdevctl list --defined`).
+        #[arg(long, conflicts_with = "gpu")]
+        defined: bool,
+        /// Also a line per vGPU: its id, type and the device it sits on.
+        #[arg(long)]
+        vgpus: bool,
+    },
     /// Show the vGPU types of every GPU, or of one.
     Types {
         /// A GPU address (0000:41:00.0, or 41:00.0 when unambiguous).
@@ -608,8 +618,24 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Ok((inventory, nvml.status().clone()))
     };
     match &cli.command {
-        Command::List => {
-            let (inventory, nvml) = discover_with_nvml()?;
+        Command::List {
+            gpu,
+            defined,
+            vgpus,
+        } => {
+            let nvml = cli.nvml_source().load(&paths);
+            let state = manager(cli, &paths)
+                .capacity_state(&nvml)
+                .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+            if *defined {
+                list::defined(cli.json, &state, out)?;
+                return Ok(EXIT_OK);
+            }
+            let mut inventory = state.inventory;
+            if let Some(name) = gpu {
+                let address = inventory.gpu(name, &paths)?.address;
+                inventory.gpus.retain(|g| g.address == address);
+            }
             if cli.json {
                 let facts = nvml.read();
                 let list = render::ListJson {
@@ -627,6 +653,9 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 render::json(out, &list)?;
             } else {
                 render::list_table(out, &inventory, nvml.status())?;
+                if *vgpus {
+                    list::vgpus(&inventory, out)?;
+                }
             }
             Ok(EXIT_OK)
         }

@@ -304,7 +304,7 @@ pub(crate) fn run(
                 return Ok(EXIT_ERROR);
             }
         }
-        Command::List
+        Command::List { .. }
         | Command::Types { .. }
         | Command::Check { .. }
         | Command::Attach { .. }

@@ -396,3 +396,45 @@ fn provision_define_persists_each_vgpu_it_makes() {
         stderr(&out)
     );
 }
+
+/// `list GPU` shows one GPU; `list --defined` every definition, with whether it runs.
+#[test]
+fn list_takes_a_gpu_and_lists_definitions() {
+    let host = host("l40s-vendor-vfio");
+    for args in [
+        ["create", L40S, "--type", "L40S-24Q", "--define"].as_slice(),
+        ["define", L40S, "--type", "L40S-24Q"].as_slice(),
+    ] {
+        let out = vgpuctl(&host, args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+
+    let one = json(&vgpuctl(&host, &["list", "c1:00.0", "--json"]));
+    let defined = json(&vgpuctl(&host, &["list", "--defined", "--json"]));
+
+    let addresses: Vec<&str> = one["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["address"].as_str().unwrap())
+        .collect();
+    let rows: Vec<(String, bool)> = defined["definitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["id"].as_str().unwrap().to_owned(),
+                d["active"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(addresses, vec![L40S_B]);
+    assert_eq!(
+        rows,
+        vec![
+            ("0000:41:00.4".to_owned(), true),
+            ("0000:41:00.5".to_owned(), false)
+        ]
+    );
+}
