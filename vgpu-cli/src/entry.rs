@@ -159,6 +159,9 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             Error::HeldOpen { .. } => {
                 "shut the guest down (or detach the vGPU) first, or use --force"
             }
+            Error::InUse { .. } => "free it first (detach it from the domain), or use --force",
+            Error::NotGpu { .. } => "--force binds a device that is not a GPU",
+            Error::NotOwned { .. } => "--force gives it to its default driver instead",
             Error::NotFound {
                 what: vgpu_core::Object::Gpu,
                 ..

@@ -56,6 +56,15 @@ pub const EXIT_CHECK_FAILED: u8 = 3;
 /// `plan` found changes to make (the host does not match the config yet).
 pub const EXIT_CHANGES_PENDING: u8 = 4;
 
+/// A switch given as `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
 /// The `--help` heading of the options every command takes, shown after its own.
 const GLOBAL: &str = "Global options";
 
@@ -148,8 +157,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         /// Whether VFs enabled from now on are bound to a driver.
-        #[arg(long, value_parser = ["on", "off"])]
-        autoprobe: Option<String>,
+        #[arg(long, value_enum)]
+        autoprobe: Option<OnOff>,
         /// Also persist the count, so that `restore` sets it after a reboot.
         #[arg(long)]
         define: bool,
@@ -531,7 +540,35 @@ pub fn init_logging(cli: &Cli) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
+        .event_format(Prefixed)
         .try_init();
+}
+
+/// Log lines as `vgpuctl` writes its errors: `vgpuctl: warning: ...`, then the fields.
+struct Prefixed;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(writer, "vgpuctl: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 impl Command {

@@ -75,7 +75,7 @@ pub(crate) fn run(
                 force: *force,
                 ..Default::default()
             };
-            let autoprobe = autoprobe.as_deref().map(|a| a == "on");
+            let autoprobe = autoprobe.map(|a| a == crate::OnOff::On);
             let change = manager
                 .with_sriov_options(options)
                 .with_force(*force)

@@ -487,7 +487,7 @@ fn bind_of_a_non_gpu_is_refused_without_force() {
     let out = vgpuctl(&h, &["bind", "0000:3a:00.0"]);
     assert_eq!(
         stderr(&out),
-        "vgpuctl: error: cannot bind 0000:3a:00.0 to vfio-pci: 0000:3a:00.0 is not a GPU or a VF of one (force to bind it anyway)\n"
+        "vgpuctl: error: cannot bind 0000:3a:00.0 to vfio-pci: 0000:3a:00.0 is not a GPU or a VF of one\nhint: --force binds a device that is not a GPU\n"
     );
 }
 

@@ -526,7 +526,7 @@ fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
             serde_json::json!({
                 "error": format!(
                     "cannot destroy {UUID}: {UUID} is open by process 4242 (qemu-system-x86) \
-                     through {node} (force to remove it anyway)"
+                     through {node}"
                 ),
                 "kind": "busy"
             }),

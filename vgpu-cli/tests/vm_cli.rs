@@ -285,10 +285,7 @@ fn destroy_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
         (
             Some(1),
             &serde_json::json!("busy"),
-            format!(
-                "cannot destroy {UUID}: {UUID} is in use: libvirt domain(s) vm1 reference it \
-                 (force to override)"
-            )
+            format!("cannot destroy {UUID}: {UUID} is in use: libvirt domain(s) vm1 reference it")
         )
     );
 }

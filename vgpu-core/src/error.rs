@@ -291,13 +291,13 @@ pub enum Error {
         all_or_none: bool,
     },
     /// A device other than a GPU (or a VF of one) was named where only those are managed.
-    #[error("{address} is not a GPU or a VF of one (force to bind it anyway)")]
+    #[error("{address} is not a GPU or a VF of one")]
     NotGpu {
         /// The device.
         address: PciAddress,
     },
     /// A device was not bound by `vgpu`, so there is no driver to give it back to.
-    #[error("{address} was not bound by vgpu (force to reprobe its default driver anyway)")]
+    #[error("{address} was not bound by vgpu")]
     NotOwned {
         /// The device.
         address: PciAddress,
@@ -305,7 +305,7 @@ pub enum Error {
     /// libvirt is there but does not answer, so whether a domain references the device is
     /// unknown: it is not taken away.
     #[error(
-        "{device} is not taken away: libvirt at {uri} does not answer ({reason}), so the domains that reference it are unknown (--force takes it anyway)"
+        "{device} is not taken away: libvirt at {uri} does not answer ({reason}), so the domains that reference it are unknown"
     )]
     HoldersUnknown {
         /// The device.
@@ -326,7 +326,7 @@ pub enum Error {
         wanted: String,
     },
     /// The device (or vGPU) is in use: by a vGPU, a passthrough driver, or a process.
-    #[error("{device} is in use: {by} (force to override)")]
+    #[error("{device} is in use: {by}")]
     InUse {
         /// The device or vGPU.
         device: String,
@@ -334,9 +334,7 @@ pub enum Error {
         by: String,
     },
     /// A process holds the device's VFIO node open (a guest is using it).
-    #[error(
-        "{device} is open by process {pid} ({command}) through {node} (force to remove it anyway)"
-    )]
+    #[error("{device} is open by process {pid} ({command}) through {node}")]
     HeldOpen {
         /// The vGPU or device.
         device: String,

@@ -303,7 +303,7 @@ const DESKTOPS: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n
 /// The driver's equal share of the Flex 170's 16 GiB among 5 VFs, in bytes.
 const SHARE_OF_5: u64 = 16 * GIB / 5;
 const VF1: &str = "0000:4d:00.1";
-const IN_USE_TEXT: &str = "0000:4d:00.1 is in use: it is bound to vfio-pci (force to override)";
+const IN_USE_TEXT: &str = "0000:4d:00.1 is in use: it is bound to vfio-pci";
 
 fn vfio(count: usize) -> Vec<Option<String>> {
     vec![Some("vfio-pci".to_owned()); count]
@@ -583,8 +583,7 @@ fn restore_vf_held_open_is_not_requotaed() {
                 RestoreOutcome::Failed,
                 Some(ErrorKind::Busy),
                 Some(format!(
-                    "{VF1} is open by process 4242 (qemu-system-x86) through {node} \
-                     (force to remove it anyway)"
+                    "{VF1} is open by process 4242 (qemu-system-x86) through {node}"
                 ))
             )),
             SHARE_OF_5
