@@ -574,7 +574,7 @@ fn hook_toml_with_an_unknown_key_is_refused() {
         refused(&h, &vf_domain(&nova_metadata("vgpu.l40s-12q"))),
         (
             Some(1),
-            "vgpu hook: vm1 prepare: invalid <state>/etc/vgpu/hook.toml: unknown field `defaults`, expected `flavors`\n"
+            "vgpu hook: vm1 prepare: <state>/etc/vgpu/hook.toml:3:2: unknown field `defaults`, expected `flavors`\n"
                 .to_owned(),
             false
         )

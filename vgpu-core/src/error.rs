@@ -486,10 +486,16 @@ pub enum Error {
         fits: u32,
     },
     /// The libvirt hook's configuration (`etc/vgpu/hook.toml`) is not valid.
-    #[error("invalid {}: {reason}", path.display())]
+    #[error(
+        "{}{}: {reason}",
+        path.display(),
+        at.map(|at| format!(":{at}")).unwrap_or_default()
+    )]
     Config {
         /// The file.
         path: PathBuf,
+        /// Where in it, when known.
+        at: Option<crate::model::location::Location>,
         /// What is wrong, in one line.
         reason: String,
     },

@@ -2,6 +2,7 @@
 //! physical GPU, and the vGPUs that exist. Plain data, serialisable; nothing here reads the host.
 
 pub(crate) mod delta;
+pub(crate) mod location;
 pub(crate) mod pci;
 pub(crate) mod serde_hex;
 

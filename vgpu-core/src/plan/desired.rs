@@ -17,40 +17,7 @@ use crate::state::store::Start;
 /// The largest desired-state file read.
 const FILE_LIMIT: usize = 1024 * 1024;
 
-/// A place in a desired-state file: one-based line and column (in characters).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Location {
-    /// The line, from 1.
-    pub line: usize,
-    /// The column, from 1.
-    pub column: usize,
-}
-
-impl Location {
-    /// The location of byte `offset` in `text` (the end of the text when past it).
-    pub(crate) fn of_offset(text: &str, offset: usize) -> Location {
-        let mut line = 1;
-        let mut column = 1;
-        for (at, c) in text.char_indices() {
-            if at >= offset {
-                break;
-            }
-            if c == '\n' {
-                line += 1;
-                column = 1;
-            } else {
-                column += 1;
-            }
-        }
-        Location { line, column }
-    }
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
-    }
-}
+pub use crate::model::location::Location;
 
 /// The formats a desired-state file can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

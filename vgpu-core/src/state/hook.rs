@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::VgpuHandle;
+use crate::model::location::Location;
 use crate::model::pci::PciAddress;
 
 /// The largest `hook.toml` or record read.
@@ -174,7 +175,7 @@ pub struct HookConfig {
 #[serde(deny_unknown_fields)]
 struct HookConfigFile {
     #[serde(default)]
-    flavors: BTreeMap<String, String>,
+    flavors: BTreeMap<String, toml::Spanned<String>>,
 }
 
 impl HookConfig {
@@ -203,18 +204,24 @@ impl HookConfig {
     ///
     /// [`Error::Config`] as for [`HookConfig::load`].
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let config_error = |reason: String| Error::Config {
+        let config_error = |span: Option<std::ops::Range<usize>>, reason: String| Error::Config {
             path: path.to_path_buf(),
+            at: span.map(|s| Location::of_offset(text, s.start)),
             reason,
         };
-        let file: HookConfigFile =
-            toml::from_str(text).map_err(|err| config_error(one_line(err.message())))?;
+        let file: HookConfigFile = toml::from_str(text)
+            .map_err(|err| config_error(err.span(), one_line(err.message())))?;
         for (flavor, wanted) in &file.flavors {
-            crate::backend::validate_type(wanted)
-                .map_err(|err| config_error(format!("flavor {flavor:?}: {err}")))?;
+            crate::backend::validate_type(wanted.get_ref()).map_err(|err| {
+                config_error(Some(wanted.span()), format!("flavor {flavor:?}: {err}"))
+            })?;
         }
         Ok(Self {
-            flavors: file.flavors,
+            flavors: file
+                .flavors
+                .into_iter()
+                .map(|(flavor, wanted)| (flavor, wanted.into_inner()))
+                .collect(),
         })
     }
 
@@ -253,10 +260,7 @@ mod tests {
         let message = parse("[flavours]\nx = \"L40S-12Q\"\n").map_err(|e| e.to_string());
         assert_eq!(
             message,
-            Err(
-                "invalid /etc/vgpu/hook.toml: unknown field `flavours`, expected `flavors`"
-                    .to_owned()
-            )
+            Err("/etc/vgpu/hook.toml:1:2: unknown field `flavours`, expected `flavors`".to_owned())
         );
     }
 
@@ -265,7 +269,10 @@ mod tests {
         let message = parse("[flavors]\nx = \"../../x\"\n").map_err(|e| e.to_string());
         assert_eq!(
             message,
-            Err("invalid /etc/vgpu/hook.toml: flavor \"x\": \"../../x\" is not a vGPU type id or name".to_owned())
+            Err(
+                "/etc/vgpu/hook.toml:2:5: flavor \"x\": \"../../x\" is not a vGPU type id or name"
+                    .to_owned()
+            )
         );
     }
 
@@ -274,10 +281,7 @@ mod tests {
         let message = parse("[flavors]\nx = 3\n").map_err(|e| e.to_string());
         assert_eq!(
             message,
-            Err(
-                "invalid /etc/vgpu/hook.toml: invalid type: integer `3`, expected a string"
-                    .to_owned()
-            )
+            Err("/etc/vgpu/hook.toml:2:5: invalid type: integer `3`, expected a string".to_owned())
         );
     }
 
