@@ -338,18 +338,18 @@ fn plan_exit(plan: &Plan) -> u8 {
     }
 }
 
-/// Every refusal of the plan, with its place in the file: `(gpu, "file:line:col: message")`.
-fn refusals(plan: &Plan) -> Vec<(String, String)> {
+/// Every refusal of the plan, with its place in the file (`file:line:col: message`).
+fn refusals(plan: &Plan) -> Vec<Difference<'_>> {
     let file = plan.file.display();
-    let mut out: Vec<(String, String)> = plan
+    let mut out: Vec<Difference<'_>> = plan
         .unmatched
         .iter()
         .filter(|u| u.blocking)
-        .map(|u| {
-            (
-                u.selection.clone(),
-                format!("{file}:{}: no such GPU on this host", u.at),
-            )
+        .map(|u| Difference {
+            gpu: u.selection.clone(),
+            difference: format!("{file}:{}: matches no GPU on this host", u.at),
+            unmatched: Some(u),
+            ..Difference::default()
         })
         .collect();
     for gpu in &plan.gpus {
@@ -358,7 +358,12 @@ fn refusals(plan: &Plan) -> Vec<(String, String)> {
                 Some(at) => format!("{file}:{at}: {}", refused.message),
                 None => refused.message.clone(),
             };
-            out.push((gpu.gpu.to_string(), text));
+            out.push(Difference {
+                gpu: gpu.gpu.to_string(),
+                difference: text,
+                refused: Some(refused),
+                ..Difference::default()
+            });
         }
     }
     out
@@ -585,11 +590,20 @@ fn vf_text(step: &Step) -> String {
     }
 }
 
-/// One way the host differs from the config.
-#[derive(Debug, Serialize)]
-struct Difference {
+/// One way the host differs from the config: in words, and as the refusal, the selection
+/// that matched nothing, or the step (with how many times) that would fix it.
+#[derive(Debug, Default, Serialize)]
+struct Difference<'a> {
     gpu: String,
     difference: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<&'a vgpu_core::Refused>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unmatched: Option<&'a vgpu_core::Unmatched>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<&'a Step>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<usize>,
 }
 
 /// `assert --json`.
@@ -597,15 +611,12 @@ struct Difference {
 struct AssertJson<'a> {
     config: &'a str,
     matches: bool,
-    differences: &'a [Difference],
+    differences: &'a [Difference<'a>],
 }
 
-/// Every difference between the host and the config, in words.
-fn differences(plan: &Plan) -> Vec<Difference> {
-    let mut out: Vec<Difference> = refusals(plan)
-        .into_iter()
-        .map(|(gpu, difference)| Difference { gpu, difference })
-        .collect();
+/// Every difference between the host and the config.
+fn differences(plan: &Plan) -> Vec<Difference<'_>> {
+    let mut out = refusals(plan);
     for gpu in &plan.gpus {
         for (step, times) in grouped(&gpu.steps) {
             let difference = match step {
@@ -656,6 +667,9 @@ fn differences(plan: &Plan) -> Vec<Difference> {
             out.push(Difference {
                 gpu: gpu.gpu.to_string(),
                 difference,
+                step: Some(step),
+                count: Some(times),
+                ..Difference::default()
             });
         }
     }

@@ -534,3 +534,38 @@ fn selection_matching_no_gpu_fails_unless_optional() {
         stdout(&warned)
     );
 }
+
+/// `assert --json` gives each difference as an object: the step that would fix it, and how
+/// many times, beside the words.
+#[test]
+fn assert_json_lists_differences_as_objects() {
+    let host = host("t4-legacy");
+    let file = write(
+        &host,
+        "t4.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:3b:00.0\"\ntypes = { \"T4-2Q\" = 3 }\n",
+    );
+
+    let out = vgpuctl(&host, &["--json", "assert", "-f", &file]);
+    let value = json(&out);
+
+    assert_eq!(
+        (
+            out.status.code(),
+            value["matches"].clone(),
+            value["differences"][0]["step"]["action"].clone(),
+            value["differences"][0]["step"]["type_name"].clone(),
+            value["differences"][0]["count"].clone(),
+            value["differences"][0]["difference"].clone(),
+        ),
+        (
+            Some(1),
+            serde_json::json!(false),
+            serde_json::json!("create"),
+            serde_json::json!("GRID T4-2Q"),
+            serde_json::json!(3),
+            serde_json::json!("lacks 3 x GRID T4-2Q"),
+        ),
+        "{value}"
+    );
+}
