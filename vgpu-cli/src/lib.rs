@@ -92,7 +92,8 @@ pub struct Cli {
     #[arg(long, global = true,
         help_heading = GLOBAL, env = "VGPU_STATE_ROOT", value_name = "DIR")]
     pub state_root: Option<PathBuf>,
-    /// The libvirt connection for attach, detach, owners and destroy's check
+    /// The libvirt connection: for attach, detach, owners, the plan commands, and the domains
+    /// that hold a device before destroy, stop, sriov or unbind take it away
     /// (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a daemon).
     #[arg(
         long,
@@ -146,6 +147,79 @@ pub enum Command {
         /// Check only this GPU (and its VFs); exit 3 unless it can be assigned.
         gpu: Option<String>,
     },
+    /// Changes to the host: VF counts, vGPUs, definitions, driver bindings.
+    #[command(flatten)]
+    Change(ChangeCommand),
+    /// Print GPU, VF and mediated-device events (add, remove, bind, unbind, change) as they
+    /// happen, each with the change it made to the inventory, until SIGINT or SIGTERM.
+    Watch,
+    /// The commands that talk to libvirt about domains.
+    #[command(flatten)]
+    Vm(VmCommand),
+    /// Desired-state files and placement.
+    #[command(flatten)]
+    Plans(PlanCommand),
+    /// Show the vGPU scheduler of an NVIDIA GPU (policy, time slice, what it supports), or
+    /// set it with --policy. NVML takes a new policy only while no vGPU runs on the GPU.
+    Sched {
+        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: String,
+        /// Set this policy: best-effort, equal-share or fixed-share.
+        #[arg(long, value_enum)]
+        policy: Option<sched::PolicyName>,
+        /// With --policy equal-share or fixed-share: the time slice of each vGPU, in
+        /// milliseconds (the driver's default otherwise).
+        #[arg(long, value_name = "MS", requires = "policy")]
+        timeslice: Option<u32>,
+    },
+    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
+    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
+    NovaConfig {
+        /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
+        #[arg(long, value_enum, default_value = "zed")]
+        nova_release: nova::NovaRelease,
+    },
+    /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
+    /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
+    /// snapshot otherwise.
+    Top {
+        /// Seconds between refreshes (fractions allowed, at least 0.1).
+        #[arg(long, default_value = "2", value_parser = top::parse_interval, value_name = "SECONDS")]
+        interval: std::time::Duration,
+    },
+    /// The same telemetry in Prometheus's text exposition format: once to stdout, or served at
+    /// http://ADDR/metrics until SIGINT or SIGTERM (port 0 picks a free port; the address
+    /// bound is printed on stderr).
+    Metrics {
+        /// Serve on this address (`127.0.0.1:9400`, `[::1]:9400`); nothing is served without it.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// For each kind of device each GPU can give a VM now (whole GPU, MIG-backed vGPU,
+    /// time-sliced vGPU, plain VF): memory, compute, performance, fault, administrative,
+    /// cryptographic, economic and operational isolation, the facts behind each, and the risk
+    /// that remains.
+    Isolation {
+        /// Only this GPU.
+        gpu: Option<String>,
+    },
+    /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
+    /// when it stops, and its installation.
+    Hook {
+        /// What to do.
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+    /// Print the completion script of a shell for vgpuctl: `source <(vgpuctl completions bash)`.
+    Completions {
+        /// The shell.
+        shell: completions::Shell,
+    },
+}
+
+/// The commands that change the host (`mutate`).
+#[derive(Debug, Subcommand)]
+pub enum ChangeCommand {
     /// Set the number of SR-IOV VFs of a GPU (NVIDIA GPUs: all or none).
     Sriov {
         /// The GPU's PCI address.
@@ -204,7 +278,7 @@ pub enum Command {
         id: String,
     },
     /// Stop a running vGPU, keeping its definition. Refused while a process holds its VFIO
-    /// device open.
+    /// device open or a libvirt domain references it, as `destroy` is.
     Stop {
         /// A mediated device UUID or a VF address.
         id: String,
@@ -246,9 +320,6 @@ pub enum Command {
         #[arg(long, value_name = "DEVICE")]
         device: Option<String>,
     },
-    /// Print GPU, VF and mediated-device events (add, remove, bind, unbind, change) as they
-    /// happen, each with the change it made to the inventory, until SIGINT or SIGTERM.
-    Watch,
     /// Fill GPUs with vGPUs of one type, enabling VFs first if asked: all GPUs in parallel,
     /// each GPU's steps in order.
     Provision {
@@ -274,6 +345,26 @@ pub enum Command {
         #[arg(long, requires = "define")]
         auto: bool,
     },
+}
+
+impl ChangeCommand {
+    /// Whether it takes a device away under the removal policy, which then needs to know
+    /// which libvirt domains reference what: `destroy`, `stop`, `sriov` and `unbind`, unless
+    /// forced.
+    pub fn takes_away(&self) -> bool {
+        matches!(
+            self,
+            ChangeCommand::Destroy { force: false, .. }
+                | ChangeCommand::Stop { force: false, .. }
+                | ChangeCommand::Sriov { force: false, .. }
+                | ChangeCommand::Unbind { force: false, .. }
+        )
+    }
+}
+
+/// The commands about libvirt domains (`vm`).
+#[derive(Debug, Subcommand)]
+pub enum VmCommand {
     /// Give a vGPU to a libvirt domain: an existing one (ID), or a new one made on GPU
     /// (defined, started at boot) and named after the domain, so running it again changes
     /// nothing.
@@ -328,6 +419,11 @@ pub enum Command {
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
     /// no domain holds, and the devices domains name that are not on this host.
     Owners,
+}
+
+/// The desired-state and placement commands (`plans`).
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
     /// Show what bringing the host to a config of a desired-state file (host.toml, or
     /// vgpu-device-manager YAML) would change, per GPU. Exit 0 when the host matches, 4 when
     /// changes are pending, 1 when the config cannot be applied here.
@@ -392,62 +488,6 @@ pub enum Command {
         /// Create the vGPUs (defined, started at boot), each GPU's as one operation.
         #[arg(long)]
         apply: bool,
-    },
-    /// Show the vGPU scheduler of an NVIDIA GPU (policy, time slice, what it supports), or
-    /// set it with --policy. NVML takes a new policy only while no vGPU runs on the GPU.
-    Sched {
-        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
-        gpu: String,
-        /// Set this policy: best-effort, equal-share or fixed-share.
-        #[arg(long, value_enum)]
-        policy: Option<sched::PolicyName>,
-        /// With --policy equal-share or fixed-share: the time slice of each vGPU, in
-        /// milliseconds (the driver's default otherwise).
-        #[arg(long, value_name = "MS", requires = "policy")]
-        timeslice: Option<u32>,
-    },
-    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
-    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
-    NovaConfig {
-        /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
-        #[arg(long, value_enum, default_value = "zed")]
-        nova_release: nova::NovaRelease,
-    },
-    /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
-    /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
-    /// snapshot otherwise.
-    Top {
-        /// Seconds between refreshes (fractions allowed, at least 0.1).
-        #[arg(long, default_value = "2", value_parser = top::parse_interval, value_name = "SECONDS")]
-        interval: std::time::Duration,
-    },
-    /// The same telemetry in Prometheus's text exposition format: once to stdout, or served at
-    /// http://ADDR/metrics until SIGINT or SIGTERM (port 0 picks a free port; the address
-    /// bound is printed on stderr).
-    Metrics {
-        /// Serve on this address (`127.0.0.1:9400`, `[::1]:9400`); nothing is served without it.
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<std::net::SocketAddr>,
-    },
-    /// For each kind of device each GPU can give a VM now (whole GPU, MIG-backed vGPU,
-    /// time-sliced vGPU, plain VF): memory, compute, performance, fault, administrative,
-    /// cryptographic, economic and operational isolation, the facts behind each, and the risk
-    /// that remains.
-    Isolation {
-        /// Only this GPU.
-        gpu: Option<String>,
-    },
-    /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
-    /// when it stops, and its installation.
-    Hook {
-        /// What to do.
-        #[command(subcommand)]
-        command: HookCommand,
-    },
-    /// Print the completion script of a shell for vgpuctl: `source <(vgpuctl completions bash)`.
-    Completions {
-        /// The shell.
-        shell: completions::Shell,
     },
 }
 
@@ -572,27 +612,20 @@ where
 }
 
 impl Command {
-    /// Whether the command talks to libvirt: `attach`, `detach`, `owners`, `destroy` (which
-    /// asks which domains name the vGPU, unless `--force`), `plan`, `apply`, `assert`, `place`
-    /// (which ask which domains hold vGPUs), `top` and `metrics` (which name their tenants).
-    /// `vgpuctl` runs these in `vgpuctl-libvirt` ([`LIBVIRT_HELPER`]) and the others itself.
+    /// Whether the command talks to libvirt: the domain commands ([`VmCommand`]), the plan
+    /// commands ([`PlanCommand`], which ask which domains hold vGPUs), `top` and `metrics`
+    /// (which name their tenants), and the changes that take a device away
+    /// ([`ChangeCommand::takes_away`], which ask which domains reference it). `vgpuctl` runs
+    /// these in `vgpuctl-libvirt` ([`LIBVIRT_HELPER`]) and the others itself. This is the one
+    /// list: [`run`] dispatches on it.
     pub fn uses_libvirt(&self) -> bool {
-        matches!(
-            self,
-            Command::Attach { .. }
-                | Command::Detach { .. }
-                | Command::Owners
-                | Command::Destroy { force: false, .. }
-                | Command::Stop { force: false, .. }
-                | Command::Sriov { force: false, .. }
-                | Command::Unbind { force: false, .. }
-                | Command::Plan { .. }
-                | Command::Apply { .. }
-                | Command::Assert { .. }
-                | Command::Place { .. }
-                | Command::Top { .. }
-                | Command::Metrics { .. }
-        )
+        match self {
+            Command::Vm(_) | Command::Plans(_) | Command::Top { .. } | Command::Metrics { .. } => {
+                true
+            }
+            Command::Change(change) => change.takes_away(),
+            _ => false,
+        }
     }
 }
 
@@ -608,22 +641,14 @@ fn host_paths(cli: &Cli) -> HostPaths {
 pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let paths = host_paths(cli);
     match &cli.command {
-        Command::Attach { .. } | Command::Detach { .. } | Command::Owners => {
-            vm::run(cli, &paths, out)
-        }
+        Command::Vm(command) => vm::run(cli, &paths, command, out),
         // The commands that take devices away: the core's removal policy is told which
         // domains reference what.
-        Command::Destroy { force: false, .. }
-        | Command::Stop { force: false, .. }
-        | Command::Sriov { force: false, .. }
-        | Command::Unbind { force: false, .. } => {
+        Command::Change(command) if command.takes_away() => {
             let references = vm::domain_references(cli, &paths)?;
-            mutate::run(cli, &paths, references, out)
+            mutate::run(cli, &paths, command, references, out)
         }
-        Command::Plan { .. }
-        | Command::Apply { .. }
-        | Command::Assert { .. }
-        | Command::Place { .. } => plans::run(cli, &paths, out),
+        Command::Plans(command) => plans::run(cli, &paths, command, out),
         Command::Top { interval } => top::run(cli, &paths, *interval, out),
         Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
         _ => run_local(cli, out),
@@ -734,27 +759,11 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             }
             Ok(EXIT_OK)
         }
-        Command::Sriov { .. }
-        | Command::Create { .. }
-        | Command::Destroy { .. }
-        | Command::Define { .. }
-        | Command::Undefine { .. }
-        | Command::Start { .. }
-        | Command::Stop { .. }
-        | Command::Bind { .. }
-        | Command::Unbind { .. }
-        | Command::Restore { .. }
-        | Command::Provision { .. } => mutate::run(cli, &paths, DomainReferences::NoLibvirt, out),
+        Command::Change(command) => {
+            mutate::run(cli, &paths, command, DomainReferences::NoLibvirt, out)
+        }
         Command::Watch => watch::run(cli.json, &paths, out),
-        Command::Attach { .. }
-        | Command::Detach { .. }
-        | Command::Owners
-        | Command::Plan { .. }
-        | Command::Apply { .. }
-        | Command::Assert { .. }
-        | Command::Place { .. }
-        | Command::Top { .. }
-        | Command::Metrics { .. } => {
+        Command::Vm(_) | Command::Plans(_) | Command::Top { .. } | Command::Metrics { .. } => {
             anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it")
         }
         Command::Hook { command } => hook::run(cli, &paths, command, out),

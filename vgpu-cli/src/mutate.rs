@@ -9,7 +9,7 @@ use serde::Serialize;
 use vgpu_core::{DomainReferences, HostPaths, Start};
 
 use crate::render;
-use crate::{Cli, Command, EXIT_ERROR, EXIT_OK, VgpuArgs};
+use crate::{ChangeCommand, Cli, EXIT_ERROR, EXIT_OK, VgpuArgs};
 
 /// The command line as typed, for the audit log.
 pub(crate) fn command_line() -> String {
@@ -59,12 +59,13 @@ struct Done<'a> {
 pub(crate) fn run(
     cli: &Cli,
     paths: &HostPaths,
+    command: &ChangeCommand,
     references: DomainReferences,
     out: &mut dyn Write,
 ) -> Result<u8> {
     let manager = crate::manager(cli, paths).with_domain_references(references);
-    match &cli.command {
-        Command::Sriov {
+    match command {
+        ChangeCommand::Sriov {
             gpu,
             vfs,
             force,
@@ -87,7 +88,7 @@ pub(crate) fn run(
             );
             emit(cli, out, &change, &line)?;
         }
-        Command::Create {
+        ChangeCommand::Create {
             vgpu:
                 VgpuArgs {
                     gpu,
@@ -103,7 +104,7 @@ pub(crate) fn run(
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &created, &created.id.to_string())?;
         }
-        Command::Define {
+        ChangeCommand::Define {
             vgpu:
                 VgpuArgs {
                     gpu,
@@ -117,7 +118,7 @@ pub(crate) fn run(
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &defined, &defined.id.to_string())?;
         }
-        Command::Destroy { id, force } => {
+        ChangeCommand::Destroy { id, force } => {
             // Without --force, `crate::run` has checked which libvirt domains name it.
             let vgpu = handle(paths, id)?;
             let destroyed = manager
@@ -139,7 +140,7 @@ pub(crate) fn run(
             );
             emit(cli, out, &destroyed, &line)?;
         }
-        Command::Undefine { id } => {
+        ChangeCommand::Undefine { id } => {
             let vgpu = handle(paths, id)?;
             let removed = manager
                 .undefine(vgpu)
@@ -161,7 +162,7 @@ pub(crate) fn run(
                 &format!("{vgpu}: undefined"),
             )?;
         }
-        Command::Start { id } => {
+        ChangeCommand::Start { id } => {
             let vgpu = handle(paths, id)?;
             manager
                 .start(vgpu)
@@ -176,7 +177,7 @@ pub(crate) fn run(
                 &format!("{vgpu}: started"),
             )?;
         }
-        Command::Stop { id, force } => {
+        ChangeCommand::Stop { id, force } => {
             let vgpu = handle(paths, id)?;
             let stopped = manager
                 .with_force(*force)
@@ -184,7 +185,7 @@ pub(crate) fn run(
                 .with_context(|| format!("cannot stop {id}"))?;
             emit(cli, out, &stopped, &format!("{vgpu}: stopped"))?;
         }
-        Command::Bind {
+        ChangeCommand::Bind {
             address,
             driver,
             define,
@@ -217,7 +218,7 @@ pub(crate) fn run(
                 &line,
             )?;
         }
-        Command::Unbind { address, force } => {
+        ChangeCommand::Unbind { address, force } => {
             let now = manager
                 .with_force(*force)
                 .unbind(*address, *force)
@@ -238,7 +239,7 @@ pub(crate) fn run(
                 &line,
             )?;
         }
-        Command::Restore { device } => {
+        ChangeCommand::Restore { device } => {
             let report = match device {
                 Some(device) => manager
                     .restore_device(device)
@@ -256,7 +257,7 @@ pub(crate) fn run(
                 return Ok(EXIT_ERROR);
             }
         }
-        Command::Provision {
+        ChangeCommand::Provision {
             gpus,
             all,
             type_name,
@@ -303,26 +304,6 @@ pub(crate) fn run(
             if reports.iter().any(|r| r.error.is_some()) {
                 return Ok(EXIT_ERROR);
             }
-        }
-        Command::List { .. }
-        | Command::Types { .. }
-        | Command::Check { .. }
-        | Command::Attach { .. }
-        | Command::Detach { .. }
-        | Command::Owners
-        | Command::Plan { .. }
-        | Command::Apply { .. }
-        | Command::Assert { .. }
-        | Command::Place { .. }
-        | Command::Hook { .. }
-        | Command::Watch
-        | Command::Top { .. }
-        | Command::Metrics { .. }
-        | Command::Isolation { .. }
-        | Command::Sched { .. }
-        | Command::NovaConfig { .. }
-        | Command::Completions { .. } => {
-            anyhow::bail!("{:?} is not a host change of this module", cli.command)
         }
     }
     Ok(EXIT_OK)

@@ -17,7 +17,7 @@ use vgpu_core::{
 };
 
 use crate::render::size_text;
-use crate::{Cli, Command, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, render};
+use crate::{Cli, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, PlanCommand, render};
 
 /// `place --policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -29,15 +29,20 @@ pub enum PolicyArg {
 }
 
 /// Runs `plan`, `apply`, `assert` or `place`; returns the exit code.
-pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    command: &PlanCommand,
+    out: &mut dyn Write,
+) -> Result<u8> {
     let manager = crate::manager(cli, paths);
-    match &cli.command {
-        Command::Plan { file, config } => {
+    match command {
+        PlanCommand::Plan { file, config } => {
             let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
             render_plan(cli, out, &plan)?;
             Ok(plan_exit(&plan))
         }
-        Command::Apply {
+        PlanCommand::Apply {
             file,
             config,
             dry_run,
@@ -57,7 +62,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 EXIT_ERROR
             })
         }
-        Command::Assert { file, config } => {
+        PlanCommand::Assert { file, config } => {
             let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
             let differences = differences(&plan);
             if cli.json {
@@ -82,7 +87,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 EXIT_ERROR
             })
         }
-        Command::Place {
+        PlanCommand::Place {
             count,
             framebuffer,
             type_name,
@@ -143,7 +148,6 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 EXIT_ERROR
             })
         }
-        _ => anyhow::bail!("{:?} is not a plan command", cli.command),
     }
 }
 

@@ -13,7 +13,7 @@ use vgpu_core::{DomainReferences, HostPaths, Manager, Start, VgpuHandle, discove
 use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Owners, Scope};
 
 use crate::mutate::{emit, handle};
-use crate::{Cli, Command, EXIT_OK, render};
+use crate::{Cli, EXIT_OK, VmCommand, render};
 
 /// Which scopes a change applies to: as asked, or both when the domain runs and its config
 /// alone when it does not.
@@ -59,9 +59,14 @@ struct Detached {
 }
 
 /// Runs a libvirt command; returns the exit code.
-pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
-    match &cli.command {
-        Command::Attach {
+pub(crate) fn run(
+    cli: &Cli,
+    paths: &HostPaths,
+    command: &VmCommand,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    match command {
+        VmCommand::Attach {
             domain,
             id,
             gpu,
@@ -111,7 +116,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             );
             emit(cli, out, &done, &line)?;
         }
-        Command::Detach {
+        VmCommand::Detach {
             domain,
             id,
             live,
@@ -157,7 +162,7 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
             );
             emit(cli, out, &done, &line)?;
         }
-        Command::Owners => {
+        VmCommand::Owners => {
             let conn = connect(cli)?;
             let inventory = discover(paths)?;
             let owners = conn.owners(&inventory)?;
@@ -167,7 +172,6 @@ pub(crate) fn run(cli: &Cli, paths: &HostPaths, out: &mut dyn Write) -> Result<u
                 render::owners_table(out, &owners)?;
             }
         }
-        _ => anyhow::bail!("{:?} does not use libvirt", cli.command),
     }
     Ok(EXIT_OK)
 }
