@@ -41,7 +41,9 @@ mod top;
 mod vm;
 mod watch;
 
-pub use entry::{LIBVIRT_HELPER, core_error, error_kind, exec_libvirt_helper, main, write_error};
+pub use entry::{
+    LIBVIRT_HELPER, core_error, error_kind, exec_libvirt_helper, init_logging, main, write_error,
+};
 pub use hook::DEFAULT_HOOKS_DIR;
 pub use plans::PolicyArg;
 
@@ -552,63 +554,6 @@ impl Cli {
 /// The manager for a command: the host at `paths`, NVML from where `cli` says.
 pub(crate) fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
     vgpu_core::Manager::new(paths, mutate::command_line()).with_nvml(cli.nvml_source())
-}
-
-/// Sets up logging to stderr: warnings by default (errors only for the libvirt hook, whose
-/// stderr libvirt shows the user), more with `-v`, or as `VGPU_LOG` says.
-pub fn init_logging(cli: &Cli) {
-    let quiet = matches!(
-        cli.command,
-        Command::Hook {
-            command: HookCommand::Qemu { .. }
-        }
-    );
-    let default = match cli.verbose {
-        0 if quiet => "error",
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VGPU_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // A second initialisation (in tests) keeps the first subscriber; nothing to report.
-    // Colour only for a person: not when stderr is a file, a pipe or journald.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    let _already = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .event_format(Prefixed)
-        .try_init();
-}
-
-/// Log lines as `vgpuctl` writes its errors: `vgpuctl: warning: ...`, then the fields.
-struct Prefixed;
-
-impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
-        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
-        let level = match *event.metadata().level() {
-            tracing::Level::ERROR => "error",
-            tracing::Level::WARN => "warning",
-            tracing::Level::INFO => "info",
-            tracing::Level::DEBUG => "debug",
-            tracing::Level::TRACE => "trace",
-        };
-        write!(writer, "vgpuctl: {level}: ")?;
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
-    }
 }
 
 impl Command {
