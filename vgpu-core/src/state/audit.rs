@@ -84,6 +84,7 @@ impl AuditLog {
             create_dirs(dir, 0o750)?;
         }
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o640)
@@ -98,11 +99,22 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends `entry` as one line, in one `write(2)`, and flushes it to disk.
+    /// Appends `entry` as one line, in one `write(2)`, and flushes it to disk. A record is all
+    /// or nothing: a short write (a full disk) is cut off again, and a record left without its
+    /// newline by an earlier failure is ended before this one starts. Callers hold the host
+    /// lock, so no other `vgpu` appends meanwhile.
     pub(crate) fn record(&self, entry: &AuditEntry) -> Result<()> {
         let mut line = serde_json::to_vec(entry)
             .map_err(|err| update_error("encode a record for", &self.path, err.into()))?;
         line.push(b'\n');
+        let before = self
+            .file
+            .metadata()
+            .map_err(|err| update_error("read the length of", &self.path, err))?
+            .len();
+        if before > 0 && !self.ends_with_newline(before)? {
+            line.insert(0, b'\n');
+        }
         let written = loop {
             // `write_all` could split the line into several writes; one call keeps it whole
             // under O_APPEND.
@@ -113,8 +125,12 @@ impl AuditLog {
         }
         .map_err(|err| update_error("append to", &self.path, err))?;
         if written != line.len() {
+            // Take the partial record back, so that the next one starts a line of its own.
+            if let Err(err) = self.file.set_len(before) {
+                tracing::error!(path = %self.path.display(), "cannot cut off a partial audit record: {err}");
+            }
             let short = io::Error::new(
-                io::ErrorKind::WriteZero,
+                io::ErrorKind::StorageFull,
                 format!("short write: {written} of {} bytes", line.len()),
             );
             return Err(update_error("append to", &self.path, short));
@@ -122,6 +138,18 @@ impl AuditLog {
         self.file
             .sync_all()
             .map_err(|err| update_error("flush", &self.path, err))
+    }
+}
+
+impl AuditLog {
+    /// Whether the log's last byte (of `len`) is a newline.
+    fn ends_with_newline(&self, len: u64) -> Result<bool> {
+        use std::os::unix::fs::FileExt as _;
+        let mut last = [0u8; 1];
+        self.file
+            .read_exact_at(&mut last, len - 1)
+            .map_err(|err| update_error("read the end of", &self.path, err))?;
+        Ok(last[0] == b'\n')
     }
 }
 

@@ -213,3 +213,99 @@ fn rfc3339_before_epoch_counts_back() {
         "1969-12-31T23:59:59.000Z"
     );
 }
+
+/// A record an earlier failure left without its newline does not swallow the next one.
+#[test]
+fn audit_record_after_a_partial_one_starts_a_line_of_its_own() {
+    let (_dir, paths) = host();
+    let log = AuditLog::open(&paths).unwrap();
+    log.record(&entry("first")).unwrap();
+    let path = AuditLog::path_for(&paths);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"{\"time\"").unwrap();
+
+    log.record(&entry("second")).unwrap();
+
+    let lines = audit_lines(&paths);
+    let parsed: Vec<Option<AuditEntry>> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert_eq!(
+        parsed,
+        vec![Some(entry("first")), None, Some(entry("second"))],
+        "{lines:?}"
+    );
+}
+
+/// The state root on a tmpfs filled to the last byte: the record that does not fit is refused
+/// and leaves nothing behind; once space is freed, records append as valid JSON lines.
+#[test]
+fn audit_record_on_a_full_disk_leaves_no_partial_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        let why = "cannot mount a tmpfs (root and mount(8) are needed)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        #[allow(clippy::print_stderr)] // a test telling why it skips
+        {
+            eprintln!("skipped: {why}");
+        }
+        return;
+    }
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _unmounted = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path());
+    let paths = HostPaths::new(dir.path());
+    let log = AuditLog::open(&paths).unwrap();
+    log.record(&entry("before")).unwrap();
+    // tmpfs allocates whole pages: end the log 50 bytes short of a page boundary (a blank
+    // line), so that the next record fits only in part once no page is free.
+    let path = AuditLog::path_for(&paths);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let pad = usize::try_from(4096 - 50 - len).unwrap();
+    let mut blank = vec![b' '; pad - 1];
+    blank.push(b'\n');
+    std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap(),
+        &blank,
+    )
+    .unwrap();
+    // Fill the file system.
+    let filler = dir.path().join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let block = vec![b'x'; 4096];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    while std::io::Write::write_all(&mut file, &block[..1]).is_ok() {}
+    let len_before = std::fs::metadata(&path).unwrap().len();
+
+    let full = log.record(&entry("while-full"));
+    let len_after = std::fs::metadata(&path).unwrap().len();
+    drop(file);
+    std::fs::remove_file(&filler).unwrap();
+    log.record(&entry("after")).unwrap();
+
+    let parsed: Vec<AuditEntry> = audit_lines(&paths)
+        .iter()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        (full.is_err(), len_after, parsed),
+        (true, len_before, vec![entry("before"), entry("after")])
+    );
+}
