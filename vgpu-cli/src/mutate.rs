@@ -202,18 +202,24 @@ pub(crate) fn run(
                 address: String,
                 driver: &'a str,
                 previous_driver: Option<String>,
+                changed: bool,
             }
-            let line = format!(
-                "{address}: bound to {driver} (was {})",
-                previous.as_deref().unwrap_or("unbound")
-            );
+            let changed = previous.as_deref() != Some(driver.as_str());
+            let line = match (changed, previous.as_deref()) {
+                (false, _) => format!("{address}: already bound to {driver}, nothing changed"),
+                (true, was) => format!(
+                    "{address}: bound to {driver} (was {})",
+                    was.unwrap_or("unbound")
+                ),
+            };
             emit(
                 cli,
                 out,
                 &Bound {
                     address: address.to_string(),
                     driver,
-                    previous_driver: previous,
+                    previous_driver: previous.filter(|_| changed),
+                    changed,
                 },
                 &line,
             )?;

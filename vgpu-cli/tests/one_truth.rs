@@ -438,3 +438,28 @@ fn list_takes_a_gpu_and_lists_definitions() {
         ]
     );
 }
+
+/// Binding what is bound already changes nothing and says so; the driver it had is not
+/// claimed to be none.
+#[test]
+fn bind_of_a_device_on_its_driver_already_is_a_no_op_that_says_so() {
+    let host = host("mixed");
+
+    let out = vgpuctl(&host, &["bind", "0000:af:00.0"]);
+    let value = json(&vgpuctl(&host, &["--json", "bind", "0000:af:00.0"]));
+
+    assert_eq!(
+        (
+            code(&out),
+            String::from_utf8(out.stdout).unwrap(),
+            value["changed"].clone(),
+            value["previous_driver"].clone()
+        ),
+        (
+            0,
+            "0000:af:00.0: already bound to vfio-pci, nothing changed\n".to_owned(),
+            serde_json::json!(false),
+            serde_json::Value::Null
+        )
+    );
+}

@@ -337,7 +337,9 @@ impl Manager {
     }
 
     /// Binds `address` to `driver`; with `define`, persists the binding. Only GPU functions
-    /// and their VFs unless `force`. Returns the driver it had.
+    /// and their VFs unless `force`. Returns the driver it had: `driver` itself when it was
+    /// bound to it already, and then nothing changes (a definition asked for is written, with
+    /// no previous driver: `vgpu` did not bind it, so `unbind` does not claim to know one).
     pub fn bind(
         &self,
         address: PciAddress,
@@ -351,10 +353,13 @@ impl Manager {
             if !force && !is_gpu_function(op.paths(), address)? {
                 return Err(Error::NotGpu { address });
             }
+            let current = device.driver()?;
+            let already = current.as_deref() == Some(driver_name);
             // Moving it to another driver takes it (and its mediated devices) from whoever
             // holds it open.
-            op.check_removable(VgpuHandle::Vf(address))?;
-            let current = device.driver()?;
+            if !already {
+                op.check_removable(VgpuHandle::Vf(address))?;
+            }
             if let Some(start) = define {
                 if op.store().binding(address)?.is_some() {
                     return Err(Error::DefinitionExists {
@@ -369,8 +374,12 @@ impl Manager {
                     start,
                 })?;
             }
+            if already {
+                op.note("bind", &address.to_string(), "already bound: nothing to do");
+                return Ok(current);
+            }
             op.bind(address, driver_name)?;
-            Ok(current.filter(|d| d != driver_name))
+            Ok(current)
         })
     }
 
