@@ -312,22 +312,13 @@ mod agreement {
 
     use super::*;
     use crate::plan::desired::{DesiredFile, Format};
-    use crate::plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+    use crate::plan::place::{PlaceRequest, PlaceWant, Policy, place};
 
     /// An L40S with `running` 12Q vGPUs and `defined` stopped 12Q definitions on the VFs
     /// after them, and a stopped 24Q definition when `other`.
     fn l40s(running: u32, stopped: u32, other: bool) -> HostState {
         let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
-        for i in 0..running {
-            let pick = Pick {
-                gpu: addr(L40S),
-                type_id: "1153".to_owned(),
-                type_name: None,
-                framebuffer_mib: Some(12288),
-                vf: Some(vf(L40S, i)),
-            };
-            fleet::record(&mut state.inventory, &pick);
-        }
+        fleet::record_vgpus(&mut state.inventory, addr(L40S), "1153", 12288, 0, running);
         for i in running..running + stopped {
             defined_12q(&mut state, i);
         }

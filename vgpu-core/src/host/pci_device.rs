@@ -282,6 +282,39 @@ impl PciDevice {
     }
 }
 
+/// The PCI function `text` names on the host at `paths`: a full address (`0000:3b:00.0`), or
+/// the short `bus:device.function` form (`3b:00.0`) when exactly one function of the host has
+/// it. An address that is not on the host is returned as it is, for the caller to say so.
+pub fn resolve_address(paths: &HostPaths, text: &str) -> Result<PciAddress> {
+    let short = match text.parse::<PciAddress>() {
+        Ok(address) => return Ok(address),
+        Err(crate::model::pci::PciAddressError::NoDomain(short)) => short.to_ascii_lowercase(),
+        Err(_) => return Err(Error::bad_name(text, "a PCI address, dddd:bb:dd.f")),
+    };
+    let devices = paths.pci_devices();
+    let matches: Vec<PciAddress> = crate::host::sysfs::dir_names(&devices)?
+        .iter()
+        .filter_map(|name| name.parse::<PciAddress>().ok())
+        .filter(|a| {
+            a.to_string()
+                .split_once(':')
+                .is_some_and(|(_, rest)| rest == short)
+        })
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(Error::NotFound {
+            what: Object::PciDevice,
+            id: text.to_owned(),
+            path: devices,
+        }),
+        many => Err(Error::Ambiguous {
+            name: text.to_owned(),
+            candidates: many.to_vec(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -356,38 +389,5 @@ mod tests {
             device.lmem_quota(1),
             Err(Error::Parse { path: p, .. }) if p == path
         ));
-    }
-}
-
-/// The PCI function `text` names on the host at `paths`: a full address (`0000:3b:00.0`), or
-/// the short `bus:device.function` form (`3b:00.0`) when exactly one function of the host has
-/// it. An address that is not on the host is returned as it is, for the caller to say so.
-pub fn resolve_address(paths: &HostPaths, text: &str) -> Result<PciAddress> {
-    let short = match text.parse::<PciAddress>() {
-        Ok(address) => return Ok(address),
-        Err(crate::model::pci::PciAddressError::NoDomain(short)) => short.to_ascii_lowercase(),
-        Err(_) => return Err(Error::bad_name(text, "a PCI address, dddd:bb:dd.f")),
-    };
-    let devices = paths.pci_devices();
-    let matches: Vec<PciAddress> = crate::host::sysfs::dir_names(&devices)?
-        .iter()
-        .filter_map(|name| name.parse::<PciAddress>().ok())
-        .filter(|a| {
-            a.to_string()
-                .split_once(':')
-                .is_some_and(|(_, rest)| rest == short)
-        })
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(*one),
-        [] => Err(Error::NotFound {
-            what: Object::PciDevice,
-            id: text.to_owned(),
-            path: devices,
-        }),
-        many => Err(Error::Ambiguous {
-            name: text.to_owned(),
-            candidates: many.to_vec(),
-        }),
     }
 }

@@ -270,6 +270,29 @@ pub fn record(inventory: &mut Inventory, pick: &Pick) {
     recount(gpu);
 }
 
+/// Changes `inventory` as the kernel would when `count` vGPUs of `type_id` (of
+/// `framebuffer_mib` each) are made on GPU `gpu`, one per VF from the VF `first` on for a
+/// VF-based interface (see [`record`]).
+pub fn record_vgpus(
+    inventory: &mut Inventory,
+    gpu: PciAddress,
+    type_id: &str,
+    framebuffer_mib: u64,
+    first: u32,
+    count: u32,
+) {
+    for i in first..first + count {
+        let pick = Pick {
+            gpu,
+            type_id: type_id.to_owned(),
+            type_name: None,
+            framebuffer_mib: Some(framebuffer_mib),
+            vf: vf_address(gpu, i),
+        };
+        record(inventory, &pick);
+    }
+}
+
 /// `count` GPUs of mixed models (T4, A40, L40S, Flex 170 with its VFs enabled, in turn), on
 /// two NUMA nodes, at distinct addresses.
 pub fn fleet(count: usize) -> Inventory {

@@ -30,16 +30,7 @@ fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
 /// Two idle L40S, `A` then `B`, with `held` 12Q vGPUs already on `B`.
 fn two_l40s(held: u32) -> crate::plan::HostState {
     let mut state = host(vec![gpu(Model::L40s, A), gpu(Model::L40s, B)]);
-    for i in 0..held {
-        let pick = Pick {
-            gpu: addr(B),
-            type_id: "1153".to_owned(),
-            type_name: None,
-            framebuffer_mib: Some(12288),
-            vf: Some(vf(B, i)),
-        };
-        fleet::record(&mut state.inventory, &pick);
-    }
+    fleet::record_vgpus(&mut state.inventory, addr(B), "1153", 12288, 0, held);
     state
 }
 

@@ -7,7 +7,6 @@ use crate::backend::PLAIN_VF_TYPE;
 use crate::model::{Backend, VgpuHandle};
 use crate::plan::desired::Location;
 use crate::plan::model::{Step, Unmatched, Want};
-use crate::plan::place::Pick;
 use crate::plan::planner::plan;
 use crate::state::store::{MdevDefinition, SriovDefinition, Start, VfVgpuDefinition};
 use crate::testing::addr;
@@ -35,15 +34,8 @@ fn create(type_id: &str, name: &str) -> Step {
 /// An L40S holding `count` L40S-12Q on its first VFs, each defined to start at boot.
 fn l40s_holding_12q(count: u32) -> crate::plan::HostState {
     let mut state = host(vec![gpu(Model::L40s, L40S)]);
+    fleet::record_vgpus(&mut state.inventory, addr(L40S), "1153", 12288, 0, count);
     for i in 0..count {
-        let pick = Pick {
-            gpu: addr(L40S),
-            type_id: "1153".to_owned(),
-            type_name: None,
-            framebuffer_mib: Some(12288),
-            vf: Some(vf(L40S, i)),
-        };
-        fleet::record(&mut state.inventory, &pick);
         state.definitions.vf_vgpus.push(VfVgpuDefinition {
             vf: vf(L40S, i),
             gpu: addr(L40S),
