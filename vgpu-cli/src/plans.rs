@@ -403,7 +403,8 @@ fn render_plan(cli: &Cli, out: &mut dyn Write, plan: &Plan) -> Result<()> {
     for unmatched in &plan.unmatched {
         writeln!(
             out,
-            "{}: {}{} matches no GPU{}",
+            "{}:{}: {}{} matches no GPU{}",
+            plan.file.display(),
             unmatched.at,
             if unmatched.blocking { "" } else { "warning: " },
             unmatched.selection,

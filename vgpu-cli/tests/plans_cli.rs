@@ -522,11 +522,11 @@ fn selection_matching_no_gpu_fails_unless_optional() {
         (
             plan.status.code(),
             stdout(&plan).contains(
-                "\n3:1: model \"H200\" matches no GPU (assert and apply fail; optional = true allows it)\n"
+                "typo.toml:3:1: model \"H200\" matches no GPU (assert and apply fail; optional = true allows it)\n"
             ),
             assert.status.code(),
             warned.status.code(),
-            stdout(&warned).contains("\n3:1: warning: model \"H200\" matches no GPU\n"),
+            stdout(&warned).contains("optional.toml:3:1: warning: model \"H200\" matches no GPU\n"),
         ),
         (Some(1), true, Some(1), Some(0), true),
         "{}{}",
