@@ -175,12 +175,14 @@
 //! ```
 //!
 //! Persistent stores (`/etc/mdevctl.d`, libvirt) are not simulated: pass your own directories.
+//! [`libvirtd`] starts a private system `libvirtd` for tests, on the simulated `sys/` if asked.
 
 pub mod control;
 mod error;
 mod fs;
 mod host;
 mod kernel;
+pub mod libvirtd;
 pub mod peer;
 mod process;
 pub mod profile;

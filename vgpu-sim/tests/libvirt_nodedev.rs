@@ -5,7 +5,8 @@
 //! `/var/cache/libvirt`. It loads only the node-device driver (`LIBVIRT_DRIVER_DIR` names a
 //! directory holding just `libvirt_driver_nodedev.so`), listens on a socket in the temporary
 //! directory (`unix_sock_dir`) and is reached as `nodedev:///system?socket=…`.
-//! `SYSTEMD_DEVICE_VERIFY_SYSFS=0` lets libudev accept a `/sys` that is not a sysfs mount.
+//! `SYSTEMD_DEVICE_VERIFY_SYSFS=0` lets libudev accept a `/sys` that is not a sysfs mount. The
+//! daemon is `vgpu_sim::libvirtd`'s.
 //!
 //! What this checks in the simulator: libvirt keeps a PCI function only when its `config`
 //! opens and parses (`virPCIDeviceNew`, `virPCIGetHeaderType`, the PCI Express capability
@@ -20,37 +21,21 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
 use common::{IGPU, T4, UUID_A, echo, host, mdev_type};
 use vgpu_sim::SimHost;
+use vgpu_sim::libvirtd::{Builder, Libvirtd};
 
-const LIBVIRTD: &str = "/usr/sbin/libvirtd";
-const VIRSH: &str = "/usr/bin/virsh";
-const NODEDEV_DRIVER: &str =
-    "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_nodedev.so";
+/// libvirtd with only its node-device driver, logging what it reads of PCI and mdev.
+fn nodedev() -> Builder {
+    Libvirtd::builder("nodedev")
+        .only_drivers(&["nodedev"])
+        .log_level(1)
+        .log_filters("1:node_device 1:util.pci 1:util.mdev")
+}
 
 /// What this host lacks to run the tests, if anything.
 fn missing() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not root (libvirtd in a mount namespace needs it)".into());
-    }
-    if let Some(why) = vgpu_sim::require_fuse() {
-        return Some(why);
-    }
-    for (path, package) in [
-        ("/usr/bin/unshare", "util-linux"),
-        (LIBVIRTD, "libvirt-daemon"),
-        (NODEDEV_DRIVER, "libvirt-daemon"),
-        (VIRSH, "libvirt-clients"),
-    ] {
-        if !Path::new(path).exists() {
-            return Some(format!("{path} is missing (apt-get install {package})"));
-        }
-    }
-    None
+    nodedev().missing().or_else(vgpu_sim::require_fuse)
 }
 
 /// Whether to run: `false` (the test returns) when something is missing and `CI` is unset.
@@ -71,120 +56,21 @@ fn runnable() -> bool {
     }
 }
 
-/// libvirtd with only its node-device driver, on `sim`'s `sys`; killed on drop.
-struct Daemon {
-    dir: tempfile::TempDir,
-    child: Child,
+/// The node-device daemon on `sim`'s `sys`; stopped on drop.
+fn start(sim: &SimHost) -> Libvirtd {
+    nodedev().sys(sim).start().unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl Daemon {
-    fn start(sim: &SimHost) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        for sub in ["etc", "run", "lib", "log", "cache", "sock", "drivers"] {
-            std::fs::create_dir_all(root.join(sub)).unwrap();
-        }
-        std::os::unix::fs::symlink(
-            NODEDEV_DRIVER,
-            root.join("drivers/libvirt_driver_nodedev.so"),
-        )
-        .unwrap();
-        std::fs::write(
-            root.join("etc/libvirtd.conf"),
-            format!(
-                "unix_sock_dir = \"{sock}\"\nunix_sock_rw_perms = \"0700\"\n\
-                 auth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n\
-                 log_filters = \"1:node_device 1:util.pci 1:util.mdev\"\n\
-                 log_outputs = \"1:file:{log}\"\n",
-                sock = root.join("sock").display(),
-                log = root.join("libvirtd.log").display()
-            ),
-        )
-        .unwrap();
-        let script = format!(
-            "set -e\n\
-             mkdir -p /etc/libvirt /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt\n\
-             mount --bind {sys} /sys\n\
-             mount --bind {r}/etc /etc/libvirt\n\
-             mount --bind {r}/run /run/libvirt\n\
-             mount --bind {r}/lib /var/lib/libvirt\n\
-             mount --bind {r}/log /var/log/libvirt\n\
-             mount --bind {r}/cache /var/cache/libvirt\n\
-             exec {LIBVIRTD} --config /etc/libvirt/libvirtd.conf --pid-file {r}/libvirtd.pid\n",
-            sys = sim.root().join("sys").display(),
-            r = root.display()
-        );
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .env("SYSTEMD_DEVICE_VERIFY_SYSFS", "0")
-            .env("LIBVIRT_DRIVER_DIR", root.join("drivers"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(root.join("libvirtd.stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut daemon = Daemon { dir, child };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // The socket may appear before the driver has enumerated devices; its calls wait for
-        // that (`nodeDeviceWaitInit`, src/node_device/node_device_driver.c).
-        while !daemon.socket().exists() {
-            if let Some(status) = daemon.child.try_wait().unwrap() {
-                panic!("libvirtd exited with {status}: {}", daemon.logs());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "libvirtd made no socket in 30 s: {}",
-                daemon.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        daemon
-    }
-
-    fn socket(&self) -> std::path::PathBuf {
-        self.dir.path().join("sock/libvirt-sock")
-    }
-
-    /// `virsh -c nodedev:///system?socket=… ARGS`: its standard output; fails on an error.
-    fn virsh(&self, args: &[&str]) -> String {
-        let uri = format!("nodedev:///system?socket={}", self.socket().display());
-        let out: Output = Command::new(VIRSH)
-            .arg("-c")
-            .arg(uri)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "virsh {args:?}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn logs(&self) -> String {
-        let read =
-            |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
-        format!("{}\n{}", read("libvirtd.stderr"), read("libvirtd.log"))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM lets libvirtd remove its socket; its namespace goes with it.
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        let _signalled = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _killed = self.child.kill();
-        let _reaped = self.child.wait();
-    }
+/// `virsh -c nodedev:///system?socket=… ARGS`: its standard output; fails on an error.
+fn virsh(daemon: &Libvirtd, args: &[&str]) -> String {
+    let out = daemon.virsh(args);
+    assert!(
+        out.status.success(),
+        "virsh {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.logs()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The non-empty lines of `virsh nodedev-list` output.
@@ -249,9 +135,9 @@ fn libvirt_nodedev_lists_igpu_and_t4_as_mdev_parents() {
         return;
     }
     let sim = host("mixed");
-    let daemon = Daemon::start(&sim);
+    let daemon = start(&sim);
     assert_eq!(
-        names(&daemon.virsh(&["nodedev-list", "--cap", "mdev_types"])),
+        names(&virsh(&daemon, &["nodedev-list", "--cap", "mdev_types"])),
         vec!["pci_0000_00_02_0".to_owned(), "pci_0000_3b_00_0".to_owned()]
     );
 }
@@ -262,8 +148,8 @@ fn libvirt_nodedev_t4_types_and_available_instances_match_sysfs() {
         return;
     }
     let sim = host("mixed");
-    let daemon = Daemon::start(&sim);
-    let xml = daemon.virsh(&["nodedev-dumpxml", "pci_0000_3b_00_0"]);
+    let daemon = start(&sim);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", "pci_0000_3b_00_0"]);
     assert_eq!(mdev_types(&xml), owned(&T4_TYPES));
 }
 
@@ -273,8 +159,8 @@ fn libvirt_nodedev_igpu_types_and_available_instances_match_sysfs() {
         return;
     }
     let sim = host("mixed");
-    let daemon = Daemon::start(&sim);
-    let xml = daemon.virsh(&["nodedev-dumpxml", "pci_0000_00_02_0"]);
+    let daemon = start(&sim);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", "pci_0000_00_02_0"]);
     assert_eq!(
         mdev_types(&xml),
         owned(&[
@@ -292,8 +178,8 @@ fn libvirt_nodedev_t4_pci_express_link_from_config() {
         return;
     }
     let sim = host("mixed");
-    let daemon = Daemon::start(&sim);
-    let xml = daemon.virsh(&["nodedev-dumpxml", "pci_0000_3b_00_0"]);
+    let daemon = start(&sim);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", "pci_0000_3b_00_0"]);
     assert_eq!(
         between(&xml, "<pci-express>", "</pci-express>")
             .iter()
@@ -314,12 +200,12 @@ fn libvirt_nodedev_lists_mdev_created_before_start_on_its_parent() {
     }
     let sim = host("mixed");
     echo(&mdev_type(&sim, T4, "nvidia-231", "create"), UUID_A).unwrap();
-    let daemon = Daemon::start(&sim);
+    let daemon = start(&sim);
     let name = format!("mdev_{}_0000_3b_00_0", UUID_A.replace('-', "_"));
-    let xml = daemon.virsh(&["nodedev-dumpxml", &name]);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", &name]);
     assert_eq!(
         (
-            names(&daemon.virsh(&["nodedev-list", "--cap", "mdev"])),
+            names(&virsh(&daemon, &["nodedev-list", "--cap", "mdev"])),
             between(&xml, "<parent>", "</parent>"),
             between(&xml, "<type id='", "'/>"),
             between(&xml, "<uuid>", "</uuid>"),
@@ -340,8 +226,8 @@ fn libvirt_nodedev_t4_with_one_vgpu_offers_only_its_type() {
     }
     let sim = host("mixed");
     echo(&mdev_type(&sim, T4, "nvidia-231", "create"), UUID_A).unwrap();
-    let daemon = Daemon::start(&sim);
-    let xml = daemon.virsh(&["nodedev-dumpxml", "pci_0000_3b_00_0"]);
+    let daemon = start(&sim);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", "pci_0000_3b_00_0"]);
     let expected: Vec<(String, u32)> = T4_TYPES
         .iter()
         .map(|(id, _)| ((*id).to_owned(), if *id == "nvidia-231" { 7 } else { 0 }))
@@ -355,8 +241,8 @@ fn libvirt_nodedev_igpu_parent_is_pci_function_of_root_bus() {
         return;
     }
     let sim = host("mixed");
-    let daemon = Daemon::start(&sim);
-    let xml = daemon.virsh(&["nodedev-dumpxml", "pci_0000_00_02_0"]);
+    let daemon = start(&sim);
+    let xml = virsh(&daemon, &["nodedev-dumpxml", "pci_0000_00_02_0"]);
     assert_eq!(
         (
             between(&xml, "<parent>", "</parent>"),
