@@ -35,11 +35,26 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
         }
     };
     init_logging(&cli);
+    // `watch`, `top` and `metrics` end on a signal themselves; the others stop between steps.
+    if !matches!(
+        cli.command,
+        crate::Command::Watch | crate::Command::Top { .. } | crate::Command::Metrics { .. }
+    ) {
+        stop_on_signals();
+    }
     // One write(2) per 64 KiB rather than per line: `list --json` on a large host is thousands
     // of lines. Every path below flushes before it returns; streamed lines (apply's progress)
     // flush themselves.
     let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-    match run(&cli, &mut out) {
+    let result = run(&cli, &mut out);
+    let interrupted = vgpu_core::stop_requested();
+    let result = match (result, interrupted) {
+        // A stopped command exits as a signal-stopped one does: 130 for SIGINT, 143 for
+        // SIGTERM, after saying what it did.
+        (Ok(_), Some(signal)) => Ok(stopped_code(signal)),
+        (other, _) => other,
+    };
+    match result {
         Ok(code) => match out.flush() {
             Ok(()) => ExitCode::from(code),
             // The reader went away (`vgpuctl list | head`): what it read was complete.
@@ -61,8 +76,54 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
             let mut stderr = io::stderr().lock();
             // Nothing more can be done if stderr is gone.
             let _written = crate::write_error(&mut stderr, &err);
-            ExitCode::from(crate::EXIT_ERROR)
+            ExitCode::from(interrupted.map_or(crate::EXIT_ERROR, stopped_code))
         }
+    }
+}
+
+/// The exit code of a command a signal stopped: 128 + the signal.
+fn stopped_code(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(crate::EXIT_ERROR)
+}
+
+/// Turns the first SIGINT or SIGTERM into [`vgpu_core::request_stop`]: the step in flight
+/// finishes, no new one starts, and each unfinished operation is undone. A second signal ends
+/// the process at once. The signals are blocked in every thread and taken by one of its own
+/// (`sigwait`), so nothing runs in a signal handler.
+fn stop_on_signals() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    if let Err(err) = set.thread_block() {
+        tracing::warn!("cannot block SIGINT and SIGTERM, so a signal stops at once: {err}");
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("vgpu-signals".to_owned())
+        .spawn(move || {
+            let mut stopping = false;
+            while let Ok(signal) = set.wait() {
+                let number = signal as i32;
+                if stopping {
+                    // Nothing more can be done if stderr is gone.
+                    let _written = writeln!(
+                        io::stderr().lock(),
+                        "vgpuctl: {signal} again: aborted at once; `vgpuctl restore` completes what is defined"
+                    );
+                    std::process::exit(128 + number);
+                }
+                stopping = true;
+                vgpu_core::request_stop(number);
+                let _written = writeln!(
+                    io::stderr().lock(),
+                    "vgpuctl: {signal}: stopping after the step in flight and undoing what this command did ({signal} again aborts at once)"
+                );
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!("cannot start the signal thread, so a signal stops at once: {err}");
+        let _unblocked = set.thread_unblock();
     }
 }
 

@@ -315,6 +315,15 @@ pub enum Error {
         /// Why libvirt did not answer.
         reason: String,
     },
+    /// A signal asked the command to stop: the step in flight finished, and the operation's
+    /// steps were undone.
+    #[error(
+        "stopped by signal {signal} after the step in flight; this operation's steps were undone"
+    )]
+    Interrupted {
+        /// The signal (2: SIGINT, 15: SIGTERM).
+        signal: i32,
+    },
     /// A vGPU is not of the type a domain asked for: it is not handed out.
     #[error("{device} is a {has} vGPU, not the {wanted} asked for")]
     WrongType {
@@ -578,6 +587,8 @@ pub enum ErrorKind {
     BadInput,
     /// The host misbehaved: unreadable or unexpected sysfs, a failed write, a timeout.
     HostFault,
+    /// A signal stopped the command; what it had done was undone.
+    Interrupted,
 }
 
 impl fmt::Display for ErrorKind {
@@ -590,6 +601,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Permission => "permission",
             ErrorKind::BadInput => "bad-input",
             ErrorKind::HostFault => "host-fault",
+            ErrorKind::Interrupted => "interrupted",
         })
     }
 }
@@ -651,6 +663,7 @@ impl Error {
             | Error::NotOwned { .. }
             | Error::WrongType { .. }
             | Error::PlanStale { .. } => ErrorKind::Conflict,
+            Error::Interrupted { .. } => ErrorKind::Interrupted,
             Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::NoPlacement { .. } => {
                 ErrorKind::NoCapacity
             }

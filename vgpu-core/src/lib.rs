@@ -128,7 +128,7 @@ pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, Uev
 pub use manager::{
     ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, DomainReferences, GpuApply,
     GpuReport, HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome,
-    RestoreQuota, RestoreReport, RestoreStep, Target,
+    RestoreQuota, RestoreReport, RestoreStep, Target, request_stop, stop_requested,
 };
 pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
 pub use model::pci::{PciAddress, PciAddressError};

@@ -9,6 +9,7 @@
 mod apply;
 mod create;
 mod hook;
+mod interrupt;
 mod placing;
 mod provision;
 mod removal;
@@ -42,6 +43,7 @@ use crate::plan::model::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
+pub use interrupt::{request_stop, stop_requested};
 pub use removal::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 

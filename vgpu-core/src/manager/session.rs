@@ -158,6 +158,7 @@ impl Session {
 
     /// Runs `f`; when it fails, undoes every step it took through the operation, newest first.
     pub(crate) fn attempt<T>(&self, f: impl FnOnce(&mut Operation<'_>) -> Result<T>) -> Result<T> {
+        super::interrupt::check()?;
         let mut op = Operation {
             session: self,
             undo: Vec::new(),
@@ -275,7 +276,11 @@ impl Operation<'_> {
                 self.undo.push(undo);
             }
         }
-        result
+        // A stop asked for meanwhile: this step is done, no other starts, and the operation
+        // fails, so that what it did is undone.
+        let value = result?;
+        super::interrupt::check()?;
+        Ok(value)
     }
 
     /// Undoes the steps taken, newest first; a step that cannot be undone is audited and

@@ -1,0 +1,107 @@
+//! A signal during `apply`: the step in flight finishes, no new one starts, every GPU's
+//! operation is undone, and the command exits 130 (SIGINT) or 143 (SIGTERM), saying so.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{command, host, json};
+use vgpu_sim::{KernelOp, LatencyOp};
+
+const T4S: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"T4\"\ntypes = { \"T4-1Q\" = 16 }\n";
+
+/// How many vGPUs every GPU of the host holds, and how many mdev definitions there are.
+fn held(host: &common::Host) -> (u64, usize) {
+    let list = json(&common::vgpuctl(host, &["list", "--json"]));
+    let vgpus = list["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["vgpus"].as_array().unwrap().len() as u64)
+        .sum();
+    let defined = json(&common::vgpuctl(host, &["list", "--defined", "--json"]))["definitions"]
+        .as_array()
+        .unwrap()
+        .len();
+    (vgpus, defined)
+}
+
+/// Runs `apply` on both T4s of `t4-legacy`, slowed down, and sends `signal` once the audit log
+/// shows `after` vGPUs made.
+fn apply_stopped_by(
+    signal: nix::sys::signal::Signal,
+    after: usize,
+) -> (Option<i32>, String, (u64, usize)) {
+    let host = host("t4-legacy");
+    host.sim
+        .set_latency(
+            LatencyOp::Kernel(KernelOp::MdevCreate),
+            Duration::from_millis(150),
+        )
+        .unwrap();
+    let file = host.state.path().join("host.toml");
+    std::fs::write(&file, T4S).unwrap();
+    let child = command(&host, &["apply", "-f", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let audit = host.state.path().join("var/log/vgpu/audit.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let made = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"action\":\"start\"") && l.contains("\"result\":\"ok\""))
+            .count();
+        if made >= after {
+            break;
+        }
+        assert!(Instant::now() < deadline, "apply made {made} vGPUs in 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, signal).unwrap();
+    let output = child.wait_with_output().unwrap();
+    host.sim
+        .set_latency(LatencyOp::Kernel(KernelOp::MdevCreate), Duration::ZERO)
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        held(&host),
+    )
+}
+
+#[test]
+fn sigint_during_apply_undoes_every_gpu_and_exits_130() {
+    let (code, stderr, left) = apply_stopped_by(nix::sys::signal::Signal::SIGINT, 4);
+
+    assert_eq!(
+        (
+            code,
+            stderr.contains("vgpuctl: SIGINT: stopping after the step in flight"),
+            left
+        ),
+        (Some(130), true, (0, 0)),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_during_apply_undoes_every_gpu_and_exits_143() {
+    let (code, stderr, left) = apply_stopped_by(nix::sys::signal::Signal::SIGTERM, 4);
+
+    assert_eq!(
+        (
+            code,
+            stderr.contains("vgpuctl: SIGTERM: stopping after the step in flight"),
+            left
+        ),
+        (Some(143), true, (0, 0)),
+        "{stderr}"
+    );
+}
