@@ -35,6 +35,16 @@ fn apply_stopped_by(
     signal: nix::sys::signal::Signal,
     after: usize,
 ) -> (Option<i32>, String, (u64, usize)) {
+    stopped_by(&["apply", "-f", "HOST_TOML"], signal, after)
+}
+
+/// Runs `args` (`HOST_TOML` names a file filling both T4s) on `t4-legacy`, slowed down, and
+/// sends `signal` once the audit log shows `after` vGPUs made.
+fn stopped_by(
+    args: &[&str],
+    signal: nix::sys::signal::Signal,
+    after: usize,
+) -> (Option<i32>, String, (u64, usize)) {
     let host = host("t4-legacy");
     host.sim
         .set_latency(
@@ -44,7 +54,17 @@ fn apply_stopped_by(
         .unwrap();
     let file = host.state.path().join("host.toml");
     std::fs::write(&file, T4S).unwrap();
-    let child = command(&host, &["apply", "-f", file.to_str().unwrap()])
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| {
+            if *a == "HOST_TOML" {
+                file.to_str().unwrap()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let child = command(&host, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -102,6 +122,32 @@ fn sigterm_during_apply_undoes_every_gpu_and_exits_143() {
             left
         ),
         (Some(143), true, (0, 0)),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigint_during_provision_undoes_every_gpu_and_exits_130() {
+    let (code, stderr, left) = stopped_by(
+        &[
+            "provision",
+            "--all",
+            "--type",
+            "T4-1Q",
+            "--define",
+            "--auto",
+        ],
+        nix::sys::signal::Signal::SIGINT,
+        4,
+    );
+
+    assert_eq!(
+        (
+            code,
+            stderr.contains("vgpuctl: SIGINT: stopping after the step in flight"),
+            left
+        ),
+        (Some(130), true, (0, 0)),
         "{stderr}"
     );
 }
