@@ -29,22 +29,13 @@ fn held(host: &common::Host) -> (u64, usize) {
     (vgpus, defined)
 }
 
-/// Runs `apply` on both T4s of `t4-legacy`, slowed down, and sends `signal` once the audit log
-/// shows `after` vGPUs made.
-fn apply_stopped_by(
-    signal: nix::sys::signal::Signal,
-    after: usize,
-) -> (Option<i32>, String, (u64, usize)) {
-    stopped_by(&["apply", "-f", "HOST_TOML"], signal, after)
-}
-
 /// Runs `args` (`HOST_TOML` names a file filling both T4s) on `t4-legacy`, slowed down, and
 /// sends `signal` once the audit log shows `after` vGPUs made.
 fn stopped_by(
     args: &[&str],
     signal: nix::sys::signal::Signal,
     after: usize,
-) -> (Option<i32>, String, (u64, usize)) {
+) -> (Option<i32>, String, (u64, usize), usize) {
     let host = host("t4-legacy");
     host.sim
         .set_latency(
@@ -89,46 +80,59 @@ fn stopped_by(
     host.sim
         .set_latency(LatencyOp::Kernel(KernelOp::MdevCreate), Duration::ZERO)
         .unwrap();
+    let undone = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"action\":\"undo-") && l.contains("\"result\":\"ok\""))
+        .count();
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
         held(&host),
+        undone,
     )
+}
+
+/// Stops `args` with `signal` after 4 vGPUs are made, then checks the promise: exit
+/// 128 + signal, the line saying so, nothing left on the host or defined, and an undo audited
+/// for every vGPU made.
+fn assert_stopped(args: &[&str], signal: nix::sys::signal::Signal, code: i32) {
+    let (exit, stderr, left, undone) = stopped_by(args, signal, 4);
+    assert_eq!(
+        (
+            exit,
+            stderr.contains(&format!(
+                "vgpuctl: {signal}: stopping after the step in flight"
+            )),
+            left,
+            undone >= 4,
+        ),
+        (Some(code), true, (0, 0), true),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn sigint_during_apply_undoes_every_gpu_and_exits_130() {
-    let (code, stderr, left) = apply_stopped_by(nix::sys::signal::Signal::SIGINT, 4);
-
-    assert_eq!(
-        (
-            code,
-            stderr.contains("vgpuctl: SIGINT: stopping after the step in flight"),
-            left
-        ),
-        (Some(130), true, (0, 0)),
-        "{stderr}"
+    assert_stopped(
+        &["apply", "-f", "HOST_TOML"],
+        nix::sys::signal::Signal::SIGINT,
+        130,
     );
 }
 
 #[test]
 fn sigterm_during_apply_undoes_every_gpu_and_exits_143() {
-    let (code, stderr, left) = apply_stopped_by(nix::sys::signal::Signal::SIGTERM, 4);
-
-    assert_eq!(
-        (
-            code,
-            stderr.contains("vgpuctl: SIGTERM: stopping after the step in flight"),
-            left
-        ),
-        (Some(143), true, (0, 0)),
-        "{stderr}"
+    assert_stopped(
+        &["apply", "-f", "HOST_TOML"],
+        nix::sys::signal::Signal::SIGTERM,
+        143,
     );
 }
 
 #[test]
 fn sigint_during_provision_undoes_every_gpu_and_exits_130() {
-    let (code, stderr, left) = stopped_by(
+    assert_stopped(
         &[
             "provision",
             "--all",
@@ -138,16 +142,6 @@ fn sigint_during_provision_undoes_every_gpu_and_exits_130() {
             "--auto",
         ],
         nix::sys::signal::Signal::SIGINT,
-        4,
-    );
-
-    assert_eq!(
-        (
-            code,
-            stderr.contains("vgpuctl: SIGINT: stopping after the step in flight"),
-            left
-        ),
-        (Some(130), true, (0, 0)),
-        "{stderr}"
+        130,
     );
 }

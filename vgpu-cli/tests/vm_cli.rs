@@ -520,9 +520,10 @@ fn stop_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
     );
 }
 
-/// Removing the VFs of a plain SR-IOV GPU names the domain that holds one of them.
+/// Every command that takes a device away refuses the same held VF the same way, naming the
+/// domain: `sriov` (removing the VFs), `unbind`, `stop` and `destroy`. The VF stays given out.
 #[test]
-fn sriov_of_a_vf_a_domain_holds_is_refused_naming_the_domain() {
+fn every_removal_command_refuses_a_vf_a_domain_holds_naming_the_domain() {
     let h = host();
     h.define("vm1");
     let flex = "0001:03:00.0";
@@ -532,20 +533,30 @@ fn sriov_of_a_vf_a_domain_holds_is_refused_naming_the_domain() {
     );
     let vf = create(&h, flex, "vf", None);
     assert_eq!(vgpuctl(&h, &["attach", "vm1", &vf]).status.code(), Some(0));
+    let held = format!("{vf} is in use: libvirt domain(s) vm1 reference it");
 
-    let out = vgpuctl(&h, &["sriov", flex, "--vfs", "0", "--json"]);
-    let value = json(&out);
-
-    assert_eq!(
+    let answers: Vec<(Option<i32>, bool)> = [
+        vec!["sriov", flex, "--vfs", "0"],
+        vec!["unbind", &vf],
+        vec!["stop", &vf],
+        vec!["destroy", &vf],
+    ]
+    .iter()
+    .map(|args| {
+        let mut args = args.clone();
+        args.push("--json");
+        let out = vgpuctl(&h, &args);
+        let value = json(&out);
         (
             out.status.code(),
-            value["error"].as_str().unwrap().contains(&format!(
-                "{vf} is in use: libvirt domain(s) vm1 reference it"
-            ))
-        ),
-        (Some(1), true),
-        "{value}"
-    );
+            value["error"].as_str().unwrap_or_default().contains(&held),
+        )
+    })
+    .collect();
+    let list = json(&vgpuctl(&h, &["list", flex, "--json"]));
+
+    assert_eq!(answers, vec![(Some(1), true); 4]);
+    assert_eq!(list["gpus"][0]["vgpus"][0]["id"], serde_json::json!(vf));
 }
 
 /// A libvirt that is configured but does not answer: nothing is taken away unless forced.
