@@ -322,6 +322,56 @@ mod tests {
     use super::*;
     use crate::testing::{FakeHost, PciSpec, addr};
 
+    /// Two functions with the short address `03:00.0` in two domains, one `3b:00.0`.
+    fn two_domains() -> (FakeHost, HostPaths) {
+        let host = FakeHost::new().unwrap();
+        for a in ["0000:03:00.0", "0001:03:00.0", "0000:3b:00.0"] {
+            host.pci(&PciSpec::new(addr(a), 0x10de, 0x1eb8, 0x030200))
+                .unwrap();
+        }
+        let paths = HostPaths::new(host.root());
+        (host, paths)
+    }
+
+    #[test]
+    fn resolve_address_short_form_of_one_function_is_it() {
+        let (_host, paths) = two_domains();
+        assert_eq!(
+            resolve_address(&paths, "3B:00.0").unwrap(),
+            addr("0000:3b:00.0")
+        );
+    }
+
+    #[test]
+    fn resolve_address_short_form_in_two_domains_is_ambiguous_naming_both() {
+        let (_host, paths) = two_domains();
+        let err = resolve_address(&paths, "03:00.0").unwrap_err();
+        assert!(
+            matches!(&err, Error::Ambiguous { name, candidates }
+                if name == "03:00.0"
+                    && *candidates == vec![addr("0000:03:00.0"), addr("0001:03:00.0")]),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn resolve_address_short_form_of_no_function_is_not_found_with_the_path() {
+        let (_host, paths) = two_domains();
+        let err = resolve_address(&paths, "99:00.0").unwrap_err();
+        assert!(
+            matches!(&err, Error::NotFound { what: Object::PciDevice, path, .. }
+                if *path == paths.pci_devices()),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn resolve_address_of_no_address_is_bad_input() {
+        let (_host, paths) = two_domains();
+        let err = resolve_address(&paths, "GPU-1").unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::BadInput);
+    }
+
     /// A Flex 170 PF whose `drm/card0/iov` has `pf/<gt>` and `vf1/<gt>`, as i915 lays it out
     /// with `gt` ("gt" on single-tile GPUs, "gt0" on multi-tile ones).
     fn flex(gt: &str) -> (FakeHost, PciDevice) {
