@@ -31,17 +31,10 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
         .is_some_and(driver::is_passthrough_driver))
 }
 
-/// Binds a plain VF to `vfio-pci` for a guest and records the driver it had; returns that
-/// driver. If the record cannot be written, the VF goes back to that driver.
+/// Binds a plain VF to `vfio-pci` for a guest, its host driver recorded first
+/// ([`driver::take`]); returns that driver.
 pub(crate) fn bind(paths: &HostPaths, vf: PciAddress, within: Duration) -> Result<Option<String>> {
-    let previous = driver::bind(paths, vf, "vfio-pci", within)?;
-    if let Err(err) = driver::remember_previous(paths, vf, previous.as_deref()) {
-        if let Err(undo) = driver::restore(paths, vf, previous.as_deref(), within) {
-            tracing::error!(%vf, "cannot give the VF back after failing to record its driver: {undo}");
-        }
-        return Err(err);
-    }
-    Ok(previous)
+    driver::take(paths, vf, "vfio-pci", within)
 }
 
 /// Gives a plain VF back to the driver recorded when it was bound for a guest, or, with no

@@ -62,6 +62,94 @@ pub(crate) fn forget_previous(paths: &HostPaths, address: PciAddress) -> Result<
     crate::state::durable::remove_durably(&previous_path(paths, address)).map(|_| ())
 }
 
+/// A record of [`remember_previous`]: the device, and the driver to give it back to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DriverRecord {
+    pub(crate) address: PciAddress,
+    pub(crate) driver: Option<String>,
+}
+
+/// Every record of [`remember_previous`]; a file whose name is not a PCI address is an error
+/// of its own.
+pub(crate) fn recorded(paths: &HostPaths) -> Result<Vec<Result<DriverRecord>>> {
+    let dir = paths.run().join("vgpu/previous-driver");
+    Ok(sysfs::dir_names(&dir)?
+        .into_iter()
+        .map(|name| {
+            let address = name
+                .parse::<PciAddress>()
+                .map_err(|_| sysfs::parse_error(&dir.join(&name), &name, "a PCI address"))?;
+            let driver = recalled_previous(paths, address)?.flatten();
+            Ok(DriverRecord { address, driver })
+        })
+        .collect())
+}
+
+/// The host driver of `address`: the driver it has, unless that is a passthrough driver or
+/// none; then the one [`remember_previous`] recorded when `vgpu` took it, if any.
+pub(crate) fn host_driver(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
+    match PciDevice::new(paths, address).driver()? {
+        Some(current) if !is_passthrough_driver(&current) => Ok(Some(current)),
+        _ => Ok(recalled_previous(paths, address)?.flatten()),
+    }
+}
+
+/// Binds `address` to `driver` as [`bind`] does, having recorded first the host driver to
+/// give it back to ([`host_driver`]). A process killed half-way thus leaves a record that
+/// `restore` acts on. Returns that host driver (for a device without one: the driver it
+/// had). Already bound to `driver`: nothing changes. On failure the record is put back as
+/// it was.
+pub(crate) fn take(
+    paths: &HostPaths,
+    address: PciAddress,
+    driver: &str,
+    within: Duration,
+) -> Result<Option<String>> {
+    validate_driver_name(driver)?;
+    let current = PciDevice::existing(paths, address)?.driver()?;
+    if current.as_deref() == Some(driver) {
+        return Ok(current);
+    }
+    let earlier = recalled_previous(paths, address)?;
+    let host = match (&current, &earlier) {
+        (Some(name), _) if !is_passthrough_driver(name) => current.clone(),
+        (_, Some(record)) => record.clone(),
+        (_, None) => current.clone(),
+    };
+    remember_previous(paths, address, host.as_deref())?;
+    match bind(paths, address, driver, within) {
+        Ok(_) => Ok(host),
+        Err(err) => {
+            let put_back = match &earlier {
+                Some(record) => remember_previous(paths, address, record.as_deref()),
+                None => forget_previous(paths, address),
+            };
+            if let Err(record) = put_back {
+                tracing::error!(%address, "cannot put back the record of its driver: {record}");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Unbinds `address` from its host driver `driver` for a change the driver allows only
+/// while it is unbound, having recorded first that the device is to go back to it.
+pub(crate) fn set_aside(
+    paths: &HostPaths,
+    address: PciAddress,
+    driver: &str,
+    within: Duration,
+) -> Result<()> {
+    remember_previous(paths, address, Some(driver))?;
+    if let Err(err) = unbind(paths, address, within) {
+        if let Err(record) = forget_previous(paths, address) {
+            tracing::error!(%address, "cannot remove the record of its driver: {record}");
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// Checks that `driver` is a plausible driver name (it becomes a path component).
 pub(crate) fn validate_driver_name(driver: &str) -> Result<()> {
     let ok = !driver.is_empty()

@@ -372,7 +372,8 @@ impl Manager {
                 op.define_binding(&BindingDefinition {
                     address,
                     driver: driver_name.to_owned(),
-                    previous_driver: current.clone().filter(|d| d != driver_name),
+                    previous_driver: driver::host_driver(op.paths(), address)?
+                        .filter(|d| d != driver_name),
                     start,
                 })?;
             }

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+mod drivers;
 mod quota;
 
 pub use quota::RestoreQuota;
@@ -59,7 +60,7 @@ impl std::fmt::Display for RestoreOutcome {
 /// One step of [`Manager::restore`](super::Manager::restore).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RestoreStep {
-    /// What the step does: `sriov`, `quota`, `bind`, `mdev`, `vf-vgpu`.
+    /// What the step does: `driver`, `sriov`, `quota`, `bind`, `mdev`, `vf-vgpu`.
     pub action: &'static str,
     /// The device (`definition` for a definition file that could not be read).
     pub device: String,
@@ -222,8 +223,9 @@ fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<Stri
     }
 }
 
-/// Restores every definition in order, each step its own operation: VF counts (each followed
-/// by its VFs' local-memory quotas), bindings, mediated devices, NVIDIA VF types. With
+/// Restores every definition in order, each step its own operation: devices a killed command
+/// left without a driver, VF counts (each followed by its VFs' local-memory quotas),
+/// bindings, mediated devices, NVIDIA VF types. With
 /// `device`, only the definitions that concern it (see the module documentation).
 pub(super) fn run(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
     let target = device.map_or_else(|| "host".to_owned(), |d| d.to_string());
@@ -274,6 +276,7 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
             }
             None => true,
         };
+    drivers::restore(session, &mut report, scope.as_ref());
     unreadable(&mut report, "sriov", &scope);
     for def in sriov
         .iter()

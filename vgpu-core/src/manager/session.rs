@@ -375,16 +375,12 @@ impl Operation<'_> {
                 (store.define_vf_vgpu(&def), Undo::VfVgpuDefinition(*vf))
             }
             (Placement::PlainVf { vf }, _) => {
-                // The driver it has now is the one to give it back to on destroy; a running one
-                // is on vfio-pci, and the driver it had is the one recorded when it was bound.
-                let previous = match running {
-                    false => PciDevice::new(self.paths(), *vf).driver()?,
-                    true => driver::recalled_previous(self.paths(), *vf)?.flatten(),
-                };
+                // Its host driver is the one to give it back to on destroy: the one it has, or,
+                // on vfio-pci or left without one, the one recorded when vgpu took it.
                 let def = BindingDefinition {
                     address: *vf,
                     driver: "vfio-pci".to_owned(),
-                    previous_driver: previous.filter(|d| !driver::is_passthrough_driver(d)),
+                    previous_driver: driver::host_driver(self.paths(), *vf)?,
                     start,
                 };
                 (store.define_binding(&def), Undo::BindingDefinition(*vf))
@@ -579,22 +575,26 @@ impl Operation<'_> {
         let paths = self.session.paths.clone();
         let within = self.within();
         self.session.settle_from_now();
-        let result = driver::bind(&paths, address, driver_name, within).and_then(|previous| {
-            if previous.as_deref() != Some(driver_name) {
-                if let Err(err) = driver::remember_previous(&paths, address, previous.as_deref()) {
-                    if let Err(undo) = driver::restore(&paths, address, previous.as_deref(), within)
-                    {
-                        tracing::error!(%address, "cannot rebind the previous driver: {}", undo.chain());
-                    }
-                    return Err(err);
-                }
-            }
-            Ok(previous)
-        });
+        let result = driver::take(&paths, address, driver_name, within);
         self.step("bind", &address.to_string(), result, |previous| {
             (previous.as_deref() != Some(driver_name)).then(|| Undo::Driver {
                 address,
                 previous: previous.clone(),
+            })
+        })
+    }
+
+    /// Binds `address`, which has no driver, to its host driver `host` and forgets the record
+    /// of it ([`driver::take`]); undo sets it aside again.
+    pub(crate) fn give_back_driver(&mut self, address: PciAddress, host: &str) -> Result<()> {
+        let paths = self.session.paths.clone();
+        self.session.settle_from_now();
+        let result = driver::restore(&paths, address, Some(host), self.within())
+            .and_then(|()| driver::forget_previous(&paths, address));
+        self.step("driver", &address.to_string(), result, |()| {
+            Some(Undo::SetAside {
+                address,
+                driver: host.to_owned(),
             })
         })
     }

@@ -68,8 +68,8 @@ impl Operation<'_> {
         let shown = vf.to_string();
         let host_driver = PciDevice::new(&paths, vf).driver()?;
         if let Some(name) = &host_driver {
-            let result = driver::unbind(&paths, vf, self.within());
-            self.step("unbind", &shown, result, |_| {
+            let result = driver::set_aside(&paths, vf, name, self.within());
+            self.step("unbind", &shown, result, |()| {
                 Some(Undo::Driver {
                     address: vf,
                     previous: Some(name.clone()),
@@ -85,11 +85,12 @@ impl Operation<'_> {
             })
         })?;
         if let Some(name) = &host_driver {
-            let result = driver::restore(&paths, vf, Some(name), self.within());
+            let result = driver::restore(&paths, vf, Some(name), self.within())
+                .and_then(|()| driver::forget_previous(&paths, vf));
             self.step("bind", &shown, result, |()| {
-                Some(Undo::Driver {
+                Some(Undo::SetAside {
                     address: vf,
-                    previous: None,
+                    driver: name.clone(),
                 })
             })?;
         }

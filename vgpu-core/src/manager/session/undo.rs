@@ -40,6 +40,8 @@ pub(super) enum Undo {
         address: PciAddress,
         previous: Option<String>,
     },
+    /// Unbind the device from its host driver `driver` again, recording it first.
+    SetAside { address: PciAddress, driver: String },
     /// Make again the vGPU that was stopped, where it was.
     Restart {
         placement: Placement,
@@ -79,7 +81,7 @@ impl Undo {
             Undo::Vgpu(_) => "undo-create",
             Undo::VfCount { .. } => "undo-sriov",
             Undo::Autoprobe { .. } => "undo-autoprobe",
-            Undo::Driver { .. } => "undo-bind",
+            Undo::Driver { .. } | Undo::SetAside { .. } => "undo-bind",
             Undo::Restart { .. } => "undo-stop",
             Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
                 "undo-undefine"
@@ -104,6 +106,7 @@ impl Undo {
             | Undo::VfCount { pf: a, .. }
             | Undo::Autoprobe { pf: a, .. }
             | Undo::Driver { address: a, .. }
+            | Undo::SetAside { address: a, .. }
             | Undo::LmemQuota { vf: a, .. }
             | Undo::Scheduler { gpu: a, .. } => a.to_string(),
         }
@@ -131,6 +134,9 @@ impl Operation<'_> {
             Undo::Driver { address, previous } => {
                 driver::restore(paths, address, previous.as_deref(), self.within())?;
                 driver::forget_previous(paths, address)
+            }
+            Undo::SetAside { address, driver } => {
+                driver::set_aside(paths, address, &driver, self.within())
             }
             Undo::Restart { placement, id } => {
                 backend::realize(paths, &placement, id, self.within(), self.nvml()).map(drop)

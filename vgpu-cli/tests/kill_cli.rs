@@ -1,0 +1,465 @@
+//! `vgpuctl` killed (SIGKILL, which it cannot catch) while it has a device off its driver,
+//! then `restore`: no device is left without the driver that its definition or the state
+//! before the change names.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use vgpu_sim::{KernelOp, LatencyOp};
+
+/// The Flex 170 as one 8 GiB VF and four 2 GiB ones, kept on i915 (`vf_driver = "default"`)
+/// and defined, so that `restore` knows them.
+const FLEX_HOST: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"default\"\nsizes = [\"8GiB\", \"4x2GiB\"]\n";
+
+/// The same sizes, each VF bound to vfio-pci for a guest.
+const FLEX_GUESTS: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"vfio-pci\"\nsizes = [\"8GiB\", \"4x2GiB\"]\n";
+
+/// The VF whose quota is lowered first.
+const VF2: &str = "0000:4d:00.2";
+
+fn write_file(h: &Host, name: &str, text: &str) -> String {
+    let file = h.state.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+fn driver_link(h: &Host, address: &str) -> PathBuf {
+    h.sim
+        .root()
+        .join("sys/bus/pci/devices")
+        .join(address)
+        .join("driver")
+}
+
+/// The driver the simulated kernel has `address` on.
+fn driver_of(h: &Host, address: &str) -> Option<String> {
+    std::fs::read_link(driver_link(h, address))
+        .ok()
+        .and_then(|t| Some(t.file_name()?.to_str()?.to_owned()))
+}
+
+/// Polls until `ready` holds, with a deadline.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} did not happen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn kill(mut child: Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+/// The record of `address`'s host driver that `vgpuctl` keeps while it has the device.
+fn record(h: &Host, address: &str) -> PathBuf {
+    h.state
+        .path()
+        .join("run/vgpu/previous-driver")
+        .join(address)
+}
+
+/// `FLEX_HOST` applied on a fresh `flex-sriov` and killed once VF 2, off i915, has its
+/// quota, while the rebind is slowed down.
+fn killed_in_the_quota_phase() -> (Host, String) {
+    let h = host("flex-sriov");
+    let file = write_file(&h, "host.toml", FLEX_HOST);
+    h.sim
+        .set_latency(
+            LatencyOp::Kernel(KernelOp::Probe),
+            Duration::from_millis(3000),
+        )
+        .unwrap();
+    let child = command(&h, &["apply", "-f", &file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The quota step is audited once written; the rebind after it waits on the latency.
+    let audit = h.state.path().join("var/log/vgpu/audit.jsonl");
+    wait_until("the quota of VF 2", || {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("\"action\":\"lmem-quota\"") && l.contains(VF2))
+    });
+    kill(child);
+    h.sim.control("clear").unwrap();
+    (h, file)
+}
+
+/// `(memory_mib, driver)` of each VF of the Flex 170.
+fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let list = list(h);
+    gpu(&list, FLEX)["vfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vf| (vf["memory_mib"].clone(), vf["driver"].clone()))
+        .collect()
+}
+
+fn i915(mib: u64) -> (serde_json::Value, serde_json::Value) {
+    (serde_json::json!(mib), serde_json::json!("i915"))
+}
+
+/// The quota of VF 2 was defined before it was set, those of the others not yet: `restore`
+/// gives VF 2 back to i915 first, finds its quota set, and the next `apply` finishes the rest.
+#[test]
+fn restore_gives_a_vf_killed_off_its_driver_back_and_apply_then_finishes() {
+    let (h, file) = killed_in_the_quota_phase();
+    let left = driver_of(&h, VF2);
+
+    let restored = vgpuctl(&h, &["restore", "--json"]);
+    let report = json(&restored);
+    let steps: Vec<_> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["action"].clone(),
+                s["device"].clone(),
+                s["outcome"].clone(),
+            )
+        })
+        .collect();
+    let restored_vfs = flex_vfs(&h);
+    let applied = vgpuctl(&h, &["apply", "-f", &file]);
+    let asserted = vgpuctl(&h, &["assert", "-f", &file]);
+
+    let step = |action: &str, device: &str, outcome: &str| {
+        (
+            serde_json::json!(action),
+            serde_json::json!(device),
+            serde_json::json!(outcome),
+        )
+    };
+    assert_eq!(
+        (
+            left,
+            restored.status.code(),
+            steps,
+            restored_vfs,
+            applied.status.code(),
+            asserted.status.code(),
+            flex_vfs(&h),
+            record(&h, VF2).exists()
+        ),
+        (
+            None,
+            Some(0),
+            vec![
+                step("driver", VF2, "created"),
+                step("sriov", FLEX, "unchanged"),
+                step("quota", VF2, "unchanged"),
+            ],
+            vec![i915(3276), i915(2048), i915(3276), i915(3276), i915(3276)],
+            Some(0),
+            Some(0),
+            vec![i915(8192), i915(2048), i915(2048), i915(2048), i915(2048)],
+            false
+        )
+    );
+}
+
+#[test]
+fn a_vf_killed_off_its_driver_and_then_bound_for_a_guest_goes_back_to_i915() {
+    let (h, _) = killed_in_the_quota_phase();
+    let guests = write_file(&h, "guests.toml", FLEX_GUESTS);
+    let applied = vgpuctl(&h, &["apply", "-f", &guests]);
+    let binding: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            h.state
+                .path()
+                .join("etc/vgpu/bindings")
+                .join(format!("{VF2}.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+
+    let unbound = vgpuctl(&h, &["unbind", VF2]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            &binding["previous_driver"],
+            unbound.status.code(),
+            String::from_utf8_lossy(&unbound.stdout).into_owned(),
+            driver_of(&h, VF2)
+        ),
+        (
+            Some(0),
+            &serde_json::json!("i915"),
+            Some(0),
+            format!("{VF2}: now i915\n"),
+            Some("i915".to_owned())
+        )
+    );
+}
+
+// ----- a signal at points spread over a whole `apply` -----
+
+const L40S_HOST: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\nmodel = \"L40S\"\ntypes = { \"L40S-12Q\" = 4 }\n";
+
+/// The audit log's records.
+fn audited(h: &Host) -> usize {
+    std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// What a change can leave behind on each GPU: its driver, VF count, VFs (address, driver,
+/// local memory), vGPUs and the definitions on it, by GPU address.
+fn snapshot(h: &Host) -> BTreeMap<String, serde_json::Value> {
+    let list = list(h);
+    let defined = json(&vgpuctl(h, &["list", "--defined", "--json"]));
+    let defined = defined["definitions"].as_array().unwrap();
+    list["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let address = g["address"].as_str().unwrap().to_owned();
+            let vfs: Vec<_> = g["vfs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|vf| serde_json::json!([vf["address"], vf["driver"], vf["memory_mib"]]))
+                .collect();
+            let vgpus: Vec<_> = g["vgpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| serde_json::json!([v["id"], v["type"]]))
+                .collect();
+            // A definition is the GPU's when it is on the GPU or on one of its VFs.
+            let mine = |d: &&serde_json::Value| {
+                let on = d["on"].as_str().or(d["id"].as_str()).unwrap_or("");
+                on == address || vfs.iter().any(|vf| vf[0] == on)
+            };
+            let defs: Vec<_> = defined.iter().filter(mine).cloned().collect();
+            let state = serde_json::json!([g["driver"], g["sriov"]["num_vfs"], vfs, vgpus, defs]);
+            (address, state)
+        })
+        .collect()
+}
+
+/// A fresh host of `profile`, each kernel step slowed down so that a signal lands inside one,
+/// made ready by `setup`, with `text` written as `host.toml`.
+fn slowed(profile: &str, setup: &[&str], text: &str) -> (Host, String) {
+    let h = host(profile);
+    if !setup.is_empty() {
+        assert_eq!(vgpuctl(&h, setup).status.code(), Some(0));
+    }
+    let file = write_file(&h, "host.toml", text);
+    for (op, ms) in [
+        (KernelOp::Probe, 30),
+        (KernelOp::Unbind, 30),
+        (KernelOp::Bind, 30),
+        (KernelOp::VgpuCreate, 30),
+        (KernelOp::SriovEnable, 100),
+    ] {
+        h.sim
+            .set_latency(LatencyOp::Kernel(op), Duration::from_millis(ms))
+            .unwrap();
+    }
+    (h, file)
+}
+
+/// The number of audit records a whole `apply` of `text` writes on `profile`, and the host it
+/// leaves.
+fn whole_apply(
+    profile: &str,
+    setup: &[&str],
+    text: &str,
+) -> (usize, BTreeMap<String, serde_json::Value>) {
+    let (h, file) = slowed(profile, setup, text);
+    let before = audited(&h);
+    assert_eq!(vgpuctl(&h, &["apply", "-f", &file]).status.code(), Some(0));
+    (audited(&h) - before, snapshot(&h))
+}
+
+/// About eight kill points over an apply that writes `records` audit records: after the first
+/// record, then evenly to the last.
+fn points(records: usize) -> impl Iterator<Item = usize> {
+    (1..records).step_by(records.div_ceil(8).max(1))
+}
+
+/// Runs `apply` of `text` on a fresh `profile` (after `setup`) and sends `signal` once the
+/// audit log has `after` more records; returns the host, its state before, the file and the
+/// exit code.
+fn signalled(
+    profile: &str,
+    setup: &[&str],
+    text: &str,
+    signal: nix::sys::signal::Signal,
+    after: usize,
+) -> (
+    Host,
+    BTreeMap<String, serde_json::Value>,
+    String,
+    Option<i32>,
+) {
+    let (h, file) = slowed(profile, setup, text);
+    let before = snapshot(&h);
+    let start = audited(&h);
+    let mut child = command(&h, &["apply", "-f", &file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the audit records", || {
+        audited(&h) >= start + after || child.try_wait().unwrap().is_some()
+    });
+    // A child that ended already is not signalled: its pid may be another process's.
+    if child.try_wait().unwrap().is_none() {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    }
+    let code = child.wait().unwrap().code();
+    h.sim.control("clear").unwrap();
+    (h, before, file, code)
+}
+
+/// SIGKILL at each point, then `restore`: every VF has a driver, no record of a host driver
+/// stands for a device without one, and a second `restore` changes nothing (the host is as
+/// its definitions say).
+fn killed_then_restored(profile: &str, setup: &[&str], text: &str) {
+    let (records, _) = whole_apply(profile, setup, text);
+    let mut killed = 0;
+    for after in points(records) {
+        let (h, _, _, code) = signalled(
+            profile,
+            setup,
+            text,
+            nix::sys::signal::Signal::SIGKILL,
+            after,
+        );
+        let first = vgpuctl(&h, &["restore", "--json"]);
+        let second = json(&vgpuctl(&h, &["restore", "--json"]));
+        let changed: Vec<_> = second["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["outcome"] != "unchanged")
+            .cloned()
+            .collect();
+        let list = list(&h);
+        let driverless: Vec<_> = list["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["vfs"].as_array().unwrap().iter())
+            .filter(|vf| vf["driver"].is_null())
+            .map(|vf| vf["address"].clone())
+            .collect();
+        let records = std::fs::read_dir(h.state.path().join("run/vgpu/previous-driver"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let on_vfio = list["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["vfs"].as_array().unwrap().iter())
+            .filter(|vf| vf["driver"] == "vfio-pci")
+            .count();
+        assert_eq!(
+            (first.status.code(), changed, driverless, records <= on_vfio),
+            (Some(0), vec![], vec![], true),
+            "{profile}, killed after {after} of {records} records: {}",
+            String::from_utf8_lossy(&first.stdout)
+        );
+        killed += usize::from(code.is_none());
+    }
+    assert!(
+        killed >= 4,
+        "{profile}: only {killed} points killed the apply"
+    );
+}
+
+/// SIGINT at each point: the command exits 130, or 0 when the signal came after the last
+/// step, and each GPU is as it was or as planned, never in between: a GPU whose operation
+/// had finished keeps it, the others are undone.
+fn interrupted(profile: &str, setup: &[&str], text: &str) {
+    let (records, planned) = whole_apply(profile, setup, text);
+    let mut stopped = 0;
+    for after in points(records) {
+        let (h, before, _, code) = signalled(
+            profile,
+            setup,
+            text,
+            nix::sys::signal::Signal::SIGINT,
+            after,
+        );
+        let between: Vec<_> = snapshot(&h)
+            .into_iter()
+            .filter(|(gpu, now)| Some(now) != before.get(gpu) && Some(now) != planned.get(gpu))
+            .collect();
+        let all_planned = snapshot(&h) == planned;
+        assert_eq!(
+            (
+                code == Some(130) || (code == Some(0) && all_planned),
+                between
+            ),
+            (true, vec![]),
+            "{profile}, interrupted after {after} of {records} records, exit {code:?}"
+        );
+        stopped += usize::from(code == Some(130));
+    }
+    assert!(
+        stopped >= 4,
+        "{profile}: only {stopped} points stopped the apply"
+    );
+}
+
+#[test]
+fn sigkill_at_points_of_a_quota_apply_then_restore_leaves_every_vf_on_a_driver() {
+    killed_then_restored("flex-sriov", &[], FLEX_HOST);
+}
+
+#[test]
+fn sigkill_at_points_of_a_guest_vf_apply_then_restore_leaves_every_vf_on_a_driver() {
+    killed_then_restored("flex-sriov", &[], FLEX_GUESTS);
+}
+
+#[test]
+fn sigkill_at_points_of_an_nvidia_sriov_apply_then_restore_matches_definitions() {
+    killed_then_restored(
+        "l40s-vendor-vfio",
+        &["sriov", "0000:41:00.0", "--vfs", "0"],
+        L40S_HOST,
+    );
+}
+
+#[test]
+fn sigint_at_points_of_a_quota_apply_leaves_the_host_as_before_or_as_planned() {
+    interrupted("flex-sriov", &[], FLEX_HOST);
+}
+
+#[test]
+fn sigint_at_points_of_a_guest_vf_apply_leaves_the_host_as_before_or_as_planned() {
+    interrupted("flex-sriov", &[], FLEX_GUESTS);
+}
+
+#[test]
+fn sigint_at_points_of_an_nvidia_sriov_apply_leaves_the_host_as_before_or_as_planned() {
+    interrupted(
+        "l40s-vendor-vfio",
+        &["sriov", "0000:41:00.0", "--vfs", "0"],
+        L40S_HOST,
+    );
+}
