@@ -55,6 +55,9 @@ dpkg-query -L vgpuctl | sort >"$out/files"
 dpkg-deb -f "$out/$deb" Depends Recommends Suggests | sed 's/^/package-test: /'
 
 fail() { echo "package-test: $*" >&2; exit 1; }
+# vgpuctl runs without libvirt: its library is recommended, not depended on.
+dpkg-deb -f "$out/$deb" Depends | grep -q libvirt && fail "the package depends on libvirt"
+dpkg-deb -f "$out/$deb" Recommends | grep -q 'libvirt0' || fail "the package does not recommend libvirt0"
 [ "$(/usr/bin/vgpuctl --version)" = "vgpuctl $version" ] || fail "vgpuctl --version is not vgpuctl $version"
 [ "$(man -w vgpuctl)" = /usr/share/man/man8/vgpuctl.8.gz ] || fail "man -w vgpuctl: $(man -w vgpuctl 2>&1)"
 [ "$(man -w 8 vgpuctl-create)" = /usr/share/man/man8/vgpuctl-create.8.gz ] || fail "no vgpuctl-create(8)"

@@ -26,10 +26,13 @@ use clap::{Parser, Subcommand};
 use vgpu_core::CheckStatus as Status;
 use vgpu_core::{DomainReferences, HostPaths};
 
+use libvirt_facts::FactsSource;
+
 pub mod completions;
 mod entry;
 mod hook;
 mod isolation;
+pub mod libvirt_facts;
 mod list;
 mod mutate;
 mod nova;
@@ -557,20 +560,15 @@ pub(crate) fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
 }
 
 impl Command {
-    /// Whether the command talks to libvirt: the domain commands ([`VmCommand`]), the plan
-    /// commands ([`PlanCommand`], which ask which domains hold vGPUs), `top` and `metrics`
-    /// (which name their tenants), and the changes that take a device away
-    /// ([`ChangeCommand::takes_away`], which ask which domains reference it). `vgpuctl` runs
+    /// Whether the command needs libvirt: the domain commands ([`VmCommand`]). `vgpuctl` runs
     /// these in `vgpuctl-libvirt` ([`LIBVIRT_HELPER`]) and the others itself. This is the one
     /// list: [`run`] dispatches on it.
+    ///
+    /// The plan commands, `top`, `metrics` and the changes that take a device away use what
+    /// libvirt knows (which domains reference which vGPU) but run without it
+    /// ([`libvirt_facts`]).
     pub fn uses_libvirt(&self) -> bool {
-        match self {
-            Command::Vm(_) | Command::Plans(_) | Command::Top { .. } | Command::Metrics { .. } => {
-                true
-            }
-            Command::Change(change) => change.takes_away(),
-            _ => false,
-        }
+        matches!(self, Command::Vm(_))
     }
 }
 
@@ -582,32 +580,23 @@ fn host_paths(cli: &Cli) -> HostPaths {
     }
 }
 
-/// Runs `cli`, writing its output to `out`; returns the exit code.
+/// Runs `cli`, writing its output to `out`; returns the exit code. libvirt's facts come from
+/// the library this executable links ([`libvirt_facts::linked`]).
 pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let paths = host_paths(cli);
     match &cli.command {
-        Command::Vm(command) => vm::run(cli, &paths, command, out),
-        // The commands that take devices away: the core's removal policy is told which
-        // domains reference what.
-        Command::Change(command) if command.takes_away() => {
-            let references = vm::domain_references(cli, &paths)?;
-            mutate::run(cli, &paths, command, references, out)
-        }
-        Command::Plans(command) => plans::run(cli, &paths, command, out),
-        Command::Top { interval } => top::run(cli, &paths, *interval, out),
-        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, out),
-        _ => run_local(cli, out),
+        Command::Vm(command) => vm::run(cli, &host_paths(cli), command, out),
+        _ => run_local(cli, out, libvirt_facts::linked),
     }
 }
 
-/// [`run`] for a command that does not talk to libvirt ([`Command::uses_libvirt`]); fails for
-/// one that does.
+/// [`run`] for a command that does not need libvirt ([`Command::uses_libvirt`]), with
+/// libvirt's facts from `facts`; fails for one that does.
 ///
-/// `vgpuctl` calls only this, so that nothing it runs reaches libvirt and the linker leaves
-/// `libvirt.so` out of it (`--as-needed` drops a library no live code uses): loading libvirt
-/// and the fifty libraries it needs took 8 of the 10 ms of CPU `vgpuctl --version` took, and
-/// the commands udev runs at boot (`restore --device`) need not depend on libvirt.
-pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
+/// `vgpuctl` calls only this, with [`libvirt_facts::from_helper`], so that nothing it runs
+/// reaches libvirt and the linker leaves `libvirt.so` out of it (`--as-needed` drops a library
+/// no live code uses). So `vgpuctl` runs on a host without libvirt's library. Loading libvirt
+/// and the fifty libraries it needs also took 8 of the 10 ms of CPU `vgpuctl --version` took.
+pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u8> {
     if cli.command.uses_libvirt() {
         anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it");
     }
@@ -704,13 +693,20 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             }
             Ok(EXIT_OK)
         }
+        // The commands that take devices away: the core's removal policy is told which
+        // domains reference what.
+        Command::Change(command) if command.takes_away() => {
+            let references = libvirt_facts::references_now(&mut *facts(cli), &paths)?;
+            mutate::run(cli, &paths, command, references, out)
+        }
         Command::Change(command) => {
             mutate::run(cli, &paths, command, DomainReferences::NoLibvirt, out)
         }
+        Command::Plans(command) => plans::run(cli, &paths, command, &mut *facts(cli), out),
+        Command::Top { interval } => top::run(cli, &paths, *interval, facts(cli), out),
+        Command::Metrics { listen } => telemetry::run(cli, &paths, *listen, facts(cli), out),
         Command::Watch => watch::run(cli.json, &paths, out),
-        Command::Vm(_) | Command::Plans(_) | Command::Top { .. } | Command::Metrics { .. } => {
-            anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it")
-        }
+        Command::Vm(_) => anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it"),
         Command::Hook { command } => hook::run(cli, &paths, command, out),
         Command::Completions { shell } => completions::write(*shell, out).map(|()| EXIT_OK),
         Command::Isolation { gpu } => isolation::run(cli, &paths, gpu.as_deref(), out),

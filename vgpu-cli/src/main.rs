@@ -3,9 +3,11 @@
 //! Exit codes: 0 success, 1 error, 2 usage, 3 `check` found a failure, 4 `plan` found changes
 //! pending.
 //!
-//! The commands that talk to libvirt ([`vgpu_cli::Command::uses_libvirt`]) are run by
-//! `vgpuctl-libvirt`, installed beside it: this executable reaches no libvirt code, so it does
-//! not link libvirt, and does not load it and the libraries it needs before every command.
+//! The commands that need libvirt ([`vgpu_cli::Command::uses_libvirt`]: `attach`, `detach`,
+//! `owners`) are run by `vgpuctl-libvirt`, installed beside it. Other commands ask it only
+//! what libvirt knows, when a libvirt socket exists ([`vgpu_cli::libvirt_facts`]). This
+//! executable reaches no libvirt code, so it does not link libvirt: it runs on a host without
+//! libvirt's library, and does not load it and the libraries it needs before every command.
 
 #![forbid(unsafe_code)]
 
@@ -16,7 +18,7 @@ fn main() -> ExitCode {
         if cli.command.uses_libvirt() {
             Err(vgpu_cli::exec_libvirt_helper())
         } else {
-            vgpu_cli::run_local(cli, out)
+            vgpu_cli::run_local(cli, out, vgpu_cli::libvirt_facts::from_helper)
         }
     })
 }

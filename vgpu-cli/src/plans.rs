@@ -12,10 +12,11 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use vgpu_core::{
-    ApplyEvent, ApplyOutcome, ApplyReport, DesiredFile, GpuPlan, HostPaths, HostState, Manager,
-    PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
+    ApplyEvent, ApplyOutcome, ApplyReport, DesiredFile, DomainReferences, GpuPlan, HostPaths,
+    HostState, Manager, PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
 };
 
+use crate::libvirt_facts::{Facts, LibvirtFacts, domain_references};
 use crate::render::size_text;
 use crate::{Cli, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, PlanCommand, render};
 
@@ -33,12 +34,13 @@ pub(crate) fn run(
     cli: &Cli,
     paths: &HostPaths,
     command: &PlanCommand,
+    facts: &mut dyn Facts,
     out: &mut dyn Write,
 ) -> Result<u8> {
     let manager = crate::manager(cli, paths);
     match command {
         PlanCommand::Plan { file, config } => {
-            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            let (plan, _) = plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
             render_plan(cli, out, &plan)?;
             Ok(plan_exit(&plan))
         }
@@ -47,7 +49,10 @@ pub(crate) fn run(
             config,
             dry_run,
         } => {
-            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            let (plan, references) =
+                plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
+            // Its destroy steps take devices away: the removal policy decides.
+            let manager = manager.with_domain_references(references);
             if *dry_run {
                 render_plan(cli, out, &plan)?;
                 return Ok(plan_exit(&plan));
@@ -63,7 +68,7 @@ pub(crate) fn run(
             })
         }
         PlanCommand::Assert { file, config } => {
-            let plan = plan_file(cli, paths, &manager, file, config.as_deref())?;
+            let (plan, _) = plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
             let differences = differences(&plan);
             if cli.json {
                 render::json(
@@ -129,7 +134,8 @@ pub(crate) fn run(
                 PolicyArg::Pack => Policy::Pack,
                 PolicyArg::Spread => Policy::Spread,
             };
-            let state = host_state(cli, paths, &manager)?;
+            let (state, references) = host_state(cli, paths, &manager, facts)?;
+            let manager = manager.with_domain_references(references);
             let picks = vgpu_core::place(&state, &request, policy)
                 .with_context(|| format!("cannot place {count} vGPU(s)"))?;
             if !*create {
@@ -152,17 +158,24 @@ pub(crate) fn run(
 }
 
 /// What the planner needs: the host, NVML's names, and which libvirt domains hold which vGPU
-/// (when libvirt answers; without it, only processes holding VFIO devices open protect them).
-fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostState> {
+/// (when libvirt answers; without it, only processes holding VFIO devices open protect them,
+/// and a libvirt that does not answer is warned about once).
+fn host_state(
+    cli: &Cli,
+    paths: &HostPaths,
+    manager: &Manager,
+    facts: &mut dyn Facts,
+) -> Result<(HostState, DomainReferences)> {
     let mut state = manager
         .host_state()
         .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
     let nvml = cli.nvml_source().load(paths);
     state.read_nvml(paths, &nvml);
-    match vgpu_libvirt::Connection::open(&cli.connect) {
-        Ok(conn) => {
-            let owners = conn.owners(&state.inventory)?;
-            for owned in owners.vgpus {
+    let facts = facts.owners(&state.inventory);
+    match &facts {
+        LibvirtFacts::Absent => {}
+        LibvirtFacts::Answered(owners) => {
+            for owned in &owners.vgpus {
                 if let Some(holder) = owned.holders.first() {
                     state
                         .holds
@@ -170,18 +183,20 @@ fn host_state(cli: &Cli, paths: &HostPaths, manager: &Manager) -> Result<HostSta
                         .or_insert_with(|| format!("libvirt domain {}", holder.domain));
                 }
             }
-            for reference in owners.missing {
+            for reference in &owners.missing {
                 state
                     .holds
                     .entry(reference.device)
                     .or_insert_with(|| format!("libvirt domain {}", reference.domain));
             }
         }
-        Err(err) => {
-            tracing::warn!(uri = %cli.connect, "libvirt is not reachable, so vGPUs its domains hold are not known: {err}");
+        LibvirtFacts::Unanswered { uri, reason } => {
+            tracing::warn!(
+                "libvirt at {uri} did not answer, so vGPUs its domains hold are not known: {reason}"
+            );
         }
     }
-    Ok(state)
+    Ok((state, domain_references(&facts)))
 }
 
 fn plan_file(
@@ -190,11 +205,12 @@ fn plan_file(
     manager: &Manager,
     file: &Path,
     config: Option<&str>,
-) -> Result<Plan> {
+    facts: &mut dyn Facts,
+) -> Result<(Plan, DomainReferences)> {
     let desired = DesiredFile::read(file)?;
     let config = desired.config(config)?;
-    let state = host_state(cli, paths, manager)?;
-    Ok(vgpu_core::plan(&state, config))
+    let (state, references) = host_state(cli, paths, manager, facts)?;
+    Ok((vgpu_core::plan(&state, config), references))
 }
 
 /// Carries `plan` out, showing progress: bars on a terminal, a line per step otherwise, nothing

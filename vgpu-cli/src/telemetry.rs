@@ -2,8 +2,9 @@
 //! format, once to stdout or served at `/metrics`; and the sampling `top` shares.
 //!
 //! A sample is discovery (with NVML filling in types), NVML's usage of the running vGPUs, and
-//! libvirt's ownership (`vgpu_libvirt::Connection::owners`, with each domain's tenant); when
-//! libvirt does not answer, vGPUs are reported without a domain and `vgpu_libvirt_up` is 0.
+//! libvirt's ownership (`vgpu_libvirt::Owners`, with each domain's tenant, from
+//! [`crate::libvirt_facts`]); when libvirt does not answer, or the host has none, vGPUs are
+//! reported without a domain and `vgpu_libvirt_up` is 0.
 //!
 //! The format is Prometheus's text exposition format 0.0.4
 //! (<https://prometheus.io/docs/instrumenting/exposition_formats/>): one `# HELP` and one
@@ -24,8 +25,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
 use vgpu_core::{HostPaths, Inventory, Nvml, NvmlStatus, Owner, Telemetry, VgpuHandle};
-use vgpu_libvirt::{Connection, Owners};
+use vgpu_libvirt::Owners;
 
+use crate::libvirt_facts::{Facts, LibvirtFacts};
 use crate::{Cli, render};
 
 /// How long a stopping server waits for the scrapes in flight.
@@ -57,22 +59,21 @@ pub(crate) struct Snapshot {
     pub(crate) libvirt: LibvirtStatus,
 }
 
-/// Takes samples of one host: NVML is loaded once, libvirt is connected when it answers and
-/// again after it stopped answering.
+/// Takes samples of one host: NVML is loaded once, libvirt asked at every sample.
 pub(crate) struct Sampler {
     paths: HostPaths,
     uri: String,
     nvml: Nvml,
-    conn: Option<Connection>,
+    facts: Box<dyn Facts>,
 }
 
 impl Sampler {
-    pub(crate) fn new(cli: &Cli, paths: &HostPaths) -> Self {
+    pub(crate) fn new(cli: &Cli, paths: &HostPaths, facts: Box<dyn Facts>) -> Self {
         Sampler {
             paths: paths.clone(),
             uri: cli.connect.clone(),
             nvml: cli.nvml_source().load(paths),
-            conn: None,
+            facts,
         }
     }
 
@@ -91,26 +92,22 @@ impl Sampler {
         })
     }
 
-    /// Who holds each vGPU, when libvirt answers.
+    /// Who holds each vGPU, when libvirt answers. A host without libvirt is reported as
+    /// libvirt down, with no domain holding anything.
     fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Owner>, LibvirtStatus) {
-        let down = |uri: &str, err: &dyn std::fmt::Display| {
-            tracing::debug!(uri, "libvirt does not answer, vGPUs have no domain: {err}");
+        let down = |uri: &str, reason: String| {
+            tracing::debug!(
+                uri,
+                "libvirt does not answer, vGPUs have no domain: {reason}"
+            );
             LibvirtStatus {
                 uri: uri.to_owned(),
                 up: false,
-                reason: Some(err.to_string()),
+                reason: Some(reason),
             }
         };
-        let conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => match Connection::open(&self.uri) {
-                Ok(conn) => conn,
-                Err(err) => return (BTreeMap::new(), down(&self.uri, &err)),
-            },
-        };
-        match conn.owners(inventory) {
-            Ok(owners) => {
-                self.conn = Some(conn);
+        match self.facts.owners(inventory) {
+            LibvirtFacts::Answered(owners) => {
                 let status = LibvirtStatus {
                     uri: self.uri.clone(),
                     up: true,
@@ -118,7 +115,11 @@ impl Sampler {
                 };
                 (owner_map(&owners), status)
             }
-            Err(err) => (BTreeMap::new(), down(&self.uri, &err)),
+            LibvirtFacts::Absent => (
+                BTreeMap::new(),
+                down(&self.uri, "this host has no libvirt".to_owned()),
+            ),
+            LibvirtFacts::Unanswered { uri, reason } => (BTreeMap::new(), down(&uri, reason)),
         }
     }
 }
@@ -350,9 +351,10 @@ pub(crate) fn run(
     cli: &Cli,
     paths: &HostPaths,
     listen: Option<SocketAddr>,
+    facts: Box<dyn Facts>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let mut sampler = Sampler::new(cli, paths);
+    let mut sampler = Sampler::new(cli, paths, facts);
     let Some(addr) = listen else {
         let snapshot = sampler.sample()?;
         if cli.json {

@@ -14,6 +14,7 @@ use crossterm::{cursor, execute, queue, terminal};
 
 use vgpu_core::HostPaths;
 
+use crate::libvirt_facts::Facts;
 use crate::telemetry::{Sampler, Snapshot};
 use crate::{Cli, EXIT_OK, render};
 
@@ -42,9 +43,10 @@ pub(crate) fn run(
     cli: &Cli,
     paths: &HostPaths,
     interval: Duration,
+    facts: Box<dyn Facts>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let mut sampler = Sampler::new(cli, paths);
+    let mut sampler = Sampler::new(cli, paths, facts);
     if cli.json {
         render::json(out, &sampler.sample()?)?;
     } else if io::stdout().is_terminal() && io::stdin().is_terminal() {

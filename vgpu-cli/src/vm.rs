@@ -7,10 +7,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use uuid::Uuid;
 
-use std::collections::BTreeMap;
-
-use vgpu_core::{DomainReferences, HostPaths, Manager, Start, VgpuHandle, discover};
-use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Owners, Scope};
+use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
+use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Scope};
 
 use crate::mutate::{emit, handle};
 use crate::{Cli, EXIT_OK, VmCommand, render};
@@ -140,7 +138,10 @@ pub(crate) fn run(
             if *destroy {
                 // Another domain, or another scope of this one, may still name it: the
                 // removal policy of every command that takes a device away decides.
-                let references = domain_references(cli, paths)?;
+                let references = crate::libvirt_facts::references_now(
+                    &mut *crate::libvirt_facts::linked(cli),
+                    paths,
+                )?;
                 crate::manager(cli, paths)
                     .with_force(*force)
                     .with_domain_references(references)
@@ -372,75 +373,4 @@ enum Made {
     Started,
     /// This run created it, with its definition.
     Created,
-}
-
-/// What libvirt says about which domains reference which devices, for the core's removal
-/// policy (`vgpu_core::DomainReferences`): every domain's references when it answers; no
-/// libvirt when the URI is a local daemon's whose socket does not exist; unanswered otherwise.
-pub(crate) fn domain_references(cli: &Cli, paths: &HostPaths) -> Result<DomainReferences> {
-    let conn = match Connection::open(&cli.connect) {
-        Ok(conn) => conn,
-        Err(err) if libvirt_absent(&cli.connect) => {
-            tracing::debug!(uri = %cli.connect, "no libvirt on this host: {err}");
-            return Ok(DomainReferences::NoLibvirt);
-        }
-        Err(err) => {
-            return Ok(DomainReferences::Unanswered {
-                uri: cli.connect.clone(),
-                reason: format!("{err:#}"),
-            });
-        }
-    };
-    let inventory = discover(paths)?;
-    let owners = match conn.owners(&inventory) {
-        Ok(owners) => owners,
-        Err(err) => {
-            return Ok(DomainReferences::Unanswered {
-                uri: cli.connect.clone(),
-                reason: format!("{err:#}"),
-            });
-        }
-    };
-    let mut refs: BTreeMap<VgpuHandle, Vec<String>> = BTreeMap::new();
-    let ids = owners
-        .vgpus
-        .iter()
-        .map(|o| o.id)
-        .chain(owners.missing.iter().map(|r| r.device));
-    for id in ids.collect::<Vec<_>>() {
-        refs.insert(id, domains_holding(&owners, id));
-    }
-    Ok(DomainReferences::Known(refs))
-}
-
-/// Whether `uri` names the local system or session daemon and no libvirt socket exists: a host
-/// without libvirt, where no domain can hold a device.
-fn libvirt_absent(uri: &str) -> bool {
-    const SOCKETS: &[&str] = &[
-        "/run/libvirt/libvirt-sock",
-        "/run/libvirt/virtqemud-sock",
-        "/var/run/libvirt/libvirt-sock",
-    ];
-    let local = matches!(uri, "qemu:///system" | "qemu:///session" | "");
-    local && !SOCKETS.iter().any(|s| std::path::Path::new(s).exists())
-}
-
-/// The domains that reference `id`, live or in their configuration, sorted.
-fn domains_holding(owners: &Owners, id: VgpuHandle) -> Vec<String> {
-    let mut domains: Vec<String> = owners
-        .vgpus
-        .iter()
-        .filter(|o| o.id == id)
-        .flat_map(|o| o.holders.iter().map(|h| h.domain.clone()))
-        .chain(
-            owners
-                .missing
-                .iter()
-                .filter(|r| r.device == id)
-                .map(|r| r.domain.clone()),
-        )
-        .collect();
-    domains.sort();
-    domains.dedup();
-    domains
 }

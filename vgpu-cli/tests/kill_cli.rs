@@ -367,7 +367,7 @@ fn killed_then_restored(profile: &str, setup: &[&str], text: &str) {
             .filter(|vf| vf["driver"].is_null())
             .map(|vf| vf["address"].clone())
             .collect();
-        let records = std::fs::read_dir(h.state.path().join("run/vgpu/previous-driver"))
+        let record_files = std::fs::read_dir(h.state.path().join("run/vgpu/previous-driver"))
             .map(|d| d.count())
             .unwrap_or(0);
         let on_vfio = list["gpus"]
@@ -378,7 +378,12 @@ fn killed_then_restored(profile: &str, setup: &[&str], text: &str) {
             .filter(|vf| vf["driver"] == "vfio-pci")
             .count();
         assert_eq!(
-            (first.status.code(), changed, driverless, records <= on_vfio),
+            (
+                first.status.code(),
+                changed,
+                driverless,
+                record_files <= on_vfio
+            ),
             (Some(0), vec![], vec![], true),
             "{profile}, killed after {after} of {records} records: {}",
             String::from_utf8_lossy(&first.stdout)

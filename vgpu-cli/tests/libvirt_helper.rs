@@ -1,5 +1,6 @@
-//! `vgpuctl` and `vgpuctl-libvirt`: `vgpuctl` does not link libvirt, and hands the commands
-//! that talk to libvirt to the `vgpuctl-libvirt` beside it.
+//! `vgpuctl` and `vgpuctl-libvirt`: `vgpuctl` does not link libvirt, hands the commands that
+//! need libvirt to the `vgpuctl-libvirt` beside it, and asks it what libvirt knows for the
+//! others.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -135,7 +136,11 @@ fn libvirt_command_without_helper_json_error_names_it() {
     let alone = tempfile::tempdir().unwrap();
     let exe = alone.path().join("vgpuctl");
     std::fs::copy(VGPUCTL, &exe).unwrap();
-    let out = run(&exe, host.root(), &["--json", "plan", "-f", "host.toml"]);
+    let out = run(
+        &exe,
+        host.root(),
+        &["--json", "detach", "vm1", "0000:81:00.4"],
+    );
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (out.status.code(), value),
@@ -148,6 +153,60 @@ fn libvirt_command_without_helper_json_error_names_it() {
                 ),
                 "kind": null,
             })
+        )
+    );
+}
+
+/// A desired-state file that asks nothing of any GPU of the host.
+fn empty_plan(dir: &Path) -> String {
+    let file = dir.join("host.toml");
+    std::fs::write(
+        &file,
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"no such GPU\"\noptional = true\nvfs = 1\n",
+    )
+    .unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn plan_through_vgpuctl_asks_the_helper_what_libvirt_knows() {
+    let host = every_interface();
+    let dir = tempfile::tempdir().unwrap();
+    let file = empty_plan(dir.path());
+    let args = ["--connect", "test:///default", "plan", "-f", &file];
+    let through = run(Path::new(VGPUCTL), host.root(), &args);
+    let direct = run(Path::new(HELPER), host.root(), &args);
+    assert_eq!(
+        (through.status.code(), &through.stdout, &through.stderr),
+        (Some(0), &direct.stdout, &direct.stderr)
+    );
+}
+
+/// `plan` uses libvirt only to learn which domains hold vGPUs: without the helper it plans,
+/// saying once what it could not learn.
+#[test]
+fn plan_without_helper_runs_and_says_once_that_holders_are_unknown() {
+    let host = every_interface();
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let file = empty_plan(alone.path());
+    let out = run(
+        &exe,
+        host.root(),
+        &["--connect", "test:///default", "plan", "-f", &file],
+    );
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr)),
+        (
+            Some(0),
+            format!(
+                "vgpuctl: warning: libvirt at test:///default did not answer, so vGPUs its \
+                 domains hold are not known: cannot run {}: No such file or directory (os \
+                 error 2)\n",
+                alone.path().join("vgpuctl-libvirt").display()
+            )
+            .into()
         )
     );
 }
@@ -188,7 +247,8 @@ fn destroy_force_without_helper_is_run_by_vgpuctl() {
 fn run_local_owners_is_refused_naming_the_helper() {
     use clap::Parser as _;
     let cli = vgpu_cli::Cli::try_parse_from(["vgpuctl", "owners"]).unwrap();
-    let err = vgpu_cli::run_local(&cli, &mut Vec::new()).unwrap_err();
+    let err = vgpu_cli::run_local(&cli, &mut Vec::new(), vgpu_cli::libvirt_facts::from_helper)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "this command talks to libvirt: vgpuctl-libvirt runs it"

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use vgpu_core::{Inventory, PciAddress, VgpuHandle};
 
@@ -13,7 +13,7 @@ use crate::hostdev::{Attached, host_vgpus};
 use crate::xml::Tenant;
 
 /// The answer of [`Connection::owners`](crate::Connection::owners).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     /// Every vGPU of the inventory, by GPU then id, with the domains that hold it (none for an
     /// orphan).
@@ -25,7 +25,7 @@ pub struct Owners {
 }
 
 /// One vGPU of the host and its holders.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owned {
     /// The vGPU.
     pub id: VgpuHandle,
@@ -39,7 +39,7 @@ pub struct Owned {
 }
 
 /// A domain that references a vGPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     /// The domain's name.
     pub domain: String,
@@ -57,7 +57,7 @@ pub struct Holder {
 }
 
 /// A device a domain references that is not a vGPU on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
     /// The domain's name.
     pub domain: String,

@@ -1,6 +1,6 @@
 //! `vgpuctl-libvirt`: `vgpuctl` linked with libvirt. `vgpuctl` runs it, with the same command
-//! line, for the commands that talk to libvirt (`attach`, `detach`, `owners`, `destroy`, `plan`,
-//! `apply`, `assert`, `place`, `top`, `metrics`); it runs every other command too.
+//! line, for the commands that need libvirt (`attach`, `detach`, `owners`), and as
+//! `owners --json` for what libvirt knows; it runs every other command too.
 
 #![forbid(unsafe_code)]
 

@@ -248,6 +248,14 @@ impl Serialize for VgpuHandle {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for VgpuHandle {
+    /// The text [`Serialize`] writes: a UUID or a PCI address.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl Inventory {
     /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
     /// part when only one GPU has it.

@@ -27,12 +27,12 @@
 //! ```
 
 use roxmltree::Node;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{METADATA_NAMESPACE, is_nova};
 
 /// The tenant a domain's metadata names.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tenant {
     /// The name usage is summed under: the `tenant` attribute of `<vgpu:vgpu>`, else the
     /// name of Nova's `<nova:project>` (its id when the name is empty).
@@ -45,7 +45,7 @@ pub struct Tenant {
 }
 
 /// Where a [`Tenant`] was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TenantSource {
     /// The `tenant` attribute of `<vgpu:vgpu>` ([`METADATA_NAMESPACE`]).

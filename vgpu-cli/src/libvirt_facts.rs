@@ -1,0 +1,208 @@
+//! What libvirt knows that commands other than the domain commands use: which domains
+//! reference which vGPU, and each domain's tenant ([`vgpu_libvirt::Owners`]).
+//!
+//! libvirt is an optional source of facts, as NVML is. `vgpuctl` does not link libvirt: it asks
+//! `vgpuctl-libvirt owners --json` ([`from_helper`]), and `vgpuctl-libvirt` asks libvirt itself
+//! ([`linked`]). Three answers are possible ([`LibvirtFacts`]):
+//!
+//! | answer | when | what the commands do |
+//! |---|---|---|
+//! | absent | the URI is the local daemon's and no libvirt socket exists | no domain holds anything; nothing said |
+//! | answered | libvirt answered | its domains hold what they reference |
+//! | unanswered | libvirt, or `vgpuctl-libvirt`, did not answer (its library missing, the daemon down, a remote host unreachable) | one warning; removals are refused until it answers or `--force` |
+//!
+//! A host without libvirt's library has no local libvirt daemon either, so its socket is
+//! absent and `vgpuctl-libvirt` is never run there.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use vgpu_core::{DomainReferences, HostPaths, Inventory, VgpuHandle};
+use vgpu_libvirt::{Connection, Owners};
+
+use crate::{Cli, LIBVIRT_HELPER};
+
+/// What a command learned from libvirt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LibvirtFacts {
+    /// This host has no libvirt: no domain can reference a device.
+    Absent,
+    /// libvirt answered.
+    Answered(Owners),
+    /// libvirt is there, or may be, but did not answer.
+    Unanswered {
+        /// The connection URI tried.
+        uri: String,
+        /// Why it did not answer.
+        reason: String,
+    },
+}
+
+/// A source of [`LibvirtFacts`]; asked again for every sample of `top` and `metrics`.
+pub trait Facts: Send {
+    /// What libvirt says now about the vGPUs of `inventory`.
+    fn owners(&mut self, inventory: &Inventory) -> LibvirtFacts;
+}
+
+/// How an executable gets its [`Facts`]: [`from_helper`] in `vgpuctl`, [`linked`] in
+/// `vgpuctl-libvirt`.
+pub type FactsSource = fn(&Cli) -> Box<dyn Facts>;
+
+/// Whether `uri` names the local system or session daemon and no libvirt socket exists: a host
+/// without libvirt, where no domain can hold a device.
+fn libvirt_absent(uri: &str) -> bool {
+    const SOCKETS: &[&str] = &[
+        "/run/libvirt/libvirt-sock",
+        "/run/libvirt/virtqemud-sock",
+        "/var/run/libvirt/libvirt-sock",
+    ];
+    let local = matches!(uri, "qemu:///system" | "qemu:///session" | "");
+    local && !SOCKETS.iter().any(|s| Path::new(s).exists())
+}
+
+/// Facts from libvirt itself, through the library this executable links; the connection is
+/// kept while it answers and opened again after it stopped.
+pub fn linked(cli: &Cli) -> Box<dyn Facts> {
+    Box::new(Linked {
+        uri: cli.connect.clone(),
+        conn: None,
+    })
+}
+
+struct Linked {
+    uri: String,
+    conn: Option<Connection>,
+}
+
+impl Facts for Linked {
+    fn owners(&mut self, inventory: &Inventory) -> LibvirtFacts {
+        let unanswered = |reason: String| LibvirtFacts::Unanswered {
+            uri: self.uri.clone(),
+            reason,
+        };
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => match Connection::open(&self.uri) {
+                Ok(conn) => conn,
+                Err(_) if libvirt_absent(&self.uri) => return LibvirtFacts::Absent,
+                Err(err) => return unanswered(format!("{err:#}")),
+            },
+        };
+        match conn.owners(inventory) {
+            Ok(owners) => {
+                self.conn = Some(conn);
+                LibvirtFacts::Answered(owners)
+            }
+            Err(err) => unanswered(format!("{err:#}")),
+        }
+    }
+}
+
+/// Facts from `vgpuctl-libvirt owners --json`, run from this executable's directory with the
+/// same host, state root and URI; libvirt absent without running it when no local libvirt
+/// socket exists.
+pub fn from_helper(cli: &Cli) -> Box<dyn Facts> {
+    Box::new(Helper {
+        root: cli.root.clone(),
+        state_root: cli.state_root.clone(),
+        uri: cli.connect.clone(),
+    })
+}
+
+struct Helper {
+    root: std::path::PathBuf,
+    state_root: Option<std::path::PathBuf>,
+    uri: String,
+}
+
+impl Facts for Helper {
+    fn owners(&mut self, _: &Inventory) -> LibvirtFacts {
+        if libvirt_absent(&self.uri) {
+            return LibvirtFacts::Absent;
+        }
+        match self.ask() {
+            Ok(owners) => LibvirtFacts::Answered(owners),
+            Err(reason) => LibvirtFacts::Unanswered {
+                uri: self.uri.clone(),
+                reason,
+            },
+        }
+    }
+}
+
+impl Helper {
+    /// Runs the helper; the owners it printed, or why there are none.
+    fn ask(&self) -> Result<Owners, String> {
+        let exe = std::env::current_exe()
+            .map_err(|err| format!("cannot find {LIBVIRT_HELPER}: {err}"))?;
+        let helper = exe.with_file_name(LIBVIRT_HELPER);
+        let mut command = Command::new(&helper);
+        command.arg("--root").arg(&self.root);
+        if let Some(state) = &self.state_root {
+            command.arg("--state-root").arg(state);
+        }
+        command.args(["--connect", &self.uri, "--json", "owners"]);
+        let output = command
+            .output()
+            .map_err(|err| format!("cannot run {}: {err}", helper.display()))?;
+        if output.status.success() {
+            return serde_json::from_slice(&output.stdout).map_err(|err| {
+                format!(
+                    "{} printed what is not an owners report: {err}",
+                    helper.display()
+                )
+            });
+        }
+        // Its own errors are JSON on stdout; the dynamic loader's (exit 127) are text on
+        // stderr.
+        let said = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&output.stderr).trim().to_owned());
+        Err(format!(
+            "{} failed ({}): {said}",
+            helper.display(),
+            output.status
+        ))
+    }
+}
+
+/// The core's removal policy input for `facts`: each device with the domains that reference
+/// it, live or in their configuration, sorted.
+pub(crate) fn domain_references(facts: &LibvirtFacts) -> DomainReferences {
+    match facts {
+        LibvirtFacts::Absent => DomainReferences::NoLibvirt,
+        LibvirtFacts::Unanswered { uri, reason } => DomainReferences::Unanswered {
+            uri: uri.clone(),
+            reason: reason.clone(),
+        },
+        LibvirtFacts::Answered(owners) => {
+            let mut refs: BTreeMap<VgpuHandle, Vec<String>> = BTreeMap::new();
+            for owned in &owners.vgpus {
+                refs.entry(owned.id)
+                    .or_default()
+                    .extend(owned.holders.iter().map(|h| h.domain.clone()));
+            }
+            for reference in &owners.missing {
+                refs.entry(reference.device)
+                    .or_default()
+                    .push(reference.domain.clone());
+            }
+            for domains in refs.values_mut() {
+                domains.sort();
+                domains.dedup();
+            }
+            DomainReferences::Known(refs)
+        }
+    }
+}
+
+/// [`domain_references`] for the host at `paths`, asked now.
+pub(crate) fn references_now(
+    facts: &mut dyn Facts,
+    paths: &HostPaths,
+) -> anyhow::Result<DomainReferences> {
+    let inventory = vgpu_core::discover(paths)?;
+    Ok(domain_references(&facts.owners(&inventory)))
+}
