@@ -100,17 +100,6 @@ fn killed_in_the_quota_phase() -> (Host, String) {
     (h, file)
 }
 
-/// `(memory_mib, driver)` of each VF of the Flex 170.
-fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
-    let list = list(h);
-    gpu(&list, FLEX)["vfs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|vf| (vf["memory_mib"].clone(), vf["driver"].clone()))
-        .collect()
-}
-
 fn i915(mib: u64) -> (serde_json::Value, serde_json::Value) {
     (serde_json::json!(mib), serde_json::json!("i915"))
 }
@@ -447,6 +436,18 @@ fn interrupted(case: &Case<'_>) {
     );
 }
 
+/// Three defined L40S-12Q on each L40S.
+const PROVISION: &[&str] = &[
+    "provision",
+    "--all",
+    "--type",
+    "L40S-12Q",
+    "--count",
+    "3",
+    "--define",
+    "--auto",
+];
+
 /// The L40S at 0000:41:00.0 without VFs, for NVIDIA's SR-IOV sequence.
 const L40S_NO_VFS: &[&str] = &["sriov", "0000:41:00.0", "--vfs", "0"];
 
@@ -496,16 +497,7 @@ fn sigint_at_points_of_provision_leaves_each_gpu_as_before_or_as_asked() {
         profile: "l40s-vendor-vfio",
         setup: &[],
         text: "",
-        args: &[
-            "provision",
-            "--all",
-            "--type",
-            "L40S-12Q",
-            "--count",
-            "3",
-            "--define",
-            "--auto",
-        ],
+        args: PROVISION,
     });
 }
 
@@ -515,15 +507,6 @@ fn sigkill_at_points_of_provision_then_restore_matches_definitions() {
         profile: "l40s-vendor-vfio",
         setup: &[],
         text: "",
-        args: &[
-            "provision",
-            "--all",
-            "--type",
-            "L40S-12Q",
-            "--count",
-            "3",
-            "--define",
-            "--auto",
-        ],
+        args: PROVISION,
     });
 }

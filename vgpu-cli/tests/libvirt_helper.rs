@@ -34,6 +34,14 @@ fn run(exe: &Path, root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A copy of `vgpuctl` in a directory of its own, without `vgpuctl-libvirt` beside it.
+fn vgpuctl_alone() -> (tempfile::TempDir, std::path::PathBuf) {
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::copy(VGPUCTL, &exe).unwrap();
+    (alone, exe)
+}
+
 fn every_interface() -> FakeHost {
     let host = FakeHost::new().unwrap();
     scenarios::every_interface(&host).unwrap();
@@ -111,9 +119,7 @@ fn owners_json_through_vgpuctl_lists_every_vgpu_unheld() {
 #[test]
 fn libvirt_command_without_helper_exits_1_naming_it_with_hint() {
     let host = every_interface();
-    let alone = tempfile::tempdir().unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let (alone, exe) = vgpuctl_alone();
     let out = run(&exe, host.root(), &["owners"]);
     assert_eq!(
         (out.status.code(), String::from_utf8_lossy(&out.stderr)),
@@ -133,9 +139,7 @@ fn libvirt_command_without_helper_exits_1_naming_it_with_hint() {
 #[test]
 fn libvirt_command_without_helper_json_error_names_it() {
     let host = every_interface();
-    let alone = tempfile::tempdir().unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let (alone, exe) = vgpuctl_alone();
     let out = run(
         &exe,
         host.root(),
@@ -187,9 +191,7 @@ fn plan_through_vgpuctl_asks_the_helper_what_libvirt_knows() {
 #[test]
 fn plan_without_helper_runs_and_says_once_that_holders_are_unknown() {
     let host = every_interface();
-    let alone = tempfile::tempdir().unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let (alone, exe) = vgpuctl_alone();
     let file = empty_plan(alone.path());
     let out = run(
         &exe,
@@ -214,9 +216,7 @@ fn plan_without_helper_runs_and_says_once_that_holders_are_unknown() {
 #[test]
 fn local_command_without_helper_runs() {
     let host = every_interface();
-    let alone = tempfile::tempdir().unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let (_alone, exe) = vgpuctl_alone();
     let without = run(&exe, host.root(), &["--json", "list"]);
     let with = run(Path::new(VGPUCTL), host.root(), &["--json", "list"]);
     assert_eq!(
@@ -228,9 +228,7 @@ fn local_command_without_helper_runs() {
 #[test]
 fn destroy_force_without_helper_is_run_by_vgpuctl() {
     let host = every_interface();
-    let alone = tempfile::tempdir().unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    let (_alone, exe) = vgpuctl_alone();
     let out = run(&exe, host.root(), &["destroy", "--force", "not-a-vgpu"]);
     assert_eq!(
         (out.status.code(), String::from_utf8_lossy(&out.stderr)),

@@ -560,17 +560,6 @@ fn flex_desktops_rebooted() -> (Host, String) {
     (h, file)
 }
 
-/// `(memory_mib, driver)` of each VF of the Flex 170, as `list --json` has them.
-fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
-    let list = list(h);
-    gpu(&list, FLEX)["vfs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|vf| (vf["memory_mib"].clone(), vf["driver"].clone()))
-        .collect()
-}
-
 #[test]
 fn restore_after_reboot_sets_each_recorded_quota_before_binding_vfio_pci() {
     let (h, file) = flex_desktops_rebooted();

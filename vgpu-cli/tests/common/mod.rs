@@ -62,6 +62,17 @@ pub(crate) fn gpu<'a>(list: &'a serde_json::Value, address: &str) -> &'a serde_j
         .unwrap()
 }
 
+/// `(memory_mib, driver)` of each VF of the Flex 170, as `list --json` has them.
+pub(crate) fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let list = list(h);
+    gpu(&list, FLEX)["vfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vf| (vf["memory_mib"].clone(), vf["driver"].clone()))
+        .collect()
+}
+
 pub(crate) fn vgpu_ids(host: &Host, address: &str) -> Vec<String> {
     let list = list(host);
     gpu(&list, address)["vgpus"]
