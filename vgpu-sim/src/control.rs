@@ -8,6 +8,9 @@
 //! unplug <dddd:bb:ss.f>                   hot-unplug a PCI function (with its VFs and mdevs)
 //! hold <pid> <comm> <target>              process <pid> opens <target>: proc/<pid>/fd/<n>
 //! drop <pid>                              process <pid> exits: proc/<pid> goes away
+//! mig-mode <dddd:bb:ss.f> on|off          turn a GPU's MIG mode on or off
+//! gpu-instance-add <addr> <id> <profile>  a GPU instance appears (`nvidia-smi mig -cgi`)
+//! gpu-instance-remove <addr> <id>         a GPU instance goes (`nvidia-smi mig -dgi`)
 //! counters-reset                          zero all operation counters
 //! uevents-clear                           empty the uevent log (`.vgpu-sim/uevents`)
 //! clear                                   drop every pending fault, latency and process
@@ -35,6 +38,12 @@
 //! whitespace or control characters, an absolute path or a `<kind>:<name>` pseudo-file. At
 //! most [`MAX_HELD_FDS`] descriptors are held by all processes together. `drop` ends a
 //! process with all its descriptors.
+//!
+//! The MIG lines are what NVIDIA's driver does when NVML makes or removes GPU instances:
+//! the test NVML library writes them here, so that sysfs and NVML agree. They apply to a GPU
+//! whose profile has `[device.mig]`. `mig-mode off` is refused with `EBUSY` while instances
+//! exist; `gpu-instance-add` needs MIG mode on and a new id; `gpu-instance-remove` is refused
+//! with `EBUSY` while a vGPU runs on the instance, and with `EINVAL` for an unknown id.
 //!
 //! A write with an unknown command, a malformed line, an errno, latency, pid, name or target
 //! out of range, more faults or descriptors than fit, or a `hold` naming an existing process
@@ -223,6 +232,12 @@ pub enum Command {
     Hold(Hold),
     /// `drop <pid>`.
     Drop(u32),
+    /// `mig-mode <addr> on|off`.
+    MigMode(PciAddr, bool),
+    /// `gpu-instance-add <addr> <id> <profile>`.
+    GpuInstanceAdd(PciAddr, u32, String),
+    /// `gpu-instance-remove <addr> <id>`.
+    GpuInstanceRemove(PciAddr, u32),
     /// `counters-reset`.
     CountersReset,
     /// `uevents-clear`.
@@ -240,6 +255,29 @@ pub struct Hold {
     pub comm: String,
     /// What `proc/<pid>/fd/<n>` points to, literally.
     pub target: String,
+}
+
+/// A GPU instance id, as NVML numbers them (0 to 63 covers every MIG GPU).
+fn parse_instance_id(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|id| *id < 64)
+        .ok_or_else(|| format!("bad GPU instance id {text:?} (0 to 63)"))
+}
+
+/// A GPU-instance profile name as `nvidia-smi mig -lgip` prints it without `MIG `: `1g.18gb`,
+/// `1g.18gb+me`.
+fn check_profile(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() <= 32
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+'));
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("bad GPU-instance profile {text:?}"))
+    }
 }
 
 impl Hold {
@@ -424,6 +462,23 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                 Command::Hold(Hold::new(pid, comm, target).map_err(bad)?)
             }
             ["drop", pid] => Command::Drop(parse_pid(pid).map_err(bad)?),
+            ["mig-mode", addr, mode] => Command::MigMode(
+                addr.parse().map_err(|e| bad(format!("{e}")))?,
+                match *mode {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(bad(format!("bad MIG mode {mode:?} (on or off)"))),
+                },
+            ),
+            ["gpu-instance-add", addr, id, profile] => Command::GpuInstanceAdd(
+                addr.parse().map_err(|e| bad(format!("{e}")))?,
+                parse_instance_id(id).map_err(bad)?,
+                check_profile(profile).map_err(bad)?,
+            ),
+            ["gpu-instance-remove", addr, id] => Command::GpuInstanceRemove(
+                addr.parse().map_err(|e| bad(format!("{e}")))?,
+                parse_instance_id(id).map_err(bad)?,
+            ),
             ["counters-reset"] => Command::CountersReset,
             ["uevents-clear"] => Command::UeventsClear,
             ["clear"] => Command::Clear,
@@ -573,6 +628,33 @@ mod tests {
                 glob: "*/create".into()
             })]
         );
+    }
+
+    #[test]
+    fn parse_commands_mig_lines_parse() {
+        let gpu: PciAddr = "0000:18:00.0".parse().expect("address");
+        assert_eq!(
+            parse_commands(
+                "mig-mode 0000:18:00.0 on\ngpu-instance-add 0000:18:00.0 11 1g.18gb+me\n\
+                 gpu-instance-remove 0000:18:00.0 3"
+            )
+            .expect("valid"),
+            vec![
+                Command::MigMode(gpu, true),
+                Command::GpuInstanceAdd(gpu, 11, "1g.18gb+me".to_owned()),
+                Command::GpuInstanceRemove(gpu, 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn parse_commands_mig_mode_other_than_on_or_off_fails() {
+        assert!(parse_commands("mig-mode 0000:18:00.0 yes").is_err());
+    }
+
+    #[test]
+    fn parse_commands_gpu_instance_id_64_fails() {
+        assert!(parse_commands("gpu-instance-add 0000:18:00.0 64 1g.18gb").is_err());
     }
 
     #[test]

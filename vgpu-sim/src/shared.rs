@@ -233,6 +233,15 @@ impl Shared {
                     k.unplug(a)
                         .map_err(|e| (format!("unplug {a}: no such device"), e))?;
                 }
+                Command::MigMode(gpu, on) => k
+                    .set_mig_mode(gpu, on)
+                    .map_err(|e| (format!("mig-mode {gpu}: refused"), e))?,
+                Command::GpuInstanceAdd(gpu, id, profile) => k
+                    .add_gpu_instance(gpu, id, &profile)
+                    .map_err(|e| (format!("gpu-instance-add {gpu} {id}: refused"), e))?,
+                Command::GpuInstanceRemove(gpu, id) => k
+                    .remove_gpu_instance(gpu, id)
+                    .map_err(|e| (format!("gpu-instance-remove {gpu} {id}: refused"), e))?,
                 Command::CountersReset => self.counters.reset(),
                 Command::UeventsClear => k.uevents.clear(),
                 Command::Clear => {

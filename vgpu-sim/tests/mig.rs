@@ -130,3 +130,65 @@ fn mig_placement_id_write_reads_back() {
     echo(&nv(&h, VF0, "placement_id"), "4").expect("placement");
     assert_eq!(cat(&nv(&h, VF0, "placement_id")), Ok("4\n".into()));
 }
+
+// ----- GPU instances made and removed through the control file, as NVML does -----
+
+#[test]
+fn mig_gpu_instance_added_by_control_is_usable() {
+    let h = host("h200-mig");
+    h.control("gpu-instance-add 0000:18:00.0 11 1g.18gb")
+        .expect("a new instance");
+    echo(&nv(&h, VF0, "gpu_instance_id"), "11").expect("instance 11 exists now");
+    assert_eq!(cat(&nv(&h, VF0, "gpu_instance_id")), Ok("11\n".into()));
+}
+
+#[test]
+fn mig_gpu_instance_removed_by_control_is_einval_to_name() {
+    let h = host("h200-mig");
+    h.control("gpu-instance-remove 0000:18:00.0 3")
+        .expect("instance 3 runs no vGPU");
+    assert_eq!(
+        echo(&nv(&h, VF0, "gpu_instance_id"), "3"),
+        Err(libc::EINVAL)
+    );
+}
+
+#[test]
+fn mig_gpu_instance_remove_under_a_vgpu_is_refused_and_keeps_it() {
+    let h = host("h200-mig");
+    echo(&nv(&h, VF0, "gpu_instance_id"), "9").expect("instance");
+    echo(&nv(&h, VF0, "current_vgpu_type"), "1414").expect("vGPU");
+    let refused = h.control("gpu-instance-remove 0000:18:00.0 9");
+    assert_eq!(
+        (refused.is_err(), cat(&nv(&h, VF0, "gpu_instance_id"))),
+        (true, Ok("9\n".into()))
+    );
+}
+
+#[test]
+fn mig_mode_off_is_refused_while_instances_exist_then_taken() {
+    let h = host("h200-mig");
+    let refused = h.control("mig-mode 0000:18:00.0 off").is_err();
+    for id in [9, 10, 3] {
+        h.control(&format!("gpu-instance-remove 0000:18:00.0 {id}"))
+            .expect("no vGPU runs there");
+    }
+    h.control("mig-mode 0000:18:00.0 off")
+        .expect("no instance left");
+    assert_eq!(
+        (
+            refused,
+            cat(&nv(&h, VF0, "creatable_vgpu_types")).map(|t| t.contains("H200X-1-18C"))
+        ),
+        (true, Ok(false))
+    );
+}
+
+#[test]
+fn mig_gpu_instance_add_with_a_used_id_is_refused() {
+    let h = host("h200-mig");
+    assert!(
+        h.control("gpu-instance-add 0000:18:00.0 9 1g.18gb")
+            .is_err()
+    );
+}

@@ -1,7 +1,8 @@
 //! MIG-backed vGPUs on NVIDIA's vendor-specific VFIO interface: a VF's
 //! `nvidia/gpu_instance_id` names the GPU instance its vGPU runs on, written before
 //! `current_vgpu_type` (NVIDIA Virtual GPU Software User Guide, "MIG-Backed NVIDIA vGPU").
-//! The GPU instances come from the profile (`[device.mig]`); the simulator does not make them.
+//! The GPU instances start as the profile has them (`[device.mig]`); the control file's MIG
+//! lines change them, as NVML does through the driver (`control.rs`).
 
 use super::{Dev, KResult, Kernel, store_ul};
 use crate::profile::{GpuInstanceSpec, MigSpec, PciAddr};
@@ -14,6 +15,54 @@ impl Kernel {
             .iter()
             .find(|d| d.addr == gpu)
             .and_then(|d| d.mig.as_ref())
+    }
+
+    fn mig_of_mut(&mut self, gpu: PciAddr) -> Option<&mut MigSpec> {
+        self.profile
+            .devices
+            .iter_mut()
+            .find(|d| d.addr == gpu)
+            .and_then(|d| d.mig.as_mut())
+    }
+
+    /// Turns MIG mode of `gpu` on or off: `ENODEV` for a GPU without MIG, `EBUSY` to turn it
+    /// off while GPU instances exist.
+    pub(crate) fn set_mig_mode(&mut self, gpu: PciAddr, on: bool) -> KResult<()> {
+        let mig = self.mig_of_mut(gpu).ok_or(libc::ENODEV)?;
+        if !on && !mig.gpu_instances.is_empty() {
+            return Err(libc::EBUSY);
+        }
+        mig.enabled = on;
+        Ok(())
+    }
+
+    /// Adds GPU instance `id` of `profile` to `gpu`: `ENODEV` without MIG, `EINVAL` with MIG
+    /// mode off or an id in use.
+    pub(crate) fn add_gpu_instance(&mut self, gpu: PciAddr, id: u32, profile: &str) -> KResult<()> {
+        let mig = self.mig_of_mut(gpu).ok_or(libc::ENODEV)?;
+        if !mig.enabled || mig.gpu_instances.iter().any(|gi| gi.id == id) {
+            return Err(libc::EINVAL);
+        }
+        mig.gpu_instances.push(GpuInstanceSpec {
+            id,
+            profile: profile.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Removes GPU instance `id` of `gpu`: `ENODEV` without MIG, `EINVAL` for an unknown id,
+    /// `EBUSY` while a vGPU runs on it.
+    pub(crate) fn remove_gpu_instance(&mut self, gpu: PciAddr, id: u32) -> KResult<()> {
+        if self.gpu_instance_used(gpu, id) {
+            return Err(libc::EBUSY);
+        }
+        let mig = self.mig_of_mut(gpu).ok_or(libc::ENODEV)?;
+        let before = mig.gpu_instances.len();
+        mig.gpu_instances.retain(|gi| gi.id != id);
+        if mig.gpu_instances.len() == before {
+            return Err(libc::EINVAL);
+        }
+        Ok(())
     }
 
     /// Whether physical GPU `gpu` is in MIG mode.
