@@ -1,5 +1,6 @@
 //! [`SimHost`]: a mounted simulator that unmounts when dropped.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +18,13 @@ use crate::profile::{PciAddr, Profile};
 use crate::shared::Shared;
 use crate::uevent::Uevent;
 
-/// How long [`SimHost::mount_at`] waits for the mount to answer.
+/// How long [`SimHost::mount_at`] waits for the mount to answer, and an unmount for this
+/// process's last open file of the mount.
 const MOUNT_DEADLINE: Duration = Duration::from_secs(10);
+/// How often an unmount waiting for this process's files looks at them again without being
+/// told: a close that leaves the open file to another process (a descriptor passed or
+/// inherited) sends the simulator no `FUSE_RELEASE`.
+const RESCAN: Duration = Duration::from_millis(100);
 /// FUSE worker threads, so that injected latency on one path does not stall the others.
 const THREADS: usize = 16;
 
@@ -28,6 +34,8 @@ pub struct SimHost {
     shared: Arc<Shared>,
     session: Option<BackgroundSession>,
     root: PathBuf,
+    /// The filesystem's device number (`st_dev` of the mounted root).
+    dev: u64,
     tempdir: Option<tempfile::TempDir>,
 }
 
@@ -85,6 +93,54 @@ fn is_mountpoint(dir: &Path) -> std::io::Result<bool> {
             .nth(4)
             .is_some_and(|m| unescape_mountinfo(m) == want.as_ref())
     }))
+}
+
+/// The ids of the mounts of the filesystem whose device number is `dev` in this mount
+/// namespace (its root and any bind of it), from `/proc/self/mountinfo` (`proc(5)`: field 1
+/// is the mount id, field 3 the filesystem's `major:minor`).
+fn mount_ids(dev: u64) -> std::io::Result<Vec<u64>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(mount_ids_in(&text, dev))
+}
+
+fn mount_ids_in(mountinfo: &str, dev: u64) -> Vec<u64> {
+    let want = format!(
+        "{}:{}",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev)
+    );
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split(' ');
+            let id = fields.next()?.parse().ok()?;
+            (fields.nth(1)? == want).then_some(id)
+        })
+        .collect()
+}
+
+/// Whether this process has a file open on one of the mounts `ids`: the `mnt_id` of each
+/// `/proc/self/fdinfo/<fd>` (`proc(5)`). Reading them sends the filesystem no request.
+fn holds_file_on(ids: &[u64]) -> std::io::Result<bool> {
+    for entry in std::fs::read_dir("/proc/self/fdinfo")? {
+        let text = match std::fs::read_to_string(entry?.path()) {
+            Ok(text) => text,
+            // Closed since the listing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if fdinfo_mnt_id(&text).is_some_and(|id| ids.contains(&id)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn fdinfo_mnt_id(fdinfo: &str) -> Option<u64> {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 fn unescape_mountinfo(field: &str) -> String {
@@ -154,13 +210,14 @@ impl SimHost {
             config.n_threads = Some(THREADS);
             match fuser::spawn_mount(SimFs::new(shared.clone()), dir, &config) {
                 Ok(session) => {
-                    let host = Self {
+                    let mut host = Self {
                         shared,
                         session: Some(session),
                         root: dir.to_owned(),
+                        dev: 0,
                         tempdir: None,
                     };
-                    host.wait_ready()?;
+                    host.dev = host.wait_ready()?;
                     return Ok(host);
                 }
                 Err(e) => last = Some(e),
@@ -172,12 +229,18 @@ impl SimHost {
         })
     }
 
-    fn wait_ready(&self) -> Result<(), SimError> {
+    /// Waits until the mount answers; returns its device number.
+    fn wait_ready(&self) -> Result<u64, SimError> {
         let deadline = Instant::now() + MOUNT_DEADLINE;
         let probe = self.root.join("sys");
         loop {
             if probe.is_dir() {
-                return Ok(());
+                return std::fs::metadata(&self.root)
+                    .map(|m| m.dev())
+                    .map_err(|source| SimError::Mount {
+                        path: self.root.clone(),
+                        source,
+                    });
             }
             if Instant::now() >= deadline {
                 return Err(SimError::Mount {
@@ -384,13 +447,16 @@ impl SimHost {
 
     /// Unmounts now and reports a failure (drop does the same and logs it). Writes waiting
     /// for a device are answered `ENODEV` first; then the mount is detached and, up to a
-    /// deadline of 10 s, its last open file waited for (a file of this mount still open when
-    /// the process exits would hang the exit: the kernel asks this process to flush it).
+    /// deadline of 10 s, this process's last open file of it waited for (a file of this mount
+    /// still open when the process exits would hang the exit: the kernel asks this process to
+    /// flush it). Files of other processes, and copies of the mount in other mount namespaces,
+    /// are not waited for: the simulator's threads serve them until the kernel ends the
+    /// connection, at the latest when this process exits.
     ///
     /// # Errors
     /// [`SimError::Unmount`] when the detach fails (`umount2`, or `fusermount3 -u -z` when
-    /// not root), when `/proc/self/mountinfo` cannot be read, or when the directory is still a
-    /// mount point after the deadline (`EBUSY`).
+    /// not root), when `/proc/self/mountinfo` or `/proc/self/fdinfo` cannot be read, or when
+    /// the directory is still a mount point after the detach (`EBUSY`: another mount on it).
     pub fn unmount(mut self) -> Result<(), SimError> {
         self.do_unmount()
     }
@@ -403,39 +469,54 @@ impl SimHost {
             path: self.root.clone(),
             source,
         };
-        // Writes waiting for a device give up first (`ENODEV`). Then detach synchronously
-        // ourselves (auto_unmount alone would leave it to the helper, racing with the removal
-        // of the temporary directory).
+        // Writes waiting for a device give up first (`ENODEV`). The mounts of this filesystem
+        // whose files this process may hold are listed before the root is detached and leaves
+        // the mount table. Then detach synchronously ourselves (auto_unmount alone would leave
+        // it to the helper, racing with the removal of the temporary directory).
         self.shared.close();
+        let ids = mount_ids(self.dev);
         let detached = self.detach();
-        // Dropping a `BackgroundSession` does not stop its threads: they serve until the
-        // lazily detached mount's last open file is closed and the kernel ends the
-        // connection. Wait for that (up to the deadline), so that no file of this mount is
-        // still open when the process exits: its last thread would then wait forever for
-        // this process to answer the file's FLUSH.
         let BackgroundSession { guard, .. } = session;
         detached.map_err(failed)?;
-        let deadline = Instant::now() + MOUNT_DEADLINE;
-        while is_mountpoint(&self.root).map_err(failed)? {
-            if Instant::now() >= deadline {
-                return Err(failed(std::io::Error::from_raw_os_error(libc::EBUSY)));
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        let ids = ids.map_err(failed)?;
+        // `umount2` (also under `fusermount3`) has removed the mount from this namespace when
+        // it returns: one still there is another mount on the same directory.
+        if is_mountpoint(&self.root).map_err(failed)? {
+            return Err(failed(std::io::Error::from_raw_os_error(libc::EBUSY)));
         }
-        while !guard.is_finished() {
-            if Instant::now() >= deadline {
+        // Dropping a `BackgroundSession` does not stop its threads: they serve until the
+        // kernel ends the connection, once no mount of the filesystem is left anywhere and
+        // its last open file is closed. A mount namespace created while it was mounted
+        // (`unshare -m`, a container, a service's private namespace) keeps a copy of the
+        // mount that this detach does not reach, for as long as that namespace lives; the
+        // session then outlives this call, which is harmless: the connection ends when this
+        // process exits, and the copy answers `ENOTCONN`. What must not outlive this call is
+        // a file of this mount open in this process: when the process exits, the kernel sends
+        // its FLUSH to this process, whose threads are gone, and the exit hangs. So wait, up
+        // to the deadline, until this process holds no file of the mount or the session
+        // ended, looking again at every release of a file and at the end of the session.
+        let deadline = Instant::now() + MOUNT_DEADLINE;
+        let mut seen = self.shared.session.releases();
+        loop {
+            if self.shared.session.has_ended() {
+                if let Ok(Err(e)) = guard.join() {
+                    tracing::warn!("the simulator's FUSE session ended with {e}");
+                }
+                return Ok(());
+            }
+            if !holds_file_on(&ids).map_err(failed)? {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 tracing::warn!(
                     root = %self.root.display(),
-                    "files of the detached simulator are still open; its threads keep serving them"
+                    "this process still has files of the detached simulator open; its threads keep serving them"
                 );
                 return Ok(());
             }
-            std::thread::sleep(Duration::from_millis(5));
+            seen = self.shared.session.wait(seen, left.min(RESCAN));
         }
-        if let Ok(Err(e)) = guard.join() {
-            tracing::warn!("the simulator's FUSE session ended with {e}");
-        }
-        Ok(())
     }
 
     /// Lazily detaches the mount: `umount2(MNT_DETACH)` as root, `fusermount3 -u -z`
@@ -492,5 +573,41 @@ mod tests {
     #[test]
     fn is_mountpoint_root_is_mounted() {
         assert!(is_mountpoint(Path::new("/")).expect("mountinfo"));
+    }
+
+    #[test]
+    fn mount_ids_in_are_the_mounts_of_the_device() {
+        let mountinfo = "\
+22 1 0:21 / /proc rw,nosuid - proc proc rw
+45 27 0:41 / /tmp/a rw,nosuid - fuse.vgpu-sim vgpu-sim rw,user_id=0
+46 27 0:41 /sys /srv/sys rw,nosuid - fuse.vgpu-sim vgpu-sim rw,user_id=0
+47 27 0:410 / /tmp/b rw,nosuid - fuse.vgpu-sim vgpu-sim rw,user_id=0
+";
+        assert_eq!(
+            mount_ids_in(mountinfo, nix::sys::stat::makedev(0, 41)),
+            [45, 46]
+        );
+    }
+
+    #[test]
+    fn fdinfo_mnt_id_is_read() {
+        let fdinfo = "pos:\t0\nflags:\t02100000\nmnt_id:\t45\nino:\t12\n";
+        assert_eq!(fdinfo_mnt_id(fdinfo), Some(45));
+    }
+
+    #[test]
+    fn holds_file_on_sees_an_open_file_of_the_mount() {
+        use std::os::fd::AsRawFd as _;
+        let file = tempfile::tempfile().expect("a file");
+        let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd()))
+            .expect("its fdinfo");
+        let id = fdinfo_mnt_id(&fdinfo).expect("its mount id");
+        assert_eq!(
+            (
+                holds_file_on(&[id]).expect("fdinfo"),
+                holds_file_on(&[]).expect("fdinfo")
+            ),
+            (true, false)
+        );
     }
 }

@@ -33,6 +33,65 @@ pub(crate) struct Shared {
     /// The writes waiting now: id -> `<path>: <why>`.
     waiting: Mutex<BTreeMap<u64, String>>,
     next_wait: AtomicU64,
+    /// Files of the mount released, and the end of the FUSE session.
+    pub(crate) session: SessionEvents,
+}
+
+/// What an unmount waits on after detaching: the release of a file of the mount (the kernel
+/// sends `FUSE_RELEASE` / `FUSE_RELEASEDIR` when the last descriptor of an open file is
+/// closed) and the end of the FUSE session (`destroy`, once every worker thread is done).
+#[derive(Debug, Default)]
+pub(crate) struct SessionEvents {
+    state: Mutex<SessionState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    /// Files released since mount.
+    releases: u64,
+    /// The session ended: the kernel closed the connection.
+    ended: bool,
+}
+
+impl SessionEvents {
+    fn lock(&self) -> MutexGuard<'_, SessionState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A file of the mount was released.
+    pub(crate) fn released(&self) {
+        self.lock().releases += 1;
+        self.changed.notify_all();
+    }
+
+    /// The FUSE session ended.
+    pub(crate) fn ended(&self) {
+        self.lock().ended = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether the FUSE session ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.lock().ended
+    }
+
+    /// The files released since mount.
+    pub(crate) fn releases(&self) -> u64 {
+        self.lock().releases
+    }
+
+    /// Waits, at most `timeout`, until more than `seen` files were released or the session
+    /// ended; returns the files released by then.
+    pub(crate) fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(self.lock(), timeout, |s| s.releases == seen && !s.ended)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.releases
+    }
 }
 
 /// Whether the task that made a FUSE request gave up on it: it is gone, or a fatal signal
@@ -95,6 +154,7 @@ impl Shared {
             closing: AtomicBool::new(false),
             waiting: Mutex::new(BTreeMap::new()),
             next_wait: AtomicU64::new(0),
+            session: SessionEvents::default(),
         }
     }
 

@@ -280,6 +280,7 @@ impl fuser::Filesystem for SimFs {
     ) {
         self.inodes().release(ino.0);
         reply.ok();
+        self.shared.session.released();
     }
 
     fn read(
@@ -376,6 +377,18 @@ impl fuser::Filesystem for SimFs {
         }
     }
 
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+        self.shared.session.released();
+    }
+
     fn readdir(
         &self,
         _req: &Request,
@@ -423,5 +436,11 @@ impl fuser::Filesystem for SimFs {
             }
         }
         reply.ok();
+    }
+
+    // `fuser` calls this once every worker thread of the session is done (the kernel ended
+    // the connection), or when the last of them drops the filesystem.
+    fn destroy(&mut self) {
+        self.shared.session.ended();
     }
 }

@@ -209,3 +209,74 @@ pub(crate) fn write_bytes(path: &Path, value: &[u8]) -> Result<(), i32> {
 pub(crate) fn cat_bytes(path: &Path) -> Result<Vec<u8>, i32> {
     std::fs::read(path).map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
+
+/// A process in a mount namespace of its own, made while `dir` was mounted: it holds a copy
+/// of that mount which an unmount here does not reach (`unshare(1)`: private propagation).
+/// Killed when dropped.
+pub(crate) struct NamespaceCopy {
+    child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl NamespaceCopy {
+    /// Starts `unshare -m` (with `--user --map-root-user` when not root), once it runs.
+    ///
+    /// # Panics
+    /// When `unshare` cannot be run or the namespace cannot be made: the test fails.
+    pub(crate) fn start(dir: &Path) -> Self {
+        use std::io::BufRead as _;
+        // Each line read prints `copy=<mounts on dir> served=<1 when dir/sys answers>`.
+        let script = "echo ready; while read _; do \
+                      n=$(grep -c -F \" $1 \" /proc/self/mountinfo); \
+                      if test -d \"$1/sys\"; then s=1; else s=0; fi; \
+                      echo \"copy=$n served=$s\"; done";
+        let mut command = std::process::Command::new("unshare");
+        if !nix::unistd::geteuid().is_root() {
+            command.args(["--user", "--map-root-user"]);
+        }
+        let mut child = command
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run unshare (apt-get install util-linux): {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut copy = Self {
+            child,
+            lines: std::io::BufReader::new(stdout).lines(),
+        };
+        let first = copy.lines.next().and_then(Result::ok);
+        assert_eq!(
+            first.as_deref(),
+            Some("ready"),
+            "unshare did not start a mount namespace"
+        );
+        copy
+    }
+
+    /// What the namespace sees of the copy now: `copy=<mounts on dir> served=<0|1>`.
+    pub(crate) fn probe(&mut self) -> String {
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin).expect("ask the namespace");
+        self.lines
+            .next()
+            .and_then(Result::ok)
+            .expect("an answer from the namespace")
+    }
+}
+
+impl Drop for NamespaceCopy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
