@@ -11,7 +11,7 @@
 //! profiles first and each profile's lowest start first, so the answer is deterministic: the
 //! first fit in that order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// One run of memory slices a GPU instance may occupy (`nvmlGpuInstancePlacement_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -118,7 +118,7 @@ pub fn fit_gpu_instances(
         return Err(MigFitError::DoesNotFit);
     }
     let mut chosen: Vec<Vec<usize>> = profiles.iter().map(|_| Vec::new()).collect();
-    if !search(&profiles, 0, taken, &mut chosen) {
+    if !search(&profiles, 0, taken, &mut chosen, &mut HashSet::new()) {
         return Err(MigFitError::DoesNotFit);
     }
     Ok(profiles
@@ -159,28 +159,48 @@ fn mask(profile: &str, placement: GpuInstancePlacement) -> Result<u64, MigFitErr
     Ok(run << placement.start)
 }
 
+/// Where a search stands: the profile, how many of it are placed, the first placement index
+/// left to it, and the slices taken.
+type State = (usize, usize, usize, u64);
+
 /// Places the remaining instances of `profiles[at..]` (and of `profiles[at]`, those not yet in
 /// `chosen[at]`) on slices not `taken`; true when all fit, `chosen` then holding each one's
 /// placement index. Instances of one profile take placements in increasing index, so each set
-/// of placements is tried once.
-fn search(profiles: &[Profile<'_>], at: usize, taken: u64, chosen: &mut [Vec<usize>]) -> bool {
+/// of placements is tried once; a state that failed (`failed`) is not searched again.
+fn search(
+    profiles: &[Profile<'_>],
+    at: usize,
+    taken: u64,
+    chosen: &mut [Vec<usize>],
+    failed: &mut HashSet<State>,
+) -> bool {
     let Some(profile) = profiles.get(at) else {
         return true;
     };
     if chosen[at].len() == profile.count {
-        return search(profiles, at + 1, taken, chosen);
+        return search(profiles, at + 1, taken, chosen, failed);
     }
     let first = chosen[at].last().map_or(0, |last| last + 1);
+    let state = (at, chosen[at].len(), first, taken);
+    // Fewer free placements than instances left never fit; nor does a state that failed.
+    let free = profile.runs[first..]
+        .iter()
+        .filter(|(_, run)| taken & run == 0)
+        .count();
+    if free < profile.count - chosen[at].len() || failed.contains(&state) {
+        return false;
+    }
     for (index, (_, run)) in profile.runs.iter().enumerate().skip(first) {
         if taken & run != 0 {
             continue;
         }
         chosen[at].push(index);
-        if search(profiles, at, taken | run, chosen) {
+        if search(profiles, at, taken | run, chosen, failed) {
             return true;
         }
         chosen[at].pop();
     }
+    failed.insert(state);
     false
 }
 
@@ -216,6 +236,7 @@ mod tests {
 
     #[test]
     fn fit_3g_and_two_2g_puts_the_3g_at_slice_4() {
+        // At slice 0, tried first, the 3g leaves one 2g placement (4): the search moves it on.
         let wanted = want(&[("3g.71gb", 1), ("2g.35gb", 2)]);
 
         let fit = fit_gpu_instances(&hopper(), &[], &wanted);
@@ -349,6 +370,37 @@ mod tests {
                 size: 2
             })
         );
+    }
+
+    /// 32 two-slice placements and one four-slice placement across slices 1-4, on 64 slices.
+    fn wide() -> BTreeMap<String, Vec<GpuInstancePlacement>> {
+        BTreeMap::from([
+            ("2g".to_owned(), (0..32).map(|i| at(i * 2, 2)).collect()),
+            ("4g".to_owned(), vec![at(1, 4)]),
+        ])
+    }
+
+    #[test]
+    fn fit_on_64_slices_places_the_two_slice_ones_past_the_four_slice_one() {
+        let fit = fit_gpu_instances(&wide(), &[], &want(&[("2g", 29), ("4g", 1)]));
+
+        assert_eq!(
+            fit.map(|f| f[..3].to_vec()),
+            Ok(vec![
+                placed("4g", 1, 4),
+                placed("2g", 6, 2),
+                placed("2g", 8, 2)
+            ])
+        );
+    }
+
+    #[test]
+    fn fit_on_64_slices_one_too_many_ends_without_trying_every_set() {
+        // The slices add up (4 + 30 x 2 = 64), but the 4g blocks three 2g placements: a search
+        // over the sets of 30 of the 29 left would not end in time.
+        let fit = fit_gpu_instances(&wide(), &[], &want(&[("2g", 30), ("4g", 1)]));
+
+        assert_eq!(fit, Err(MigFitError::DoesNotFit));
     }
 
     #[test]
