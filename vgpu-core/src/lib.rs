@@ -111,7 +111,8 @@ pub mod testing;
 
 pub use backend::{PLAIN_VF_TYPE, Placement, Running};
 pub use capacity::{
-    DefinitionSet, HostState, KnownType, Limit, MigFacts, Room, check_handout, room,
+    DefinitionSet, GpuInstancePlacement, HostState, KnownType, Limit, MigFacts, MigFitError,
+    PlacedGpuInstance, Room, check_handout, fit_gpu_instances, room,
 };
 pub use checks::{
     Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,
@@ -144,8 +145,8 @@ pub use nvml::model::{
 pub use nvml::sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
 pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource, NvmlStatus, read as read_nvml};
 pub use plan::desired::{
-    Desired, DesiredFile, Entry, Format, Location, Partition, Selection, SizeItem, TypeItem,
-    VfDriver, parse_framebuffer,
+    Desired, DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection,
+    SizeItem, TypeItem, VfDriver, parse_framebuffer,
 };
 pub use plan::model::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};

@@ -1,8 +1,10 @@
 //! The desired state of a host: named configs, each a list of GPU selections with the
-//! partition every selected GPU should hold. Plain data, read from `host.toml`
-//! ([`super::host_toml`]) or from NVIDIA vgpu-device-manager's v1 YAML
-//! ([`super::device_manager`]); nothing here reads the host.
+//! partition and MIG geometry every selected GPU should hold. Plain data, read from
+//! `host.toml` ([`super::host_toml`]), NVIDIA vgpu-device-manager's v1 YAML
+//! ([`super::device_manager`]) or NVIDIA mig-parted's v1 YAML ([`super::mig_parted`]); nothing
+//! here reads the host.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -27,14 +29,28 @@ pub enum Format {
     HostToml,
     /// NVIDIA vgpu-device-manager's configuration file, `version: v1`.
     DeviceManagerYaml,
+    /// NVIDIA mig-parted's configuration file, `version: v1` with `mig-configs`.
+    MigPartedYaml,
 }
 
 impl Format {
-    /// The format a file's name implies: YAML for `.yaml` and `.yml`, `host.toml` otherwise.
+    /// The format a file's name implies: YAML for `.yaml` and `.yml` (vgpu-device-manager's;
+    /// [`Format::of_file`] tells mig-parted's apart by content), `host.toml` otherwise.
     pub fn of_path(path: &Path) -> Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => Format::DeviceManagerYaml,
             _ => Format::HostToml,
+        }
+    }
+
+    /// The format of a file, by name and text: a YAML file whose top level has `mig-configs`
+    /// and no `vgpu-configs` is mig-parted's; otherwise as [`Format::of_path`] says.
+    pub fn of_file(path: &Path, text: &str) -> Format {
+        match Format::of_path(path) {
+            Format::DeviceManagerYaml if super::mig_parted::is_mig_parted(text) => {
+                Format::MigPartedYaml
+            }
+            format => format,
         }
     }
 }
@@ -80,8 +96,56 @@ pub struct Entry {
     /// The vGPU scheduler each selected NVIDIA GPU should run, when the entry says
     /// (`scheduler = { policy = "equal-share", timeslice_ms = 2 }`).
     pub scheduler: Option<SchedulerRequest>,
+    /// The MIG geometry each selected GPU should have, when the entry says or its types imply
+    /// one; `None` leaves MIG mode and the GPU instances as they are.
+    pub mig: Option<MigRequest>,
     /// Where the selection is in the file.
     pub at: Location,
+}
+
+/// The MIG mode and GPU instances a GPU should have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MigGeometry {
+    /// MIG mode off (`mig = "disabled"`, mig-parted's `mig-enabled: false`).
+    Disabled,
+    /// MIG mode on, with these GPU instances and no others: profile (`1g.18gb`, as
+    /// `nvidia-smi mig -lgip` names it without `MIG `) and count, each count 1 or more. An
+    /// empty map is MIG mode on without instances.
+    Instances(BTreeMap<String, u32>),
+}
+
+/// The MIG geometry an entry asks for, and where the file says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigRequest {
+    /// The geometry.
+    pub geometry: MigGeometry,
+    /// Where it is: the `mig` value, mig-parted's entry, or the first MIG-backed type it is
+    /// implied by.
+    pub at: Location,
+    /// Whether the entry's MIG-backed vGPU types imply it (a vgpu-device-manager entry), rather
+    /// than the file writing it.
+    pub implied: bool,
+}
+
+impl MigGeometry {
+    /// The geometry that vGPUs of `types` need, when every type is MIG-backed: one GPU
+    /// instance of its profile per vGPU (`7 x H200X-1-18C` needs `7 x 1g.18gb`). NVIDIA's
+    /// MIG-backed type name `<GPU>-<slices>-<GB><class>[ME|NOME|MEALL]` gives the profile,
+    /// `<slices>g.<GB>gb` with `+me`, `-me` or `+me.all`, so the GPU's memory is not needed.
+    /// `None` when `types` is empty or holds a time-sliced type, an id, or a name outside
+    /// that grammar.
+    pub fn implied_by(types: &[TypeItem]) -> Option<MigGeometry> {
+        if types.is_empty() {
+            return None;
+        }
+        let mut instances = BTreeMap::new();
+        for item in types {
+            let backing = crate::nvml::mig::backing(&item.name)?;
+            let count: &mut u32 = instances.entry(backing.gpu_instance_profile).or_default();
+            *count = count.saturating_add(item.count);
+        }
+        Some(MigGeometry::Instances(instances))
+    }
 }
 
 /// Which GPUs an entry applies to. Every criterion given must hold (they are ANDed); `all`
@@ -159,6 +223,8 @@ pub enum Partition {
         /// Where the count is in the file.
         at: Location,
     },
+    /// Nothing said of vGPUs: a mig-parted entry, which gives MIG geometry only.
+    Unchanged,
 }
 
 /// One size of a [`Partition::Sizes`].
@@ -195,13 +261,13 @@ pub enum VfDriver {
 }
 
 impl DesiredFile {
-    /// Reads the desired-state file at `path`, in the format its name implies
-    /// ([`Format::of_path`]).
+    /// Reads the desired-state file at `path`, in the format its name and text imply
+    /// ([`Format::of_file`]).
     pub fn read(path: &Path) -> Result<DesiredFile> {
         let text = read_bounded(path, FILE_LIMIT)?.ok_or_else(|| Error::Missing {
             path: path.to_path_buf(),
         })?;
-        DesiredFile::parse(path, Format::of_path(path), &text)
+        DesiredFile::parse(path, Format::of_file(path, &text), &text)
     }
 
     /// Parses `text`, read from `path`, as `format`. Every error names the file, the line and
@@ -211,6 +277,7 @@ impl DesiredFile {
         let configs = match format {
             Format::HostToml => super::host_toml::parse(&path, text)?,
             Format::DeviceManagerYaml => super::device_manager::parse(&path, text)?,
+            Format::MigPartedYaml => super::mig_parted::parse(&path, text)?,
         };
         Ok(DesiredFile {
             path,
@@ -311,6 +378,36 @@ pub fn parse_framebuffer(text: &str) -> Result<u64> {
             text,
             "a frame-buffer size such as \"12GiB\" or \"512MiB\"",
         )),
+    }
+}
+
+/// What a GPU-instance profile must look like, for error messages.
+pub(crate) const PROFILE_EXPECTED: &str = "expected a GPU-instance profile such as \"1g.18gb\" \
+     or \"1g.18gb+me\": <slices>g.<GB>gb, then optionally +me, +me.all, +gfx or -me";
+
+/// Parses a GPU-instance profile name as `nvidia-smi mig -lgip` prints it without `MIG `:
+/// `<slices>g.<GB>gb`, slices 1 to 8, GB 1 or more, no leading zeros, then optionally one of
+/// the suffixes NVIDIA's profiles have (`+me`, `+me.all`, `+gfx`, `-me`).
+pub(crate) fn parse_gpu_instance_profile(text: &str) -> Result<String, String> {
+    let bad = || format!("{text:?} is not a GPU-instance profile: {PROFILE_EXPECTED}");
+    let base_end = text.find(['+', '-']).unwrap_or(text.len());
+    let (base, suffix) = text.split_at(base_end);
+    if !matches!(suffix, "" | "+me" | "+me.all" | "+gfx" | "-me") {
+        return Err(bad());
+    }
+    let (slices, gb) = base
+        .strip_suffix("gb")
+        .and_then(|b| b.split_once("g."))
+        .ok_or_else(bad)?;
+    let number = |digits: &str| {
+        let canonical = !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && !digits.starts_with('0');
+        canonical.then(|| digits.parse::<u32>().ok()).flatten()
+    };
+    match (number(slices), number(gb)) {
+        (Some(1..=8), Some(_)) => Ok(text.to_owned()),
+        _ => Err(bad()),
     }
 }
 

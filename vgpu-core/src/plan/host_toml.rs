@@ -26,6 +26,12 @@
 //! types = { "L40S-24Q" = 2 }
 //! scheduler = { policy = "equal-share", timeslice_ms = 2 }   # NVIDIA only; best-effort
 //!                              # takes no time slice, which is the driver's default if absent
+//!
+//! [[configs.default.gpu]]
+//! address = "0000:41:00.0"
+//! mig = { "1g.18gb" = 3, "2g.35gb" = 2 }   # MIG geometry: GPU-instance profiles and counts,
+//!                              # or "disabled"; absent leaves MIG mode and instances alone
+//! types = { "H200X-1-18C" = 3, "H200X-2-35C" = 2 }
 //! ```
 //!
 //! Unknown keys, a missing or other `version`, and values of the wrong shape are errors naming
@@ -37,12 +43,12 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 
 use super::desired::{
-    Desired, Entry, Location, Partition, Selection, SizeItem, TypeItem, VfDriver, error_at,
-    parse_series, parse_size, parse_vendor,
+    Desired, Entry, Location, MigGeometry, MigRequest, Partition, Selection, SizeItem, TypeItem,
+    VfDriver, error_at, parse_gpu_instance_profile, parse_series, parse_size, parse_vendor,
 };
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
@@ -98,7 +104,44 @@ struct RawEntry {
     persistence: Option<Start>,
     vf_driver: Option<VfDriver>,
     scheduler: Option<Spanned<RawScheduler>>,
+    mig: Option<Spanned<RawMig>>,
     optional: Option<bool>,
+}
+
+/// `mig = "disabled"` or `mig = { "1g.18gb" = 3 }`, in file order.
+enum RawMig {
+    Text(String),
+    Table(Vec<(Spanned<String>, Spanned<i64>)>),
+}
+
+/// What `mig` must be, for error messages.
+const MIG_EXPECTED: &str = "\"disabled\" or a table of GPU-instance profiles and counts, such as \
+     { \"1g.18gb\" = 7 }";
+
+impl<'de> Deserialize<'de> for RawMig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct MigVisitor;
+        impl<'de> Visitor<'de> for MigVisitor {
+            type Value = RawMig;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(MIG_EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> std::result::Result<RawMig, E> {
+                Ok(RawMig::Text(text.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<RawMig, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<Spanned<String>, Spanned<i64>>()? {
+                    entries.push(entry);
+                }
+                Ok(RawMig::Table(entries))
+            }
+        }
+        deserializer.deserialize_any(MigVisitor)
+    }
 }
 
 /// `scheduler = { policy = "equal-share", timeslice_ms = 2 }`.
@@ -241,7 +284,49 @@ impl Source<'_> {
                 Some(raw) => Some(self.scheduler(raw.into_inner())?),
                 None => None,
             },
+            mig: match raw.mig {
+                Some(raw) => Some(self.mig(raw)?),
+                None => None,
+            },
             at: entry_at,
+        })
+    }
+
+    fn mig(&self, raw: Spanned<RawMig>) -> Result<MigRequest> {
+        let span = raw.span();
+        let geometry = match raw.into_inner() {
+            RawMig::Text(text) if text == "disabled" => MigGeometry::Disabled,
+            RawMig::Text(text) => {
+                return Err(self.error(&span, format!("mig = {text:?}: expected {MIG_EXPECTED}")));
+            }
+            RawMig::Table(entries) => {
+                let mut instances = BTreeMap::new();
+                for (profile, count) in entries {
+                    let name = parse_gpu_instance_profile(profile.get_ref())
+                        .map_err(|message| self.error(&profile.span(), message))?;
+                    let n = u32::try_from(*count.get_ref())
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            self.error(
+                                &count.span(),
+                                format!(
+                                    "{:?} = {}: expected a count of 1 or more (leave the profile \
+                                     out for none)",
+                                    profile.get_ref(),
+                                    count.get_ref()
+                                ),
+                            )
+                        })?;
+                    instances.insert(name, n);
+                }
+                MigGeometry::Instances(instances)
+            }
+        };
+        Ok(MigRequest {
+            geometry,
+            at: self.at(&span),
+            implied: false,
         })
     }
 

@@ -1,8 +1,9 @@
 //! Partition plans: the desired state of a host's GPUs, declared in frame buffer, types or VF
 //! counts; the planner that turns it into steps per GPU; and placement for orchestrators.
 //!
-//! - [`desired`]: the model ([`DesiredFile`], [`Desired`], [`Entry`], [`Partition`]), read from
-//!   `host.toml` ([`host_toml`]) or NVIDIA vgpu-device-manager's v1 YAML ([`device_manager`]);
+//! - [`desired`]: the model ([`DesiredFile`], [`Desired`], [`Entry`], [`Partition`],
+//!   [`MigGeometry`]), read from `host.toml` ([`host_toml`]), NVIDIA vgpu-device-manager's v1
+//!   YAML ([`device_manager`]) or NVIDIA mig-parted's v1 YAML ([`mig_parted`]);
 //! - [`planner`]: [`plan`], a pure function from a [`HostState`] and a config to a [`Plan`]
 //!   ([`model`]: the plan, its steps and refusals);
 //! - [`place`](mod@place): [`place()`], a pure function choosing GPUs for new vGPUs.
@@ -13,6 +14,7 @@
 pub(crate) mod desired;
 pub(crate) mod device_manager;
 pub(crate) mod host_toml;
+pub(crate) mod mig_parted;
 pub(crate) mod model;
 pub(crate) mod offers;
 pub(crate) mod place;
@@ -21,5 +23,6 @@ pub(crate) mod scheduler;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vfs;
+mod yaml;
 
 pub(crate) use crate::capacity::{DefinitionSet, HostState};

@@ -330,6 +330,9 @@ pub enum Refusal {
         /// Where they are.
         selections: Vec<Location>,
     },
+    /// MIG geometry the file writes (`mig`, a mig-parted entry): plans make vGPU partitions,
+    /// and do not change MIG mode or GPU instances.
+    MigGeometry,
     /// A scheduler for a GPU that is not NVIDIA's.
     SchedulerNotNvidia,
     /// A scheduler for a GPU whose scheduler state is not known (NVML not loaded, or not
@@ -471,6 +474,10 @@ impl fmt::Display for Refusal {
                 let at: Vec<String> = selections.iter().map(Location::to_string).collect();
                 write!(f, "selected by several entries (at {})", at.join(", "))
             }
+            Refusal::MigGeometry => f.write_str(
+                "the entry sets MIG geometry, which plans do not change: make the GPU instances \
+                 with nvidia-smi mig or mig-parted, and leave mig out",
+            ),
             Refusal::SchedulerNotNvidia => {
                 f.write_str("a vGPU scheduler applies to NVIDIA GPUs only")
             }

@@ -184,6 +184,13 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
             .push(Refused::new(refusal, Some(entries[1].at)));
         return out;
     }
+    // Geometry a file writes is refused, not ignored; one that types imply is checked against
+    // the GPU instances there (`gpu_instances`).
+    if let Some(mig) = entry.mig.as_ref().filter(|mig| !mig.implied) {
+        out.refusals
+            .push(Refused::new(Refusal::MigGeometry, Some(mig.at)));
+        return out;
+    }
     let wanted = match view.rule {
         Rule::None => Err(vec![Refused::new(
             Refusal::NotVirtualizable {
@@ -293,6 +300,9 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
                 },
                 Some(*at),
             ));
+        }
+        Partition::Unchanged => {
+            refusals.push(Refused::new(Refusal::MigGeometry, Some(entry.at)));
         }
     }
     if !refusals.is_empty() {

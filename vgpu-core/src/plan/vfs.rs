@@ -71,6 +71,7 @@ pub(super) fn want_vfs(
                 return refuse(Refusal::OneTypeOnly { wanted }, second.at);
             }
         },
+        Partition::Unchanged => return refuse(Refusal::MigGeometry, entry.at),
         Partition::Sizes(items) => {
             let first_at = items.first().map_or(entry.at, |i| i.at);
             let Some(memory) = memory else {

@@ -73,6 +73,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Manual,
                 vf_driver: VfDriver::VfioPci,
                 scheduler: None,
+                mig: None,
                 at: Location { line: 5, column: 1 }
             },
             Entry {
@@ -94,6 +95,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Manual,
                 vf_driver: VfDriver::Default,
                 scheduler: None,
+                mig: None,
                 at: Location { line: 9, column: 1 }
             },
             Entry {
@@ -114,6 +116,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Auto,
                 vf_driver: VfDriver::VfioPci,
                 scheduler: None,
+                mig: None,
                 at: Location {
                     line: 15,
                     column: 1
@@ -132,7 +135,7 @@ fn host_toml_unknown_key_names_line_column_and_the_keys_expected() {
         (
             5,
             1,
-            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `optional`".to_owned()
+            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `mig`, `optional`".to_owned()
         )
     );
 }
@@ -271,6 +274,7 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
             persistence: Start::Auto,
             vf_driver: VfDriver::VfioPci,
             scheduler: None,
+            mig: None,
             at: Location { line: 4, column: 5 }
         }]
     );
