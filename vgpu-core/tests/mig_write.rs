@@ -10,8 +10,8 @@
 
 use vgpu_core::testing::fake_nvml::FakeNvml;
 use vgpu_core::{
-    Cause, CreatedGpuInstance, GpuInstancePlacement, MigMode, MigModeChange, MigModeOutcome, Nvml,
-    NvmlError, PciAddress, Unavailable,
+    Cause, CreatedGpuInstance, ErrorKind, Fact, GpuInstancePlacement, MigMode, MigModeChange,
+    MigModeOutcome, Nvml, NvmlError, PciAddress, Unavailable,
 };
 
 const NVML_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
@@ -69,6 +69,16 @@ fn mig_off_reset_required() -> String {
     without_instances.replace(
         "mig = { current = true, pending = true }",
         "mig = { current = false, pending = false }\nmig_reset_required = true",
+    )
+}
+
+/// The `h200-mig` data with a MIG-backed vGPU running on GPU instance 9.
+fn vgpu_on_instance_9() -> String {
+    format!(
+        "{NVML_DATA}\n[[gpu.vgpu]]\ninstance = 1\ntype_id = 1414\n\
+         uuid = \"8e2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d\"\n\
+         vm_id = {{ kind = \"uuid\", id = \"1d3f0a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b\" }}\n\
+         gpu_instance_id = 9\n"
     )
 }
 
@@ -211,10 +221,23 @@ fn create_gpu_instance_over_an_instance_is_insufficient_resources() {
 fn create_gpu_instance_2g_over_two_1g_is_insufficient_resources() {
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     assert_eq!(
+        load(&fake).create_gpu_instance(h200(), P2G, 4),
+        Err(call(
+            Cause::InsufficientResources,
+            "nvmlDeviceCreateGpuInstanceWithPlacement: not enough is free \
+             (NVML_ERROR_INSUFFICIENT_RESOURCES)"
+        ))
+    );
+}
+
+#[test]
+fn create_gpu_instance_over_an_instance_is_no_capacity() {
+    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    assert_eq!(
         load(&fake)
-            .create_gpu_instance(h200(), P2G, 4)
+            .create_gpu_instance(h200(), P1G, 4)
             .map_err(|e| e.kind()),
-        Err(vgpu_core::ErrorKind::NoCapacity)
+        Err(ErrorKind::NoCapacity)
     );
 }
 
@@ -270,14 +293,19 @@ fn destroy_gpu_instance_unknown_id_is_not_found() {
 }
 
 #[test]
-fn destroy_gpu_instance_a_vgpu_runs_on_is_in_use() {
-    let data = format!(
-        "{NVML_DATA}\n[[gpu.vgpu]]\ninstance = 1\ntype_id = 1414\n\
-         uuid = \"8e2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d\"\n\
-         vm_id = {{ kind = \"uuid\", id = \"1d3f0a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b\" }}\n\
-         gpu_instance_id = 9\n"
+fn destroy_gpu_instance_a_vgpu_runs_on_is_busy() {
+    let fake = FakeNvml::new(&vgpu_on_instance_9()).unwrap();
+    assert_eq!(
+        load(&fake)
+            .destroy_gpu_instance(h200(), 9)
+            .map_err(|e| e.kind()),
+        Err(ErrorKind::Busy)
     );
-    let fake = FakeNvml::new(&data).unwrap();
+}
+
+#[test]
+fn destroy_gpu_instance_a_vgpu_runs_on_is_in_use() {
+    let fake = FakeNvml::new(&vgpu_on_instance_9()).unwrap();
     assert_eq!(
         load(&fake).destroy_gpu_instance(h200(), 9),
         Err(call(
@@ -335,7 +363,7 @@ fn set_mig_mode_off_is_read_back_by_a_later_process() {
     drop(nvml);
     assert_eq!(
         load(&fake).read_gpu(h200()).into_value().unwrap().mig_mode,
-        vgpu_core::Fact::Value(MigMode {
+        Fact::Value(MigMode {
             current: false,
             pending: false
         })
