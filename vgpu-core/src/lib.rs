@@ -137,6 +137,9 @@ pub use model::{
     Backend, Gpu, Inventory, MigBacking, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
 };
 pub use nvml::error::NvmlError;
+pub use nvml::mig_write::{
+    CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome,
+};
 pub use nvml::model::{
     ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
     NvmlHost, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy,

@@ -7,7 +7,15 @@
 //! - GPU-instance profiles with their names (`nvmlDeviceGetGpuInstanceProfileInfoV`) and the
 //!   GPU instances of a profile (`nvmlDeviceGetGpuInstances`, `nvmlGpuInstanceGetInfo`);
 //! - vGPU utilisation samples (`nvmlDeviceGetVgpuUtilization`);
-//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`).
+//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`);
+//! - GPU-instance placements, free room, and GPU instances made and destroyed
+//!   (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
+//!   `nvmlDeviceGetGpuInstanceRemainingCapacity`, `nvmlDeviceCreateGpuInstanceWithPlacement`,
+//!   `nvmlDeviceGetGpuInstanceById`, `nvmlGpuInstanceDestroy`). `nvml-wrapper` makes the
+//!   placements call itself (`Device::possible_placements`), but returns its buffer without
+//!   setting the vector's length, so its list is always empty.
+//!
+//! MIG mode is set with `nvml-wrapper`'s own `Device::set_mig_mode`.
 //!
 //! Signatures and structure layouts are those of `nvml.h` as `nvml-wrapper-sys` binds it
 //! (NVIDIA NVML API Reference Guide, "vGPU Management" and "Multi Instance GPU Management").
@@ -21,7 +29,8 @@ use std::os::raw::c_uint;
 use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try, nvml_try_count};
 use nvml_wrapper_sys::bindings::{
-    nvmlGpuInstance_t, nvmlGpuInstanceInfo_t, nvmlGpuInstanceProfileInfo_v2_t, nvmlValue_t,
+    nvmlGpuInstance_t, nvmlGpuInstanceInfo_t, nvmlGpuInstancePlacement_t,
+    nvmlGpuInstanceProfileInfo_v2_t, nvmlReturn_t, nvmlValue_t,
     nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE, nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT,
     nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG,
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT,
@@ -34,6 +43,11 @@ use nvml_wrapper_sys::bindings::{
 /// `NVML_GPU_INSTANCE_PROFILE_COUNT` of the bindings: profile indices are `0..` this.
 pub const GPU_INSTANCE_PROFILE_COUNT: u32 =
     nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_COUNT;
+
+/// `NVML_ERROR_INSUFFICIENT_RESOURCES` (a GPU instance does not fit), for which `nvml-wrapper`
+/// 0.13 has no variant: it comes back as [`NvmlError::UnexpectedVariant`] of this code.
+pub const ERROR_INSUFFICIENT_RESOURCES: u32 =
+    nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES;
 
 /// `NVML_VGPU_PGPU_HETEROGENEOUS_MODE`: placements as mixed-size mode uses them.
 const HETEROGENEOUS_MODE: c_uint = nvml_wrapper_sys::bindings::NVML_VGPU_PGPU_HETEROGENEOUS_MODE;
@@ -79,6 +93,15 @@ pub struct GpuInstanceInfo {
     pub placement_start: u32,
     /// Memory slices it occupies.
     pub placement_size: u32,
+}
+
+/// A place a GPU instance takes on its GPU, in memory slices (`nvmlGpuInstancePlacement_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuInstancePlacement {
+    /// First memory slice.
+    pub start: u32,
+    /// Memory slices.
+    pub size: u32,
 }
 
 /// One utilisation sample of one vGPU instance, values in percent.
@@ -209,19 +232,149 @@ pub fn gpu_instances(
     handles.truncate(count.min(capacity) as usize);
     let mut out = Vec::with_capacity(handles.len());
     for handle in handles {
-        // SAFETY: an all-zero `nvmlGpuInstanceInfo_t` is valid (a null device pointer and
-        // integers).
-        let mut raw: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `handle` is one NVML just returned for this device; `raw` is a local.
-        nvml_try(unsafe { info(handle, &mut raw) }).map_err(getting)?;
-        out.push(GpuInstanceInfo {
-            id: raw.id,
-            profile_id: raw.profileId,
-            placement_start: raw.placement.start,
-            placement_size: raw.placement.size,
-        });
+        // SAFETY: `handle` is one NVML just returned for this device.
+        out.push(unsafe { instance_info(info, handle) }.map_err(getting)?);
     }
     Ok(out)
+}
+
+/// `nvmlGpuInstanceGetInfo`'s signature in the bindings.
+type GetInfo = unsafe extern "C" fn(nvmlGpuInstance_t, *mut nvmlGpuInstanceInfo_t) -> nvmlReturn_t;
+
+/// What `nvmlGpuInstanceGetInfo` (`info`) says about the GPU instance `handle`.
+///
+/// # Safety
+/// `handle` is a GPU instance NVML gave and no call has destroyed since.
+unsafe fn instance_info(
+    info: &GetInfo,
+    handle: nvmlGpuInstance_t,
+) -> Result<GpuInstanceInfo, NvmlError> {
+    // SAFETY: an all-zero `nvmlGpuInstanceInfo_t` is valid (a null device pointer and
+    // integers).
+    let mut raw: nvmlGpuInstanceInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `handle` is a live GPU instance, as the caller promises; `raw` is a local.
+    nvml_try(unsafe { info(handle, &mut raw) })?;
+    Ok(GpuInstanceInfo {
+        id: raw.id,
+        profile_id: raw.profileId,
+        placement_start: raw.placement.start,
+        placement_size: raw.placement.size,
+    })
+}
+
+/// Every placement a GPU instance of profile `profile_id` can take on `device`, taken or not
+/// (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`). `NotSupported` when MIG mode is off or
+/// the GPU lacks the profile.
+pub fn gpu_instance_possible_placements(
+    device: &Device<'_>,
+    profile_id: u32,
+) -> Result<Vec<GpuInstancePlacement>, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstancePossiblePlacements_v2
+            .as_ref(),
+    )?;
+    // SAFETY: the handle is valid while `device` lives.
+    let handle = unsafe { device.handle() };
+    let mut count: c_uint = 0;
+    // SAFETY: a null array asks for the count only; NVML writes `count`, a local.
+    nvml_try_count(unsafe { sym(handle, profile_id, std::ptr::null_mut(), &mut count) })?;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let mut raw = vec![nvmlGpuInstancePlacement_t { start: 0, size: 0 }; count as usize];
+    let mut filled = count;
+    // SAFETY: `raw` holds `count` placements, the number NVML just gave for this profile and
+    // the number it writes ("must be large enough to accommodate the placements supported by
+    // the profile"); it writes their number to `filled`, a local.
+    nvml_try(unsafe { sym(handle, profile_id, raw.as_mut_ptr(), &mut filled) })?;
+    raw.truncate(filled.min(count) as usize);
+    Ok(raw
+        .into_iter()
+        .map(|p| GpuInstancePlacement {
+            start: p.start,
+            size: p.size,
+        })
+        .collect())
+}
+
+/// How many more GPU instances of profile `profile_id` `device` can take as its instances are
+/// placed now (`nvmlDeviceGetGpuInstanceRemainingCapacity`).
+pub fn gpu_instance_remaining_capacity(
+    device: &Device<'_>,
+    profile_id: u32,
+) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetGpuInstanceRemainingCapacity
+            .as_ref(),
+    )?;
+    let mut count: c_uint = 0;
+    // SAFETY: the handle is valid while `device` lives; NVML writes `count`, a local.
+    nvml_try(unsafe { sym(device.handle(), profile_id, &mut count) })?;
+    Ok(count)
+}
+
+/// Makes a GPU instance of profile `profile_id` at `placement` on `device`
+/// (`nvmlDeviceCreateGpuInstanceWithPlacement`) and reads it back (`nvmlGpuInstanceGetInfo`).
+/// NVML answers `InsufficientResources` (here [`ERROR_INSUFFICIENT_RESOURCES`]) when the
+/// placement overlaps an instance or the profile has no room left. When only the read-back
+/// fails, the instance exists: the error names `nvmlGpuInstanceGetInfo`.
+pub fn create_gpu_instance(
+    device: &Device<'_>,
+    profile_id: u32,
+    placement: GpuInstancePlacement,
+) -> Result<GpuInstanceInfo, Failed> {
+    let creating = |error| Failed {
+        function: "nvmlDeviceCreateGpuInstanceWithPlacement",
+        error,
+    };
+    let getting = |error| Failed {
+        function: "nvmlGpuInstanceGetInfo",
+        error,
+    };
+    let lib = device.nvml().lib();
+    let create =
+        nvml_sym(lib.nvmlDeviceCreateGpuInstanceWithPlacement.as_ref()).map_err(creating)?;
+    let info = nvml_sym(lib.nvmlGpuInstanceGetInfo.as_ref()).map_err(getting)?;
+    let asked = nvmlGpuInstancePlacement_t {
+        start: placement.start,
+        size: placement.size,
+    };
+    let mut handle: nvmlGpuInstance_t = std::ptr::null_mut();
+    // SAFETY: the device handle is valid while `device` lives; `asked` is a local NVML only
+    // reads, `handle` a local it writes.
+    nvml_try(unsafe { create(device.handle(), profile_id, &asked, &mut handle) })
+        .map_err(creating)?;
+    // SAFETY: `handle` is the GPU instance NVML just made on this device.
+    unsafe { instance_info(info, handle) }.map_err(getting)
+}
+
+/// Destroys the GPU instance `id` of `device`: its handle from `nvmlDeviceGetGpuInstanceById`
+/// (`NotFound` for an id the GPU does not have), then `nvmlGpuInstanceDestroy` (`InUse`
+/// while something runs on it).
+pub fn destroy_gpu_instance(device: &Device<'_>, id: u32) -> Result<(), Failed> {
+    let finding = |error| Failed {
+        function: "nvmlDeviceGetGpuInstanceById",
+        error,
+    };
+    let destroying = |error| Failed {
+        function: "nvmlGpuInstanceDestroy",
+        error,
+    };
+    let lib = device.nvml().lib();
+    let find = nvml_sym(lib.nvmlDeviceGetGpuInstanceById.as_ref()).map_err(finding)?;
+    let destroy = nvml_sym(lib.nvmlGpuInstanceDestroy.as_ref()).map_err(destroying)?;
+    let mut handle: nvmlGpuInstance_t = std::ptr::null_mut();
+    // SAFETY: the device handle is valid while `device` lives; NVML writes `handle`, a local.
+    nvml_try(unsafe { find(device.handle(), id, &mut handle) }).map_err(finding)?;
+    // SAFETY: `handle` is the GPU instance NVML just gave for this device and id; it is not
+    // used after this call.
+    nvml_try(unsafe { destroy(handle) }).map_err(destroying)
 }
 
 /// A sample value as the number its type says, in whole units (a negative one is 0).

@@ -112,6 +112,19 @@ pub(crate) struct Profile {
     pub(crate) slices: u32,
     pub(crate) instance_count: u32,
     pub(crate) memory_mib: u64,
+    /// Where its GPU instances can go, as `nvidia-smi mig -lgipp` lists them; absent: the
+    /// profile cannot be placed (`NVML_ERROR_NOT_SUPPORTED`).
+    #[serde(default)]
+    pub(crate) placements: Option<ProfilePlacements>,
+}
+
+/// The placements of a GPU-instance profile: each starts at one of `starts` and spans `size`
+/// memory slices (`{0,2,4}:2` in `nvidia-smi mig -lgipp`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProfilePlacements {
+    pub(crate) size: u32,
+    pub(crate) starts: Vec<u32>,
 }
 
 /// A GPU instance.
@@ -198,6 +211,10 @@ pub(crate) struct Gpu {
     /// MIG mode; absent: `NOT_SUPPORTED`.
     #[serde(default)]
     pub(crate) mig: Option<Mode>,
+    /// A MIG-mode change waits for a GPU reset: `nvmlDeviceSetMigMode` sets only the pending
+    /// mode and answers `NVML_ERROR_RESET_REQUIRED` as the activation status.
+    #[serde(default)]
+    pub(crate) mig_reset_required: bool,
     /// ECC mode; absent: `NOT_SUPPORTED`.
     #[serde(default)]
     pub(crate) ecc: Option<Mode>,
@@ -271,6 +288,22 @@ pub(crate) enum Call {
         arr_mode: u32,
         timeslice_ns: u32,
     },
+    /// `nvmlDeviceSetMigMode`, accepted: the pending mode, and the current one unless the GPU
+    /// needs a reset.
+    #[serde(rename = "nvmlDeviceSetMigMode")]
+    SetMigMode { gpu: String, mode: bool },
+    /// `nvmlDeviceCreateGpuInstanceWithPlacement`, accepted, with the id it gave.
+    #[serde(rename = "nvmlDeviceCreateGpuInstanceWithPlacement")]
+    CreateGpuInstance {
+        gpu: String,
+        id: u32,
+        profile_id: u32,
+        start: u32,
+        size: u32,
+    },
+    /// `nvmlGpuInstanceDestroy`, accepted.
+    #[serde(rename = "nvmlGpuInstanceDestroy")]
+    DestroyGpuInstance { gpu: String, id: u32 },
 }
 
 /// The log beside `data`.
@@ -314,23 +347,51 @@ pub(crate) fn record(data: &Path, call: &Call) -> Result<(), String> {
 }
 
 impl Data {
-    /// Applies a logged change.
+    /// Applies a logged change (one about a GPU the data lacks changes nothing).
     pub(crate) fn apply(&mut self, call: &Call) {
+        let pci = match call {
+            Call::SetScheduler { gpu, .. }
+            | Call::SetMigMode { gpu, .. }
+            | Call::CreateGpuInstance { gpu, .. }
+            | Call::DestroyGpuInstance { gpu, .. } => gpu,
+        };
+        let Some(g) = self.gpus.iter_mut().find(|g| &g.pci == pci) else {
+            return;
+        };
         match call {
             Call::SetScheduler {
-                gpu,
                 policy,
                 arr_mode,
                 timeslice_ns,
+                ..
             } => {
-                if let Some(g) = self.gpus.iter_mut().find(|g| &g.pci == gpu) {
-                    g.scheduler = Some(Scheduler {
-                        policy: *policy,
-                        arr_mode: *arr_mode,
-                        timeslice_ns: *timeslice_ns,
-                    });
+                g.scheduler = Some(Scheduler {
+                    policy: *policy,
+                    arr_mode: *arr_mode,
+                    timeslice_ns: *timeslice_ns,
+                });
+            }
+            Call::SetMigMode { mode, .. } => {
+                if let Some(m) = &mut g.mig {
+                    m.pending = *mode;
+                    if !g.mig_reset_required {
+                        m.current = *mode;
+                    }
                 }
             }
+            Call::CreateGpuInstance {
+                id,
+                profile_id,
+                start,
+                size,
+                ..
+            } => g.gpu_instances.push(GpuInstance {
+                id: *id,
+                profile_id: *profile_id,
+                placement_start: *start,
+                placement_size: *size,
+            }),
+            Call::DestroyGpuInstance { id, .. } => g.gpu_instances.retain(|gi| gi.id != *id),
         }
     }
 
@@ -373,6 +434,76 @@ mod tests {
                 arr_mode: 0,
                 timeslice_ns: 2_000_000
             }))
+        );
+    }
+
+    #[test]
+    fn load_replays_mig_changes_in_order() {
+        let dir = std::env::temp_dir().join(format!("vgpu-nvml-fake-mig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        let path = dir.join("fake-nvml.toml");
+        let data = format!("{ONE_GPU}mig = {{ current = false, pending = false }}\n");
+        std::fs::write(&path, data).expect("data file");
+        let gpu = || "0000:41:00.0".to_owned();
+        let calls = [
+            Call::SetMigMode {
+                gpu: gpu(),
+                mode: true,
+            },
+            Call::CreateGpuInstance {
+                gpu: gpu(),
+                id: 1,
+                profile_id: 19,
+                start: 2,
+                size: 1,
+            },
+            Call::CreateGpuInstance {
+                gpu: gpu(),
+                id: 2,
+                profile_id: 19,
+                start: 3,
+                size: 1,
+            },
+            Call::DestroyGpuInstance { gpu: gpu(), id: 1 },
+        ];
+        for call in &calls {
+            record(&path, call).expect("log the call");
+        }
+        let loaded = load(&path).map(|d| (d.gpus[0].mig, d.gpus[0].gpu_instances.clone()));
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        assert_eq!(
+            loaded,
+            Ok((
+                Some(Mode {
+                    current: true,
+                    pending: true
+                }),
+                vec![GpuInstance {
+                    id: 2,
+                    profile_id: 19,
+                    placement_start: 3,
+                    placement_size: 1
+                }]
+            ))
+        );
+    }
+
+    #[test]
+    fn apply_mig_mode_with_reset_required_sets_only_pending() {
+        let mut data: Data = toml::from_str(&format!(
+            "{ONE_GPU}mig = {{ current = false, pending = false }}\nmig_reset_required = true\n"
+        ))
+        .expect("parses");
+        data.apply(&Call::SetMigMode {
+            gpu: "0000:41:00.0".to_owned(),
+            mode: true,
+        });
+        assert_eq!(
+            data.gpus[0].mig,
+            Some(Mode {
+                current: false,
+                pending: true
+            })
         );
     }
 

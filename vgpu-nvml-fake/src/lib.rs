@@ -16,28 +16,46 @@
 //! answers), `functions` (how each function answers, by NVML name), `confidential_computing`,
 //! and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
 //! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
+//! `mig_reset_required` (a MIG-mode change waits for a GPU reset; default `false`),
 //! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
 //! `creatable` (type ids), `functions` (per GPU), and arrays `[[gpu.type]]`,
-//! `[[gpu.profile]]` (GPU-instance profiles), `[[gpu.gpu_instance]]` and `[[gpu.vgpu]]`
+//! `[[gpu.profile]]` (GPU-instance profiles: `index`, `id`, `name`, `slices`,
+//! `instance_count`, `memory_mib`, `placements = { size, starts }` in memory slices, as
+//! `nvidia-smi mig -lgipp` lists them), `[[gpu.gpu_instance]]` (`id`, `profile_id`,
+//! `placement_start`, `placement_size`) and `[[gpu.vgpu]]`
 //! (`instance`, `type_id`, `uuid`, `mdev_uuid`, `vm_id = { kind, id }`, `fb_usage_mib`,
 //! `encoder`, `gpu_instance_id`, `utilization`). A value the data leaves out that NVML may
 //! not give is answered `NVML_ERROR_NOT_SUPPORTED`: `mig`, `ecc`, the scheduler's, a type's
-//! `placements`, a vGPU's `mdev_uuid` (NVML gives it only on KVM, for a vGPU that is a
-//! mediated device).
+//! or a profile's `placements`, a vGPU's `mdev_uuid` (NVML gives it only on KVM, for a vGPU
+//! that is a mediated device).
 //!
 //! A behaviour is `ok` (answer from the data), `not-supported`, `uninitialized`, `missing`
 //! (`NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver answers), `no-permission`,
 //! `driver-not-loaded` or `unknown`. A function the library does not export at all is what
 //! the `legacy` build (`vgpu-nvml-fake-legacy`) models: it leaves out the scheduler, the
-//! versioned profile query and placements, as drivers before them do. It keeps
+//! versioned profile query and placements, as drivers before them do. It leaves out the MIG
+//! changes above too. It keeps
 //! `nvmlVgpuInstanceGetMdevUUID`, which NVML's header already declares in CUDA 11.0 (R450
 //! drivers), older than any of those.
 //!
 //! # Changes
 //!
-//! `nvmlDeviceSetVgpuSchedulerState` appends what it was asked, one JSON object a line, to
-//! `<data file stem>.calls` beside the data file, and applies it; every initialisation
-//! replays that log, so a later process sees the change.
+//! `nvmlDeviceSetVgpuSchedulerState`, `nvmlDeviceSetMigMode`,
+//! `nvmlDeviceCreateGpuInstanceWithPlacement` and `nvmlGpuInstanceDestroy` append what they
+//! accepted, one JSON object a line, to `<data file stem>.calls` beside the data file, and
+//! apply it; every initialisation replays that log, so a later process sees the change (as
+//! a later process on a real host sees the driver's state).
+//!
+//! The MIG changes follow these rules. A GPU instance takes memory slices
+//! `start .. start + size` at one of its profile's `placements`. Overlapping another, or
+//! passing the profile's `instance_count`, is `NVML_ERROR_INSUFFICIENT_RESOURCES`; compute
+//! slices are not counted. A profile's remaining capacity is how many of its placements
+//! still fit side by side, at most its `instance_count` less its instances. A new instance
+//! gets the lowest id from 1 that the GPU does not use. An instance named as a vGPU's
+//! `gpu_instance_id` is in use (`NVML_ERROR_IN_USE`) and is not destroyed. MIG mode does not
+//! change while the GPU has GPU instances or vGPUs (`NVML_ERROR_IN_USE`); a change sets the
+//! pending mode, and the current one unless `mig_reset_required`, when the activation status
+//! is `NVML_ERROR_RESET_REQUIRED` and the current mode stays (the fake has no GPU reset).
 //!
 //! Every entry point writes only through the caller's out-pointers, each checked for null.
 

@@ -189,17 +189,30 @@ pub(crate) fn gpu(data: &Data, index: usize) -> Answer<&crate::data::Gpu> {
     data.gpus.get(index).ok_or(INVALID_ARGUMENT)
 }
 
-/// The handle of GPU instance `instance` (an index into the GPU's list) of GPU `gpu`.
-pub(crate) fn instance_handle(gpu: usize, instance: usize) -> nvmlGpuInstance_t {
-    std::ptr::without_provenance_mut::<nvmlGpuInstance_st>(((gpu + 1) << 16) | (instance + 1))
+/// The handle of the GPU instance with id `id` of GPU `gpu` (an index). It names the id, not
+/// a place in the GPU's list, so that a handle kept across a destroy names no other instance.
+/// `UNKNOWN` for an id too large for the handle (65535 and up).
+pub(crate) fn instance_handle(gpu: usize, id: u32) -> Answer<nvmlGpuInstance_t> {
+    let low = usize::try_from(id)
+        .ok()
+        .and_then(|id| id.checked_add(1))
+        .filter(|low| *low <= 0xFFFF)
+        .ok_or(UNKNOWN)?;
+    let high = gpu
+        .checked_add(1)
+        .and_then(|g| g.checked_mul(0x1_0000))
+        .ok_or(UNKNOWN)?;
+    Ok(std::ptr::without_provenance_mut::<nvmlGpuInstance_st>(
+        high | low,
+    ))
 }
 
-/// The GPU and instance indices of `handle`.
-pub(crate) fn instance_index(handle: nvmlGpuInstance_t) -> Answer<(usize, usize)> {
+/// The GPU index and the GPU-instance id `handle` names.
+pub(crate) fn instance_of(handle: nvmlGpuInstance_t) -> Answer<(usize, u32)> {
     let raw = handle.addr();
     let gpu = (raw >> 16).checked_sub(1).ok_or(INVALID_ARGUMENT)?;
-    let instance = (raw & 0xFFFF).checked_sub(1).ok_or(INVALID_ARGUMENT)?;
-    Ok((gpu, instance))
+    let id = (raw & 0xFFFF).checked_sub(1).ok_or(INVALID_ARGUMENT)?;
+    Ok((gpu, u32::try_from(id).map_err(|_| INVALID_ARGUMENT)?))
 }
 
 /// Writes `value` through `out`.

@@ -1,5 +1,5 @@
 //! What can go wrong when a change needs NVML: it is not there, it refused, or the GPU's
-//! state (MIG mode, GPU instances, running vGPUs) does not allow the change.
+//! state (MIG mode, GPU instances, placements, running vGPUs) does not allow the change.
 
 use crate::error::ErrorKind;
 use crate::model::pci::PciAddress;
@@ -94,6 +94,22 @@ pub enum NvmlError {
         /// The vGPUs running, by handle or NVML's description.
         running: Vec<String>,
     },
+    /// No placement of the GPU-instance profile starts at the memory slice asked for.
+    #[error(
+        "GPU-instance profile {profile_id} on {gpu} has no placement at memory slice {start} \
+         (its placements start at: {})",
+        list(starts)
+    )]
+    NoSuchPlacement {
+        /// The GPU.
+        gpu: PciAddress,
+        /// The profile's id.
+        profile_id: u32,
+        /// The memory slice asked for.
+        start: u32,
+        /// Where the profile's placements start.
+        starts: Vec<u32>,
+    },
     /// What was asked applies to NVIDIA GPUs only.
     #[error("{gpu} is not an NVIDIA GPU: {what} applies to NVIDIA GPUs only")]
     NotNvidia {
@@ -130,11 +146,14 @@ impl NvmlError {
             NvmlError::VgpusRunning { .. } => ErrorKind::Busy,
             NvmlError::PolicyNotSupported { .. }
             | NvmlError::BadTimeslice { .. }
-            | NvmlError::NotNvidia { .. } => ErrorKind::BadInput,
+            | NvmlError::NotNvidia { .. }
+            | NvmlError::NoSuchPlacement { .. } => ErrorKind::BadInput,
             NvmlError::Call { why, .. } => match why.cause {
                 Cause::NotSupported | Cause::FunctionNotFound => ErrorKind::BadInput,
                 Cause::NoPermission => ErrorKind::Permission,
                 Cause::NotFound => ErrorKind::NotFound,
+                Cause::InUse => ErrorKind::Busy,
+                Cause::InsufficientResources => ErrorKind::NoCapacity,
                 Cause::NotLoaded => ErrorKind::Conflict,
                 Cause::Uninitialized | Cause::Unexpected | Cause::Error => ErrorKind::HostFault,
             },

@@ -10,11 +10,15 @@
 //!
 //! `nvml-wrapper` does the loading and the calls; the few NVML functions it does not wrap go
 //! through `vgpu-nvml-ext`, over the same loaded library. This crate has no `unsafe`.
+//!
+//! Besides reading, NVML makes a few changes a MIG-backed vGPU needs (`mig_write`): MIG mode,
+//! and GPU instances made at a placement and destroyed.
 
 pub(crate) mod error;
 // Without the `nvml` feature nothing reads NVML, so their NVML halves go unused.
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod mig;
+pub(crate) mod mig_write;
 pub(crate) mod model;
 #[cfg(feature = "nvml")]
 mod read;

@@ -51,6 +51,12 @@ pub enum Cause {
     NoPermission,
     /// The object asked about is gone (`NVML_ERROR_NOT_FOUND`, `NVML_ERROR_GPU_IS_LOST`).
     NotFound,
+    /// Something runs on what was to change (`NVML_ERROR_IN_USE`): a vGPU on a GPU instance,
+    /// GPU instances on a GPU whose MIG mode was to change.
+    InUse,
+    /// What was asked does not fit in what is free (`NVML_ERROR_INSUFFICIENT_RESOURCES`): a
+    /// GPU instance over another, or past its profile's count.
+    InsufficientResources,
     /// NVML answered with something this library does not understand.
     Unexpected,
     /// Any other NVML error.

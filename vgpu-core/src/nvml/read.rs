@@ -55,6 +55,11 @@ pub(crate) fn unavailable(function: &str, err: &NvmlError) -> Unavailable {
         NvmlError::NotFound | NvmlError::GpuLost => {
             (Cause::NotFound, crate::error::error_chain(err))
         }
+        NvmlError::InUse => (Cause::InUse, "in use (NVML_ERROR_IN_USE)".to_owned()),
+        NvmlError::UnexpectedVariant(vgpu_nvml_ext::ERROR_INSUFFICIENT_RESOURCES) => (
+            Cause::InsufficientResources,
+            "not enough is free (NVML_ERROR_INSUFFICIENT_RESOURCES)".to_owned(),
+        ),
         NvmlError::UnexpectedVariant(_) | NvmlError::Utf8Error(_) | NvmlError::IncorrectBits(_) => {
             (Cause::Unexpected, crate::error::error_chain(err))
         }

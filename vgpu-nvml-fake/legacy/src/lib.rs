@@ -3,7 +3,8 @@
 //! functions (`nvmlDeviceGetVgpuScheduler*`, `nvmlDeviceSetVgpuSchedulerState`), the versioned
 //! GPU-instance profile query (`nvmlDeviceGetGpuInstanceProfileInfoV`) and vGPU placements
 //! (`nvmlDeviceGetVgpuTypeSupportedPlacements`) are not exported at all, so that a caller's
-//! handling of a symbol the library lacks is tested. Functions as old as vGPU 11 (R450), such
+//! handling of a symbol the library lacks is tested. Nor are the MIG changes
+//! (`nvmlDeviceSetMigMode`, GPU-instance placements, creation and destruction). Functions as old as vGPU 11 (R450), such
 //! as `nvmlVgpuInstanceGetMdevUUID`, are exported as by the full build.
 //!
 //! The sources are those of `vgpu-nvml-fake`, less the modules of those functions.
@@ -14,13 +15,13 @@
 #[path = "../../src/data.rs"]
 #[allow(
     dead_code,
-    reason = "the change log serves only the full build's scheduler"
+    reason = "the change log serves only the full build's changes"
 )]
 mod data;
 #[path = "../../src/state.rs"]
 #[allow(
     dead_code,
-    reason = "the change helpers serve only the full build's scheduler"
+    reason = "the change helpers serve only the full build's changes"
 )]
 mod state;
 

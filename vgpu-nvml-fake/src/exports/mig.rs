@@ -12,7 +12,7 @@ use nvml_wrapper_sys::bindings::{
 
 use super::core::on_gpu;
 use crate::data::{Gpu, Profile};
-use crate::state::{Answer, device_index, done, gpu, instance_handle, instance_index, put, with};
+use crate::state::{Answer, device_index, done, gpu, instance_handle, instance_of, put, with};
 
 /// The profile at `index` of a GPU in MIG mode.
 pub(crate) fn profile(g: &Gpu, index: u32) -> Answer<&Profile> {
@@ -79,13 +79,12 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstances(
             return Err(INVALID_ARGUMENT);
         }
         let index = device_index(device)?;
-        let handles: Vec<nvmlGpuInstance_t> = g
+        let handles = g
             .gpu_instances
             .iter()
-            .enumerate()
-            .filter(|(_, gi)| gi.profile_id == profile_id)
-            .map(|(i, _)| instance_handle(index, i))
-            .collect();
+            .filter(|gi| gi.profile_id == profile_id)
+            .map(|gi| instance_handle(index, gi.id))
+            .collect::<Answer<Vec<nvmlGpuInstance_t>>>()?;
         let room = g
             .profiles
             .iter()
@@ -113,12 +112,17 @@ unsafe extern "C" fn nvmlGpuInstanceGetInfo(
     instance: nvmlGpuInstance_t,
     info: *mut nvmlGpuInstanceInfo_t,
 ) -> nvmlReturn_t {
-    let Ok((gpu_index, gi_index)) = instance_index(instance) else {
+    let Ok((gpu_index, id)) = instance_of(instance) else {
         return INVALID_ARGUMENT;
     };
     done(with("nvmlGpuInstanceGetInfo", Some(gpu_index), |d| {
         let g = gpu(d, gpu_index)?;
-        let gi = g.gpu_instances.get(gi_index).ok_or(INVALID_ARGUMENT)?;
+        // A destroyed instance's handle names no instance.
+        let gi = g
+            .gpu_instances
+            .iter()
+            .find(|gi| gi.id == id)
+            .ok_or(INVALID_ARGUMENT)?;
         let value = nvmlGpuInstanceInfo_t {
             device: crate::state::device_handle(gpu_index),
             id: gi.id,

@@ -2,6 +2,7 @@
 
 mod core;
 mod mig;
+mod mig_write;
 mod newer;
 mod sched;
 mod vgpu;
