@@ -111,8 +111,8 @@ pub mod testing;
 
 pub use backend::{PLAIN_VF_TYPE, Placement, Running};
 pub use capacity::{
-    DefinitionSet, GpuInstancePlacement, HostState, KnownType, Limit, MigFacts, MigFitError,
-    PlacedGpuInstance, Room, check_handout, fit_gpu_instances, room,
+    DefinitionSet, HostState, KnownType, Limit, MigFacts, MigFitError, PlacedGpuInstance, Room,
+    check_handout, fit_gpu_instances, room,
 };
 pub use checks::{
     Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,

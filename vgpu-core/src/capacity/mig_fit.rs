@@ -13,14 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-/// One run of memory slices a GPU instance may occupy (`nvmlGpuInstancePlacement_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GpuInstancePlacement {
-    /// The first slice.
-    pub start: u32,
-    /// How many slices.
-    pub size: u32,
-}
+use crate::nvml::mig_write::GpuInstancePlacement;
 
 /// A GPU instance of a profile at a placement.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

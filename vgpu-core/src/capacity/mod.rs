@@ -45,7 +45,7 @@ use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, Vf
 
 pub use crate::nvml::mig::MigFacts;
 pub use handout::check_handout;
-pub use mig_fit::{GpuInstancePlacement, MigFitError, PlacedGpuInstance, fit_gpu_instances};
+pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
 pub(crate) use reservations::reservations;
 
 /// What the planner, placement and capacity read about a host: what it has, what is defined,
