@@ -587,6 +587,14 @@ fn step_text(step: &Step) -> String {
             policy,
             timeslice_ms,
         } => format!("sched    {}", scheduler_text(*policy, *timeslice_ms)),
+        Step::DestroyGpuInstance { id, profile, start } => {
+            format!("destroy  GPU instance {id} ({profile} at slice {start})")
+        }
+        Step::MigMode { on } => format!("mig      {}", if *on { "on" } else { "off" }),
+        Step::CreateGpuInstance { profile, start, .. } => match start {
+            Some(start) => format!("create   GPU instance {profile} at slice {start}"),
+            None => format!("create   GPU instance {profile}"),
+        },
     }
 }
 
@@ -684,6 +692,14 @@ fn differences(plan: &Plan) -> Vec<Difference<'_>> {
                     "its vGPU scheduler is not {}",
                     scheduler_text(*policy, *timeslice_ms)
                 ),
+                Step::DestroyGpuInstance { id, profile, .. } => {
+                    format!("GPU instance {id} ({profile}) is not wanted")
+                }
+                Step::MigMode { on: true } => "MIG mode is off".to_owned(),
+                Step::MigMode { on: false } => "MIG mode is on".to_owned(),
+                Step::CreateGpuInstance { profile, .. } => {
+                    format!("lacks {times} x GPU instance {profile}")
+                }
             };
             out.push(Difference {
                 gpu: gpu.gpu.to_string(),

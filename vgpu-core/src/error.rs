@@ -564,6 +564,29 @@ pub enum Error {
     /// MIG or scheduler state does not allow it.
     #[error(transparent)]
     Nvml(#[from] crate::nvml::error::NvmlError),
+    /// A MIG-mode change that the driver holds until the GPU is reset; it was taken back.
+    #[error(
+        "the MIG-mode change of {gpu} waits for a GPU reset, which vgpu does not do; it was \
+         taken back"
+    )]
+    MigResetPending {
+        /// The GPU.
+        gpu: PciAddress,
+    },
+    /// GPU instances that do not fit the GPU's placements.
+    #[error("the GPU instances do not fit: {why}")]
+    MigNoFit {
+        /// Why, in words.
+        why: String,
+    },
+    /// A GPU has no GPU instance (or no GPU-instance profile) by that name or id.
+    #[error("{gpu} has no GPU instance {what}")]
+    NoGpuInstance {
+        /// The GPU.
+        gpu: PciAddress,
+        /// The instance or profile asked for, in words.
+        what: String,
+    },
 }
 
 /// What a caller can do about an [`Error`]: the few categories that decide a retry, another
@@ -662,11 +685,14 @@ impl Error {
             | Error::NoVfs { .. }
             | Error::NotOwned { .. }
             | Error::WrongType { .. }
-            | Error::PlanStale { .. } => ErrorKind::Conflict,
+            | Error::PlanStale { .. }
+            | Error::MigResetPending { .. } => ErrorKind::Conflict,
+            Error::NoGpuInstance { .. } => ErrorKind::NotFound,
             Error::Interrupted { .. } => ErrorKind::Interrupted,
-            Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::NoPlacement { .. } => {
-                ErrorKind::NoCapacity
-            }
+            Error::NoCapacity { .. }
+            | Error::NoSpace { .. }
+            | Error::NoPlacement { .. }
+            | Error::MigNoFit { .. } => ErrorKind::NoCapacity,
             Error::NoConfig { .. } => ErrorKind::NotFound,
             Error::Busy { .. }
             | Error::Locked { .. }

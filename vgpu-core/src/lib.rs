@@ -157,8 +157,8 @@ pub use plan::planner::plan;
 pub use state::audit::AuditEntry;
 pub use state::hook::{HookConfig, Made};
 pub use state::store::{
-    BindingDefinition, MdevDefinition, SriovDefinition, Start, Store as Definitions,
-    VfVgpuDefinition,
+    BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, SriovDefinition,
+    Start, Store as Definitions, VfVgpuDefinition,
 };
 pub use telemetry::{
     GpuTelemetry, MatchedBy, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry,

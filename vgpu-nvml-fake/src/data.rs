@@ -266,6 +266,11 @@ pub(crate) struct Data {
     pub(crate) confidential_computing: bool,
     #[serde(default, rename = "gpu")]
     pub(crate) gpus: Vec<Gpu>,
+    /// A simulator's control file (`<root>/.vgpu-sim/control`): MIG changes are written there
+    /// too, as NVIDIA's driver makes them visible in sysfs, so that the simulated host and
+    /// NVML agree.
+    #[serde(default)]
+    pub(crate) sim_control: Option<PathBuf>,
 }
 
 fn driver_version() -> String {
@@ -335,6 +340,38 @@ pub(crate) fn load(path: &Path) -> Result<Data, String> {
 }
 
 /// Appends `call` to the log beside `data`.
+/// Tells the simulator `d` names (if any) of a MIG change: `mig-mode`, `gpu-instance-add`,
+/// `gpu-instance-remove` (vgpu-sim's control grammar). Its refusal is the driver's: `EBUSY`
+/// for an instance a vGPU runs on.
+pub(crate) fn tell_simulator(d: &Data, call: &Call) -> Result<(), std::io::Error> {
+    let Some(control) = &d.sim_control else {
+        return Ok(());
+    };
+    let line = match call {
+        Call::SetScheduler { .. } => return Ok(()),
+        Call::SetMigMode { gpu, mode } => {
+            format!("mig-mode {gpu} {}\n", if *mode { "on" } else { "off" })
+        }
+        Call::CreateGpuInstance {
+            gpu,
+            id,
+            profile_id,
+            ..
+        } => {
+            let profile = d
+                .gpus
+                .iter()
+                .find(|g| g.pci == *gpu)
+                .and_then(|g| g.profiles.iter().find(|p| p.id == *profile_id))
+                .map(|p| p.name.trim_start_matches("MIG ").to_owned())
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+            format!("gpu-instance-add {gpu} {id} {profile}\n")
+        }
+        Call::DestroyGpuInstance { gpu, id } => format!("gpu-instance-remove {gpu} {id}\n"),
+    };
+    std::fs::write(control, line)
+}
+
 pub(crate) fn record(data: &Path, call: &Call) -> Result<(), String> {
     let log = calls_path(data);
     let line = serde_json::to_string(call).map_err(|e| e.to_string())?;

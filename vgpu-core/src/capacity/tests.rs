@@ -69,6 +69,7 @@ fn mig_facts(instances: &[(u32, &str)], used: &[u32]) -> MigFacts {
             .map(|(i, p)| (*i, (*p).to_owned()))
             .collect(),
         used: used.iter().copied().collect::<BTreeSet<u32>>(),
+        ..MigFacts::default()
     }
 }
 

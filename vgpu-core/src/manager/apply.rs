@@ -330,12 +330,30 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 op.set_scheduler(pf, request, &running)?;
                 pf.to_string()
             }
+            Step::DestroyGpuInstance { id, .. } => {
+                op.destroy_gpu_instance(pf, *id)?;
+                dirty = true;
+                format!("{pf}/{id}")
+            }
+            Step::MigMode { on } => {
+                op.set_mig_mode(pf, *on)?;
+                dirty = true;
+                pf.to_string()
+            }
+            Step::CreateGpuInstance { profile, start, .. } => {
+                let id = op.create_gpu_instance(pf, profile, *start)?;
+                dirty = true;
+                format!("{pf}/{id}")
+            }
             Step::Create { start, .. } => {
                 let wanted = step.wanted_type().ok_or_else(|| {
                     Error::bad_name("", "a create step naming its type (by id or name)")
                 })?;
                 let id = create(op, &gpu, wanted, *start)?;
                 done.created.push(id);
+                // The next create counts this vGPU as running, not as a definition to hold
+                // room for.
+                dirty = true;
                 id.to_string()
             }
         };

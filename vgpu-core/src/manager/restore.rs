@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::Serialize;
 
 mod drivers;
+mod mig;
 mod quota;
 
 pub use quota::RestoreQuota;
@@ -60,7 +61,8 @@ impl std::fmt::Display for RestoreOutcome {
 /// One step of [`Manager::restore`](super::Manager::restore).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RestoreStep {
-    /// What the step does: `driver`, `sriov`, `quota`, `bind`, `mdev`, `vf-vgpu`.
+    /// What the step does: `driver`, `sriov`, `quota`, `bind`, `mig-mode`, `gpu-instance`,
+    /// `mdev`, `vf-vgpu`.
     pub action: &'static str,
     /// The device (`definition` for a definition file that could not be read).
     pub device: String,
@@ -225,7 +227,7 @@ fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<Stri
 
 /// Restores every definition in order, each step its own operation: devices a killed command
 /// left without a driver, VF counts (each followed by its VFs' local-memory quotas),
-/// bindings, mediated devices, NVIDIA VF types. With
+/// bindings, MIG geometry (mode, then GPU instances), mediated devices, NVIDIA VF types. With
 /// `device`, only the definitions that concern it (see the module documentation).
 pub(super) fn run(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
     let target = device.map_or_else(|| "host".to_owned(), |d| d.to_string());
@@ -307,6 +309,13 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
         });
         report.push(session, "bind", shown, result);
     }
+    let (migs, mig_errors) = session.store().migs_lenient();
+    for err in mig_errors {
+        if scope.as_ref().is_none_or(|s| s.concerns_file(&err)) {
+            report.push(session, "mig-mode", "definition".to_owned(), Err(err));
+        }
+    }
+    mig::restore(session, &mut report, &migs, scope.as_ref());
     unreadable(&mut report, "mdev", &scope);
     for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
         let shown = format!("{}/{}", def.parent, def.uuid);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+mod mig;
 mod quota;
 mod undo;
 

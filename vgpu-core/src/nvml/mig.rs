@@ -7,7 +7,7 @@
 //! `nvidia/gpu_instance_id` before the type to `nvidia/current_vgpu_type`. GPU instances
 //! themselves come from NVML (`nvidia-smi mig -cgi` makes them; this crate only reads them).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::discovery::parse::parse_nvidia_type_name;
 use crate::error::Result;
@@ -18,6 +18,7 @@ use crate::model::MigBacking;
 use crate::model::pci::PciAddress;
 use crate::nvml::Nvml;
 use crate::nvml::error::NvmlError;
+use crate::nvml::mig_write::GpuInstancePlacement;
 use crate::nvml::model::{Fact, GpuInstance};
 
 /// What the type named `name` needs when it is MIG-backed: its slices and GPU-instance
@@ -197,10 +198,26 @@ pub(crate) fn refusal(
 pub struct MigFacts {
     /// Whether MIG mode is on now.
     pub mig_on: bool,
+    /// Whether a MIG-mode change waits for a GPU reset (NVML's pending mode is not the
+    /// current one).
+    pub reset_pending: bool,
     /// Every GPU instance: its id and profile name (`1g.18gb`).
     pub instances: Vec<(u32, String)>,
+    /// Where each GPU instance sits, by id.
+    pub placements: BTreeMap<u32, GpuInstancePlacement>,
+    /// The GPU-instance profiles the GPU has, by name; NVML lists them while MIG mode is on.
+    pub profiles: BTreeMap<String, MigProfile>,
     /// The GPU instances running vGPUs use.
     pub used: BTreeSet<u32>,
+}
+
+/// A GPU-instance profile of a GPU, as `nvidia-smi mig -lgip` and `-lgipp` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MigProfile {
+    /// Its id (`nvmlGpuInstanceProfileInfo_v2_t.id`).
+    pub id: u32,
+    /// Every placement an instance of it can take, taken or not.
+    pub placements: Vec<GpuInstancePlacement>,
 }
 
 /// MIG mode and the GPU instances of `pf`, with those running vGPUs use (NVML's answer and
@@ -226,6 +243,37 @@ pub(crate) fn facts(paths: &HostPaths, nvml: &Nvml, pf: PciAddress) -> Option<Mi
             return None;
         }
     };
+    let placements = match &state.instances {
+        Fact::Value(list) => list
+            .iter()
+            .map(|gi| {
+                let at = GpuInstancePlacement {
+                    start: gi.placement_start,
+                    size: gi.placement_size,
+                };
+                (gi.id, at)
+            })
+            .collect(),
+        Fact::Unavailable(_) => BTreeMap::new(),
+    };
+    let mut profiles = BTreeMap::new();
+    for (id, name) in &state.profiles {
+        match nvml.gpu_instance_placements(pf, *id) {
+            Ok(placements) => {
+                profiles.insert(
+                    name.clone(),
+                    MigProfile {
+                        id: *id,
+                        placements,
+                    },
+                );
+            }
+            Err(err) => {
+                tracing::warn!(gpu = %pf, "{}", crate::Error::from(err).chain());
+                return None;
+            }
+        }
+    }
     let mut used = state.used.clone();
     match used_in_sysfs(paths, pf) {
         Ok(more) => used.extend(more),
@@ -236,7 +284,10 @@ pub(crate) fn facts(paths: &HostPaths, nvml: &Nvml, pf: PciAddress) -> Option<Mi
     }
     Some(MigFacts {
         mig_on: state.mig_on,
+        reset_pending: state.reset_pending,
         instances,
+        placements,
+        profiles,
         used,
     })
 }
@@ -252,6 +303,11 @@ pub(crate) struct MigState {
     pub(crate) used: BTreeSet<u32>,
     /// The GPU-instance profile id NVML gives the type asked about, when it gives one.
     pub(crate) type_profile_id: Option<u32>,
+    /// Whether NVML's pending MIG mode differs from the current one (a reset is due).
+    pub(crate) reset_pending: bool,
+    /// The GPU's GPU-instance profiles NVML names: id and name (`1g.18gb`); empty while MIG
+    /// mode is off.
+    pub(crate) profiles: Vec<(u32, String)>,
 }
 
 /// Why [`Nvml::mig_state`] has no answer.
@@ -424,11 +480,33 @@ pub(crate) mod read {
             .instance_profile_id()
             .ok()
             .filter(|id| *id != u32::MAX);
+        let reset_pending = matches!(&mode, Fact::Value(m) if m.current != m.pending);
+        let mut profiles = Vec::new();
+        if mig_on {
+            for index in 0..vgpu_nvml_ext::GPU_INSTANCE_PROFILE_COUNT {
+                match profile(&device, index) {
+                    Ok(Profile {
+                        id,
+                        name: Fact::Value(name),
+                        ..
+                    }) => profiles.push((id, name)),
+                    // One without a name (an older driver) cannot be asked for by name.
+                    Ok(_) => {}
+                    // Profiles the GPU does not have answer NOT_SUPPORTED or INVALID_ARGUMENT.
+                    Err(WrapperError::NotSupported | WrapperError::InvalidArg) => {}
+                    Err(err) => {
+                        return Err(unavailable("nvmlDeviceGetGpuInstanceProfileInfoV", &err));
+                    }
+                }
+            }
+        }
         Ok(MigState {
             mig_on,
             instances,
             used,
             type_profile_id,
+            reset_pending,
+            profiles,
         })
     }
 }

@@ -5,7 +5,7 @@
 //!   [`MigGeometry`]), read from `host.toml` ([`host_toml`]), NVIDIA vgpu-device-manager's v1
 //!   YAML ([`device_manager`]) or NVIDIA mig-parted's v1 YAML ([`mig_parted`]);
 //! - [`planner`]: [`plan`], a pure function from a [`HostState`] and a config to a [`Plan`]
-//!   ([`model`]: the plan, its steps and refusals);
+//!   ([`model`]: the plan, its steps and refusals), MIG geometry included (`geometry`);
 //! - [`place`](mod@place): [`place()`], a pure function choosing GPUs for new vGPUs.
 //!
 //! Carrying a plan out is [`Manager::apply`](crate::Manager::apply)'s job: each GPU's steps are
@@ -13,6 +13,7 @@
 
 pub(crate) mod desired;
 pub(crate) mod device_manager;
+mod geometry;
 pub(crate) mod host_toml;
 pub(crate) mod mig_parted;
 pub(crate) mod model;

@@ -160,6 +160,31 @@ pub enum Step {
         /// When it starts.
         start: Start,
     },
+    /// Destroy a GPU instance that no vGPU uses (through NVML), after the vGPUs on it.
+    DestroyGpuInstance {
+        /// Its id.
+        id: u32,
+        /// Its profile (`1g.18gb`).
+        profile: String,
+        /// Its first memory slice.
+        start: u32,
+    },
+    /// Turn MIG mode on or off (through NVML), while the GPU has no GPU instance.
+    MigMode {
+        /// On or off.
+        on: bool,
+    },
+    /// Make a GPU instance (through NVML) at a start slice, and define it, before the
+    /// MIG-backed vGPUs that need it.
+    CreateGpuInstance {
+        /// Its profile (`1g.18gb`).
+        profile: String,
+        /// The profile's id, when NVML lists the GPU's profiles now (MIG mode on).
+        profile_id: Option<u32>,
+        /// Its first memory slice, chosen so that the whole geometry fits; `None` while MIG
+        /// mode is off (NVML gives placements only then): `apply` chooses it once MIG is on.
+        start: Option<u32>,
+    },
     /// Set the GPU's vGPU scheduler (through NVML, while no vGPU runs on it).
     Scheduler {
         /// The policy.
@@ -330,9 +355,33 @@ pub enum Refusal {
         /// Where they are.
         selections: Vec<Location>,
     },
-    /// MIG geometry the file writes (`mig`, a mig-parted entry): plans make vGPU partitions,
-    /// and do not change MIG mode or GPU instances.
-    MigGeometry,
+    /// MIG geometry for a GPU whose MIG state NVML does not give (not loaded, or no MIG).
+    MigUnknown {
+        /// Why not.
+        why: String,
+    },
+    /// A MIG-mode change the driver holds until the GPU is reset: `vgpuctl` never resets a
+    /// GPU.
+    MigResetPending,
+    /// A GPU-instance profile the GPU does not have.
+    MigProfileUnknown {
+        /// The profile asked for.
+        profile: String,
+        /// The profiles it has.
+        offered: Vec<String>,
+    },
+    /// A geometry whose instances do not fit the GPU's placements, in any order.
+    MigNoFit {
+        /// Why, in words.
+        why: String,
+    },
+    /// A GPU instance the geometry removes while a vGPU the plan keeps runs on it.
+    MigInUse {
+        /// The instance's id.
+        instance: u32,
+        /// Its profile.
+        profile: String,
+    },
     /// A scheduler for a GPU that is not NVIDIA's.
     SchedulerNotNvidia,
     /// A scheduler for a GPU whose scheduler state is not known (NVML not loaded, or not
@@ -474,9 +523,27 @@ impl fmt::Display for Refusal {
                 let at: Vec<String> = selections.iter().map(Location::to_string).collect();
                 write!(f, "selected by several entries (at {})", at.join(", "))
             }
-            Refusal::MigGeometry => f.write_str(
-                "the entry sets MIG geometry, which plans do not change: make the GPU instances \
-                 with nvidia-smi mig or mig-parted, and leave mig out",
+            Refusal::MigUnknown { why } => {
+                write!(f, "its MIG mode and GPU instances cannot be read: {why}")
+            }
+            Refusal::MigResetPending => f.write_str(
+                "a MIG-mode change waits for a GPU reset, which vgpuctl does not do: reset the \
+                 GPU (nvidia-smi -r) or reboot, then plan again",
+            ),
+            Refusal::MigProfileUnknown { profile, offered } => write!(
+                f,
+                "the GPU has no GPU-instance profile {profile} (it has {})",
+                if offered.is_empty() {
+                    "none".to_owned()
+                } else {
+                    offered.join(", ")
+                }
+            ),
+            Refusal::MigNoFit { why } => write!(f, "the MIG geometry does not fit: {why}"),
+            Refusal::MigInUse { instance, profile } => write!(
+                f,
+                "GPU instance {instance} ({profile}) would go, but a vGPU the config keeps runs \
+                 on it"
             ),
             Refusal::SchedulerNotNvidia => {
                 f.write_str("a vGPU scheduler applies to NVIDIA GPUs only")

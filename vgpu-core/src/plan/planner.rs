@@ -184,11 +184,31 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
             .push(Refused::new(refusal, Some(entries[1].at)));
         return out;
     }
-    // Geometry a file writes is refused, not ignored; one that types imply is checked against
-    // the GPU instances there (`gpu_instances`).
-    if let Some(mig) = entry.mig.as_ref().filter(|mig| !mig.implied) {
-        out.refusals
-            .push(Refused::new(Refusal::MigGeometry, Some(mig.at)));
+    // The geometry the entry asks for: its steps go before the vGPUs', and the vGPUs are
+    // counted against the GPU instances the GPU will have.
+    let (geometry_steps, adjusted) = match &entry.mig {
+        None => (Vec::new(), None),
+        Some(request) => match super::geometry::plan(host, gpu, request) {
+            Ok(geometry) => {
+                let mut after = host.clone();
+                after.mig.insert(gpu.address, geometry.after);
+                (geometry.steps, Some(after))
+            }
+            Err(refusals) => {
+                out.refusals = refusals;
+                return out;
+            }
+        },
+    };
+    let host = adjusted.as_ref().unwrap_or(host);
+    if matches!(entry.partition, Partition::Unchanged) {
+        // A mig-parted entry: the vGPUs stay as they are.
+        out.keep = currents
+            .iter()
+            .filter(|c| c.running)
+            .map(|c| c.id)
+            .collect();
+        out.steps = geometry_steps;
         return out;
     }
     let wanted = match view.rule {
@@ -221,6 +241,13 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     out.vfs = wanted.vfs;
     out.vf_memory_mib = wanted.vf_memory_mib.clone();
     diff(host, &view, entry, &wanted, currents, &mut out);
+    // GPU instances go after the vGPUs taken away, before those made or started.
+    let at = out
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::Create { .. } | Step::Start { .. }))
+        .unwrap_or(out.steps.len());
+    out.steps.splice(at..at, geometry_steps);
     let takes_away = out
         .steps
         .iter()
@@ -301,9 +328,8 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
                 Some(*at),
             ));
         }
-        Partition::Unchanged => {
-            refusals.push(Refused::new(Refusal::MigGeometry, Some(entry.at)));
-        }
+        // Planned before the vGPUs (`plan_gpu`): nothing to want here.
+        Partition::Unchanged => {}
     }
     if !refusals.is_empty() {
         return Err(refusals);

@@ -71,7 +71,14 @@ pub(super) fn want_vfs(
                 return refuse(Refusal::OneTypeOnly { wanted }, second.at);
             }
         },
-        Partition::Unchanged => return refuse(Refusal::MigGeometry, entry.at),
+        Partition::Unchanged => {
+            return refuse(
+                Refusal::MigUnknown {
+                    why: "a plain SR-IOV GPU has no MIG mode".to_owned(),
+                },
+                entry.at,
+            );
+        }
         Partition::Sizes(items) => {
             let first_at = items.first().map_or(entry.at, |i| i.at);
             let Some(memory) = memory else {

@@ -227,14 +227,14 @@ fn check_drivers(path: &Path, driver: &str, previous: Option<&str>) -> Result<()
 }
 
 /// One of our files: pretty JSON and a final newline.
-fn encode_own<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
+pub(crate) fn encode_own<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
     let mut bytes = encode(path, file)?;
     bytes.push(b'\n');
     Ok(bytes)
 }
 
 /// One of our files, its version checked before its fields.
-fn decode_own<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
+pub(crate) fn decode_own<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
     let header: VersionHeader = decode(path, text)?;
     match header.version {
         None => Err(definition(

@@ -24,6 +24,7 @@
 //!
 //! - **`vgpu`'s own store**, `etc/vgpu/`, for what mdevctl cannot express, one file per device
 //!   named after its PCI address, each with `"version": 1`:
+//!   - `mig/<gpu>.json`: MIG mode and GPU instances (`store/mig.rs`);
 //!   - `sriov/<pf>.json`: `{"version": 1, "num_vfs": 4, "drivers_autoprobe": false}`
 //!     (`drivers_autoprobe` is `null` when it is to be left as the kernel has it), and where
 //!     VFs have local-memory quotas of their own (Intel SR-IOV, `iov/vf<M>/gt*/lmem_quota`),
@@ -56,6 +57,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+mod mig;
+
+pub use mig::{MigDefinition, MigInstanceDefinition};
 
 use super::durable::{
     is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,

@@ -44,6 +44,21 @@ use crate::state::{
 const MIG_ENABLE: c_uint = 1;
 
 /// `g` in MIG mode now, or `NOT_SUPPORTED`.
+/// NVML's answer for a simulator that refused a MIG change: `IN_USE` for `EBUSY` (a vGPU on
+/// the instance), `UNKNOWN` otherwise.
+fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
+    if err.raw_os_error() == Some(libc_ebusy()) {
+        IN_USE
+    } else {
+        UNKNOWN
+    }
+}
+
+/// `EBUSY` on Linux.
+const fn libc_ebusy() -> i32 {
+    16
+}
+
 fn in_mig_mode(g: &Gpu) -> Answer {
     if g.mig.is_some_and(|m| m.current) {
         Ok(())
@@ -213,6 +228,7 @@ unsafe extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
                 start: asked.start,
                 size: asked.size,
             };
+            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
             data::record(path, &call).map_err(|_| UNKNOWN)?;
             d.apply(&call);
             // SAFETY: not null, valid for a write as the caller promises.
@@ -266,6 +282,7 @@ extern "C" fn nvmlGpuInstanceDestroy(instance: nvmlGpuInstance_t) -> nvmlReturn_
                 gpu: g.pci.clone(),
                 id,
             };
+            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
             data::record(path, &call).map_err(|_| UNKNOWN)?;
             d.apply(&call);
             Ok(())
@@ -308,6 +325,10 @@ unsafe extern "C" fn nvmlDeviceSetMigMode(
             gpu: g.pci.clone(),
             mode: on,
         };
+        // A mode that waits for a reset is not in force, in sysfs either.
+        if !g.mig_reset_required {
+            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
+        }
         data::record(path, &call).map_err(|_| UNKNOWN)?;
         d.apply(&call);
         let current = gpu(d, index)?.mig.is_some_and(|m| m.current);

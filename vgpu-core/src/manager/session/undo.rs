@@ -13,7 +13,9 @@ use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
 use crate::nvml::sched::SchedulerRequest;
 use crate::state::durable;
-use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
+use crate::state::store::{
+    BindingDefinition, MdevDefinition, MigDefinition, SriovDefinition, VfVgpuDefinition,
+};
 
 /// A step that was taken, and how to take it back.
 #[derive(Debug)]
@@ -42,6 +44,21 @@ pub(super) enum Undo {
     },
     /// Unbind the device from its host driver `driver` again, recording it first.
     SetAside { address: PciAddress, driver: String },
+    /// Put back the MIG definition that was there (or none).
+    MigDefinition {
+        gpu: PciAddress,
+        previous: Option<MigDefinition>,
+    },
+    /// Turn MIG mode back.
+    MigMode { gpu: PciAddress, on: bool },
+    /// Destroy the GPU instance made.
+    GpuInstance { gpu: PciAddress, id: u32 },
+    /// Make again the GPU instance destroyed, at the same placement.
+    RecreateGpuInstance {
+        gpu: PciAddress,
+        profile_id: u32,
+        start: u32,
+    },
     /// Make again the vGPU that was stopped, where it was.
     Restart {
         placement: Placement,
@@ -89,6 +106,10 @@ impl Undo {
             Undo::File { .. } => "undo-record",
             Undo::LmemQuota { .. } => "undo-lmem-quota",
             Undo::Scheduler { .. } => "undo-sched",
+            Undo::MigDefinition { .. } => "undo-define-mig",
+            Undo::MigMode { .. } => "undo-mig-mode",
+            Undo::GpuInstance { .. } => "undo-gpu-instance",
+            Undo::RecreateGpuInstance { .. } => "undo-destroy-gpu-instance",
         }
     }
 
@@ -108,7 +129,11 @@ impl Undo {
             | Undo::Driver { address: a, .. }
             | Undo::SetAside { address: a, .. }
             | Undo::LmemQuota { vf: a, .. }
-            | Undo::Scheduler { gpu: a, .. } => a.to_string(),
+            | Undo::Scheduler { gpu: a, .. }
+            | Undo::MigDefinition { gpu: a, .. }
+            | Undo::MigMode { gpu: a, .. } => a.to_string(),
+            Undo::GpuInstance { gpu, id } => format!("{gpu}/{id}"),
+            Undo::RecreateGpuInstance { gpu, start, .. } => format!("{gpu}@{start}"),
         }
     }
 }
@@ -154,6 +179,31 @@ impl Operation<'_> {
                 Some(text) => durable::write_atomic(&path, text.as_bytes()),
                 None => durable::remove_durably(&path).map(drop),
             },
+            Undo::MigDefinition { gpu, previous } => match previous {
+                Some(def) => store.define_mig(&def),
+                None => store.undefine_mig(gpu).map(drop),
+            },
+            Undo::MigMode { gpu, on } => self
+                .nvml()
+                .get()
+                .set_mig_mode(gpu, on)
+                .map(drop)
+                .map_err(Into::into),
+            Undo::GpuInstance { gpu, id } => self
+                .nvml()
+                .get()
+                .destroy_gpu_instance(gpu, id)
+                .map_err(Into::into),
+            Undo::RecreateGpuInstance {
+                gpu,
+                profile_id,
+                start,
+            } => self
+                .nvml()
+                .get()
+                .create_gpu_instance(gpu, profile_id, start)
+                .map(drop)
+                .map_err(Into::into),
             Undo::LmemQuota { path, bytes, .. } => {
                 crate::host::sysfs::write_attr(&path, &bytes.to_string())
             }

@@ -256,7 +256,7 @@ fn host_toml_mig_alone_is_no_partition() {
 }
 
 #[test]
-fn plan_geometry_a_file_writes_is_refused_at_mig() {
+fn plan_geometry_without_mig_facts_is_refused_at_mig() {
     let state = host(vec![gpu(Model::L40s, L40S)]);
     let desired = toml(&format!(
         "{L40S_BY_MODEL}mig = \"disabled\"\ntypes = {{}}\n"
@@ -267,9 +267,11 @@ fn plan_geometry_a_file_writes_is_refused_at_mig() {
     assert_eq!(
         plan.gpus[0].refusals,
         vec![Refused {
-            refusal: Refusal::MigGeometry,
-            message: "the entry sets MIG geometry, which plans do not change: make the GPU \
-                      instances with nvidia-smi mig or mig-parted, and leave mig out"
+            refusal: Refusal::MigUnknown {
+                why: "NVML is not loaded, or does not give this GPU's MIG mode".to_owned()
+            },
+            message: "its MIG mode and GPU instances cannot be read: NVML is not loaded, or \
+                      does not give this GPU's MIG mode"
                 .to_owned(),
             at: Some(Location { line: 5, column: 7 }),
         }]
@@ -652,7 +654,7 @@ fn desired_file_read_detects_mig_parted() {
 }
 
 #[test]
-fn plan_mig_parted_entry_is_refused_as_geometry() {
+fn plan_mig_parted_entry_on_a_gpu_without_mig_facts_is_refused() {
     let state = host(vec![gpu(Model::L40s, L40S)]);
     let file = DesiredFile::parse("mig.yaml", Format::MigPartedYaml, MIG_PARTED).unwrap();
 
@@ -665,7 +667,9 @@ fn plan_mig_parted_entry_is_refused_as_geometry() {
             .map(|r| (r.refusal.clone(), r.at))
             .collect::<Vec<_>>(),
         vec![(
-            Refusal::MigGeometry,
+            Refusal::MigUnknown {
+                why: "NVML is not loaded, or does not give this GPU's MIG mode".to_owned()
+            },
             Some(Location {
                 line: 13,
                 column: 7

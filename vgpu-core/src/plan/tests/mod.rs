@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod files;
+mod geometry;
 mod mig;
 mod place;
 mod planner;

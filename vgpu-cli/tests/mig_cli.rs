@@ -1,0 +1,261 @@
+//! MIG geometry in plans on `h200-mig` with the test NVML library, which tells the simulator
+//! of every GPU instance it makes or destroys (`sim_control`), as NVIDIA's driver shows them
+//! in sysfs: `apply` makes the instances and then the MIG-backed vGPUs, undoes both on a
+//! fault, and `restore` makes them again after a reboot.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::process::Output;
+
+use common::{Host, command, host, json, vgpu_ids};
+use vgpu_core::testing::fake_nvml::FakeNvml;
+
+const H200: &str = "0000:18:00.0";
+const H200_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+
+/// Seven 1g.18gb instances, each with an H200X-1-18C.
+const SEVEN: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"1g.18gb\" = 7 }\ntypes = { \"H200X-1-18C\" = 7 }\n";
+
+/// The same, as a vgpu-device-manager config: the types imply the instances.
+const SEVEN_YAML: &str = "version: v1\nvgpu-configs:\n  seven:\n  - devices: all\n    vgpu-devices:\n      \"H200X-1-18C\": 7\n";
+
+/// A simulated H200 and a test NVML that tells it of MIG changes.
+struct Mig {
+    host: Host,
+    fake: FakeNvml,
+}
+
+impl Mig {
+    fn new() -> Self {
+        let host = host("h200-mig");
+        let fake = FakeNvml::new(&data_for(&host)).unwrap();
+        Mig { host, fake }
+    }
+
+    fn vgpuctl(&self, args: &[&str]) -> Output {
+        command(&self.host, args)
+            .arg("--nvml-library")
+            .arg(self.fake.library())
+            .env_remove("VGPU_NVML_LIBRARY")
+            .output()
+            .unwrap()
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.host.state.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// Each GPU instance as NVML lists it: (profile, start), sorted.
+    fn instances(&self) -> Vec<(String, u64)> {
+        let list = json(&self.vgpuctl(&["list", "--json"]));
+        let gpu = list["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["address"] == H200)
+            .unwrap()
+            .clone();
+        let mut out: Vec<(String, u64)> = gpu["nvml"]["gpu_instances"]["value"]
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .map(|gi| {
+                (
+                    gi["profile"]["value"].as_str().unwrap().to_owned(),
+                    gi["placement_start"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// The test NVML's data, told to write MIG changes to `host`'s simulator.
+fn data_for(host: &Host) -> String {
+    let control = host.sim.root().join(".vgpu-sim/control");
+    format!("sim_control = {:?}\n{H200_DATA}", control.to_str().unwrap())
+}
+
+fn one_g(starts: &[u64]) -> Vec<(String, u64)> {
+    starts.iter().map(|s| ("1g.18gb".to_owned(), *s)).collect()
+}
+
+#[test]
+fn apply_makes_seven_instances_then_seven_vgpus_and_a_second_apply_changes_nothing() {
+    let mig = Mig::new();
+    let file = mig.file("host.toml", SEVEN);
+
+    let applied = mig.vgpuctl(&["apply", "-f", &file]);
+    let planned = mig.vgpuctl(&["plan", "-f", &file]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len(),
+            planned.status.code()
+        ),
+        (Some(0), one_g(&[0, 1, 2, 3, 4, 5, 6]), 7, Some(0)),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+}
+
+#[test]
+fn plan_shows_the_instance_steps_before_the_vgpus() {
+    let mig = Mig::new();
+    let file = mig.file("host.toml", SEVEN);
+
+    let plan = json(&mig.vgpuctl(&["plan", "-f", &file, "--json"]));
+
+    let actions: Vec<String> = plan["gpus"][0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let start = s["start"]
+                .as_u64()
+                .map(|n| format!("@{n}"))
+                .unwrap_or_default();
+            format!("{}{start}", s["action"].as_str().unwrap())
+        })
+        .collect();
+    let mut expected = vec!["destroy-gpu-instance@0".to_owned()];
+    expected.extend(
+        [0, 1, 2, 3, 6]
+            .iter()
+            .map(|n| format!("create-gpu-instance@{n}")),
+    );
+    expected.extend(std::iter::repeat_n("create".to_owned(), 7));
+    assert_eq!(actions, expected);
+}
+
+#[test]
+fn a_vgpu_device_manager_config_implies_its_instances() {
+    let mig = Mig::new();
+    let file = mig.file("vgpu.yaml", SEVEN_YAML);
+
+    let applied = mig.vgpuctl(&["apply", "-f", &file, "-c", "seven"]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len()
+        ),
+        (Some(0), one_g(&[0, 1, 2, 3, 4, 5, 6]), 7)
+    );
+}
+
+#[test]
+fn a_fault_half_way_undoes_the_vgpus_and_the_instances() {
+    let mig = Mig::new();
+    let file = mig.file("host.toml", SEVEN);
+    mig.host
+        .sim
+        .control("fail-next 1 EIO */0000:18:01.2/nvidia/current_vgpu_type")
+        .unwrap();
+
+    let applied = mig.vgpuctl(&["apply", "-f", &file]);
+
+    let mut before = one_g(&[4, 5]);
+    before.push(("2g.35gb".to_owned(), 0));
+    assert_eq!(
+        (
+            applied.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len(),
+            std::fs::read_to_string(mig.host.state.path().join("etc/vgpu/mig/0000:18:00.0.json"))
+                .ok()
+        ),
+        (Some(1), before, 0, None)
+    );
+}
+
+#[test]
+fn restore_after_a_reboot_makes_the_instances_at_their_placements_then_the_vgpus() {
+    let mut mig = Mig::new();
+    let file = mig.file("host.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &file]).status.code(), Some(0));
+    // A reboot: the simulator mounted fresh (its instances as the profile has them, made
+    // before boot), the test NVML from its data again, definitions kept.
+    mig.host.sim = vgpu_sim::SimHost::mount_for_test("h200-mig");
+    std::fs::remove_dir_all(mig.host.state.path().join("run")).unwrap();
+    mig.fake = FakeNvml::new(&data_for(&mig.host)).unwrap();
+    // Without the instances made before boot.
+    for id in [9, 10, 3] {
+        mig.host
+            .sim
+            .control(&format!("gpu-instance-remove {H200} {id}"))
+            .unwrap();
+    }
+    let data = mig.fake.data_path();
+    let calls = data.with_extension("calls");
+    std::fs::write(
+        &calls,
+        "{\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":9}\n\
+         {\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":10}\n\
+         {\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":3}\n",
+    )
+    .unwrap();
+    let empty = mig.instances();
+
+    let restored = mig.vgpuctl(&["restore"]);
+
+    assert_eq!(
+        (
+            empty,
+            restored.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len()
+        ),
+        (vec![], Some(0), one_g(&[0, 1, 2, 3, 4, 5, 6]), 7),
+        "{}",
+        String::from_utf8_lossy(&restored.stdout)
+    );
+}
+
+#[test]
+fn eight_1g_instances_do_not_fit_and_the_plan_says_so() {
+    let mig = Mig::new();
+    let file = mig.file(
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"1g.18gb\" = 8 }\ntypes = { \"H200X-1-18C\" = 7 }\n",
+    );
+
+    let plan = json(&mig.vgpuctl(&["plan", "-f", &file, "--json"]));
+
+    assert_eq!(
+        (
+            &plan["gpus"][0]["refusals"][0]["reason"],
+            &plan["gpus"][0]["refusals"][0]["message"]
+        ),
+        (
+            &serde_json::json!("mig-no-fit"),
+            &serde_json::json!(
+                "the MIG geometry does not fit: the GPU instances do not fit together on the GPU"
+            )
+        )
+    );
+}
+
+#[test]
+fn a_profile_the_gpu_lacks_is_refused_naming_those_it_has() {
+    let mig = Mig::new();
+    let file = mig.file(
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"2g.20gb\" = 1 }\ntypes = { \"H200X-1-18C\" = 1 }\n",
+    );
+
+    let plan = json(&mig.vgpuctl(&["plan", "-f", &file, "--json"]));
+
+    assert_eq!(
+        &plan["gpus"][0]["refusals"][0]["reason"],
+        &serde_json::json!("mig-profile-unknown")
+    );
+}

@@ -1,0 +1,54 @@
+//! MIG geometry in `restore`: GPU instances do not survive a reboot or a driver reload, so
+//! each GPU's MIG definition is carried out again, MIG mode first, then every instance at
+//! the placement recorded, before the MIG-backed vGPUs that need them.
+
+use super::{RestoreReport, Scope};
+use crate::manager::session::Session;
+use crate::nvml::mig::facts;
+use crate::state::store::MigDefinition;
+
+/// Restores each MIG definition of `scope` (all with `None`), each change its own operation
+/// and step of `report` (`mig-mode`, then `gpu-instance` per instance made).
+pub(super) fn restore(
+    session: &Session,
+    report: &mut RestoreReport,
+    defs: &[MigDefinition],
+    scope: Option<&Scope>,
+) {
+    for def in defs
+        .iter()
+        .filter(|d| scope.is_none_or(|s| s.device == d.gpu))
+    {
+        let gpu = def.gpu.to_string();
+        let mode = session.attempt(|op| {
+            let now = facts(op.paths(), op.nvml().get(), def.gpu);
+            if now.is_some_and(|now| now.mig_on == def.enabled) {
+                return Ok(false);
+            }
+            op.set_mig_mode(def.gpu, def.enabled).map(|()| true)
+        });
+        let failed = mode.is_err();
+        report.push(session, "mig-mode", gpu.clone(), mode);
+        if failed {
+            continue;
+        }
+        for instance in &def.instances {
+            let shown = format!("{gpu}/{}@{}", instance.profile, instance.start);
+            let result = session.attempt(|op| {
+                let now = facts(op.paths(), op.nvml().get(), def.gpu);
+                let there = now.is_some_and(|now| {
+                    now.instances.iter().any(|(id, profile)| {
+                        *profile == instance.profile
+                            && now.placements.get(id).map(|p| p.start) == Some(instance.start)
+                    })
+                });
+                if there {
+                    return Ok(false);
+                }
+                op.create_gpu_instance(def.gpu, &instance.profile, Some(instance.start))
+                    .map(|_| true)
+            });
+            report.push(session, "gpu-instance", shown, result);
+        }
+    }
+}
