@@ -14,7 +14,9 @@
 //! beside the library, so that a test copies the library into a directory of its own with its
 //! data. Top-level keys: `driver_version`, `nvml_version`, `init` (how `nvmlInit_v2`
 //! answers), `functions` (how each function answers, by NVML name), `confidential_computing`,
-//! and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
+//! `sim_control` (a vgpu-sim control file: each MIG change is written there too, as
+//! `mig-mode`, `gpu-instance-add` or `gpu-instance-remove`, so that the simulated sysfs
+//! agrees; the simulator's refusal is NVML's), and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
 //! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
 //! `mig_reset_required` (a MIG-mode change waits for a GPU reset; default `false`),
 //! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
