@@ -259,3 +259,82 @@ fn a_profile_the_gpu_lacks_is_refused_naming_those_it_has() {
         &serde_json::json!("mig-profile-unknown")
     );
 }
+
+/// Two 3g.71gb instances, as a mig-parted config.
+const TWO_3G_PARTED: &str = "version: v1\nmig-configs:\n  two-3g:\n  - devices: all\n    mig-enabled: true\n    mig-devices:\n      \"3g.71gb\": 2\n";
+
+fn three_g(starts: &[u64]) -> Vec<(String, u64)> {
+    starts.iter().map(|s| ("3g.71gb".to_owned(), *s)).collect()
+}
+
+#[test]
+fn a_mig_parted_config_sets_the_geometry_and_leaves_the_vgpus() {
+    let mig = Mig::new();
+    let file = mig.file("mig.yaml", TWO_3G_PARTED);
+
+    let applied = mig.vgpuctl(&["apply", "-f", &file, "-c", "two-3g"]);
+    let again = mig.vgpuctl(&["plan", "-f", &file, "-c", "two-3g"]);
+
+    assert_eq!(
+        (applied.status.code(), mig.instances(), again.status.code()),
+        (Some(0), three_g(&[0, 4]), Some(0)),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+}
+
+#[test]
+fn another_geometry_takes_the_vgpus_and_instances_away_then_makes_the_new_ones() {
+    let mig = Mig::new();
+    let seven = mig.file("host.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &seven]).status.code(), Some(0));
+    let two = mig.file(
+        "two.toml",
+        "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"3g.71gb\" = 2 }\ntypes = {}\n",
+    );
+
+    let applied = mig.vgpuctl(&["apply", "-f", &two]);
+
+    let defined: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(mig.host.state.path().join("etc/vgpu/mig/0000:18:00.0.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            applied.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len(),
+            defined
+        ),
+        (
+            Some(0),
+            three_g(&[0, 4]),
+            0,
+            serde_json::json!({
+                "version": 1,
+                "enabled": true,
+                "instances": [
+                    {"profile": "3g.71gb", "start": 0},
+                    {"profile": "3g.71gb", "start": 4}
+                ]
+            })
+        )
+    );
+}
+
+/// A vGPU on an instance the mig-parted geometry removes: mig-parted leaves vGPUs alone, so
+/// the plan refuses rather than take the vGPU away.
+#[test]
+fn a_mig_parted_geometry_under_a_running_vgpu_is_refused() {
+    let mig = Mig::new();
+    let seven = mig.file("host.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &seven]).status.code(), Some(0));
+    let file = mig.file("mig.yaml", TWO_3G_PARTED);
+
+    let plan = json(&mig.vgpuctl(&["plan", "-f", &file, "-c", "two-3g", "--json"]));
+
+    assert_eq!(
+        &plan["gpus"][0]["refusals"][0]["reason"],
+        &serde_json::json!("mig-in-use")
+    );
+}

@@ -21,13 +21,18 @@ pub(super) struct Geometry {
     pub(super) steps: Vec<Step>,
     /// The GPU's MIG facts after the steps (new instances have ids from `u32::MAX` down).
     pub(super) after: MigFacts,
+    /// Instances it destroys that a vGPU runs on now: the plan must destroy that vGPU first.
+    pub(super) used_gone: Vec<(u32, String)>,
 }
 
-/// The steps that give `gpu` the geometry `request` asks for.
+/// The steps that give `gpu` the geometry `request` asks for. With `vgpus_may_go`, an
+/// instance a vGPU runs on may go (the caller checks that its plan destroys the vGPU:
+/// [`Geometry::used_gone`]); without, that is refused.
 pub(super) fn plan(
     host: &HostState,
     gpu: &Gpu,
     request: &MigRequest,
+    vgpus_may_go: bool,
 ) -> Result<Geometry, Vec<Refused>> {
     let refuse = |refusal| Err(vec![Refused::new(refusal, Some(request.at))]);
     let Some(facts) = host.mig.get(&gpu.address) else {
@@ -67,7 +72,12 @@ pub(super) fn plan(
             gone.push((id, profile));
         }
     }
-    if let Some((id, profile)) = gone.iter().find(|(id, _)| facts.used.contains(id)) {
+    let used_gone: Vec<(u32, String)> = gone
+        .iter()
+        .filter(|(id, _)| facts.used.contains(id))
+        .cloned()
+        .collect();
+    if let Some((id, profile)) = used_gone.first().filter(|_| !vgpus_may_go) {
         return refuse(Refusal::MigInUse {
             instance: *id,
             profile: profile.clone(),
@@ -100,7 +110,11 @@ pub(super) fn plan(
             placements: BTreeMap::new(),
             ..facts.clone()
         };
-        return Ok(Geometry { steps, after });
+        return Ok(Geometry {
+            steps,
+            after,
+            used_gone,
+        });
     }
     let Some(kept_placed) = kept
         .iter()
@@ -149,7 +163,11 @@ pub(super) fn plan(
             start: Some(instance.placement.start),
         });
     }
-    Ok(Geometry { steps, after })
+    Ok(Geometry {
+        steps,
+        after,
+        used_gone,
+    })
 }
 
 /// A GPU with MIG mode off: turn it on (NVML lists profiles and placements only then) and
@@ -159,6 +177,7 @@ fn enable_then_make(facts: &MigFacts, on: bool, wanted: &BTreeMap<String, u32>) 
         return Geometry {
             steps: Vec::new(),
             after: facts.clone(),
+            used_gone: Vec::new(),
         };
     }
     let mut steps = vec![Step::MigMode { on: true }];
@@ -178,5 +197,9 @@ fn enable_then_make(facts: &MigFacts, on: bool, wanted: &BTreeMap<String, u32>) 
             });
         }
     }
-    Geometry { steps, after }
+    Geometry {
+        steps,
+        after,
+        used_gone: Vec::new(),
+    }
 }

@@ -186,13 +186,14 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     }
     // The geometry the entry asks for: its steps go before the vGPUs', and the vGPUs are
     // counted against the GPU instances the GPU will have.
-    let (geometry_steps, adjusted) = match &entry.mig {
-        None => (Vec::new(), None),
-        Some(request) => match super::geometry::plan(host, gpu, request) {
+    let vgpus_may_go = !matches!(entry.partition, Partition::Unchanged);
+    let (geometry_steps, adjusted, used_gone) = match &entry.mig {
+        None => (Vec::new(), None, Vec::new()),
+        Some(request) => match super::geometry::plan(host, gpu, request, vgpus_may_go) {
             Ok(geometry) => {
                 let mut after = host.clone();
                 after.mig.insert(gpu.address, geometry.after);
-                (geometry.steps, Some(after))
+                (geometry.steps, Some(after), geometry.used_gone)
             }
             Err(refusals) => {
                 out.refusals = refusals;
@@ -241,6 +242,30 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     out.vfs = wanted.vfs;
     out.vf_memory_mib = wanted.vf_memory_mib.clone();
     diff(host, &view, entry, &wanted, currents, &mut out);
+    // An instance that goes with a vGPU on it: the plan must destroy a vGPU of its profile.
+    for (profile, gone) in count_by_profile(&used_gone) {
+        let destroyed = out
+            .steps
+            .iter()
+            .filter(|s| match s {
+                Step::Destroy { type_name, .. } => type_name
+                    .as_deref()
+                    .and_then(crate::nvml::mig::backing)
+                    .is_some_and(|b| b.gpu_instance_profile == profile),
+                _ => false,
+            })
+            .count();
+        if destroyed < gone {
+            if let Some((id, _)) = used_gone.iter().find(|(_, p)| *p == profile) {
+                let refusal = Refusal::MigInUse {
+                    instance: *id,
+                    profile: profile.clone(),
+                };
+                out.refusals
+                    .push(Refused::new(refusal, entry.mig.as_ref().map(|m| m.at)));
+            }
+        }
+    }
     // GPU instances go after the vGPUs taken away, before those made or started.
     let at = out
         .steps
@@ -269,6 +294,15 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
         out.keep.clear();
     }
     out
+}
+
+/// How many of `instances` each profile has.
+fn count_by_profile(instances: &[(u32, String)]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for (_, profile) in instances {
+        *counts.entry(profile.clone()).or_insert(0) += 1;
+    }
+    counts
 }
 
 /// What one GPU should hold: types with counts, and for plain SR-IOV (or NVIDIA GPUs whose VFs

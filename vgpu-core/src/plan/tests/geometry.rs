@@ -70,7 +70,7 @@ fn request(wanted: &[(&str, u32)]) -> MigRequest {
 
 fn steps(host: &HostState, wanted: &MigRequest) -> Result<Vec<Step>, Vec<Refusal>> {
     let gpu = &host.inventory.gpus[0];
-    geometry::plan(host, gpu, wanted)
+    geometry::plan(host, gpu, wanted, false)
         .map(|g| g.steps)
         .map_err(|r| r.into_iter().map(|r| r.refusal).collect())
 }
