@@ -43,7 +43,12 @@ fuzz-deps: deps
 build: deps
 	$(CARGO) build --workspace --all-targets
 
+## Formatting and clippy, after scripts/layering.py: no module cycle in a crate, vgpu-core's
+## modules in layer order, no crate depending on one it must not (--self-test first, on a
+## generated crate with cycles, so that the check cannot pass by finding nothing).
 lint: deps
+	python3 scripts/layering.py --self-test
+	python3 scripts/layering.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -25,6 +25,7 @@ packages=(
   qemu-system-x86             # the emulator the QEMU driver probes and starts
   libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory, and its node-device driver, which vgpu-sim's libvirt_nodedev test runs on the simulator
+  python3                     # scripts/layering.py, which make lint runs
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
   libudev-dev                 # the udev crate links libudev (uevent monitors)
   udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run

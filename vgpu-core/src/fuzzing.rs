@@ -10,13 +10,13 @@ use std::path::Path;
 
 use uuid::Uuid;
 
-use crate::discovery::parse;
 use crate::error::Result;
 use crate::model::pci::PciAddress;
+use crate::parse;
 use crate::state::format;
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
-pub use crate::discovery::parse::ParseError;
+pub use crate::parse::ParseError;
 
 /// An NVIDIA mdev type's `description` (`num_heads=4, frl_config=60, ...`).
 pub fn nvidia_description(

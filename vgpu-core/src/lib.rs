@@ -102,6 +102,7 @@ mod host;
 mod manager;
 mod model;
 mod nvml;
+mod parse;
 mod plan;
 mod state;
 mod telemetry;
@@ -109,7 +110,7 @@ mod tenancy;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
-pub use backend::{PLAIN_VF_TYPE, Placement, Running};
+pub use backend::{Placement, Running};
 pub use capacity::{
     DefinitionSet, HostState, KnownType, Limit, MigFacts, MigFitError, PlacedGpuInstance, Room,
     check_handout, fit_gpu_instances, room,
@@ -119,11 +120,10 @@ pub use checks::{
     isolation,
 };
 pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
-pub use discovery::parse::ParseError;
 pub use discovery::{discover, discover_gpu};
-pub use error::{Error, ErrorKind, Object, Result};
+pub use error::{Error, ErrorKind, NvmlError, Object, Result};
 pub use host::paths::HostPaths;
-pub use host::pci_device::{SriovCapability, resolve_address};
+pub use host::pci_device::resolve_address;
 pub use host::sriov::{SriovChange, SriovOptions};
 pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
 pub use manager::{
@@ -132,21 +132,22 @@ pub use manager::{
     RestoreQuota, RestoreReport, RestoreStep, Target, request_stop, stop_requested,
 };
 pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
-pub use model::pci::{PciAddress, PciAddressError};
-pub use model::{
-    Backend, Gpu, Inventory, MigBacking, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
+pub use model::nvml::{
+    ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
+    NvmlHost, NvmlStatus, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities,
+    SchedulerPolicy, SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
 };
-pub use nvml::error::NvmlError;
+pub use model::pci::{PciAddress, PciAddressError, SriovCapability};
+pub use model::{
+    Backend, Gpu, Inventory, MigBacking, NameSource, PLAIN_VF_TYPE, Vf, Vgpu, VgpuHandle, VgpuType,
+    Warning,
+};
 pub use nvml::mig_write::{
     CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome,
 };
-pub use nvml::model::{
-    ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
-    NvmlHost, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy,
-    SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
-};
 pub use nvml::sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
-pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource, NvmlStatus, read as read_nvml};
+pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource, read as read_nvml};
+pub use parse::ParseError;
 pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection,
     SizeItem, TypeItem, VfDriver, parse_framebuffer,

@@ -30,8 +30,9 @@ use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
 use crate::nvml::NvmlCell;
 
-/// The type name that asks for a whole plain SR-IOV VF on a GPU whose backend is `sriov`.
-pub const PLAIN_VF_TYPE: &str = "vf";
+// Also taken from here by `capacity` and `plan`.
+pub(crate) use crate::model::PLAIN_VF_TYPE;
+pub(crate) use crate::parse::name_matches;
 
 /// Where a new vGPU goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -133,13 +134,6 @@ pub(crate) fn validate_type(text: &str) -> Result<()> {
     } else {
         Err(Error::bad_name(text, "a vGPU type id or name"))
     }
-}
-
-/// Whether the type name `name` is what `wanted` names: the same, or the same without the
-/// vendor prefix (`T4-2Q` for `GRID T4-2Q`), case-insensitively.
-pub(crate) fn name_matches(name: &str, wanted: &str) -> bool {
-    use crate::discovery::parse::strip_vendor_prefix;
-    name == wanted || strip_vendor_prefix(name).eq_ignore_ascii_case(strip_vendor_prefix(wanted))
 }
 
 /// The type of `gpu` that `wanted` names: its id (`nvidia-231`, `1151`), its name

@@ -37,10 +37,10 @@ use serde::Serialize;
 use crate::backend::Reservations;
 use crate::host::driver::is_passthrough_driver;
 use crate::host::paths::HostPaths;
+use crate::model::nvml::{Fact, SchedulerState};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::Nvml;
-use crate::nvml::model::{Fact, SchedulerState};
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
 pub use crate::nvml::mig::MigFacts;

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use crate::discovery::parse::strip_vendor_prefix;
+use crate::parse::strip_vendor_prefix;
 
 /// One catalogued vGPU type.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -86,7 +86,7 @@ pub(crate) fn by_id(
     interface: &str,
     model: Option<&str>,
 ) -> Option<&'static CatalogType> {
-    use crate::discovery::parse::parse_nvidia_type_name;
+    use crate::parse::parse_nvidia_type_name;
     let rows: Vec<&CatalogType> = CATALOG
         .iter()
         .filter(|row| row.interface == interface && row.type_id.as_deref() == Some(id))
@@ -119,7 +119,7 @@ pub(crate) fn bracketed(model: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::parse::parse_nvidia_type_name;
+    use crate::parse::parse_nvidia_type_name;
 
     #[test]
     fn catalog_parses_every_row() {

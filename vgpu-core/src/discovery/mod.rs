@@ -6,7 +6,6 @@
 //! never hides the others.
 
 pub(crate) mod catalog;
-pub(crate) mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +20,7 @@ use crate::model::pci::PciAddress;
 use crate::model::{
     Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
 };
-use parse::{
+use crate::parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
 };
 
@@ -195,6 +194,46 @@ pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<
     let mut warnings = Warnings(Vec::new());
     let gpu = read_gpu(&devices, &device, class, &mut warnings);
     Ok((gpu, warnings.0))
+}
+
+// The lookup is here, not with the data in `model`, because its error names where the host
+// lists PCI devices (`HostPaths::pci_devices`), as `discover_gpu`'s does.
+impl Inventory {
+    /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
+    /// part when only one GPU has it.
+    pub fn gpu(&self, name: &str, paths: &HostPaths) -> Result<&Gpu> {
+        if let Ok(address) = name.parse::<PciAddress>() {
+            return self
+                .gpus
+                .iter()
+                .find(|g| g.address == address)
+                .ok_or_else(|| Error::NotFound {
+                    what: Object::Gpu,
+                    id: name.to_owned(),
+                    path: paths.pci_devices(),
+                });
+        }
+        let matches: Vec<&Gpu> = self
+            .gpus
+            .iter()
+            .filter(|g| {
+                let full = g.address.to_string();
+                full.split_once(':').is_some_and(|(_, short)| short == name)
+            })
+            .collect();
+        match matches.as_slice() {
+            [gpu] => Ok(gpu),
+            [] => Err(Error::NotFound {
+                what: Object::Gpu,
+                id: name.to_owned(),
+                path: paths.pci_devices(),
+            }),
+            many => Err(Error::Ambiguous {
+                name: name.to_owned(),
+                candidates: many.iter().map(|g| g.address).collect(),
+            }),
+        }
+    }
 }
 
 /// What was read of one VF, for its [`Vf`].
@@ -374,7 +413,7 @@ fn type_facts(id: &str, tally: &TypeTally) -> (Option<u64>, Option<u32>) {
 
 fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     let (framebuffer_mib, max_instances) = type_facts(&id, &tally);
-    let mig = tally.name.as_deref().and_then(crate::nvml::mig::backing);
+    let mig = tally.name.as_deref().and_then(crate::parse::mig_backing);
     // Parents each report what they could take; the physical GPU can take no more than its
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
     let mut ty = VgpuType {
@@ -404,8 +443,8 @@ fn check_description(
     warnings: &mut Warnings,
 ) {
     let failed = match (parse_nvidia_description(text), parse_gvtg_description(text)) {
-        (Err(err @ crate::discovery::parse::ParseError::Field { .. }), _)
-        | (_, Err(err @ crate::discovery::parse::ParseError::Field { .. })) => err,
+        (Err(err @ crate::parse::ParseError::Field { .. }), _)
+        | (_, Err(err @ crate::parse::ParseError::Field { .. })) => err,
         _ => return,
     };
     warnings.push(
@@ -568,14 +607,14 @@ pub(crate) fn set_name(ty: &mut VgpuType, name: String, source: NameSource) {
         ty.max_instances = known.map(|k| k.max_instances);
     }
     if ty.mig.is_none() {
-        ty.mig = crate::nvml::mig::backing(&name);
+        ty.mig = crate::parse::mig_backing(&name);
     }
     ty.name = Some(name);
     ty.name_source = Some(source);
     ty.recount();
 }
 
-/// A plain SR-IOV GPU's VFs as vGPUs of type [`PLAIN_VF_TYPE`](crate::backend::PLAIN_VF_TYPE):
+/// A plain SR-IOV GPU's VFs as vGPUs of type [`PLAIN_VF_TYPE`](crate::model::PLAIN_VF_TYPE):
 /// each VF on a passthrough driver is one given out, each other VF one that can be. The type's
 /// frame buffer is the VFs' local memory where every VF has the same quota.
 fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
@@ -589,10 +628,10 @@ fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
             .as_deref()
             .is_some_and(crate::host::driver::is_passthrough_driver)
         {
-            vf.vgpu_type = Some(crate::backend::PLAIN_VF_TYPE.to_owned());
+            vf.vgpu_type = Some(crate::model::PLAIN_VF_TYPE.to_owned());
             vgpus.push(Vgpu {
                 id: VgpuHandle::Vf(vf.address),
-                type_id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+                type_id: crate::model::PLAIN_VF_TYPE.to_owned(),
                 parent: pf,
             });
         }
@@ -602,7 +641,7 @@ fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
     let first = vfs[0].memory_mib;
     let framebuffer_mib = first.filter(|_| vfs.iter().all(|vf| vf.memory_mib == first));
     let mut ty = VgpuType {
-        id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+        id: crate::model::PLAIN_VF_TYPE.to_owned(),
         name: None,
         name_source: None,
         framebuffer_mib,

@@ -33,7 +33,7 @@ pub(crate) fn remember_previous(
     address: PciAddress,
     driver: Option<&str>,
 ) -> Result<()> {
-    crate::state::durable::write_atomic(
+    crate::host::durable::write_atomic(
         &previous_path(paths, address),
         driver.unwrap_or("").as_bytes(),
     )
@@ -59,7 +59,7 @@ pub(crate) fn recalled_previous(
 
 /// Forgets the record of [`remember_previous`].
 pub(crate) fn forget_previous(paths: &HostPaths, address: PciAddress) -> Result<()> {
-    crate::state::durable::remove_durably(&previous_path(paths, address)).map(|_| ())
+    crate::host::durable::remove_durably(&previous_path(paths, address)).map(|_| ())
 }
 
 /// A record of [`remember_previous`]: the device, and the driver to give it back to.

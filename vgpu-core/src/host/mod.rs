@@ -1,8 +1,11 @@
 //! The kernel's interfaces as files under one root: paths, bounded sysfs reads and single
 //! writes, and the typed handles of the sysfs objects `vgpu` drives (PCI functions, mdev
-//! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV, and the uevents that say when they change.
+//! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV, and the
+//! uevents that say when they change; and the durable updates of `vgpu`'s own files under the
+//! same root ([`durable`]).
 
 pub(crate) mod driver;
+pub(crate) mod durable;
 pub(crate) mod mdev;
 pub(crate) mod nvidia;
 pub(crate) mod paths;

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::discovery::parse::{CreatableType, parse_creatable_types};
 use crate::error::{Error, Result};
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, child, read_attr, read_parsed};
+use crate::parse::{CreatableType, parse_creatable_types};
 
 /// The `nvidia/` directory of one VF.
 #[derive(Debug, Clone, PartialEq, Eq)]

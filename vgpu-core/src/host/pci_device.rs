@@ -2,12 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::error::{Error, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::{self, SysDir, parse_class, parse_hex_u16};
-use crate::model::pci::PciAddress;
+use crate::model::pci::{PciAddress, SriovCapability};
 
 /// A handle on one PCI function's sysfs directory. Reading through it never caches: each call
 /// asks the kernel again.
@@ -15,24 +13,6 @@ use crate::model::pci::PciAddress;
 pub(crate) struct PciDevice {
     address: PciAddress,
     dir: SysDir,
-}
-
-/// The SR-IOV capability of a physical function (`sriov_*` attributes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SriovCapability {
-    /// `sriov_totalvfs`: the most VFs the device supports.
-    pub total_vfs: u32,
-    /// `sriov_numvfs`: VFs enabled now.
-    pub num_vfs: u32,
-    /// `sriov_offset`: routing-id offset of the first VF.
-    pub offset: Option<u32>,
-    /// `sriov_stride`: routing-id distance between VFs.
-    pub stride: Option<u32>,
-    /// `sriov_vf_device`: the VFs' PCI device id, as lowercase hex.
-    #[serde(serialize_with = "crate::model::serde_hex::option_u16")]
-    pub vf_device_id: Option<u16>,
-    /// `sriov_drivers_autoprobe`: whether new VFs are bound to a driver.
-    pub drivers_autoprobe: Option<bool>,
 }
 
 fn parse_u32(text: &str) -> Option<u32> {

@@ -29,6 +29,7 @@ pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 
 use crate::backend::{self, Placement, Running};
 use crate::discovery::discover;
+use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
@@ -36,7 +37,6 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::error::NvmlError;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::model::Plan;

@@ -21,6 +21,7 @@ use undo::Undo;
 use crate::backend::{self, Placement, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
+use crate::host::durable;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{self, SriovChange, SriovOptions};
@@ -30,7 +31,6 @@ use crate::model::{Gpu, VgpuHandle};
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::{NvmlCell, NvmlSource};
 use crate::state::audit::{AuditEntry, AuditLog};
-use crate::state::durable;
 use crate::state::lock::HostLock;
 use crate::state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,

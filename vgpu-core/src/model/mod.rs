@@ -1,8 +1,10 @@
 //! The model of a host as discovery reports it: GPUs, their VFs, vGPU types counted per
-//! physical GPU, and the vGPUs that exist. Plain data, serialisable; nothing here reads the host.
+//! physical GPU, and the vGPUs that exist; what NVML says of it ([`nvml`]). Plain data,
+//! serialisable; nothing here reads the host.
 
 pub(crate) mod delta;
 pub(crate) mod location;
+pub(crate) mod nvml;
 pub(crate) mod pci;
 pub(crate) mod serde_hex;
 
@@ -11,13 +13,12 @@ use std::fmt;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::error::{Error, Object, Result};
-use crate::host::paths::HostPaths;
-use crate::host::pci_device::SriovCapability;
-use pci::PciAddress;
+use pci::{PciAddress, SriovCapability};
 
 /// NVIDIA's PCI vendor id.
 pub(crate) const NVIDIA_VENDOR_ID: u16 = 0x10de;
+/// The type name that asks for a whole plain SR-IOV VF on a GPU whose backend is `sriov`.
+pub const PLAIN_VF_TYPE: &str = "vf";
 /// How a GPU offers virtual GPUs (see `docs/host-interfaces.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -225,23 +226,6 @@ impl fmt::Display for VgpuHandle {
     }
 }
 
-impl std::str::FromStr for VgpuHandle {
-    type Err = Error;
-
-    /// A mediated device's UUID, or a VF's PCI address.
-    fn from_str(text: &str) -> Result<Self> {
-        if let Ok(uuid) = Uuid::try_parse(text) {
-            return Ok(VgpuHandle::Mdev(uuid));
-        }
-        text.parse::<PciAddress>().map(VgpuHandle::Vf).map_err(|_| {
-            Error::bad_name(
-                text,
-                "a vGPU id (a mediated device UUID or a VF's PCI address)",
-            )
-        })
-    }
-}
-
 impl Serialize for VgpuHandle {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
@@ -253,44 +237,6 @@ impl<'de> serde::Deserialize<'de> for VgpuHandle {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl Inventory {
-    /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
-    /// part when only one GPU has it.
-    pub fn gpu(&self, name: &str, paths: &HostPaths) -> Result<&Gpu> {
-        if let Ok(address) = name.parse::<PciAddress>() {
-            return self
-                .gpus
-                .iter()
-                .find(|g| g.address == address)
-                .ok_or_else(|| Error::NotFound {
-                    what: Object::Gpu,
-                    id: name.to_owned(),
-                    path: paths.pci_devices(),
-                });
-        }
-        let matches: Vec<&Gpu> = self
-            .gpus
-            .iter()
-            .filter(|g| {
-                let full = g.address.to_string();
-                full.split_once(':').is_some_and(|(_, short)| short == name)
-            })
-            .collect();
-        match matches.as_slice() {
-            [gpu] => Ok(gpu),
-            [] => Err(Error::NotFound {
-                what: Object::Gpu,
-                id: name.to_owned(),
-                path: paths.pci_devices(),
-            }),
-            many => Err(Error::Ambiguous {
-                name: name.to_owned(),
-                candidates: many.iter().map(|g| g.address).collect(),
-            }),
-        }
     }
 }
 

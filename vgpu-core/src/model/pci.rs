@@ -1,4 +1,5 @@
-//! PCI addresses as the kernel names devices: `dddd:bb:dd.f`.
+//! PCI addresses as the kernel names devices (`dddd:bb:dd.f`), and a function's SR-IOV
+//! capability.
 
 use std::fmt;
 use std::str::FromStr;
@@ -147,6 +148,24 @@ impl<'de> Deserialize<'de> for PciAddress {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// The SR-IOV capability of a physical function (`sriov_*` attributes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SriovCapability {
+    /// `sriov_totalvfs`: the most VFs the device supports.
+    pub total_vfs: u32,
+    /// `sriov_numvfs`: VFs enabled now.
+    pub num_vfs: u32,
+    /// `sriov_offset`: routing-id offset of the first VF.
+    pub offset: Option<u32>,
+    /// `sriov_stride`: routing-id distance between VFs.
+    pub stride: Option<u32>,
+    /// `sriov_vf_device`: the VFs' PCI device id, as lowercase hex.
+    #[serde(serialize_with = "super::serde_hex::option_u16")]
+    pub vf_device_id: Option<u16>,
+    /// `sriov_drivers_autoprobe`: whether new VFs are bound to a driver.
+    pub drivers_autoprobe: Option<bool>,
 }
 
 #[cfg(test)]

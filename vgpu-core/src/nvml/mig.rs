@@ -9,37 +9,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::discovery::parse::parse_nvidia_type_name;
-use crate::error::Result;
+use crate::error::{NvmlError, Result};
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::MigBacking;
+use crate::model::nvml::{Fact, GpuInstance};
 use crate::model::pci::PciAddress;
 use crate::nvml::Nvml;
-use crate::nvml::error::NvmlError;
 use crate::nvml::mig_write::GpuInstancePlacement;
-use crate::nvml::model::{Fact, GpuInstance};
 
-/// What the type named `name` needs when it is MIG-backed: its slices and GPU-instance
-/// profile, from the type-name grammar (`ME` is `+me`, `NOME` `-me`, `MEALL` `+me.all`);
-/// `None` for a time-sliced type or a name outside the grammar.
-pub(crate) fn backing(name: &str) -> Option<MigBacking> {
-    let parsed = parse_nvidia_type_name(name)?;
-    let slices = parsed.mig_slices?;
-    let gb = parsed.framebuffer_mib / 1024;
-    let media = match parsed.suffix.as_str() {
-        "" => "",
-        "ME" => "+me",
-        "NOME" => "-me",
-        "MEALL" => "+me.all",
-        _ => return None,
-    };
-    Some(MigBacking {
-        slices,
-        gpu_instance_profile: format!("{slices}g.{gb}gb{media}"),
-    })
-}
+// What a MIG-backed type needs follows from its name alone (`crate::parse`); this module and
+// its callers name it `backing`.
+pub(crate) use crate::parse::mig_backing as backing;
 
 /// A profile name as NVML gives it (`MIG 1g.18gb`), without the `MIG ` prefix.
 pub(crate) fn profile_name(raw: &str) -> String {
@@ -186,7 +168,7 @@ pub(crate) fn refusal(
             types.into_iter().find(|t| {
                 t.name
                     .value()
-                    .is_some_and(|n| crate::backend::name_matches(n, wanted))
+                    .is_some_and(|n| crate::parse::name_matches(n, wanted))
             })
         })
         .map_or(u32::MAX, |t| t.id);
@@ -316,7 +298,7 @@ pub(crate) enum MigStateError {
     /// NVML is not loaded, for this reason.
     NotLoaded(String),
     /// NVML failed to say.
-    Call(crate::nvml::model::Unavailable),
+    Call(crate::model::nvml::Unavailable),
 }
 
 impl Nvml {
@@ -351,8 +333,8 @@ pub(crate) mod read {
     use nvml_wrapper::error::NvmlError as WrapperError;
 
     use super::{MigState, profile_name};
+    use crate::model::nvml::{Cause, Fact, GpuInstance, MigMode, Unavailable};
     use crate::model::pci::PciAddress;
-    use crate::nvml::model::{Cause, Fact, GpuInstance, MigMode, Unavailable};
     use crate::nvml::read::{device_at, fact, unavailable};
 
     /// A GPU-instance profile: from `nvmlDeviceGetGpuInstanceProfileInfoV` (with its name),
@@ -517,7 +499,7 @@ pub(crate) use read::read_gpu_instances;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvml::model::Cause;
+    use crate::model::nvml::Cause;
 
     fn gi(id: u32, profile: &str) -> GpuInstance {
         GpuInstance {

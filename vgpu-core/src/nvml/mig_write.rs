@@ -18,10 +18,10 @@
 
 use serde::Serialize;
 
+use crate::error::NvmlError;
+use crate::model::nvml::MigMode;
 use crate::model::pci::PciAddress;
 use crate::nvml::Nvml;
-use crate::nvml::error::NvmlError;
-use crate::nvml::model::MigMode;
 
 /// Where a GPU instance sits on its GPU, in memory slices (`nvmlGpuInstancePlacement_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -163,9 +163,9 @@ mod device {
     use nvml_wrapper::error::{NvmlError as WrapperError, nvml_try};
 
     use super::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
+    use crate::error::NvmlError;
+    use crate::model::nvml::MigMode;
     use crate::model::pci::PciAddress;
-    use crate::nvml::error::NvmlError;
-    use crate::nvml::model::MigMode;
     use crate::nvml::read::{device_at, unavailable};
 
     fn failed(gpu: PciAddress, function: &str, error: &WrapperError) -> NvmlError {

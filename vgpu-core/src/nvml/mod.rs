@@ -14,12 +14,10 @@
 //! Besides reading, NVML makes a few changes a MIG-backed vGPU needs (`mig_write`): MIG mode,
 //! and GPU instances made at a placement and destroyed.
 
-pub(crate) mod error;
 // Without the `nvml` feature nothing reads NVML, so their NVML halves go unused.
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod mig;
 pub(crate) mod mig_write;
-pub(crate) mod model;
 #[cfg(feature = "nvml")]
 mod read;
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
@@ -27,30 +25,14 @@ pub(crate) mod sched;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::host::paths::HostPaths;
+use crate::model::nvml::{Cause, Fact, NvmlGpu, NvmlHost, NvmlStatus, UtilizationSample};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Warning};
-use model::{Cause, Fact, NvmlGpu, NvmlHost, UtilizationSample};
 
 /// The library NVML lives in on every Linux driver install (the unversioned name comes only
 /// with development packages).
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
-
-/// Whether NVML was used, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NvmlStatus {
-    /// True when NVML was loaded and initialised.
-    pub loaded: bool,
-    /// The driver version NVML reports.
-    pub driver_version: Option<String>,
-    /// Why NVML is not used, when it is not.
-    pub reason: Option<String>,
-    /// The library that was loaded, or tried: a file name the dynamic loader looks up, or
-    /// a path. `None` when none was tried.
-    pub library: Option<String>,
-}
 
 /// NVML, if it could be loaded, with its status.
 pub struct Nvml {

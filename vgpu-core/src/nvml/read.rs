@@ -1,4 +1,4 @@
-//! Reading the model of [`super::model`] from a loaded NVML, one call per fact, each failure
+//! Reading the model of [`crate::model::nvml`] from a loaded NVML, one call per fact, each failure
 //! kept as the fact's [`Unavailable`] reason.
 
 use std::collections::BTreeMap;
@@ -9,12 +9,11 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::vgpu::{VgpuInstance, VgpuType as RawType};
 use uuid::Uuid;
 
-use super::NvmlStatus;
-use super::model::{
-    Cause, EccMode, EncoderStats, Fact, HostVgpuMode, MigMode, NvmlGpu, NvmlHost, NvmlVgpu,
-    NvmlVgpuType, Placements, Unavailable, UtilizationSample, VirtualizationMode, VmId,
-};
 use super::sched;
+use crate::model::nvml::{
+    Cause, EccMode, EncoderStats, Fact, HostVgpuMode, MigMode, NvmlGpu, NvmlHost, NvmlStatus,
+    NvmlVgpu, NvmlVgpuType, Placements, Unavailable, UtilizationSample, VirtualizationMode, VmId,
+};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID, Warning};
 

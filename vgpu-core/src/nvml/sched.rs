@@ -9,9 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::NvmlError;
+use crate::model::nvml::{SchedulerCapabilities, SchedulerPolicy};
 use crate::model::pci::PciAddress;
-use crate::nvml::error::NvmlError;
-use crate::nvml::model::{SchedulerCapabilities, SchedulerPolicy};
 
 /// A scheduler state to set: a policy, and a time slice for the policies that take one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +119,7 @@ mod device {
     use nvml_wrapper::struct_wrappers::device::{VgpuSchedulerSetParams, VgpuSchedulerSetState};
 
     use super::{policy_code, policy_of};
-    use crate::nvml::model::{
+    use crate::model::nvml::{
         ArrMode, Fact, SchedulerCapabilities, SchedulerPolicy, SchedulerState, Unavailable,
     };
     use crate::nvml::read::{fact, unavailable};
@@ -202,9 +202,9 @@ pub struct SchedulerChange {
     /// The GPU.
     pub gpu: PciAddress,
     /// The state before.
-    pub before: crate::nvml::model::SchedulerState,
+    pub before: crate::model::nvml::SchedulerState,
     /// The state after, read back.
-    pub after: crate::nvml::model::SchedulerState,
+    pub after: crate::model::nvml::SchedulerState,
     /// Whether NVML was asked to change anything (false when it was already so).
     pub changed: bool,
 }
@@ -215,7 +215,7 @@ impl crate::nvml::Nvml {
     pub fn scheduler(
         &self,
         gpu: PciAddress,
-    ) -> Result<(crate::nvml::model::SchedulerState, SchedulerCapabilities), NvmlError> {
+    ) -> Result<(crate::model::nvml::SchedulerState, SchedulerCapabilities), NvmlError> {
         #[cfg(feature = "nvml")]
         if let Some(nvml) = self.wrapper() {
             let call = |why| NvmlError::Call { gpu, why };
@@ -238,12 +238,12 @@ impl crate::nvml::Nvml {
     pub fn scheduler_state(
         &self,
         gpu: PciAddress,
-    ) -> crate::nvml::model::Fact<crate::nvml::model::SchedulerState> {
+    ) -> crate::model::nvml::Fact<crate::model::nvml::SchedulerState> {
         #[cfg(feature = "nvml")]
         if let Some(nvml) = self.wrapper() {
             return match crate::nvml::read::device_at(nvml, gpu) {
                 Ok(device) => read_state(&device),
-                Err(why) => crate::nvml::model::Fact::Unavailable(why),
+                Err(why) => crate::model::nvml::Fact::Unavailable(why),
             };
         }
         self.not_loaded()
@@ -321,7 +321,7 @@ impl crate::nvml::Nvml {
 
 /// Whether `state` already is what `request` asks.
 pub(crate) fn already(
-    state: &crate::nvml::model::SchedulerState,
+    state: &crate::model::nvml::SchedulerState,
     request: SchedulerRequest,
 ) -> bool {
     if state.policy != Some(request.policy) {

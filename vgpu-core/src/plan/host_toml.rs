@@ -51,8 +51,8 @@ use super::desired::{
     VfDriver, error_at, parse_gpu_instance_profile, parse_series, parse_size, parse_vendor,
 };
 use crate::error::{Error, Result};
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
-use crate::nvml::model::SchedulerPolicy;
 use crate::nvml::sched::SchedulerRequest;
 use crate::state::store::Start;
 

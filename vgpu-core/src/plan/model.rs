@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::desired::Location;
 use crate::host::driver::is_passthrough_driver;
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::model::SchedulerPolicy;
 use crate::state::store::Start;
 
 /// What a config asks of the host, GPU by GPU.

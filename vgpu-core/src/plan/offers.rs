@@ -8,8 +8,8 @@
 
 use super::model::Refusal;
 use crate::discovery::catalog;
-use crate::discovery::parse::{parse_nvidia_type_name, strip_vendor_prefix};
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
+use crate::parse::{parse_nvidia_type_name, strip_vendor_prefix};
 
 /// How a GPU's vGPUs may be mixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,11 +25,11 @@ use super::offers::{Rule, sriov_memory_mib};
 use super::{DefinitionSet, HostState};
 use crate::backend::PLAIN_VF_TYPE;
 use crate::capacity;
-use crate::discovery::parse::strip_vendor_prefix;
 use crate::error::{Error, Result};
 use crate::host::driver::is_passthrough_driver;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
+use crate::parse::strip_vendor_prefix;
 use crate::state::store::Start;
 
 /// How to choose among GPUs that can take a vGPU.

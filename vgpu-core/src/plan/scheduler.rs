@@ -5,8 +5,8 @@
 use super::HostState;
 use super::desired::Entry;
 use super::model::{GpuPlan, Refusal, Refused, Step};
+use crate::model::nvml::Fact;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID};
-use crate::nvml::model::Fact;
 use crate::nvml::sched::already;
 
 /// Adds to `out` the scheduler step `entry` asks of `gpu`, or why it cannot be taken.

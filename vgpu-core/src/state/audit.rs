@@ -21,8 +21,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::host::durable::{create_dirs, update_error};
 use crate::host::paths::HostPaths;
-use crate::state::durable::{create_dirs, update_error};
 
 /// One change to the host, as recorded in the audit log. Field names are stable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

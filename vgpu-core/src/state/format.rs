@@ -12,11 +12,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::durable::update_error;
 use super::store::{
     BindingDefinition, MIB, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };
 use crate::error::{Error, Result};
+use crate::host::durable::update_error;
 use crate::model::pci::PciAddress;
 
 /// The version of `vgpu`'s own definition files this code reads and writes.

@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::durable::list_dir;
 use crate::error::{Error, Result};
+use crate::host::durable::list_dir;
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::VgpuHandle;

@@ -16,8 +16,8 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::error::{Error, Result};
+use crate::host::durable::{create_dirs, update_error};
 use crate::host::paths::HostPaths;
-use crate::state::durable::{create_dirs, update_error};
 
 /// The first pause between two attempts; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);

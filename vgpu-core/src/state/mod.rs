@@ -1,8 +1,8 @@
 //! What `vgpu` keeps on the host itself: persistent definitions ([`store`]), the host lock,
-//! the audit log, and the durable file updates they share.
+//! the audit log and the hook's records, each written with the durable file updates of
+//! [`crate::host::durable`].
 
 pub(crate) mod audit;
-pub(crate) mod durable;
 pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod lock;

@@ -62,14 +62,14 @@ mod mig;
 
 pub use mig::{MigDefinition, MigInstanceDefinition};
 
-use super::durable::{
-    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,
-};
 use super::format::{
     check_name, decode_binding, decode_mdev, decode_sriov, decode_vf_vgpu, definition,
     encode_binding, encode_mdev, encode_sriov, encode_vf_vgpu,
 };
 use crate::error::{Error, Result};
+use crate::host::durable::{
+    is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,
+};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::pci::PciAddress;

@@ -41,9 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::model::nvml::{NvmlHost, NvmlVgpu, VmId};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
-use crate::nvml::model::{NvmlHost, NvmlVgpu, VmId};
 
 /// One MiB in bytes.
 const MIB: u64 = 1024 * 1024;

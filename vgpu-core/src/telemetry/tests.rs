@@ -4,8 +4,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::model::Vgpu;
-use crate::nvml::NvmlStatus;
-use crate::nvml::model::{Cause, EncoderStats, Fact, NvmlGpu, NvmlVgpu, UtilizationSample, VmId};
+use crate::model::nvml::NvmlStatus;
+use crate::model::nvml::{Cause, EncoderStats, Fact, NvmlGpu, NvmlVgpu, UtilizationSample, VmId};
 use crate::testing::addr;
 use crate::testing::fleet::{Model, enable_vfs, gpu};
 

@@ -23,9 +23,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::checks::Report as CheckReport;
+use crate::model::nvml::{Fact as NvmlFact, NvmlGpu, NvmlHost};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Inventory};
-use crate::nvml::model::{Fact as NvmlFact, NvmlGpu, NvmlHost};
 
 /// A kind of device a VM can be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -497,7 +497,7 @@ fn rules_worse(a: Status, b: Status) -> Status {
 
 #[test]
 fn nvml_facts_of_a_gpu_read_mode_scheduler_ecc_and_cc() {
-    use crate::nvml::model::{
+    use crate::model::nvml::{
         ArrMode, EccMode, Fact as Nv, MigMode, SchedulerPolicy, SchedulerState,
     };
     let mut gpu = crate::telemetry::tests::nvml_gpu(L40S, Vec::new());

@@ -9,10 +9,10 @@
 use uuid::Uuid;
 
 use crate::discovery::catalog;
-use crate::discovery::parse::gvtg_type_instances;
-use crate::host::pci_device::SriovCapability;
 use crate::model::pci::PciAddress;
+use crate::model::pci::SriovCapability;
 use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType};
+use crate::parse::gvtg_type_instances;
 use crate::plan::place::Pick;
 
 /// The models these builders know.

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use super::{Operation, Undo};
 use crate::capacity::{PlacedGpuInstance, fit_gpu_instances};
+use crate::error::NvmlError;
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
-use crate::nvml::error::NvmlError;
 use crate::nvml::mig::{MigFacts, facts};
 use crate::nvml::mig_write::MigModeOutcome;
 use crate::state::store::{MigDefinition, MigInstanceDefinition};

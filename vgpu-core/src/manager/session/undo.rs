@@ -8,11 +8,11 @@ use super::Operation;
 use crate::backend::{self, Placement};
 use crate::error::Result;
 use crate::host::driver;
+use crate::host::durable;
 use crate::host::sriov;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
 use crate::nvml::sched::SchedulerRequest;
-use crate::state::durable;
 use crate::state::store::{
     BindingDefinition, MdevDefinition, MigDefinition, SriovDefinition, VfVgpuDefinition,
 };

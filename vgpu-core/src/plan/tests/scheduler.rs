@@ -4,7 +4,7 @@
 use super::{FLEX, L40S, gpu, host, toml};
 use crate::error::Error;
 use crate::model::VgpuHandle;
-use crate::nvml::model::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
+use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
 use crate::nvml::sched::SchedulerRequest;
 use crate::plan::HostState;
 use crate::plan::desired::{DesiredFile, Format};

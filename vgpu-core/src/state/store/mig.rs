@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Store;
 use crate::error::{Error, Result};
+use crate::host::durable::{remove_durably, write_atomic};
 use crate::model::pci::PciAddress;
-use crate::state::durable::{remove_durably, write_atomic};
 use crate::state::format::{FORMAT_VERSION, decode_own, definition, encode_own};
 
 const MIG_DIR: &str = "mig";

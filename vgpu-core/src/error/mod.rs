@@ -1,12 +1,18 @@
 //! Errors of `vgpu-core`: one variant per failure, carrying its facts, and
-//! [`ErrorKind`], the few categories a caller acts on.
+//! [`ErrorKind`], the few categories a caller acts on; [`NvmlError`] (`nvml.rs`), the failures
+//! of a change that needs NVML.
+
+mod nvml;
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::model::Backend;
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
+use crate::model::{Backend, VgpuHandle};
+
+pub use nvml::NvmlError;
 
 /// An error from reading or changing the host.
 ///
@@ -77,7 +83,7 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong with the text.
         #[source]
-        source: crate::discovery::parse::ParseError,
+        source: crate::parse::ParseError,
     },
     /// The kernel refused a write because the device is busy (`EBUSY`): in use, or VFs exist.
     #[error("{} is busy: writing {value:?} was refused", path.display())]
@@ -563,7 +569,7 @@ pub enum Error {
     /// A change that needs NVML cannot be made: NVML is missing or refused, or the GPU's
     /// MIG or scheduler state does not allow it.
     #[error(transparent)]
-    Nvml(#[from] crate::nvml::error::NvmlError),
+    Nvml(#[from] NvmlError),
     /// A MIG-mode change that the driver holds until the GPU is reset; it was taken back.
     #[error(
         "the MIG-mode change of {gpu} waits for a GPU reset, which vgpu does not do; it was \
@@ -812,4 +818,40 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     message
+}
+
+// Text a caller gives for two types of `model`, refused as `Error::BadName`. These parsers
+// are here, not beside the types, so that `model` uses nothing of this module.
+
+impl std::str::FromStr for VgpuHandle {
+    type Err = Error;
+
+    /// A mediated device's UUID, or a VF's PCI address.
+    fn from_str(text: &str) -> Result<Self> {
+        if let Ok(uuid) = uuid::Uuid::try_parse(text) {
+            return Ok(VgpuHandle::Mdev(uuid));
+        }
+        text.parse::<PciAddress>().map(VgpuHandle::Vf).map_err(|_| {
+            Error::bad_name(
+                text,
+                "a vGPU id (a mediated device UUID or a VF's PCI address)",
+            )
+        })
+    }
+}
+
+impl std::str::FromStr for SchedulerPolicy {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        SchedulerPolicy::ALL
+            .into_iter()
+            .find(|p| p.name() == text)
+            .ok_or_else(|| {
+                Error::bad_name(
+                    text,
+                    "a scheduler policy (best-effort, equal-share, fixed-share)",
+                )
+            })
+    }
 }

@@ -12,7 +12,20 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::model::pci::PciAddress;
-use crate::nvml::NvmlStatus;
+
+/// Whether NVML was used, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NvmlStatus {
+    /// True when NVML was loaded and initialised.
+    pub loaded: bool,
+    /// The driver version NVML reports.
+    pub driver_version: Option<String>,
+    /// Why NVML is not used, when it is not.
+    pub reason: Option<String>,
+    /// The library that was loaded, or tried: a file name the dynamic loader looks up, or
+    /// a path. `None` when none was tried.
+    pub library: Option<String>,
+}
 
 /// A fact read from NVML: its value, or why it could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -389,22 +402,6 @@ impl SchedulerPolicy {
 impl std::fmt::Display for SchedulerPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for SchedulerPolicy {
-    type Err = crate::Error;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        SchedulerPolicy::ALL
-            .into_iter()
-            .find(|p| p.name() == text)
-            .ok_or_else(|| {
-                crate::Error::bad_name(
-                    text,
-                    "a scheduler policy (best-effort, equal-share, fixed-share)",
-                )
-            })
     }
 }
 

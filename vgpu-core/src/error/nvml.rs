@@ -2,8 +2,8 @@
 //! state (MIG mode, GPU instances, placements, running vGPUs) does not allow the change.
 
 use crate::error::ErrorKind;
+use crate::model::nvml::{Cause, SchedulerPolicy, Unavailable};
 use crate::model::pci::PciAddress;
-use crate::nvml::model::{Cause, SchedulerPolicy, Unavailable};
 
 /// A change that needs NVML cannot be made (part of [`Error::Nvml`](crate::Error::Nvml)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,9 +1,12 @@
-//! Pure parsers for the text the kernel and vendor drivers put in sysfs.
+//! Pure parsers for the text the kernel and vendor drivers put in sysfs, and for vGPU type
+//! names: their grammar, their vendor prefix, and the GPU instance a MIG-backed one needs.
 //!
 //! Each parser takes the file's text and returns a typed value or a typed error; none of them
 //! touches the filesystem, so each is tested on strings captured from real hosts.
 
 use serde::Serialize;
+
+use crate::model::MigBacking;
 
 /// A parse failure, with what was wrong and where in the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -230,6 +233,12 @@ pub(crate) fn strip_vendor_prefix(name: &str) -> &str {
         .map_or(name, str::trim_start)
 }
 
+/// Whether the type name `name` is what `wanted` names: the same, or the same without the
+/// vendor prefix (`T4-2Q` for `GRID T4-2Q`), case-insensitively.
+pub(crate) fn name_matches(name: &str, wanted: &str) -> bool {
+    name == wanted || strip_vendor_prefix(name).eq_ignore_ascii_case(strip_vendor_prefix(wanted))
+}
+
 /// Parses an NVIDIA type name: time-sliced `<GPU>-<GB><series>` or MIG-backed
 /// `<GPU>-<slices>-<GB><series>[ME|NOME|MEALL]`, with or without the `NVIDIA `/`GRID ` prefix.
 /// `None` when the name does not follow the grammar.
@@ -265,6 +274,26 @@ pub(crate) fn parse_nvidia_type_name(name: &str) -> Option<NvidiaTypeName> {
         framebuffer_mib,
         series,
         suffix: suffix.to_owned(),
+    })
+}
+
+/// What the type named `name` needs when it is MIG-backed: its slices and GPU-instance
+/// profile, from the type-name grammar (`ME` is `+me`, `NOME` `-me`, `MEALL` `+me.all`);
+/// `None` for a time-sliced type or a name outside the grammar.
+pub(crate) fn mig_backing(name: &str) -> Option<MigBacking> {
+    let parsed = parse_nvidia_type_name(name)?;
+    let slices = parsed.mig_slices?;
+    let gb = parsed.framebuffer_mib / 1024;
+    let media = match parsed.suffix.as_str() {
+        "" => "",
+        "ME" => "+me",
+        "NOME" => "-me",
+        "MEALL" => "+me.all",
+        _ => return None,
+    };
+    Some(MigBacking {
+        slices,
+        gpu_instance_profile: format!("{slices}g.{gb}gb{media}"),
     })
 }
 
