@@ -338,3 +338,40 @@ fn a_mig_parted_geometry_under_a_running_vgpu_is_refused() {
         &serde_json::json!("mig-in-use")
     );
 }
+
+/// A change of geometry that fails at its last vGPU: every vGPU and instance comes back as
+/// it was, the old geometry's definition too.
+#[test]
+fn a_change_of_geometry_failing_half_way_rolls_back_to_the_old_one() {
+    let mig = Mig::new();
+    let seven = mig.file("host.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &seven]).status.code(), Some(0));
+    let definition = mig.host.state.path().join("etc/vgpu/mig/0000:18:00.0.json");
+    let before = (
+        mig.instances(),
+        vgpu_ids(&mig.host, H200),
+        std::fs::read(&definition).unwrap(),
+    );
+    let three = mig.file(
+        "three.toml",
+        "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"2g.35gb\" = 3 }\ntypes = { \"H200X-2-35C\" = 3 }\n",
+    );
+    mig.host
+        .sim
+        .control("fail-next 1 EIO */0000:18:00.6/nvidia/current_vgpu_type")
+        .unwrap();
+
+    let applied = mig.vgpuctl(&["apply", "-f", &three]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            (
+                mig.instances(),
+                vgpu_ids(&mig.host, H200),
+                std::fs::read(&definition).unwrap()
+            )
+        ),
+        (Some(1), before)
+    );
+}
