@@ -88,8 +88,6 @@ ALLOWED_EDGES = {
     # layers have that type. Moving `Limit` to `model` removes both edges.
     ("vgpu-core", "model", "capacity"): "model::VgpuType::limit is a capacity::Limit",
     ("vgpu-core", "error", "capacity"): "Error::NoCapacity's limit is a capacity::Limit",
-    # `Domain` is plain data defined in connection.rs; owners.rs builds `Owned` values of it.
-    ("vgpu-libvirt", "owners", "connection"): "owners names connection::Domain",
     # The simulated kernel holds the simulated processes and the VFIO registrations, and its
     # waits are keyed on the tree's file names, while those modules use the kernel's types.
     ("vgpu-sim", "kernel", "process"): "Kernel holds a process::Processes",

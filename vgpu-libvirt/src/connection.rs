@@ -8,13 +8,11 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use serde::Serialize;
-use uuid::Uuid;
 use vgpu_core::{Inventory, VgpuHandle};
 
 use crate::error::{Error, Result, is_no_domain};
 use crate::hostdev::{Attached, Hostdev, Scope};
-use crate::owners::{DomainDevices, Owners, build};
+use crate::owners::{Domain, DomainDevices, Owners, build};
 use crate::xml::{self, HostdevElement, Tenant};
 
 /// The system QEMU driver, through `libvirtd` or `virtqemud`.
@@ -65,17 +63,6 @@ fn embed_root(uri: &str) -> Option<PathBuf> {
         }
     }
     Some(PathBuf::from(OsString::from_vec(decoded)))
-}
-
-/// A domain (a guest), defined, running, or both.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Domain {
-    /// Its name.
-    pub name: String,
-    /// Its UUID.
-    pub uuid: Uuid,
-    /// Whether it runs.
-    pub running: bool,
 }
 
 /// A connection to a libvirt hypervisor driver.

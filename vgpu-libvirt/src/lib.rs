@@ -82,7 +82,7 @@ mod hostdev;
 mod owners;
 pub mod xml;
 
-pub use connection::{Connection, DEFAULT_URI, Domain, embedded_uri};
+pub use connection::{Connection, DEFAULT_URI, embedded_uri};
 pub use error::{Error, Result};
 pub use hostdev::{Attached, GuestAddress, Hostdev, HostdevKind, Scope};
-pub use owners::{Holder, Owned, Owners, Reference};
+pub use owners::{Domain, Holder, Owned, Owners, Reference};

@@ -8,9 +8,19 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use vgpu_core::{Inventory, PciAddress, VgpuHandle};
 
-use crate::connection::Domain;
 use crate::hostdev::{Attached, host_vgpus};
 use crate::xml::Tenant;
+
+/// A domain (a guest), defined, running, or both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Domain {
+    /// Its name.
+    pub name: String,
+    /// Its UUID.
+    pub uuid: Uuid,
+    /// Whether it runs.
+    pub running: bool,
+}
 
 /// The answer of [`Connection::owners`](crate::Connection::owners).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
