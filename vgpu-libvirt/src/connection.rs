@@ -589,6 +589,7 @@ fn describe(dom: &virt::domain::Domain, name: &str, operation: &'static str) -> 
 mod tests {
     use super::*;
     use crate::hostdev::HostdevKind;
+    use uuid::Uuid;
 
     fn element(n: u128) -> HostdevElement {
         HostdevElement {
