@@ -23,15 +23,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::desired::{
-    Desired, Entry, Location, MigGeometry, MigRequest, Partition, TypeItem, VfDriver, error_at,
-};
+use super::desired::{Desired, Entry, MigGeometry, MigRequest, Partition, TypeItem, VfDriver};
 use super::yaml::{DeviceFilter, Devices, Seg, YamlSource, yaml_error};
 use crate::error::Result;
 use crate::state::store::Start;
-
-/// The version this code reads.
-const VERSION: &str = "v1";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,22 +50,7 @@ struct RawEntry {
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = YamlSource { path, text };
-    if raw.version != VERSION {
-        return Err(file.error(
-            &[Seg::Key("version")],
-            format!(
-                "version {:?} is not supported: expected version: {VERSION}",
-                raw.version
-            ),
-        ));
-    }
-    if raw.vgpu_configs.is_empty() {
-        return Err(error_at(
-            path,
-            Location { line: 1, column: 1 },
-            "no configs: expected at least one entry under vgpu-configs",
-        ));
-    }
+    file.check_v1(&raw.version, "vgpu-configs", raw.vgpu_configs.len())?;
     let mut configs = Vec::new();
     for (name, entries) in raw.vgpu_configs {
         let config_path = [Seg::Key("vgpu-configs"), Seg::Key(&name)];

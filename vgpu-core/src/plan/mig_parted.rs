@@ -26,15 +26,12 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::desired::{
-    Desired, Entry, Location, MigGeometry, MigRequest, PROFILE_EXPECTED, Partition, VfDriver,
-    error_at, parse_gpu_instance_profile,
+    Desired, Entry, MigGeometry, MigRequest, PROFILE_EXPECTED, Partition, VfDriver,
+    parse_gpu_instance_profile,
 };
 use super::yaml::{DeviceFilter, Devices, Seg, YamlSource, yaml_error};
 use crate::error::Result;
 use crate::state::store::Start;
-
-/// The version this code reads.
-const VERSION: &str = "v1";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,22 +74,7 @@ pub(crate) fn is_mig_parted(text: &str) -> bool {
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = YamlSource { path, text };
-    if raw.version != VERSION {
-        return Err(file.error(
-            &[Seg::Key("version")],
-            format!(
-                "version {:?} is not supported: expected version: {VERSION}",
-                raw.version
-            ),
-        ));
-    }
-    if raw.mig_configs.is_empty() {
-        return Err(error_at(
-            path,
-            Location { line: 1, column: 1 },
-            "no configs: expected at least one entry under mig-configs",
-        ));
-    }
+    file.check_v1(&raw.version, "mig-configs", raw.mig_configs.len())?;
     let mut configs = Vec::new();
     for (name, entries) in raw.mig_configs {
         if entries.is_empty() {

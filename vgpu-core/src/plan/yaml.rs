@@ -98,6 +98,25 @@ impl YamlSource<'_> {
         error_at(self.path, self.at(path), message)
     }
 
+    /// Checks the head of one of NVIDIA's v1 files: `version` is `v1`, and the map `configs`
+    /// (`vgpu-configs`, `mig-configs`) has `count` entries, at least one.
+    pub(super) fn check_v1(&self, version: &str, configs: &str, count: usize) -> Result<()> {
+        if version != "v1" {
+            return Err(self.error(
+                &[Seg::Key("version")],
+                format!("version {version:?} is not supported: expected version: v1"),
+            ));
+        }
+        if count == 0 {
+            return Err(error_at(
+                self.path,
+                Location { line: 1, column: 1 },
+                format!("no configs: expected at least one entry under {configs}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// The GPUs the entry at `here` selects, as both NVIDIA tools select them: NVIDIA GPUs
     /// only, by `devices` (indices among them in address order) and `device-filter`; optional,
     /// since their configs serve fleets of mixed hosts.
