@@ -84,10 +84,6 @@ LAYERS = {
 # Module edges (crate, from, to) left out of both checks, each with why it is there. An entry
 # whose edge no longer exists is an error, so that the list only shrinks.
 ALLOWED_EDGES = {
-    # `Limit` is defined beside `room` in capacity/mod.rs, and public fields of two lower
-    # layers have that type. Moving `Limit` to `model` removes both edges.
-    ("vgpu-core", "model", "capacity"): "model::VgpuType::limit is a capacity::Limit",
-    ("vgpu-core", "error", "capacity"): "Error::NoCapacity's limit is a capacity::Limit",
     # The simulated kernel holds the simulated processes and the VFIO registrations, and its
     # waits are keyed on the tree's file names, while those modules use the kernel's types.
     ("vgpu-sim", "kernel", "process"): "Kernel holds a process::Processes",

@@ -43,6 +43,7 @@ use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::Nvml;
 use crate::state::store::{BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition};
 
+pub use crate::model::limit::Limit;
 pub use crate::nvml::mig::MigFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
@@ -99,97 +100,6 @@ pub struct KnownType {
     pub id: String,
     /// The name.
     pub name: String,
-}
-
-/// What keeps a type's room on one GPU from being larger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Limit {
-    /// The GPU does not offer the type.
-    NotOffered,
-    /// Its parents take no more now, as sysfs says.
-    Offer,
-    /// The type's per-GPU maximum, with this many of it existing.
-    Max {
-        /// vGPUs of the type per GPU.
-        max: u32,
-    },
-    /// Defined vGPUs that are not running hold this many places.
-    Definitions {
-        /// Places held.
-        held: u32,
-    },
-    /// Every VF holds something, is given out, or is named by a definition.
-    Vfs,
-    /// A vGPU (running or defined) of this type rules the type out (NVIDIA's mixing rule).
-    Mixing {
-        /// The other type, by name or id.
-        with: String,
-    },
-    /// Free GPU instances of the type's profile.
-    GpuInstances {
-        /// The profile (`1g.18gb`).
-        profile: String,
-        /// How many are free, after definitions.
-        free: u32,
-    },
-    /// MIG mode is off.
-    MigOff {
-        /// The profile the type needs.
-        profile: String,
-    },
-    /// No NVML to list the GPU instances of the type's profile.
-    MigUnknown {
-        /// The profile the type needs.
-        profile: String,
-    },
-}
-
-impl std::fmt::Display for Limit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Limit::NotOffered => write!(f, "the GPU does not offer the type"),
-            Limit::Offer => write!(f, "its parents take no more"),
-            Limit::Max { max } => write!(f, "the type's maximum is {max} per GPU"),
-            Limit::Definitions { held } => write!(f, "{held} held for defined vGPUs"),
-            Limit::Vfs => write!(f, "no VF is free"),
-            Limit::Mixing { with } => write!(
-                f,
-                "{with} runs on the GPU or is defined for it, and the type cannot share a GPU \
-                 with it"
-            ),
-            Limit::GpuInstances { profile, free } => {
-                write!(f, "{free} free GPU instance(s) of profile {profile}")
-            }
-            Limit::MigOff { profile } => {
-                write!(
-                    f,
-                    "MIG mode is off (the type needs a {profile} GPU instance)"
-                )
-            }
-            Limit::MigUnknown { profile } => write!(
-                f,
-                "the GPU instances of profile {profile} are unknown without NVML"
-            ),
-        }
-    }
-}
-
-impl Limit {
-    /// A few words for a table cell.
-    pub fn short(&self) -> String {
-        match self {
-            Limit::NotOffered => "not offered".to_owned(),
-            Limit::Offer => "offer".to_owned(),
-            Limit::Max { max } => format!("max {max}"),
-            Limit::Definitions { held } => format!("{held} defined"),
-            Limit::Vfs => "VFs".to_owned(),
-            Limit::Mixing { with } => format!("holds {with}"),
-            Limit::GpuInstances { profile, free } => format!("{free} free {profile}"),
-            Limit::MigOff { .. } => "MIG off".to_owned(),
-            Limit::MigUnknown { .. } => "no NVML".to_owned(),
-        }
-    }
 }
 
 /// How many more vGPUs of one type one GPU takes now, and what bounds it.

@@ -166,7 +166,7 @@ pub enum Error {
     #[error(
         "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}, not {asked}{}",
         match limit {
-            Some(crate::capacity::Limit::Definitions { .. }) | None if *reserved > 0 => {
+            Some(crate::model::limit::Limit::Definitions { .. }) | None if *reserved > 0 => {
                 format!(" ({reserved} held for defined vGPUs)")
             }
             Some(limit) => format!(": {limit}"),
@@ -186,7 +186,7 @@ pub enum Error {
         reserved: u32,
         /// What bounds the room, as [`room`](crate::room) says; `None` where the kernel's
         /// files alone said.
-        limit: Option<crate::capacity::Limit>,
+        limit: Option<crate::model::limit::Limit>,
         /// The device directory whose attributes say so.
         path: PathBuf,
     },

@@ -3,6 +3,7 @@
 //! serialisable; nothing here reads the host.
 
 pub(crate) mod delta;
+pub(crate) mod limit;
 pub(crate) mod location;
 pub(crate) mod nvml;
 pub(crate) mod pci;
@@ -144,7 +145,7 @@ pub struct VgpuType {
     pub available: u32,
     /// What keeps `available` from being higher; `None` where discovery alone counted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<crate::capacity::Limit>,
+    pub limit: Option<limit::Limit>,
     /// How many exist now.
     pub in_use: u32,
     /// The VFIO device API (`vfio-pci`).
