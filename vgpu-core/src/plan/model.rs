@@ -527,7 +527,7 @@ impl fmt::Display for Refusal {
                 write!(f, "its MIG mode and GPU instances cannot be read: {why}")
             }
             Refusal::MigResetPending => f.write_str(
-                "a MIG-mode change waits for a GPU reset, which vgpuctl does not do: reset the \
+                "a MIG-mode change waits for a GPU reset, which vgpu does not do: reset the \
                  GPU (nvidia-smi -r) or reboot, then plan again",
             ),
             Refusal::MigProfileUnknown { profile, offered } => write!(
