@@ -6,9 +6,9 @@
 //! [`EXIT_CHANGES_PENDING`].
 //!
 //! Two executables share this command line. `vgpuctl` (`src/main.rs`) calls only `run_local`.
-//! For the commands that talk to libvirt (`Command::uses_libvirt`) it execs `vgpuctl-libvirt`
+//! For the commands that need libvirt (`Command::uses_libvirt`) it execs `vgpuctl-libvirt`
 //! (`src/bin/vgpuctl-libvirt.rs`, calling `run`) from its own directory, with the same
-//! arguments. Each command builds one struct and renders it either as a table
+//! arguments; the others ask it only what libvirt knows ([`libvirt_facts`]). Each command builds one struct and renders it either as a table
 //! (`render::*_table`) or as JSON (`render::json`). `plans` shows `apply`'s progress with
 //! indicatif bars on a terminal, lines otherwise. The `/metrics` server uses hyper's `http1`
 //! connection and hyper-util's `GracefulShutdown` rather than axum, whose router, extractors and
