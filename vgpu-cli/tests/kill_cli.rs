@@ -72,14 +72,16 @@ fn record(h: &Host, address: &str) -> PathBuf {
 }
 
 /// `FLEX_HOST` applied on a fresh `flex-sriov` and killed once VF 2, off i915, has its
-/// quota, while the rebind is slowed down.
+/// quota, while the rebind is slowed down: by 15 s, so that a test starved of CPU still kills
+/// it in time. The rebind's probe, in flight in the simulator, completes after that; by then
+/// what the test runs next has given VF 2 a driver, and a probe of a bound VF changes nothing.
 fn killed_in_the_quota_phase() -> (Host, String) {
     let h = host("flex-sriov");
     let file = write_file(&h, "host.toml", FLEX_HOST);
     h.sim
         .set_latency(
             LatencyOp::Kernel(KernelOp::Probe),
-            Duration::from_millis(3000),
+            Duration::from_millis(15_000),
         )
         .unwrap();
     let child = command(&h, &["apply", "-f", &file])
