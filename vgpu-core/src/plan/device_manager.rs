@@ -50,27 +50,7 @@ struct RawEntry {
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = YamlSource { path, text };
-    file.check_v1(&raw.version, "vgpu-configs", raw.vgpu_configs.len())?;
-    let mut configs = Vec::new();
-    for (name, entries) in raw.vgpu_configs {
-        let config_path = [Seg::Key("vgpu-configs"), Seg::Key(&name)];
-        if entries.is_empty() {
-            return Err(file.error(
-                &config_path,
-                format!("config {name:?} is empty: expected at least one entry"),
-            ));
-        }
-        let mut out = Vec::new();
-        for (index, entry) in entries.into_iter().enumerate() {
-            out.push(entry_of(&file, &name, index, entry)?);
-        }
-        configs.push(Desired {
-            name,
-            file: path.to_path_buf(),
-            entries: out,
-        });
-    }
-    Ok(configs)
+    file.v1_configs(&raw.version, "vgpu-configs", raw.vgpu_configs, entry_of)
 }
 
 fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) -> Result<Entry> {

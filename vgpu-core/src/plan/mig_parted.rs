@@ -74,26 +74,7 @@ pub(crate) fn is_mig_parted(text: &str) -> bool {
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Vec<Desired>> {
     let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|err| yaml_error(path, text, &err))?;
     let file = YamlSource { path, text };
-    file.check_v1(&raw.version, "mig-configs", raw.mig_configs.len())?;
-    let mut configs = Vec::new();
-    for (name, entries) in raw.mig_configs {
-        if entries.is_empty() {
-            return Err(file.error(
-                &[Seg::Key("mig-configs"), Seg::Key(&name)],
-                format!("config {name:?} is empty: expected at least one entry"),
-            ));
-        }
-        let mut out = Vec::new();
-        for (index, entry) in entries.into_iter().enumerate() {
-            out.push(entry_of(&file, &name, index, entry)?);
-        }
-        configs.push(Desired {
-            name,
-            file: path.to_path_buf(),
-            entries: out,
-        });
-    }
-    Ok(configs)
+    file.v1_configs(&raw.version, "mig-configs", raw.mig_configs, entry_of)
 }
 
 fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) -> Result<Entry> {

@@ -8,7 +8,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::desired::{Location, Selection, error_at};
+use std::collections::BTreeMap;
+
+use super::desired::{Desired, Entry, Location, Selection, error_at};
 use crate::error::{Error, Result};
 use crate::model::NVIDIA_VENDOR_ID;
 
@@ -98,9 +100,41 @@ impl YamlSource<'_> {
         error_at(self.path, self.at(path), message)
     }
 
+    /// The configs of one of NVIDIA's v1 files: `version` is `v1`, the map under `key`
+    /// (`vgpu-configs`, `mig-configs`) has at least one config, each with at least one entry,
+    /// each turned into an [`Entry`] by `entry_of` (config name, index, raw entry).
+    pub(super) fn v1_configs<E>(
+        &self,
+        version: &str,
+        key: &str,
+        raw: BTreeMap<String, Vec<E>>,
+        entry_of: impl Fn(&YamlSource<'_>, &str, usize, E) -> Result<Entry>,
+    ) -> Result<Vec<Desired>> {
+        self.check_v1(version, key, raw.len())?;
+        let mut configs = Vec::new();
+        for (name, entries) in raw {
+            if entries.is_empty() {
+                return Err(self.error(
+                    &[Seg::Key(key), Seg::Key(&name)],
+                    format!("config {name:?} is empty: expected at least one entry"),
+                ));
+            }
+            let mut out = Vec::new();
+            for (index, entry) in entries.into_iter().enumerate() {
+                out.push(entry_of(self, &name, index, entry)?);
+            }
+            configs.push(Desired {
+                name,
+                file: self.path.to_path_buf(),
+                entries: out,
+            });
+        }
+        Ok(configs)
+    }
+
     /// Checks the head of one of NVIDIA's v1 files: `version` is `v1`, and the map `configs`
     /// (`vgpu-configs`, `mig-configs`) has `count` entries, at least one.
-    pub(super) fn check_v1(&self, version: &str, configs: &str, count: usize) -> Result<()> {
+    fn check_v1(&self, version: &str, configs: &str, count: usize) -> Result<()> {
         if version != "v1" {
             return Err(self.error(
                 &[Seg::Key("version")],
