@@ -512,3 +512,42 @@ fn sigkill_at_points_of_provision_then_restore_matches_definitions() {
         args: PROVISION,
     });
 }
+
+/// A record whose name is no PCI address is a failed `driver` step naming its file; a record
+/// of a device the host no longer has is forgotten; neither stops the rest of `restore`.
+#[test]
+fn restore_reports_a_bad_driver_record_and_forgets_one_of_a_gone_device() {
+    let h = host("flex-sriov");
+    let records = h.state.path().join("run/vgpu/previous-driver");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::write(records.join("junk"), "i915").unwrap();
+    std::fs::write(records.join("0000:4d:07.7"), "i915").unwrap();
+
+    let restored = vgpuctl(&h, &["restore", "--json"]);
+
+    let report = json(&restored);
+    let step = &report["steps"][0];
+    assert_eq!(
+        (
+            restored.status.code(),
+            report["steps"].as_array().unwrap().len(),
+            (&step["action"], &step["device"], &step["outcome"]),
+            step["error"]
+                .as_str()
+                .unwrap()
+                .contains(records.join("junk").to_str().unwrap()),
+            records.join("0000:4d:07.7").exists(),
+        ),
+        (
+            Some(1),
+            1,
+            (
+                &serde_json::json!("driver"),
+                &serde_json::json!("record"),
+                &serde_json::json!("failed")
+            ),
+            true,
+            false
+        )
+    );
+}
