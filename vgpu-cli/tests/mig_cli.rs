@@ -375,3 +375,61 @@ fn a_change_of_geometry_failing_half_way_rolls_back_to_the_old_one() {
         (Some(1), before)
     );
 }
+
+/// MIG mode off, and a mode change that waits for a GPU reset: `apply` takes the change back,
+/// fails naming the reset, and leaves no MIG definition behind.
+#[test]
+fn turning_mig_on_when_the_driver_wants_a_reset_is_taken_back_and_refused() {
+    let host = host("h200-mig");
+    // Without the data's GPU instances: MIG mode changes only on a GPU that has none.
+    let mut data = String::new();
+    let mut skipping = false;
+    for line in data_for(&host).lines() {
+        if line.starts_with("[[") || line.starts_with('[') {
+            skipping = line == "[[gpu.gpu_instance]]";
+        }
+        if !skipping {
+            data.push_str(line);
+            data.push('\n');
+        }
+    }
+    let data = data.replace(
+        "mig = { current = true, pending = true }",
+        "mig = { current = false, pending = false }\nmig_reset_required = true",
+    );
+    let mig = Mig {
+        fake: FakeNvml::new(&data).unwrap(),
+        host,
+    };
+    let file = mig.file(
+        "host.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"1g.18gb\" = 1 }\ntypes = {}\n",
+    );
+
+    let planned = json(&mig.vgpuctl(&["plan", "-f", &file, "--json"]));
+    let applied = mig.vgpuctl(&["apply", "-f", &file]);
+    let mode = json(&mig.vgpuctl(&["list", "--json"]))["gpus"][0]["nvml"]["mig_mode"].clone();
+
+    assert_eq!(
+        (
+            planned["gpus"][0]["steps"][0].clone(),
+            applied.status.code(),
+            String::from_utf8_lossy(&applied.stdout).contains("waits for a GPU reset"),
+            mode,
+            mig.host
+                .state
+                .path()
+                .join("etc/vgpu/mig/0000:18:00.0.json")
+                .exists()
+        ),
+        (
+            serde_json::json!({"action": "mig-mode", "on": true}),
+            Some(1),
+            true,
+            serde_json::json!({"value": {"current": false, "pending": false}}),
+            false
+        ),
+        "{}",
+        String::from_utf8_lossy(&applied.stdout)
+    );
+}
