@@ -33,21 +33,30 @@ import tempfile
 
 # vgpu-core and what is built on it.
 CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu"}
+# The model and the planner, and everything built on them.
+MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan"} | CORE_AND_ABOVE
+# What only the host-facing crates may touch: the kernel (nix, udev), an async runtime,
+# libvirt and NVML.
+HOST_IO = {"nix", "libc", "udev", "tokio", "virt", "nvml-wrapper", "vgpu-nvml-ext", "tempfile"}
 
 # Crates that must not appear among a workspace crate's dependencies, of any kind.
 FORBIDDEN = {
+    # Plain data and pure parsers: no other workspace crate, no host I/O.
+    "vgpu-model": (MODEL_AND_ABOVE - {"vgpu-model"}) | HOST_IO | {"vgpu-sim"},
+    # Pure planning over the model: the model only, no host I/O.
+    "vgpu-plan": CORE_AND_ABOVE | HOST_IO | {"vgpu-sim"},
     # The library: no printing, no libvirt (ARCHITECTURE.md, code map).
     "vgpu-core": {"vgpu-cli", "vgpu-libvirt", "virt"},
     "vgpu-libvirt": {"vgpu-cli"},
     "vgpu-cli": set(),
     "vgpu": set(),
     # An independent kernel model, sharing no code with vgpu-core (ARCHITECTURE.md, code map).
-    "vgpu-sim": CORE_AND_ABOVE,
+    "vgpu-sim": MODEL_AND_ABOVE,
     # The layer under vgpu-core's `nvml` module.
-    "vgpu-nvml-ext": CORE_AND_ABOVE,
+    "vgpu-nvml-ext": MODEL_AND_ABOVE,
     # Test NVML libraries, standing in for the driver's under vgpu-core's tests.
-    "vgpu-nvml-fake": CORE_AND_ABOVE,
-    "vgpu-nvml-fake-legacy": CORE_AND_ABOVE,
+    "vgpu-nvml-fake": MODEL_AND_ABOVE,
+    "vgpu-nvml-fake-legacy": MODEL_AND_ABOVE,
 }
 
 # Crates only the named workspace crates may depend on.
@@ -61,9 +70,29 @@ ONLY_FOR = {
 # The top-level modules of a crate's library in layer order: each may use only those before it.
 # ARCHITECTURE.md's vgpu-core table lists them in this order. A module missing here is an error.
 LAYERS = {
-    "vgpu-core": [
-        "model",
+    "vgpu-model": [
+        "pci",
+        "location",
+        "limit",
+        "serde_hex",
+        "delta",
         "parse",
+        "nvml",
+        "definition",
+        "name",
+        "catalog",
+    ],
+    "vgpu-plan": [
+        "error",
+        "desired",
+        "steps",
+        "capacity",
+        "offers",
+        "geometry",
+        "planner",
+        "place",
+    ],
+    "vgpu-core": [
         "error",
         "host",
         "discovery",
@@ -71,10 +100,8 @@ LAYERS = {
         "checks",
         "backend",
         "state",
-        "capacity",
         "telemetry",
         "tenancy",
-        "plan",
         "manager",
         "fuzzing",
         "testing",

@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vgpu_core::{DesiredFile, Error, Format};
+use vgpu_core::plan::Error;
+use vgpu_core::{DesiredFile, Format};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -237,14 +237,14 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "another vgpuctl is changing this host; try again when it is done"
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
-            Error::WrongType { .. } => {
+            Error::Plan(vgpu_core::plan::Error::WrongType { .. }) => {
                 "ask for the type the vGPU has, or give the domain another vGPU (`--index N`)"
             }
             Error::HoldersUnknown { .. } => {
                 "start libvirt (`systemctl start libvirtd`), or use --force if no domain uses it"
             }
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
-            Error::NoConfig { .. } => "choose a config with -c NAME",
+            Error::Plan(vgpu_core::plan::Error::NoConfig { .. }) => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }

@@ -28,7 +28,7 @@ pub(crate) fn run(
     let facts = NvmlHostFacts::of(&nvml.read());
     let mut report = vgpu_core::isolation_report(&inventory, &checks, &facts);
     if let Some(name) = gpu {
-        let address = inventory.gpu(name, paths)?.address;
+        let address = vgpu_core::find_gpu(&inventory, name, paths)?.address;
         report.gpus.retain(|g| g.gpu == address);
     }
     if cli.json {

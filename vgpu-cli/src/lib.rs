@@ -629,7 +629,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             }
             let mut inventory = state.inventory;
             if let Some(name) = gpu {
-                let address = inventory.gpu(name, &paths)?.address;
+                let address = vgpu_core::find_gpu(&inventory, name, &paths)?.address;
                 inventory.gpus.retain(|g| g.address == address);
             }
             if cli.json {
@@ -662,7 +662,12 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         } => match policy {
             None => {
                 let (inventory, nvml) = discover_with_nvml()?;
-                sched::show(cli, inventory.gpu(gpu, &paths)?, &nvml, out)
+                sched::show(
+                    cli,
+                    vgpu_core::find_gpu(&inventory, gpu, &paths)?,
+                    &nvml,
+                    out,
+                )
             }
             Some(policy) => {
                 let request = vgpu_core::SchedulerRequest {
@@ -675,7 +680,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Types { gpu } => {
             let (inventory, _nvml) = discover()?;
             let gpus = match gpu {
-                Some(name) => vec![inventory.gpu(name, &paths)?],
+                Some(name) => vec![vgpu_core::find_gpu(&inventory, name, &paths)?],
                 None => inventory.gpus.iter().collect(),
             };
             if cli.json {
@@ -721,7 +726,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             })?;
             let mut report = vgpu_core::check_host(&paths, &inventory);
             if let Some(name) = gpu {
-                let target = inventory.gpu(name, &paths)?;
+                let target = vgpu_core::find_gpu(&inventory, name, &paths)?;
                 let mine: Vec<_> = std::iter::once(target.address)
                     .chain(target.vfs.iter().map(|v| v.address))
                     .collect();

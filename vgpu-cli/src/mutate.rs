@@ -282,7 +282,7 @@ pub(crate) fn run(
             } else {
                 let inventory = vgpu_core::discover(paths)?;
                 gpus.iter()
-                    .map(|name| inventory.gpu(name, paths).map(|g| g.address))
+                    .map(|name| vgpu_core::find_gpu(&inventory, name, paths).map(|g| g.address))
                     .collect::<Result<_, _>>()?
             };
             let targets = addresses

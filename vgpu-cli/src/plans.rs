@@ -12,8 +12,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use vgpu_core::{
-    ApplyEvent, ApplyOutcome, ApplyReport, DesiredFile, DomainReferences, GpuPlan, HostPaths,
-    HostState, Manager, PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
+    ApplyEvent, ApplyOutcome, ApplyReport, DomainReferences, GpuPlan, HostPaths, HostState,
+    Manager, PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
 };
 
 use crate::libvirt_facts::{Facts, LibvirtFacts, domain_references};
@@ -170,7 +170,7 @@ fn host_state(
         .host_state()
         .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
     let nvml = cli.nvml_source().load(paths);
-    state.read_nvml(paths, &nvml);
+    vgpu_core::add_nvml_facts(&mut state, paths, &nvml);
     let facts = facts.owners(&state.inventory);
     match &facts {
         LibvirtFacts::Absent => {}
@@ -207,7 +207,7 @@ fn plan_file(
     config: Option<&str>,
     facts: &mut dyn Facts,
 ) -> Result<(Plan, DomainReferences)> {
-    let desired = DesiredFile::read(file)?;
+    let desired = vgpu_core::read_desired(file)?;
     let config = desired.config(config)?;
     let (state, references) = host_state(cli, paths, manager, facts)?;
     Ok((vgpu_core::plan(&state, config), references))

@@ -261,7 +261,7 @@ fn attach_new(
         .capacity_state(&cli.nvml_source().load(paths))
         .with_context(|| format!("cannot read the host at {}", paths.root().display()))?
         .inventory;
-    let gpu = inventory.gpu(new.gpu, paths)?;
+    let gpu = vgpu_core::find_gpu(&inventory, new.gpu, paths)?;
     let attached = conn.hostdevs(&domain.name)?;
     let mdev_backend = matches!(
         gpu.backend,

@@ -90,8 +90,17 @@
 
 #![forbid(unsafe_code)]
 
+// The model and the planner are crates of their own (`vgpu-model`, `vgpu-plan`), re-exported
+// whole so that an embedder needs only this crate; `crate::model::`, `crate::plan::` and
+// `crate::capacity::` are spelled the same in all three.
+pub use vgpu_model as model;
+use vgpu_model::parse;
+pub use vgpu_plan as plan;
+use vgpu_plan::capacity;
+#[cfg(test)]
+mod plan_tests;
+
 mod backend;
-mod capacity;
 mod checks;
 mod discovery;
 mod error;
@@ -100,10 +109,7 @@ mod error;
 pub mod fuzzing;
 mod host;
 mod manager;
-mod model;
 mod nvml;
-mod parse;
-mod plan;
 mod state;
 mod telemetry;
 mod tenancy;
@@ -120,7 +126,7 @@ pub use checks::{
     isolation,
 };
 pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
-pub use discovery::{discover, discover_gpu};
+pub use discovery::{discover, discover_gpu, find_gpu};
 pub use error::{Error, ErrorKind, NvmlError, Object, Result};
 pub use host::paths::HostPaths;
 pub use host::pci_device::resolve_address;
@@ -142,6 +148,7 @@ pub use model::{
     Backend, Gpu, Inventory, MigBacking, NameSource, PLAIN_VF_TYPE, Vf, Vgpu, VgpuHandle, VgpuType,
     Warning,
 };
+pub use nvml::host_state::add_nvml_facts;
 pub use nvml::mig_write::{
     CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome,
 };
@@ -152,10 +159,11 @@ pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection,
     SizeItem, TypeItem, VfDriver, parse_framebuffer,
 };
-pub use plan::model::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
 pub use plan::planner::plan;
+pub use plan::steps::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 pub use state::audit::AuditEntry;
+pub use state::desired::read_desired;
 pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, SriovDefinition,

@@ -566,7 +566,9 @@ fn short_address_resolves_unique_gpu() {
     let host = t4_host();
     let inv = inventory(&host);
     assert_eq!(
-        inv.gpu("3b:00.0", &host.paths()).map(|g| g.address).ok(),
+        vgpu_core::find_gpu(&inv, "3b:00.0", &host.paths())
+            .map(|g| g.address)
+            .ok(),
         Some(addr("0000:3b:00.0"))
     );
 }
@@ -590,7 +592,7 @@ fn short_address_in_two_domains_is_ambiguous() {
     .unwrap();
     let inv = inventory(&host);
     assert!(matches!(
-        inv.gpu("81:00.0", &host.paths()),
+        vgpu_core::find_gpu(&inv, "81:00.0", &host.paths()),
         Err(vgpu_core::Error::Ambiguous { .. })
     ));
 }
@@ -599,7 +601,7 @@ fn short_address_in_two_domains_is_ambiguous() {
 fn unknown_gpu_is_not_found_naming_it_and_the_device_list() {
     let host = t4_host();
     let inv = inventory(&host);
-    let err = inv.gpu("0000:99:00.0", &host.paths()).unwrap_err();
+    let err = vgpu_core::find_gpu(&inv, "0000:99:00.0", &host.paths()).unwrap_err();
     let expected = host.paths().pci_devices();
     assert!(
         matches!(
@@ -628,7 +630,7 @@ fn short_gpu_name_on_two_domains_is_ambiguous_listing_both() {
         0x030200,
     ))
     .unwrap();
-    let err = inventory(&host).gpu("41:00.0", &host.paths()).unwrap_err();
+    let err = vgpu_core::find_gpu(&inventory(&host), "41:00.0", &host.paths()).unwrap_err();
     assert!(
         matches!(
             &err,

@@ -43,7 +43,7 @@ fn plan_of(host: &Host, text: &str, config: Option<&str>) -> Plan {
 }
 
 fn plan_file(host: &Host, path: &Path, config: Option<&str>) -> Plan {
-    let file = DesiredFile::read(path).unwrap();
+    let file = vgpu_core::read_desired(path).unwrap();
     let state = manager(host).host_state().unwrap();
     plan(&state, file.config(config).unwrap())
 }

@@ -284,7 +284,7 @@ fn plan_quota_on_a_flex_without_quota_files_is_refused() {
 fn apply_mixed_desktops_example_gives_the_flex_one_large_vf() {
     let host = SimHost::mount_for_test("mixed");
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/host.toml");
-    let file = DesiredFile::read(&example).unwrap();
+    let file = vgpu_core::read_desired(&example).unwrap();
     let state = manager(&host).host_state().unwrap();
     let plan = plan(&state, file.config(Some("desktops")).unwrap());
 

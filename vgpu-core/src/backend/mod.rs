@@ -103,37 +103,10 @@ pub enum Running {
     PlainVf,
 }
 
-/// What definitions hold on one GPU for vGPUs that are not running now: new vGPUs must leave
-/// them room, or `restore` could not bring the defined ones back.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Reservations {
-    /// VFs that definitions name: never placed on.
-    pub(crate) vfs: Vec<PciAddress>,
-    /// Defined vGPUs that are not running, by type id: capacity they are owed.
-    pub(crate) pending: BTreeMap<String, u32>,
-}
+pub(crate) use crate::capacity::Reservations;
 
-impl Reservations {
-    /// How many instances of `type_id` definitions are owed.
-    pub(crate) fn pending(&self, type_id: &str) -> u32 {
-        self.pending.get(type_id).copied().unwrap_or(0)
-    }
-}
-
-/// Checks a type id or name given by a user: 1 to 64 characters of letters, digits, space,
-/// `_`, `-`, `.`, and not a path.
 pub(crate) fn validate_type(text: &str) -> Result<()> {
-    let ok = !text.is_empty()
-        && text.len() <= 64
-        && !text.contains("..")
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b' ' | b'_' | b'-' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::bad_name(text, "a vGPU type id or name"))
-    }
+    Ok(crate::model::name::validate_type(text)?)
 }
 
 /// The type of `gpu` that `wanted` names: its id (`nvidia-231`, `1151`), its name

@@ -5,7 +5,9 @@
 //! and each problem becomes a [`Warning`] naming the device and the path: one broken device
 //! never hides the others.
 
-pub(crate) mod catalog;
+pub(crate) use crate::model::catalog::{self, set_name};
+#[cfg(test)]
+mod delta_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +20,8 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, SysDir};
 use crate::model::pci::PciAddress;
 use crate::model::{
-    Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle, VgpuType, Warning,
+    Backend, Gpu, GpuLookupError, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle,
+    VgpuType, Warning,
 };
 use crate::parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
@@ -196,44 +199,18 @@ pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<
     Ok((gpu, warnings.0))
 }
 
-// The lookup is here, not with the data in `model`, because its error names where the host
-// lists PCI devices (`HostPaths::pci_devices`), as `discover_gpu`'s does.
-impl Inventory {
-    /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
-    /// part when only one GPU has it.
-    pub fn gpu(&self, name: &str, paths: &HostPaths) -> Result<&Gpu> {
-        if let Ok(address) = name.parse::<PciAddress>() {
-            return self
-                .gpus
-                .iter()
-                .find(|g| g.address == address)
-                .ok_or_else(|| Error::NotFound {
-                    what: Object::Gpu,
-                    id: name.to_owned(),
-                    path: paths.pci_devices(),
-                });
-        }
-        let matches: Vec<&Gpu> = self
-            .gpus
-            .iter()
-            .filter(|g| {
-                let full = g.address.to_string();
-                full.split_once(':').is_some_and(|(_, short)| short == name)
-            })
-            .collect();
-        match matches.as_slice() {
-            [gpu] => Ok(gpu),
-            [] => Err(Error::NotFound {
-                what: Object::Gpu,
-                id: name.to_owned(),
-                path: paths.pci_devices(),
-            }),
-            many => Err(Error::Ambiguous {
-                name: name.to_owned(),
-                candidates: many.iter().map(|g| g.address).collect(),
-            }),
-        }
-    }
+/// The GPU of `inventory` named by `name` ([`Inventory::gpu`]: a full address, or the
+/// `bus:device.function` part when only one GPU has it). Not found names where the host lists
+/// PCI devices (`paths`), as [`discover_gpu`]'s error does.
+pub fn find_gpu<'a>(inventory: &'a Inventory, name: &str, paths: &HostPaths) -> Result<&'a Gpu> {
+    inventory.gpu(name).map_err(|lookup| match lookup {
+        GpuLookupError::NotFound { name } => Error::NotFound {
+            what: Object::Gpu,
+            id: name,
+            path: paths.pci_devices(),
+        },
+        GpuLookupError::Ambiguous { name, candidates } => Error::Ambiguous { name, candidates },
+    })
 }
 
 /// What was read of one VF, for its [`Vf`].
@@ -588,30 +565,6 @@ fn name_from_catalog(types: &mut [VgpuType], backend: Backend, model: Option<&st
             set_name(ty, row.name.clone(), NameSource::Catalog);
         }
     }
-}
-
-/// Gives `ty` the name `name` from `source`, with what follows from a name where nothing more
-/// trusted said it: the frame buffer and instances per GPU (type-name grammar, catalog) and
-/// the MIG backing. A name from a more trusted source is kept.
-pub(crate) fn set_name(ty: &mut VgpuType, name: String, source: NameSource) {
-    if ty.name_source.is_some_and(|now| now <= source) {
-        return;
-    }
-    let known = catalog::by_name(&name);
-    if ty.framebuffer_mib.is_none() {
-        ty.framebuffer_mib = parse_nvidia_type_name(&name)
-            .map(|n| n.framebuffer_mib)
-            .or_else(|| known.map(|k| k.framebuffer_mib));
-    }
-    if ty.max_instances.is_none() {
-        ty.max_instances = known.map(|k| k.max_instances);
-    }
-    if ty.mig.is_none() {
-        ty.mig = crate::parse::mig_backing(&name);
-    }
-    ty.name = Some(name);
-    ty.name_source = Some(source);
-    ty.recount();
 }
 
 /// A plain SR-IOV GPU's VFs as vGPUs of type [`PLAIN_VF_TYPE`](crate::model::PLAIN_VF_TYPE):

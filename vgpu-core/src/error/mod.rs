@@ -8,9 +8,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::model::nvml::SchedulerPolicy;
+use crate::model::Backend;
 use crate::model::pci::PciAddress;
-use crate::model::{Backend, VgpuHandle};
 
 pub use nvml::NvmlError;
 
@@ -237,6 +236,10 @@ pub enum Error {
         /// What it offers, as `id (name)`.
         offered: Vec<String>,
     },
+    /// A desired-state file, a plan, a placement or a hand-out is refused (`vgpu-plan`'s
+    /// [`Error`](vgpu_plan::Error)).
+    #[error(transparent)]
+    Plan(#[from] vgpu_plan::Error),
     /// A name or value given by the caller is not of the form it must have.
     #[error("{value:?} is not {expected}")]
     BadName {
@@ -329,16 +332,6 @@ pub enum Error {
     Interrupted {
         /// The signal (2: SIGINT, 15: SIGTERM).
         signal: i32,
-    },
-    /// A vGPU is not of the type a domain asked for: it is not handed out.
-    #[error("{device} is a {has} vGPU, not the {wanted} asked for")]
-    WrongType {
-        /// The vGPU.
-        device: String,
-        /// Its type, by name where known.
-        has: String,
-        /// The type asked for.
-        wanted: String,
     },
     /// The device (or vGPU) is in use: by a vGPU, a passthrough driver, or a process.
     #[error("{device} is in use: {by}")]
@@ -442,36 +435,6 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// A desired-state file (`host.toml`, vgpu-device-manager YAML) is not valid there: a
-    /// syntax error, an unknown key, another version, a value of the wrong shape, or (from a
-    /// plan) a GPU or type this host does not have.
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Desired {
-        /// The file.
-        path: PathBuf,
-        /// The line, from 1.
-        line: usize,
-        /// The column, from 1.
-        column: usize,
-        /// What is wrong, and what was expected.
-        message: String,
-    },
-    /// A desired-state file has no config by the name asked for (or, with none asked for, no
-    /// `default` and more than one).
-    #[error(
-        "{} has no config {}; it has: {}",
-        path.display(),
-        name.as_deref().map_or_else(|| "named default (choose one with -c NAME)".to_owned(), |n| format!("{n:?}")),
-        known.join(", ")
-    )]
-    NoConfig {
-        /// The file.
-        path: PathBuf,
-        /// The name asked for.
-        name: Option<String>,
-        /// The configs it has.
-        known: Vec<String>,
-    },
     /// A plan asks for what this host cannot do (each reason is in the plan); nothing was
     /// applied.
     #[error("the plan of config {config:?} cannot be applied: {first}{}", if *refused > 1 { format!(" (and {} more)", refused - 1) } else { String::new() })]
@@ -491,14 +454,6 @@ pub enum Error {
         gpu: PciAddress,
         /// What changed, in words.
         what: String,
-    },
-    /// Fewer vGPUs than asked fit on the GPUs a placement may use; nothing was chosen.
-    #[error("{asked} vGPU(s) asked, the GPUs can take {fits}")]
-    NoPlacement {
-        /// How many were asked for.
-        asked: u32,
-        /// How many fit.
-        fits: u32,
     },
     /// The libvirt hook's configuration (`etc/vgpu/hook.toml`) is not valid.
     #[error(
@@ -684,22 +639,27 @@ impl Error {
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
             Error::Nvml(err) => err.kind(),
+            Error::Plan(err) => match err {
+                vgpu_plan::Error::Desired { .. } | vgpu_plan::Error::BadName(_) => {
+                    ErrorKind::BadInput
+                }
+                vgpu_plan::Error::NoConfig { .. } => ErrorKind::NotFound,
+                vgpu_plan::Error::NoPlacement { .. } => ErrorKind::NoCapacity,
+                vgpu_plan::Error::WrongType { .. } => ErrorKind::Conflict,
+            },
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }
             | Error::DefinitionMismatch { .. }
             | Error::NoVfs { .. }
             | Error::NotOwned { .. }
-            | Error::WrongType { .. }
             | Error::PlanStale { .. }
             | Error::MigResetPending { .. } => ErrorKind::Conflict,
             Error::NoGpuInstance { .. } => ErrorKind::NotFound,
             Error::Interrupted { .. } => ErrorKind::Interrupted,
-            Error::NoCapacity { .. }
-            | Error::NoSpace { .. }
-            | Error::NoPlacement { .. }
-            | Error::MigNoFit { .. } => ErrorKind::NoCapacity,
-            Error::NoConfig { .. } => ErrorKind::NotFound,
+            Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::MigNoFit { .. } => {
+                ErrorKind::NoCapacity
+            }
             Error::Busy { .. }
             | Error::Locked { .. }
             | Error::InUse { .. }
@@ -715,7 +675,6 @@ impl Error {
             | Error::NoSriov { .. }
             | Error::BadVfCount { .. }
             | Error::NotGpu { .. }
-            | Error::Desired { .. }
             | Error::PlanRefused { .. }
             | Error::Config { .. }
             | Error::NoTypeForVf { .. } => ErrorKind::BadInput,
@@ -741,10 +700,7 @@ impl Error {
 
     /// A [`Error::BadName`] for `value` (cut to 80 characters).
     pub(crate) fn bad_name(value: &str, expected: &'static str) -> Self {
-        Error::BadName {
-            value: value.chars().take(80).collect(),
-            expected,
-        }
+        vgpu_model::name::BadName::new(value, expected).into()
     }
 
     /// The error's message with its causes, as one line.
@@ -820,38 +776,11 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     message
 }
 
-// Text a caller gives for two types of `model`, refused as `Error::BadName`. These parsers
-// are here, not beside the types, so that `model` uses nothing of this module.
-
-impl std::str::FromStr for VgpuHandle {
-    type Err = Error;
-
-    /// A mediated device's UUID, or a VF's PCI address.
-    fn from_str(text: &str) -> Result<Self> {
-        if let Ok(uuid) = uuid::Uuid::try_parse(text) {
-            return Ok(VgpuHandle::Mdev(uuid));
+impl From<vgpu_model::name::BadName> for Error {
+    fn from(bad: vgpu_model::name::BadName) -> Self {
+        Error::BadName {
+            value: bad.value,
+            expected: bad.expected,
         }
-        text.parse::<PciAddress>().map(VgpuHandle::Vf).map_err(|_| {
-            Error::bad_name(
-                text,
-                "a vGPU id (a mediated device UUID or a VF's PCI address)",
-            )
-        })
-    }
-}
-
-impl std::str::FromStr for SchedulerPolicy {
-    type Err = Error;
-
-    fn from_str(text: &str) -> Result<Self> {
-        SchedulerPolicy::ALL
-            .into_iter()
-            .find(|p| p.name() == text)
-            .ok_or_else(|| {
-                Error::bad_name(
-                    text,
-                    "a scheduler policy (best-effort, equal-share, fixed-share)",
-                )
-            })
     }
 }

@@ -10,14 +10,7 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, write_attr, write_attr_within};
 use crate::model::pci::PciAddress;
 
-/// Whether `driver` holds a device for assignment to a guest rather than for the host:
-/// `vfio-pci`, a vfio variant driver (`mlx5_vfio_pci`, `xe-vfio-pci`...), or `pci-stub`.
-pub(crate) fn is_passthrough_driver(driver: &str) -> bool {
-    driver == "pci-stub"
-        || driver == "vfio-pci"
-        || driver.ends_with("vfio_pci")
-        || driver.ends_with("vfio-pci")
-}
+pub(crate) use crate::model::is_passthrough_driver;
 
 fn previous_path(paths: &HostPaths, address: PciAddress) -> std::path::PathBuf {
     paths

@@ -25,7 +25,7 @@ use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Object, Result};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
-use crate::plan::model::{Before, GpuPlan, Plan, Step};
+use crate::plan::steps::{Before, GpuPlan, Plan, Step};
 use crate::state::store::{SriovDefinition, Start};
 
 /// What `apply` did, GPU by GPU.
@@ -151,7 +151,7 @@ pub(super) async fn run(
     let mut reports = Vec::new();
     let mut tasks = Vec::new();
     for gpu in &plan.gpus {
-        let idle = |outcome, refused: Option<&crate::plan::model::Refused>| GpuApply {
+        let idle = |outcome, refused: Option<&crate::plan::steps::Refused>| GpuApply {
             gpu: gpu.gpu,
             outcome,
             steps: gpu.steps.len(),

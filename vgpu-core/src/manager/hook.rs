@@ -314,7 +314,7 @@ fn hand_out(
     };
     let (gpu, _warnings) = discover_gpu(op.paths(), pf).map_err(ctx)?;
     let state = op.state_of(&gpu).map_err(ctx)?;
-    check_handout(&state.inventory.gpus[0], id, type_id, wanted).map_err(ctx)
+    check_handout(&state.inventory.gpus[0], id, type_id, wanted).map_err(|e| ctx(e.into()))
 }
 
 /// The type a VF without a definition gets, and where it came from, in words: the domain's

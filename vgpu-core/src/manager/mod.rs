@@ -39,7 +39,7 @@ use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::{Nvml, NvmlSource};
-use crate::plan::model::Plan;
+use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
@@ -219,7 +219,7 @@ impl Manager {
     ) -> Result<Created> {
         self.mutate("create", gpu, |op| {
             let inventory = discover(op.paths())?;
-            let gpu = inventory.gpu(gpu, op.paths())?;
+            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
             create::create(op, gpu, wanted, uuid, define)
         })
     }
@@ -235,7 +235,7 @@ impl Manager {
     ) -> Result<Defined> {
         self.mutate("define", gpu, |op| {
             let inventory = discover(op.paths())?;
-            let gpu = inventory.gpu(gpu, op.paths())?;
+            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
             let placement = op.place(gpu, wanted)?;
             let id = placement.handle(uuid)?;
             op.define(gpu, &placement, id, start)?;
@@ -315,7 +315,7 @@ impl Manager {
     ) -> Result<SriovChange> {
         self.mutate("sriov", gpu, |op| {
             let inventory = discover(op.paths())?;
-            let pf = inventory.gpu(gpu, op.paths())?.address;
+            let pf = crate::discovery::find_gpu(&inventory, gpu, op.paths())?.address;
             if define {
                 // Quotas recorded for this count stay while the VFs do: a count that changes
                 // gives every VF the driver's equal share.
@@ -417,7 +417,7 @@ impl Manager {
     pub fn set_scheduler(&self, gpu: &str, request: SchedulerRequest) -> Result<SchedulerChange> {
         self.mutate("sched", gpu, |op| {
             let inventory = discover(op.paths())?;
-            let gpu = inventory.gpu(gpu, op.paths())?;
+            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
             if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
                 return Err(NvmlError::NotNvidia {
                     gpu: gpu.address,
@@ -462,7 +462,7 @@ impl Manager {
             },
             ..HostState::default()
         };
-        state.read_nvml(&self.paths, nvml);
+        crate::nvml::host_state::add_nvml_facts(&mut state, &self.paths, nvml);
         Ok(state)
     }
 
@@ -478,7 +478,8 @@ impl Manager {
     /// What the planner, placement and capacity read: the inventory, every definition, and the
     /// vGPUs a process holds open (named `process <pid> (<command>)`), settled
     /// ([`HostState::settle`]). Callers that know more holders (libvirt domains) add them to
-    /// [`HostState::holds`]; callers with NVML add what it says with [`HostState::read_nvml`].
+    /// [`HostState::holds`]; callers with NVML add what it says with
+    /// [`add_nvml_facts`](crate::add_nvml_facts).
     pub fn host_state(&self) -> Result<HostState> {
         let inventory = discover(&self.paths)?;
         let definitions = self.definition_set()?;

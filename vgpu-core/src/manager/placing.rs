@@ -42,17 +42,15 @@ impl GpuRoom {
     }
 }
 
-impl DefinitionSet {
-    /// Every definition in the operation's store.
-    pub(crate) fn of(op: &Operation<'_>) -> Result<DefinitionSet> {
-        let store = op.store();
-        Ok(DefinitionSet {
-            mdevs: store.mdevs()?,
-            vf_vgpus: store.vf_vgpus()?,
-            bindings: store.bindings()?,
-            sriov: store.sriov()?,
-        })
-    }
+/// Every definition in the operation's store.
+pub(crate) fn definitions_of(op: &Operation<'_>) -> Result<DefinitionSet> {
+    let store = op.store();
+    Ok(DefinitionSet {
+        mdevs: store.mdevs()?,
+        vf_vgpus: store.vf_vgpus()?,
+        bindings: store.bindings()?,
+        sriov: store.sriov()?,
+    })
 }
 
 /// Whether counting `gpu`'s room needs NVML: an NVIDIA vendor-VFIO GPU with a MIG-backed type.
@@ -72,7 +70,7 @@ impl Operation<'_> {
                 gpus: vec![gpu.clone()],
                 warnings: Vec::new(),
             },
-            definitions: DefinitionSet::of(self)?,
+            definitions: definitions_of(self)?,
             ..HostState::default()
         };
         if needs_mig_facts(gpu) {

@@ -15,9 +15,9 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::MigBacking;
 use crate::model::nvml::{Fact, GpuInstance};
+pub(crate) use crate::model::nvml::{GpuInstancePlacement, MigFacts, MigProfile};
 use crate::model::pci::PciAddress;
 use crate::nvml::Nvml;
-use crate::nvml::mig_write::GpuInstancePlacement;
 
 // What a MIG-backed type needs follows from its name alone (`crate::parse`); this module and
 // its callers name it `backing`.
@@ -173,33 +173,6 @@ pub(crate) fn refusal(
         })
         .map_or(u32::MAX, |t| t.id);
     instance_for(paths, nvml, gpu.address, type_id, Some(wanted)).err()
-}
-
-/// MIG mode and GPU instances of one GPU, as NVML and sysfs report them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct MigFacts {
-    /// Whether MIG mode is on now.
-    pub mig_on: bool,
-    /// Whether a MIG-mode change waits for a GPU reset (NVML's pending mode is not the
-    /// current one).
-    pub reset_pending: bool,
-    /// Every GPU instance: its id and profile name (`1g.18gb`).
-    pub instances: Vec<(u32, String)>,
-    /// Where each GPU instance sits, by id.
-    pub placements: BTreeMap<u32, GpuInstancePlacement>,
-    /// The GPU-instance profiles the GPU has, by name; NVML lists them while MIG mode is on.
-    pub profiles: BTreeMap<String, MigProfile>,
-    /// The GPU instances running vGPUs use.
-    pub used: BTreeSet<u32>,
-}
-
-/// A GPU-instance profile of a GPU, as `nvidia-smi mig -lgip` and `-lgipp` show it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct MigProfile {
-    /// Its id (`nvmlGpuInstanceProfileInfo_v2_t.id`).
-    pub id: u32,
-    /// Every placement an instance of it can take, taken or not.
-    pub placements: Vec<GpuInstancePlacement>,
 }
 
 /// MIG mode and the GPU instances of `pf`, with those running vGPUs use (NVML's answer and

@@ -23,14 +23,7 @@ use crate::model::nvml::MigMode;
 use crate::model::pci::PciAddress;
 use crate::nvml::Nvml;
 
-/// Where a GPU instance sits on its GPU, in memory slices (`nvmlGpuInstancePlacement_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct GpuInstancePlacement {
-    /// Its first memory slice.
-    pub start: u32,
-    /// How many memory slices it spans.
-    pub size: u32,
-}
+pub use crate::model::nvml::GpuInstancePlacement;
 
 /// A GPU instance NVML just made (`nvmlGpuInstanceGetInfo` of the new instance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,6 +16,7 @@
 
 // Without the `nvml` feature nothing reads NVML, so their NVML halves go unused.
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+pub(crate) mod host_state;
 pub(crate) mod mig;
 pub(crate) mod mig_write;
 #[cfg(feature = "nvml")]

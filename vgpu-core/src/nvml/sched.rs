@@ -7,23 +7,14 @@
 //! be allowed to set only when no VM is running", NVML API Reference): a change is refused
 //! before NVML is asked when vGPUs run, and NVML's own refusal is passed on otherwise.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::NvmlError;
 use crate::model::nvml::{SchedulerCapabilities, SchedulerPolicy};
 use crate::model::pci::PciAddress;
 
-/// A scheduler state to set: a policy, and a time slice for the policies that take one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SchedulerRequest {
-    /// The policy.
-    pub policy: SchedulerPolicy,
-    /// The time slice of each vGPU in milliseconds (equal and fixed share only); `None`
-    /// keeps the driver's default.
-    #[serde(default)]
-    pub timeslice_ms: Option<u32>,
-}
+pub use crate::model::nvml::SchedulerRequest;
+pub(crate) use crate::model::nvml::already;
 
 /// NVML's number for `policy` (`NVML_VGPU_SCHEDULER_POLICY_*`).
 pub(crate) fn policy_code(policy: SchedulerPolicy) -> u32 {
@@ -315,22 +306,6 @@ impl crate::nvml::Nvml {
                 .reason
                 .clone()
                 .unwrap_or_else(|| "not initialised".to_owned()),
-        }
-    }
-}
-
-/// Whether `state` already is what `request` asks.
-pub(crate) fn already(
-    state: &crate::model::nvml::SchedulerState,
-    request: SchedulerRequest,
-) -> bool {
-    if state.policy != Some(request.policy) {
-        return false;
-    }
-    match request.timeslice_ms {
-        None => true,
-        Some(ms) => {
-            state.timeslice_ns.value().copied().map(u64::from) == Some(u64::from(ms) * NS_PER_MS)
         }
     }
 }

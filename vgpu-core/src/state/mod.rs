@@ -3,6 +3,7 @@
 //! [`crate::host::durable`].
 
 pub(crate) mod audit;
+pub(crate) mod desired;
 pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod lock;

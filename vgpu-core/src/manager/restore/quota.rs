@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::host::pci_device::PciDevice;
 use crate::manager::session::{Operation, Session};
 use crate::model::pci::PciAddress;
-use crate::plan::model::{Step, mib_text};
-use crate::plan::vfs::{lowered_first, nth_vf, quota_matches};
+use crate::plan::planner::vfs::{lowered_first, nth_vf, quota_matches};
+use crate::plan::steps::{Step, mib_text};
 use crate::state::store::{MIB, SriovDefinition};
 
 /// The VF and quota of a `quota` step of [`Manager::restore`](crate::Manager::restore).

@@ -9,7 +9,7 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, write_attr};
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::plan::vfs::quota_matches;
+use crate::plan::planner::vfs::quota_matches;
 use crate::state::store::MIB;
 
 impl Operation<'_> {

@@ -1,0 +1,378 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::capacity::*;
+use crate::model::definition::{BindingDefinition, VfVgpuDefinition};
+use crate::model::pci::PciAddress;
+use crate::model::{Gpu, Inventory, MigBacking, Vgpu, VgpuHandle, VgpuType};
+use crate::state::store::Start;
+use crate::testing::addr;
+use crate::testing::fleet::{self, Model};
+
+const L40S: &str = "0000:41:00.0";
+const H200: &str = "0000:18:00.0";
+
+fn host(gpus: Vec<Gpu>) -> HostState {
+    HostState {
+        inventory: Inventory {
+            gpus,
+            warnings: Vec::new(),
+        },
+        ..HostState::default()
+    }
+}
+
+fn vf(pf: &str, i: u32) -> PciAddress {
+    fleet::vf_address(addr(pf), i).unwrap()
+}
+
+fn defined(state: &mut HostState, pf: &str, i: u32, type_id: u32, name: Option<&str>) {
+    state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        vf: vf(pf, i),
+        gpu: addr(pf),
+        type_id,
+        type_name: name.map(str::to_owned),
+        start: Start::Manual,
+    });
+}
+
+/// An H200 on NVIDIA vendor VFIO with 16 free VFs offering two MIG-backed types and one
+/// time-sliced type, as its VFs list them while MIG mode is on.
+fn h200() -> Gpu {
+    let mut gpu = fleet::gpu(Model::L40s, addr(H200), Some(0));
+    gpu.model = Some("GH100 [H200 SXM 141GB]".to_owned());
+    gpu.vfs.truncate(16);
+    let ty = |id: &str, name: &str, fb: u64, max: u32| VgpuType {
+        id: id.to_owned(),
+        name: Some(name.to_owned()),
+        name_source: Some(crate::model::NameSource::Sysfs),
+        framebuffer_mib: Some(fb),
+        max_instances: Some(max),
+        available: 0,
+        limit: None,
+        in_use: 0,
+        device_api: None,
+        description: None,
+        mig: crate::nvml::mig::backing(name),
+        offered: 16,
+    };
+    gpu.types = vec![
+        ty("1200", "NVIDIA H200X-1-18C", 18432, 7),
+        ty("1201", "NVIDIA H200X-2-35C", 35840, 3),
+        ty("1210", "NVIDIA H200X-18C", 18432, 7),
+    ];
+    gpu
+}
+
+fn mig_facts(instances: &[(u32, &str)], used: &[u32]) -> MigFacts {
+    MigFacts {
+        mig_on: true,
+        instances: instances
+            .iter()
+            .map(|(i, p)| (*i, (*p).to_owned()))
+            .collect(),
+        used: used.iter().copied().collect::<BTreeSet<u32>>(),
+        ..MigFacts::default()
+    }
+}
+
+/// Gives `gpu` a running vGPU of `type_id` on VF `i`.
+fn run_on(gpu: &mut Gpu, i: u32, type_id: &str) {
+    let address = gpu.vfs[i as usize].address;
+    gpu.vfs[i as usize].vgpu_type = Some(type_id.to_owned());
+    gpu.vgpus.push(Vgpu {
+        id: VgpuHandle::Vf(address),
+        type_id: type_id.to_owned(),
+        parent: gpu.address,
+    });
+    for t in &mut gpu.types {
+        t.offered = t.offered.saturating_sub(1);
+        if t.id == type_id {
+            t.in_use += 1;
+        }
+    }
+}
+
+#[test]
+fn room_of_an_idle_l40s_is_the_type_maximum() {
+    let state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+    let gpu = &state.inventory.gpus[0];
+
+    let room = room(&state, gpu, "1153");
+
+    assert_eq!(
+        room,
+        Room {
+            available: 4,
+            limit: Limit::Max { max: 4 },
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn room_leaves_defined_vgpus_their_place() {
+    let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+    defined(&mut state, L40S, 0, 1155, Some("NVIDIA L40S-24Q"));
+    defined(&mut state, L40S, 1, 1155, Some("NVIDIA L40S-24Q"));
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1155"),
+        Room {
+            available: 0,
+            limit: Limit::Definitions { held: 2 },
+            held: 2
+        }
+    );
+    assert_eq!(
+        room(&state, &gpu, "1153"),
+        Room {
+            available: 0,
+            limit: Limit::Mixing {
+                with: "NVIDIA L40S-24Q".to_owned()
+            },
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn room_counts_free_gpu_instances_of_the_profile() {
+    let mut state = host(vec![h200()]);
+    state.mig.insert(
+        addr(H200),
+        mig_facts(&[(9, "1g.18gb"), (10, "1g.18gb"), (3, "2g.35gb")], &[]),
+    );
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1200").available,
+        2,
+        "two free 1g.18gb, not the type's 7"
+    );
+    assert_eq!(
+        room(&state, &gpu, "1200").limit,
+        Limit::GpuInstances {
+            profile: "1g.18gb".to_owned(),
+            free: 2
+        }
+    );
+    assert_eq!(room(&state, &gpu, "1201").available, 1);
+}
+
+#[test]
+fn room_of_mig_types_of_other_profiles_is_shared_time_sliced_is_not() {
+    let mut gpu = h200();
+    run_on(&mut gpu, 0, "1200");
+    run_on(&mut gpu, 1, "1200");
+    let mut state = host(vec![gpu]);
+    state.mig.insert(
+        addr(H200),
+        mig_facts(&[(9, "1g.18gb"), (10, "1g.18gb"), (3, "2g.35gb")], &[9, 10]),
+    );
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1201").available,
+        1,
+        "2g.35gb beside 1g.18gb"
+    );
+    assert_eq!(room(&state, &gpu, "1200").available, 0);
+    assert_eq!(
+        room(&state, &gpu, "1210"),
+        Room {
+            available: 0,
+            limit: Limit::Mixing {
+                with: "NVIDIA H200X-1-18C".to_owned()
+            },
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn room_of_a_mig_type_without_nvml_is_none() {
+    let state = host(vec![h200()]);
+    let gpu = &state.inventory.gpus[0];
+
+    assert_eq!(
+        room(&state, gpu, "1200"),
+        Room {
+            available: 0,
+            limit: Limit::MigUnknown {
+                profile: "1g.18gb".to_owned()
+            },
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn room_of_a_mig_type_counts_defined_vgpus_on_its_profile() {
+    let mut state = host(vec![h200()]);
+    state.mig.insert(
+        addr(H200),
+        mig_facts(&[(9, "1g.18gb"), (10, "1g.18gb")], &[]),
+    );
+    defined(&mut state, H200, 3, 1200, None);
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1200"),
+        Room {
+            available: 1,
+            limit: Limit::GpuInstances {
+                profile: "1g.18gb".to_owned(),
+                free: 1
+            },
+            held: 1
+        }
+    );
+}
+
+#[test]
+fn room_of_plain_vfs_leaves_out_given_and_defined_ones() {
+    let mut gpu = fleet::gpu(Model::Flex170, addr("0000:4d:00.0"), Some(0));
+    fleet::enable_vfs(&mut gpu, 4);
+    gpu.vfs[0].driver = Some("vfio-pci".to_owned());
+    let second = gpu.vfs[1].address;
+    let mut state = host(vec![gpu]);
+    state.definitions.bindings.push(BindingDefinition {
+        address: second,
+        driver: "vfio-pci".to_owned(),
+        previous_driver: Some("i915".to_owned()),
+        start: Start::Auto,
+    });
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, crate::backend::PLAIN_VF_TYPE),
+        Room {
+            available: 2,
+            limit: Limit::Definitions { held: 1 },
+            held: 1
+        }
+    );
+}
+
+#[test]
+fn settle_names_a_full_gpu_type_from_its_definition() {
+    let mut gpu = fleet::gpu(Model::L40s, addr(L40S), Some(0));
+    let mut full = gpu.types.iter().find(|t| t.id == "1153").cloned().unwrap();
+    full.name = None;
+    full.name_source = None;
+    full.in_use = 4;
+    gpu.types = vec![full];
+    let mut state = host(vec![gpu]);
+    defined(&mut state, L40S, 0, 1153, Some("NVIDIA L40S-12Q"));
+
+    state.settle();
+
+    let ty = &state.inventory.gpus[0].types[0];
+    assert_eq!(ty.name.as_deref(), Some("NVIDIA L40S-12Q"));
+    assert_eq!(ty.name_source, Some(crate::model::NameSource::Definition));
+    assert_eq!(ty.available, 0);
+    assert_eq!(ty.limit, Some(Limit::Max { max: 4 }));
+}
+
+#[test]
+fn settle_prefers_nvml_to_the_catalog() {
+    let mut gpu = fleet::gpu(Model::L40s, addr(L40S), Some(0));
+    gpu.types.retain(|t| t.id == "1153");
+    gpu.types[0].name_source = Some(crate::model::NameSource::Catalog);
+    let mut state = host(vec![gpu]);
+    state.supported_types = BTreeMap::from([(
+        addr(L40S),
+        vec![KnownType {
+            id: "1153".to_owned(),
+            name: "NVIDIA L40S-12Q".to_owned(),
+        }],
+    )]);
+
+    state.settle();
+
+    assert_eq!(
+        state.inventory.gpus[0].types[0].name_source,
+        Some(crate::model::NameSource::Nvml)
+    );
+}
+
+#[test]
+fn mig_backing_of_the_test_types() {
+    assert_eq!(
+        h200().types[1].mig,
+        Some(MigBacking {
+            slices: 2,
+            gpu_instance_profile: "2g.35gb".to_owned()
+        })
+    );
+}
+
+mod agreement {
+    //! For random states of one GPU, `room`, `place` and `plan` give one count.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::plan::desired::{DesiredFile, Format};
+    use crate::plan::place::{PlaceRequest, PlaceWant, Policy, place};
+
+    /// An L40S with `running` 12Q vGPUs and `defined` stopped 12Q definitions on the VFs
+    /// after them, and a stopped 24Q definition when `other`.
+    fn l40s(running: u32, stopped: u32, other: bool) -> HostState {
+        let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+        fleet::record_vgpus(&mut state.inventory, addr(L40S), "1153", 12288, 0, running);
+        for i in running..running + stopped {
+            defined_12q(&mut state, i);
+        }
+        if other {
+            defined(&mut state, L40S, 20, 1155, Some("NVIDIA L40S-24Q"));
+        }
+        state
+    }
+
+    fn defined_12q(state: &mut HostState, i: u32) {
+        defined(state, L40S, i, 1153, Some("NVIDIA L40S-12Q"));
+    }
+
+    fn place_max(state: &HostState, name: &str) -> u32 {
+        (1..=8)
+            .take_while(|n| {
+                let request = PlaceRequest {
+                    count: *n,
+                    want: PlaceWant::Type(name.to_owned()),
+                    numa_node: None,
+                };
+                place(state, &request, Policy::Pack).is_ok()
+            })
+            .last()
+            .unwrap_or(0)
+    }
+
+    fn plan_accepts(state: &HostState, total: u32) -> bool {
+        let text = format!(
+            "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"{L40S}\"\ntypes = {{ \"L40S-12Q\" = {total} }}\n"
+        );
+        let file = DesiredFile::parse("host.toml", Format::HostToml, &text).unwrap();
+        let plan = crate::plan::planner::plan(state, &file.configs[0]);
+        plan.gpus[0].refusals.is_empty()
+    }
+
+    proptest! {
+        #[test]
+        fn room_place_and_plan_agree(running in 0u32..=4, stopped in 0u32..=4, other in any::<bool>()) {
+            prop_assume!(running + stopped <= 4);
+            let state = l40s(running, stopped, other);
+            let gpu = state.inventory.gpus[0].clone();
+            let room = room(&state, &gpu, "1153").available;
+
+            prop_assert_eq!(room, if other { 0 } else { 4 - running - stopped });
+            prop_assert_eq!(place_max(&state, "L40S-12Q"), room);
+            if !other {
+                // The plan keeps what runs and what is defined, and adds the room.
+                prop_assert!(plan_accepts(&state, running + stopped + room));
+                prop_assert!(!plan_accepts(&state, running + stopped + room + 1));
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Placement: pack, spread, the one-type rule, NUMA, reserved VFs, and refusing when short.
+
+use super::{gpu, host, vf};
+use crate::model::pci::PciAddress;
+use crate::plan::Error;
+use crate::plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+use crate::state::store::{Start, VfVgpuDefinition};
+use crate::testing::addr;
+use crate::testing::fleet::{self, Model};
+
+const A: &str = "0000:41:00.0";
+const B: &str = "0000:81:00.0";
+
+fn by_size(count: u32, gib: u64) -> PlaceRequest {
+    PlaceRequest {
+        count,
+        want: PlaceWant::Framebuffer {
+            mib: gib * 1024,
+            series: 'Q',
+            round_up: false,
+        },
+        numa_node: None,
+    }
+}
+
+fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
+    picks.iter().map(|p| p.gpu).collect()
+}
+
+/// Two idle L40S, `A` then `B`, with `held` 12Q vGPUs already on `B`.
+fn two_l40s(held: u32) -> crate::plan::HostState {
+    let mut state = host(vec![gpu(Model::L40s, A), gpu(Model::L40s, B)]);
+    fleet::record_vgpus(&mut state.inventory, addr(B), "1153", 12288, 0, held);
+    state
+}
+
+#[test]
+fn place_pack_fills_the_partly_used_gpu_first() {
+    let state = two_l40s(1);
+
+    let picks = place(&state, &by_size(2, 12), Policy::Pack).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(B), addr(B)]);
+}
+
+#[test]
+fn place_pack_names_type_and_free_vfs() {
+    let state = two_l40s(1);
+
+    let picks = place(&state, &by_size(1, 12), Policy::Pack).unwrap();
+
+    assert_eq!(
+        picks,
+        vec![Pick {
+            gpu: addr(B),
+            type_id: "1153".to_owned(),
+            type_name: Some("NVIDIA L40S-12Q".to_owned()),
+            framebuffer_mib: Some(12288),
+            vf: Some(vf(B, 1))
+        }]
+    );
+}
+
+#[test]
+fn place_spread_takes_the_gpu_with_most_room() {
+    let state = two_l40s(1);
+
+    let picks = place(&state, &by_size(3, 12), Policy::Spread).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(A), addr(A), addr(B)]);
+}
+
+#[test]
+fn place_pack_best_fit_prefers_the_fuller_gpu() {
+    let mut state = two_l40s(2);
+    let pick = Pick {
+        gpu: addr(A),
+        type_id: "1153".to_owned(),
+        type_name: None,
+        framebuffer_mib: Some(12288),
+        vf: Some(vf(A, 0)),
+    };
+    fleet::record(&mut state.inventory, &pick);
+
+    let picks = place(&state, &by_size(1, 12), Policy::Pack).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(B)]);
+}
+
+#[test]
+fn place_one_type_gpu_holding_another_type_is_skipped() {
+    let state = two_l40s(1);
+
+    let picks = place(&state, &by_size(2, 24), Policy::Pack).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(A), addr(A)]);
+}
+
+#[test]
+fn place_numa_node_limits_the_gpus() {
+    let state = host(vec![
+        fleet::gpu(Model::L40s, addr(A), Some(0)),
+        fleet::gpu(Model::L40s, addr(B), Some(1)),
+    ]);
+    let request = PlaceRequest {
+        numa_node: Some(1),
+        ..by_size(1, 48)
+    };
+
+    let picks = place(&state, &request, Policy::Pack).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(B)]);
+}
+
+#[test]
+fn place_vf_a_definition_holds_is_not_picked() {
+    let mut state = host(vec![gpu(Model::L40s, A)]);
+    state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        vf: vf(A, 0),
+        gpu: addr(A),
+        type_id: 1153,
+        type_name: None,
+        start: Start::Manual,
+    });
+
+    let picks = place(&state, &by_size(1, 12), Policy::Pack).unwrap();
+
+    assert_eq!(picks[0].vf, Some(vf(A, 1)));
+}
+
+#[test]
+fn place_definition_of_stopped_vgpu_keeps_its_capacity() {
+    let mut state = host(vec![gpu(Model::L40s, A)]);
+    state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        vf: vf(A, 0),
+        gpu: addr(A),
+        type_id: 1153,
+        type_name: None,
+        start: Start::Manual,
+    });
+
+    let err = place(&state, &by_size(4, 12), Policy::Pack).unwrap_err();
+
+    assert!(matches!(err, Error::NoPlacement { asked: 4, fits: 3 }));
+}
+
+#[test]
+fn place_more_than_fit_chooses_nothing() {
+    let state = two_l40s(0);
+
+    let err = place(&state, &by_size(3, 48), Policy::Spread).unwrap_err();
+
+    assert!(matches!(err, Error::NoPlacement { asked: 3, fits: 2 }));
+}
+
+#[test]
+fn place_type_by_name_on_legacy_mdev_has_no_vf() {
+    let state = host(vec![gpu(Model::T4, "0000:3b:00.0")]);
+    let request = PlaceRequest {
+        count: 1,
+        want: PlaceWant::Type("T4-2Q".to_owned()),
+        numa_node: None,
+    };
+
+    let picks = place(&state, &request, Policy::Pack).unwrap();
+
+    assert_eq!(
+        picks,
+        vec![Pick {
+            gpu: addr("0000:3b:00.0"),
+            type_id: "nvidia-231".to_owned(),
+            type_name: Some("GRID T4-2Q".to_owned()),
+            framebuffer_mib: Some(2048),
+            vf: None
+        }]
+    );
+}
+
+#[test]
+fn place_size_on_plain_sriov_gpu_takes_a_vf_with_that_share() {
+    let mut flex = gpu(Model::Flex170, "0000:4d:00.0");
+    fleet::enable_vfs(&mut flex, 8);
+    let state = host(vec![flex]);
+
+    let picks = place(&state, &by_size(1, 2), Policy::Pack).unwrap();
+
+    assert_eq!(
+        picks,
+        vec![Pick {
+            gpu: addr("0000:4d:00.0"),
+            type_id: "vf".to_owned(),
+            type_name: None,
+            framebuffer_mib: Some(2048),
+            vf: Some(vf("0000:4d:00.0", 0))
+        }]
+    );
+}
+
+#[test]
+fn place_size_above_the_vf_share_does_not_fit() {
+    let mut flex = gpu(Model::Flex170, "0000:4d:00.0");
+    fleet::enable_vfs(&mut flex, 8);
+    let state = host(vec![flex]);
+
+    let err = place(&state, &by_size(1, 4), Policy::Pack).unwrap_err();
+
+    assert!(matches!(err, Error::NoPlacement { asked: 1, fits: 0 }));
+}

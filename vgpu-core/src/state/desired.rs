@@ -1,0 +1,24 @@
+//! Reading desired-state files (`host.toml`, NVIDIA vgpu-device-manager and mig-parted YAML)
+//! for `vgpu-plan`, which parses text and reads nothing.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::host::sysfs::read_bounded;
+use crate::plan::desired::{DesiredFile, Format};
+
+/// The largest desired-state file read.
+const FILE_LIMIT: usize = 1024 * 1024;
+
+/// Reads the desired-state file at `path`, in the format its name and text imply
+/// ([`Format::of_file`]), and parses it ([`DesiredFile::parse`]).
+pub fn read_desired(path: &Path) -> Result<DesiredFile> {
+    let text = read_bounded(path, FILE_LIMIT)?.ok_or_else(|| Error::Missing {
+        path: path.to_path_buf(),
+    })?;
+    Ok(DesiredFile::parse(
+        path,
+        Format::of_file(path, &text),
+        &text,
+    )?)
+}

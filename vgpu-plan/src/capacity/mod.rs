@@ -1,0 +1,330 @@
+//! What a GPU can still take: one answer per physical GPU and vGPU type.
+//!
+//! [`room`] is a pure function of a [`HostState`]: what runs, what is defined, the VFs and
+//! their drivers, and the GPU instances NVML reports. Every command that counts asks it:
+//! `types`, `place`, `plan`, `create`, `define`, `provision`, the libvirt hook, `nova-config`,
+//! `top` and `metrics`. None keeps a count of its own.
+//!
+//! The rules, per GPU and type:
+//!
+//! | bound ([`Limit`]) | from |
+//! |---|---|
+//! | the per-GPU maximum | `max_instances` less the vGPUs of the type |
+//! | mixing | NVIDIA: time-sliced vGPUs of one type at a time; MIG-backed vGPUs of any profiles together; never both |
+//! | definitions | defined vGPUs that are not running keep their place and capacity |
+//! | GPU instances | MIG-backed: the free instances of the type's profile, less those defined vGPUs of it will take |
+//! | free VFs | VF-based interfaces: VFs that hold nothing, have no passthrough driver, and no definition names |
+//! | the parents' offer | sysfs: `available_instances`, or the free VFs that list the type |
+//!
+//! The room is the least of them; a tie is reported as the first in this table.
+//!
+//! The mixing rule is NVIDIA's (Virtual GPU Software User Guide, "Valid Virtual GPU
+//! Configurations on a Single GPU"; NVIDIA vgpu-device-manager's `VGPUConfig.AssertValid`
+//! holds the same). A MIG-backed type with no NVML to list GPU instances has no room: the
+//! instance it needs cannot be chosen.
+
+mod handout;
+pub(crate) mod identity;
+mod mig_fit;
+mod reservations;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::model::definition::{
+    BindingDefinition, MdevDefinition, SriovDefinition, VfVgpuDefinition,
+};
+use crate::model::is_passthrough_driver;
+use crate::model::nvml::{Fact, SchedulerState};
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
+
+pub use crate::model::limit::Limit;
+pub use crate::model::nvml::MigFacts;
+pub use handout::check_handout;
+pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
+pub use reservations::{Reservations, reservations};
+
+/// What the planner, placement and capacity read about a host: what it has, what is defined,
+/// what guests hold, and what NVML says of GPU instances.
+/// [`Manager::host_state`](crate::Manager::host_state) reads it from a host; tests and
+/// benchmarks build one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostState {
+    /// The GPUs, their VFs, types and vGPUs.
+    pub inventory: Inventory,
+    /// The persistent definitions.
+    pub definitions: DefinitionSet,
+    /// vGPUs a guest holds, with what holds them in words (`process 4242 (qemu-system-x86)`,
+    /// `libvirt domain web-1`): never taken away by a plan.
+    pub holds: BTreeMap<VgpuHandle, String>,
+    /// Plain SR-IOV GPUs whose driver provisions each VF's local memory with a quota one can
+    /// set (Intel's SR-IOV `i915` and `xe`: `drm/card<N>/iov/`), with the local memory it can
+    /// give the VFs in MiB: their quotas and what is left
+    /// (`iov/pf/gt/available/lmem_max_quota`). A GPU not here takes no quotas.
+    pub local_memory_mib: BTreeMap<PciAddress, u64>,
+    /// The vGPU scheduler of each NVIDIA GPU, for selections that set one
+    /// ([`HostState::read_schedulers`] fills it from NVML); a GPU missing here has an unknown
+    /// scheduler, and a selection that sets its scheduler is refused.
+    pub schedulers: BTreeMap<PciAddress, Fact<SchedulerState>>,
+    /// MIG mode and GPU instances of each NVIDIA GPU NVML was asked about; a GPU missing here
+    /// has unknown instances, so its MIG-backed types have no room.
+    pub mig: BTreeMap<PciAddress, MigFacts>,
+    /// The vGPU types NVML says each NVIDIA GPU supports, whatever it holds now: what a plan
+    /// may count on where sysfs lists only the types creatable beside the vGPUs present. A
+    /// GPU missing here has an offer known only from sysfs.
+    pub supported_types: BTreeMap<PciAddress, Vec<KnownType>>,
+}
+
+/// Every persistent definition of a host, as read at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefinitionSet {
+    /// Mediated devices (mdevctl's store).
+    pub mdevs: Vec<MdevDefinition>,
+    /// NVIDIA vendor-VFIO vGPUs.
+    pub vf_vgpus: Vec<VfVgpuDefinition>,
+    /// Driver bindings (plain VFs given to guests).
+    pub bindings: Vec<BindingDefinition>,
+    /// VF counts.
+    pub sriov: Vec<SriovDefinition>,
+}
+
+/// A vGPU type a GPU supports, by id and name (NVML's `nvmlDeviceGetSupportedVgpus`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KnownType {
+    /// The id, as sysfs writes it (`1153`, or the number of `nvidia-1153`).
+    pub id: String,
+    /// The name.
+    pub name: String,
+}
+
+/// How many more vGPUs of one type one GPU takes now, and what bounds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Room {
+    /// How many more can be made.
+    pub available: u32,
+    /// The bound that set `available`; with several equal bounds, the first in the table of
+    /// the module documentation.
+    pub limit: Limit,
+    /// Places definitions hold for vGPUs of this type that are not running (for plain VFs:
+    /// VFs definitions name); other types' definitions bound it through the mixing rule.
+    pub held: u32,
+}
+
+/// Whether vGPUs of the type are MIG-backed, and on which profile.
+fn profile_of(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> Option<String> {
+    if let Some(t) = gpu.types.iter().find(|t| t.id == type_id) {
+        return t.mig.as_ref().map(|m| m.gpu_instance_profile.clone());
+    }
+    names
+        .get(type_id)
+        .and_then(|n| crate::parse::mig_backing(n))
+        .map(|m| m.gpu_instance_profile)
+}
+
+/// How many more vGPUs of `type_id` (an id `gpu` lists, or [`PLAIN_VF_TYPE`]) `gpu` takes now
+/// on the host `host` describes. Pure.
+pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
+    let reserved = reservations(&host.definitions, gpu);
+    let plain = gpu.backend == Backend::Sriov && gpu.vendor_id != Some(NVIDIA_VENDOR_ID);
+    if plain && type_id == crate::model::PLAIN_VF_TYPE {
+        return plain_room(gpu, &reserved);
+    }
+    let Some(ty) = gpu.types.iter().find(|t| t.id == type_id) else {
+        return Room {
+            available: 0,
+            limit: Limit::NotOffered,
+            held: 0,
+        };
+    };
+    let max = ty
+        .max_instances
+        .map(|max| (max.saturating_sub(ty.in_use), Limit::Max { max }));
+    // What the parents and the per-GPU maximum leave, before definitions take their share.
+    let base = max.as_ref().map_or(ty.offered, |(n, _)| ty.offered.min(*n));
+    // In the order a tie is reported: the most telling bound first.
+    let mut bounds: Vec<(u32, Limit)> = max.into_iter().collect();
+    let nvidia = gpu.vendor_id == Some(NVIDIA_VENDOR_ID);
+    let names = reservations::defined_names(&host.definitions, gpu);
+    let mine = profile_of(gpu, type_id, &names);
+    // Mixing: every type present, running or only defined, against this one.
+    if nvidia {
+        let present: BTreeSet<&str> = gpu
+            .vgpus
+            .iter()
+            .map(|v| v.type_id.as_str())
+            .chain(reserved.pending.keys().map(String::as_str))
+            .filter(|t| *t != type_id)
+            .collect();
+        let clash = present
+            .iter()
+            .find(|other| !share_gpu(mine.is_some(), profile_of(gpu, other, &names).is_some()));
+        if let Some(other) = clash {
+            bounds.push((
+                0,
+                Limit::Mixing {
+                    with: label(gpu, other, &names),
+                },
+            ));
+        }
+    }
+    let held = reserved.pending(type_id);
+    if held > 0 {
+        bounds.push((base.saturating_sub(held), Limit::Definitions { held }));
+    }
+    if let Some(profile) = &mine {
+        bounds.push(instances_bound(host, gpu, profile, &reserved, &names));
+    }
+    if gpu.backend != Backend::Mdev {
+        let free = gpu
+            .vfs
+            .iter()
+            .filter(|vf| {
+                vf.vgpu_type.is_none()
+                    && !vf.driver.as_deref().is_some_and(is_passthrough_driver)
+                    && !reserved.vfs.contains(&vf.address)
+            })
+            .count();
+        bounds.push((u32::try_from(free).unwrap_or(u32::MAX), Limit::Vfs));
+    }
+    bounds.push((ty.offered, Limit::Offer));
+    pick(bounds, held)
+}
+
+/// Whether vGPUs of two types, each MIG-backed or time-sliced as said, may be on one NVIDIA
+/// GPU at once: MIG-backed ones of any profiles, one per GPU instance; a time-sliced one with
+/// nothing of another type. The one mixing rule: [`room`] counts by it, the planner plans by it.
+pub(crate) fn share_gpu(a_mig_backed: bool, b_mig_backed: bool) -> bool {
+    a_mig_backed && b_mig_backed
+}
+
+/// The bound with the least room; the first of equals.
+fn pick(bounds: Vec<(u32, Limit)>, held: u32) -> Room {
+    let mut best: Option<(u32, Limit)> = None;
+    for (n, limit) in bounds {
+        if best.as_ref().is_none_or(|(b, _)| n < *b) {
+            best = Some((n, limit));
+        }
+    }
+    let (available, limit) = best.unwrap_or((0, Limit::NotOffered));
+    Room {
+        available,
+        limit,
+        held,
+    }
+}
+
+/// Free GPU instances of `profile` on `gpu`, less those defined vGPUs of that profile that are
+/// not running will take.
+fn instances_bound(
+    host: &HostState,
+    gpu: &Gpu,
+    profile: &str,
+    reserved: &Reservations,
+    names: &BTreeMap<String, String>,
+) -> (u32, Limit) {
+    let Some(facts) = host.mig.get(&gpu.address) else {
+        return (
+            0,
+            Limit::MigUnknown {
+                profile: profile.to_owned(),
+            },
+        );
+    };
+    if !facts.mig_on {
+        return (
+            0,
+            Limit::MigOff {
+                profile: profile.to_owned(),
+            },
+        );
+    }
+    let free = facts
+        .instances
+        .iter()
+        .filter(|(id, p)| p == profile && !facts.used.contains(id))
+        .count();
+    let pending: u32 = reserved
+        .pending
+        .iter()
+        .filter(|(t, _)| profile_of(gpu, t, names).as_deref() == Some(profile))
+        .map(|(_, n)| *n)
+        .sum();
+    let free = u32::try_from(free)
+        .unwrap_or(u32::MAX)
+        .saturating_sub(pending);
+    (
+        free,
+        Limit::GpuInstances {
+            profile: profile.to_owned(),
+            free,
+        },
+    )
+}
+
+/// A plain SR-IOV GPU's room for whole VFs: each VF no passthrough driver holds and no
+/// definition names.
+fn plain_room(gpu: &Gpu, reserved: &Reservations) -> Room {
+    let free = gpu
+        .vfs
+        .iter()
+        .filter(|vf| {
+            !vf.driver.as_deref().is_some_and(is_passthrough_driver)
+                && !reserved.vfs.contains(&vf.address)
+        })
+        .count();
+    let held = gpu
+        .vfs
+        .iter()
+        .filter(|vf| {
+            reserved.vfs.contains(&vf.address)
+                && !vf.driver.as_deref().is_some_and(is_passthrough_driver)
+        })
+        .count();
+    let held = u32::try_from(held).unwrap_or(u32::MAX);
+    Room {
+        available: u32::try_from(free).unwrap_or(u32::MAX),
+        limit: match held {
+            0 => Limit::Vfs,
+            held => Limit::Definitions { held },
+        },
+        held,
+    }
+}
+
+/// How a person calls type `type_id` of `gpu`: its name, or its id.
+fn label(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> String {
+    gpu.types
+        .iter()
+        .find(|t| t.id == type_id)
+        .and_then(|t| t.name.clone())
+        .or_else(|| names.get(type_id).cloned())
+        .unwrap_or_else(|| type_id.to_owned())
+}
+
+impl HostState {
+    /// Completes every type's identity ([`identity`]) and sets every type's `available` and
+    /// `limit` to [`room`]'s answer, so that what is rendered from the inventory is that
+    /// answer. A plain SR-IOV GPU's `vf` type included.
+    pub fn settle(&mut self) {
+        identity::complete(self);
+        let rooms: Vec<Vec<Room>> = self
+            .inventory
+            .gpus
+            .iter()
+            .map(|gpu| gpu.types.iter().map(|t| room(self, gpu, &t.id)).collect())
+            .collect();
+        for (gpu, rooms) in self.inventory.gpus.iter_mut().zip(rooms) {
+            for (ty, room) in gpu.types.iter_mut().zip(rooms) {
+                ty.available = room.available;
+                ty.limit = Some(room.limit);
+            }
+        }
+    }
+
+    /// The state of one GPU of the inventory, by address.
+    pub fn gpu(&self, address: PciAddress) -> Option<&Gpu> {
+        self.inventory.gpus.iter().find(|g| g.address == address)
+    }
+}

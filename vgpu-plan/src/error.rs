@@ -1,0 +1,73 @@
+//! What planning refuses: a desired-state file that is not valid, a config it does not have,
+//! a placement that does not fit, a vGPU of another type than asked. Each variant carries the
+//! facts; the wording of what to do about it is the caller's.
+
+use std::path::PathBuf;
+
+use vgpu_model::name::BadName;
+
+/// Why a desired-state file, a placement or a hand-out was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A desired-state file (`host.toml`, vgpu-device-manager YAML) is not valid there: a
+    /// syntax error, an unknown key, another version, a value of the wrong shape, or (from a
+    /// plan) a GPU or type this host does not have.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Desired {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The column, from 1.
+        column: usize,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
+    /// A desired-state file has no config by the name asked for (or, with none asked for, no
+    /// `default` and more than one).
+    #[error(
+        "{} has no config {}; it has: {}",
+        path.display(),
+        name.as_deref().map_or_else(|| "named default".to_owned(), |n| format!("{n:?}")),
+        known.join(", ")
+    )]
+    NoConfig {
+        /// The file.
+        path: PathBuf,
+        /// The name asked for.
+        name: Option<String>,
+        /// The configs it has.
+        known: Vec<String>,
+    },
+    /// Fewer vGPUs than asked fit on the GPUs a placement may use; nothing was chosen.
+    #[error("{asked} vGPU(s) asked, the GPUs can take {fits}")]
+    NoPlacement {
+        /// How many were asked for.
+        asked: u32,
+        /// How many fit.
+        fits: u32,
+    },
+    /// A vGPU is not of the type a domain asked for: it is not handed out.
+    #[error("{device} is a {has} vGPU, not the {wanted} asked for")]
+    WrongType {
+        /// The vGPU.
+        device: String,
+        /// Its type, by name where known.
+        has: String,
+        /// The type asked for.
+        wanted: String,
+    },
+    /// A name or value given by the caller is not of the form it must have.
+    #[error(transparent)]
+    BadName(#[from] BadName),
+}
+
+/// This crate's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A [`Error::BadName`] for `value` (cut to 80 characters).
+    pub(crate) fn bad_name(value: &str, expected: &'static str) -> Self {
+        Error::BadName(BadName::new(value, expected))
+    }
+}

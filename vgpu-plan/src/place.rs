@@ -1,0 +1,333 @@
+//! Placement for orchestrators: which GPUs (and VFs) `count` new vGPUs of one size or type
+//! should go on, under each GPU's rules. It only chooses; creating is the manager's job.
+//!
+//! A GPU can take a vGPU when it offers the type (for a size: the type of exactly that frame
+//! buffer in the series, or the next larger with `round_up`), holds no vGPU of another type
+//! where it holds one type at a time, has an instance available after what definitions hold
+//! for vGPUs that are not running, and, for VF-based interfaces, has a free VF no definition
+//! names. Among those:
+//!
+//! - [`Policy::Pack`] fills partly used GPUs first, the one left with the least room (best
+//!   fit), then empty ones, the smallest first: whole GPUs stay free for large vGPUs;
+//! - [`Policy::Spread`] takes the GPU with the most room left (fewest vGPUs on a tie): load is
+//!   balanced.
+//!
+//! Ties go to the lower address, so the same host and request give the same answer.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capacity;
+use crate::desired::Location;
+use crate::error::{Error, Result};
+use crate::model::PLAIN_VF_TYPE;
+use crate::model::definition::Start;
+use crate::model::is_passthrough_driver;
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
+use crate::offers::{Rule, sriov_memory_mib};
+use crate::parse::strip_vendor_prefix;
+use crate::steps::{Before, GpuPlan, Plan, Step, Want};
+use crate::{DefinitionSet, HostState};
+
+/// How to choose among GPUs that can take a vGPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Fill partly used GPUs first (best fit).
+    #[default]
+    Pack,
+    /// Balance vGPUs across GPUs.
+    Spread,
+}
+
+/// What vGPUs to place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceRequest {
+    /// How many.
+    pub count: u32,
+    /// Of which size or type.
+    pub want: PlaceWant,
+    /// Only on GPUs of this NUMA node.
+    pub numa_node: Option<u32>,
+}
+
+/// The size or type of the vGPUs to place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaceWant {
+    /// A frame buffer size, mapped on each GPU as a plan maps it.
+    Framebuffer {
+        /// MiB.
+        mib: u64,
+        /// The NVIDIA series (`Q` usually).
+        series: char,
+        /// Take the smallest larger type when no type has exactly this frame buffer.
+        round_up: bool,
+    },
+    /// A type: an id, a name, or a name without its vendor prefix; `vf` for a whole plain VF.
+    Type(String),
+}
+
+/// Where one new vGPU goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Pick {
+    /// The physical GPU.
+    pub gpu: PciAddress,
+    /// The type's id on that GPU.
+    pub type_id: String,
+    /// The type's name, when the GPU states it.
+    pub type_name: Option<String>,
+    /// Frame buffer of the vGPU, in MiB, when known.
+    pub framebuffer_mib: Option<u64>,
+    /// The VF it goes on, for VF-based interfaces.
+    pub vf: Option<PciAddress>,
+}
+
+/// One GPU that can take vGPUs of the request, and how many.
+struct Slot<'a> {
+    gpu: &'a Gpu,
+    ty: Option<&'a VgpuType>,
+    room: u32,
+    in_use: u32,
+    /// Whether its vGPUs go on VFs (chosen when picked: most slots are never picked).
+    on_vfs: bool,
+    free_vfs: Option<Vec<PciAddress>>,
+    framebuffer_mib: Option<u64>,
+    taken: u32,
+}
+
+/// Chooses GPUs (and VFs) for `request.count` new vGPUs on the host `host` describes, under
+/// `policy`. Fails with [`Error::NoPlacement`] when fewer fit (saying how many), choosing
+/// nothing. Pure: reads and changes nothing.
+pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result<Vec<Pick>> {
+    let mut slots: Vec<Slot<'_>> = host
+        .inventory
+        .gpus
+        .iter()
+        .filter(|g| g.backend != Backend::None)
+        .filter(|g| request.numa_node.is_none() || g.numa_node == request.numa_node)
+        .filter_map(|g| slot(host, g, &request.want))
+        .collect();
+    let capacity: u32 = slots.iter().map(|s| s.room).sum();
+    if capacity < request.count {
+        return Err(Error::NoPlacement {
+            asked: request.count,
+            fits: capacity,
+        });
+    }
+    let mut picks = Vec::with_capacity(request.count as usize);
+    for _ in 0..request.count {
+        let best = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.taken < s.room)
+            .min_by_key(|(_, s)| {
+                let left = s.room - s.taken - 1;
+                let load = s.in_use + s.taken;
+                match policy {
+                    Policy::Pack => (load == 0, left, 0, s.gpu.address),
+                    Policy::Spread => (false, u32::MAX - left, load, s.gpu.address),
+                }
+            })
+            .map(|(i, _)| i);
+        let Some(i) = best else { break };
+        let slot = &mut slots[i];
+        let vf = match slot.on_vfs {
+            true => {
+                let free = slot
+                    .free_vfs
+                    .get_or_insert_with(|| free_vfs(slot.gpu, &host.definitions));
+                (!free.is_empty()).then(|| free.remove(0))
+            }
+            false => None,
+        };
+        slot.taken += 1;
+        picks.push(Pick {
+            gpu: slot.gpu.address,
+            type_id: slot
+                .ty
+                .map_or_else(|| PLAIN_VF_TYPE.to_owned(), |t| t.id.clone()),
+            type_name: slot.ty.and_then(|t| t.name.clone()),
+            framebuffer_mib: slot.framebuffer_mib,
+            vf,
+        });
+    }
+    Ok(picks)
+}
+
+/// A plan that creates the vGPUs `picks` name (defined with `start`), GPU by GPU, for
+/// [`Manager::apply`](crate::Manager::apply): each GPU's vGPUs are made as one operation, and
+/// undone together if one fails. The manager puts each where `create` would (the first free
+/// VF no definition names), which is where [`place`] chose on a host that has not changed.
+pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
+    let mut by_gpu: BTreeMap<PciAddress, Vec<&Pick>> = BTreeMap::new();
+    for pick in picks {
+        by_gpu.entry(pick.gpu).or_default().push(pick);
+    }
+    let gpus = by_gpu
+        .into_iter()
+        .filter_map(|(address, picks)| {
+            let gpu = host.inventory.gpus.iter().find(|g| g.address == address)?;
+            let first = picks.first()?;
+            Some(GpuPlan {
+                gpu: address,
+                model: gpu.model.clone(),
+                backend: gpu.backend,
+                selection: "placement".to_owned(),
+                at: Location::default(),
+                want: vec![Want {
+                    type_id: Some(first.type_id.clone()),
+                    type_name: first.type_name.clone(),
+                    framebuffer_mib: first.framebuffer_mib,
+                    count: picks.len() as u32,
+                }],
+                vfs: None,
+                vf_memory_mib: Vec::new(),
+                keep: Vec::new(),
+                steps: picks
+                    .iter()
+                    .map(|p| Step::Create {
+                        type_id: Some(p.type_id.clone()),
+                        type_name: p.type_name.clone(),
+                        start,
+                    })
+                    .collect(),
+                refusals: Vec::new(),
+                before: Before::of(gpu),
+            })
+        })
+        .collect();
+    Plan {
+        config: "placement".to_owned(),
+        file: PathBuf::new(),
+        gpus,
+        unmatched: Vec::new(),
+    }
+}
+
+/// The slot `gpu` offers for `want`, if it can take any: its room is [`capacity::room`]'s.
+fn slot<'a>(host: &HostState, gpu: &'a Gpu, want: &PlaceWant) -> Option<Slot<'a>> {
+    let rule = match gpu.backend {
+        Backend::Sriov if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Vfs,
+        Backend::Sriov | Backend::None => return None,
+        Backend::Mdev if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => Rule::Shares,
+        _ => Rule::OneType,
+    };
+    let in_use: u32 = gpu.types.iter().map(|t| t.in_use).sum();
+    if rule == Rule::Vfs {
+        let share = sriov_memory_mib(gpu)
+            .zip(u64::try_from(gpu.vfs.len()).ok().filter(|n| *n > 0))
+            .map(|(memory, n)| memory / n);
+        let fits = match want {
+            PlaceWant::Type(name) => name == PLAIN_VF_TYPE,
+            PlaceWant::Framebuffer { mib, .. } => share.is_some_and(|s| s >= *mib),
+        };
+        if !fits {
+            return None;
+        }
+        let room = capacity::room(host, gpu, PLAIN_VF_TYPE).available;
+        return (room > 0).then_some(Slot {
+            gpu,
+            ty: None,
+            room,
+            in_use,
+            on_vfs: true,
+            free_vfs: None,
+            framebuffer_mib: share,
+            taken: 0,
+        });
+    }
+    let ty = choose_type(gpu, want)?;
+    let room = capacity::room(host, gpu, &ty.id).available;
+    (room > 0).then_some(Slot {
+        gpu,
+        ty: Some(ty),
+        room,
+        in_use,
+        on_vfs: gpu.backend != Backend::Mdev,
+        free_vfs: None,
+        framebuffer_mib: ty.framebuffer_mib,
+        taken: 0,
+    })
+}
+
+/// Whether a vGPU can go on `vf`: it holds none, no passthrough driver has it, and no
+/// definition names it.
+fn is_free(vf: &crate::model::Vf, held: &[PciAddress]) -> bool {
+    vf.vgpu_type.is_none()
+        && !vf.driver.as_deref().is_some_and(is_passthrough_driver)
+        && !held.contains(&vf.address)
+}
+
+/// The VFs of `gpu` a vGPU can go on, in `virtfnN` order.
+fn free_vfs(gpu: &Gpu, defs: &DefinitionSet) -> Vec<PciAddress> {
+    let held = capacity::reservations(defs, gpu).vfs;
+    gpu.vfs
+        .iter()
+        .filter(|vf| is_free(vf, &held))
+        .map(|vf| vf.address)
+        .collect()
+}
+
+/// The type of `gpu` that `want` names.
+fn choose_type<'a>(gpu: &'a Gpu, want: &PlaceWant) -> Option<&'a VgpuType> {
+    match want {
+        PlaceWant::Type(name) => {
+            let bare = strip_vendor_prefix(name);
+            gpu.types.iter().find(|t| t.id == *name).or_else(|| {
+                gpu.types.iter().find(|t| {
+                    t.name.as_deref().is_some_and(|n| {
+                        n == name || strip_vendor_prefix(n).eq_ignore_ascii_case(bare)
+                    })
+                })
+            })
+        }
+        PlaceWant::Framebuffer {
+            mib,
+            series,
+            round_up,
+        } => {
+            // The frame buffer is compared first: it rules out most types without reading a name.
+            let in_series = |t: &VgpuType| {
+                t.name
+                    .as_deref()
+                    .and_then(series_of)
+                    .is_none_or(|s| s == *series)
+            };
+            let exact = gpu
+                .types
+                .iter()
+                .filter(|t| t.framebuffer_mib == Some(*mib) && in_series(t))
+                .min_by_key(|t| &t.id);
+            match (exact, round_up) {
+                (Some(t), _) => Some(t),
+                (None, true) => gpu
+                    .types
+                    .iter()
+                    .filter(|t| t.framebuffer_mib.is_some_and(|fb| fb > *mib) && in_series(t))
+                    .min_by_key(|t| (t.framebuffer_mib, &t.id)),
+                (None, false) => None,
+            }
+        }
+    }
+}
+
+/// The series letter of a time-sliced NVIDIA type name (`Q` of `NVIDIA L40S-12Q`); `None` for
+/// other names and MIG-backed types (which need GPU instances and are never placed by size).
+fn series_of(name: &str) -> Option<char> {
+    let (head, size) = name.rsplit_once('-')?;
+    // MIG-backed names have a slice count before the size: `A100-1-5C`.
+    if head
+        .rsplit_once('-')
+        .is_some_and(|(_, s)| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Some('-');
+    }
+    let digits = size.bytes().take_while(u8::is_ascii_digit).count();
+    size[digits..]
+        .chars()
+        .next()
+        .filter(|c| digits > 0 && matches!(c, 'A' | 'B' | 'C' | 'Q'))
+}
