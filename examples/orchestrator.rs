@@ -59,7 +59,7 @@ fn create_anywhere(
 ) -> Result<Created, Box<dyn StdError>> {
     let inventory = discover(paths)?;
     for gpu in &inventory.gpus {
-        match manager.create(&gpu.address.to_string(), type_name, None, Some(Start::Auto)) {
+        match manager.create(gpu.address, type_name, None, Some(Start::Auto)) {
             Ok(created) => return Ok(created),
             Err(err) if matches!(err.kind(), ErrorKind::NoCapacity | ErrorKind::NotFound) => {
                 println!("  {}: {}", gpu.address, err.chain());

@@ -68,7 +68,7 @@ ONLY_FOR = {
 }
 
 # The top-level modules of a crate's library in layer order: each may use only those before it.
-# ARCHITECTURE.md's vgpu-core table lists them in this order. A module missing here is an error.
+# ARCHITECTURE.md's tables list them in this order. A module missing here is an error.
 LAYERS = {
     "vgpu-model": [
         "pci",

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use vgpu::{
-    Backend, CheckStatus, ErrorKind, HostPaths, Manager, PciAddress, Placement, Start, Target,
-    VgpuHandle, check_host, discover,
+    Backend, ErrorKind, HostPaths, Manager, PciAddress, Placement, Start, Target, VgpuHandle,
+    check_host, discover,
 };
 use vgpu_sim::SimHost;
 
@@ -106,7 +106,7 @@ fn mixed_host_passes_every_host_check() {
     let failing: Vec<&str> = report
         .checks
         .iter()
-        .filter(|c| c.status != CheckStatus::Pass)
+        .filter(|c| c.status != vgpu_core::checks::Status::Pass)
         .map(|c| c.id)
         .collect();
     assert_eq!(failing, Vec::<&str>::new());
@@ -166,7 +166,7 @@ fn defined_vgpu_survives_loss_and_destroy_cleans_up() {
     let host = mixed();
     let manager = Manager::new(&host.paths, "embedder test");
     let created = manager
-        .create(T4, "T4-2Q", None, Some(Start::Auto))
+        .create(pci(T4), "T4-2Q", None, Some(Start::Auto))
         .unwrap();
     std::fs::write(
         host.sim
@@ -222,7 +222,7 @@ fn provision_count_past_a_definitions_room_is_refused_and_makes_nothing() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     let report = provision_one(&host, l40s_24q(Some(2)));
     assert_eq!(
@@ -249,7 +249,7 @@ fn provision_fill_never_places_on_a_reserved_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     let defined = manager
-        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     let report = provision_one(&host, l40s_24q(None));
     assert_eq!(
@@ -269,7 +269,7 @@ fn restore_after_provision_starts_the_defined_vgpu_on_its_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     provision_one(&host, l40s_24q(None));
     let report = manager.restore().unwrap();
@@ -295,11 +295,13 @@ fn create_past_a_definitions_room_is_no_capacity_naming_the_reservation() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
-    manager.create(L40S_CARD, "L40S-24Q", None, None).unwrap();
+    manager
+        .create(pci(L40S_CARD), "L40S-24Q", None, None)
+        .unwrap();
     let err = manager
-        .create(L40S_CARD, "L40S-24Q", None, None)
+        .create(pci(L40S_CARD), "L40S-24Q", None, None)
         .unwrap_err();
     assert!(
         matches!(
@@ -316,9 +318,11 @@ fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(L40S_CARD, "L40S-24Q", None, Start::Auto)
+        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
-    let created = manager.create(L40S_CARD, "L40S-24Q", None, None).unwrap();
+    let created = manager
+        .create(pci(L40S_CARD), "L40S-24Q", None, None)
+        .unwrap();
     assert_eq!(
         created.placement,
         Placement::VendorVf {
@@ -334,8 +338,8 @@ fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
 fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
     let host = mount("t4-legacy");
     let manager = Manager::new(&host.paths, "embedder test");
-    manager.define(T4, "T4-2Q", None, Start::Auto).unwrap();
-    let err = manager.create(T4, "T4-8Q", None, None).unwrap_err();
+    manager.define(pci(T4), "T4-2Q", None, Start::Auto).unwrap();
+    let err = manager.create(pci(T4), "T4-8Q", None, None).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -349,4 +353,9 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
         ),
         "{err:?}"
     );
+}
+
+/// The PCI address `text` spells.
+fn pci(text: &str) -> vgpu_core::PciAddress {
+    text.parse().expect("a PCI address")
 }

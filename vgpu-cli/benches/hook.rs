@@ -99,7 +99,7 @@ fn main() {
     let mdevs: Vec<Uuid> = (1..=4u128).map(Uuid::from_u128).collect();
     for uuid in &mdevs {
         manager
-            .define(T4, "T4-2Q", Some(*uuid), Start::Manual)
+            .define(pci(T4), "T4-2Q", Some(*uuid), Start::Manual)
             .unwrap();
     }
     let mdev_domain = HookDomain {
@@ -181,4 +181,9 @@ fn main() {
         "release as libvirt runs it (process, env -i, 4 VFs)",
         &mut process.release,
     );
+}
+
+/// The PCI address `text` spells.
+fn pci(text: &str) -> vgpu_core::PciAddress {
+    text.parse().expect("a PCI address")
 }

@@ -37,7 +37,7 @@ fn prepared() -> (SimHost, Vec<PciAddress>, String) {
     let gpus: Vec<PciAddress> = inventory.gpus.iter().map(|g| g.address).collect();
     let manager = Manager::new(&paths, "bench");
     for gpu in &gpus {
-        manager.set_vfs(&gpu.to_string(), 0, None, false).unwrap();
+        manager.set_vfs(*gpu, 0, None, false).unwrap();
     }
     host.control(LATENCY).unwrap();
     (host, gpus, id)

@@ -6,7 +6,8 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use vgpu_core::{HostPaths, IsolationFact, IsolationReport, NvmlHostFacts};
+use vgpu_core::tenancy::Fact as IsolationFact;
+use vgpu_core::{HostPaths, IsolationReport, NvmlHostFacts};
 
 use crate::{Cli, EXIT_OK, render};
 

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use vgpu_core::CheckStatus as Status;
+use vgpu_core::checks::Status;
 use vgpu_core::{DomainReferences, HostPaths};
 
 use libvirt_facts::FactsSource;

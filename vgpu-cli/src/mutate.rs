@@ -77,10 +77,9 @@ pub(crate) fn run(
                 ..Default::default()
             };
             let autoprobe = autoprobe.map(|a| a == crate::OnOff::On);
-            let change = manager
-                .with_sriov_options(options)
-                .with_force(*force)
-                .set_vfs(gpu, *vfs, autoprobe, *define)
+            let manager = manager.with_sriov_options(options).with_force(*force);
+            let change = vgpu_core::resolve_address(paths, gpu)
+                .and_then(|pf| manager.set_vfs(pf, *vfs, autoprobe, *define))
                 .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
             let line = format!(
                 "{}: {} VFs enabled (was {}, asked {})",
@@ -99,8 +98,8 @@ pub(crate) fn run(
             auto,
         } => {
             let define = define.then(|| start(*auto));
-            let created = manager
-                .create(gpu, type_name, *uuid, define)
+            let created = vgpu_core::resolve_address(paths, gpu)
+                .and_then(|address| manager.create(address, type_name, *uuid, define))
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &created, &created.id.to_string())?;
         }
@@ -113,8 +112,8 @@ pub(crate) fn run(
                 },
             auto,
         } => {
-            let defined = manager
-                .define(gpu, type_name, *uuid, start(*auto))
+            let defined = vgpu_core::resolve_address(paths, gpu)
+                .and_then(|address| manager.define(address, type_name, *uuid, start(*auto)))
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &defined, &defined.id.to_string())?;
         }
@@ -247,8 +246,8 @@ pub(crate) fn run(
         }
         ChangeCommand::Restore { device } => {
             let report = match device {
-                Some(device) => manager
-                    .restore_device(device)
+                Some(device) => vgpu_core::resolve_address(paths, device)
+                    .and_then(|address| manager.restore_device(address))
                     .with_context(|| format!("cannot restore the definitions of {device}"))?,
                 None => manager
                     .restore()

@@ -32,8 +32,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use vgpu_core::{
-    Backend, Definitions, Gpu, HookConfig, HostPaths, Inventory, MdevDefinition, PciAddress,
-    VgpuHandle,
+    Backend, Gpu, HookConfig, HostPaths, Inventory, MdevDefinition, PciAddress, Store, VgpuHandle,
 };
 
 /// The Nova releases whose vGPU inventory code the configuration is written for.
@@ -170,7 +169,7 @@ fn type_name(gpu: &Gpu, id: &str) -> String {
 pub(crate) fn build(
     release: NovaRelease,
     inventory: &Inventory,
-    definitions: &Definitions,
+    definitions: &Store,
     config: &HookConfig,
 ) -> Result<NovaConfig> {
     let mdev_defs = definitions.mdevs()?;
@@ -476,7 +475,7 @@ fn plain_vfs(gpu: &Gpu) -> Result<Vec<DeviceSpec>, String> {
         .or(gpu.device_id);
     let device = gpu.device_id.map(|d| format!("(0x{d:04x})"));
     let count = u32::try_from(gpu.vfs.len()).unwrap_or(u32::MAX);
-    let profile = vgpu_core::catalog().iter().find(|t| {
+    let profile = vgpu_core::model::catalog::all().iter().find(|t| {
         t.interface == "sriov-vf"
             && t.max_instances == count
             && device.as_deref().is_some_and(|d| t.gpu.ends_with(d))
@@ -616,7 +615,7 @@ pub(crate) fn run(
     let nova = build(
         release,
         inventory,
-        &Definitions::new(paths),
+        &Store::new(paths),
         &HookConfig::load(paths)?,
     )?;
     if json {

@@ -6,8 +6,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use vgpu_core::GroupMember;
+use vgpu_core::checks::Report;
 use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
-use vgpu_core::{CheckReport as Report, GroupMember};
 
 /// `list --json`.
 #[derive(Serialize)]

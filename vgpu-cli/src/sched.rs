@@ -185,8 +185,9 @@ pub(crate) fn set(
     request: SchedulerRequest,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let change: SchedulerChange = crate::manager(cli, paths)
-        .set_scheduler(gpu, request)
+    let manager = crate::manager(cli, paths);
+    let change: SchedulerChange = vgpu_core::resolve_address(paths, gpu)
+        .and_then(|address| manager.set_scheduler(address, request))
         .with_context(|| {
             format!(
                 "cannot set the vGPU scheduler of {gpu} to {}",

@@ -318,7 +318,7 @@ fn attach_new(
         None => {
             let uuid = mdev_backend.then(|| derived_uuid(domain.uuid, new.index));
             let made = manager
-                .create(new.gpu, new.type_name, uuid, Some(Start::Auto))
+                .create(gpu.address, new.type_name, uuid, Some(Start::Auto))
                 .with_context(|| {
                     format!("cannot create a {} vGPU on {}", new.type_name, new.gpu)
                 })?;

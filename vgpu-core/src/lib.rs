@@ -75,11 +75,11 @@
 //!     .ok_or("no GPU with room for a T4-2Q")?;
 //!
 //! let manager = Manager::new(&paths, "example");
-//! let created = manager.create(&gpu.address.to_string(), "T4-2Q", None, None)?;
+//! let created = manager.create(gpu.address, "T4-2Q", None, None)?;
 //! assert_eq!(discover(&paths)?.gpus[0].vgpus.len(), 1);
 //!
 //! // A type the GPU does not offer is a typed error the caller can act on.
-//! let err = manager.create(&gpu.address.to_string(), "T4-99Q", None, None).unwrap_err();
+//! let err = manager.create(gpu.address, "T4-99Q", None, None).unwrap_err();
 //! assert_eq!(err.kind(), ErrorKind::NotFound);
 //!
 //! manager.destroy(created.id)?;
@@ -101,7 +101,7 @@ use vgpu_plan::capacity;
 mod plan_tests;
 
 mod backend;
-mod checks;
+pub mod checks;
 mod discovery;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -112,7 +112,7 @@ mod manager;
 mod nvml;
 mod state;
 mod telemetry;
-mod tenancy;
+pub mod tenancy;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
@@ -121,11 +121,7 @@ pub use capacity::{
     DefinitionSet, HostState, KnownType, Limit, MigFacts, MigFitError, PlacedGpuInstance, Room,
     check_handout, fit_gpu_instances, room,
 };
-pub use checks::{
-    Check, DeviceIsolation, GroupMember, Report as CheckReport, Status as CheckStatus, check_host,
-    isolation,
-};
-pub use discovery::catalog::{CatalogType, all as catalog, by_name as catalog_type};
+pub use checks::{Check, DeviceIsolation, GroupMember, check_host, isolation};
 pub use discovery::{discover, discover_gpu, find_gpu};
 pub use error::{Error, ErrorKind, NvmlError, Object, Result};
 pub use host::paths::HostPaths;
@@ -153,7 +149,7 @@ pub use nvml::mig_write::{
     CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome,
 };
 pub use nvml::sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
-pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource, read as read_nvml};
+pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource};
 pub use parse::ParseError;
 pub use plan::desired::{
     Desired, DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection,
@@ -167,14 +163,13 @@ pub use state::desired::read_desired;
 pub use state::hook::{HookConfig, Made};
 pub use state::store::{
     BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, SriovDefinition,
-    Start, Store as Definitions, VfVgpuDefinition,
+    Start, Store, VfVgpuDefinition,
 };
 pub use telemetry::{
     GpuTelemetry, MatchedBy, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry,
     VgpuUsage, telemetry, usage_from_nvml,
 };
 pub use tenancy::{
-    Assessment, DeviceKind, Dimension, Fact as IsolationFact, GpuReport as GpuIsolationReport,
-    IsolationReport, KindReport, NvmlFacts, NvmlHostFacts, Source as FactSource,
-    Status as IsolationStatus, isolation_report,
+    Assessment, DeviceKind, Dimension, IsolationReport, KindReport, NvmlFacts, NvmlHostFacts,
+    isolation_report,
 };

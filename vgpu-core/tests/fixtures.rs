@@ -39,7 +39,8 @@ fn against_catalog(inv: &Inventory) -> AgainstCatalog<'_> {
     for gpu in &inv.gpus {
         for t in &gpu.types {
             let name = t.name.as_deref();
-            let Some((name, entry)) = name.and_then(|n| vgpu_core::catalog_type(n).map(|e| (n, e)))
+            let Some((name, entry)) =
+                name.and_then(|n| vgpu_core::model::catalog::by_name(n).map(|e| (n, e)))
             else {
                 result.uncatalogued.insert((t.id.as_str(), name));
                 continue;

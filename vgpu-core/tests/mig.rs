@@ -88,7 +88,7 @@ fn create_mig_type_writes_free_gpu_instance_before_type() {
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let created = manager(&host)
         .with_nvml(source(&fake))
-        .create(H200, "H200X-1-18C", None, None)
+        .create(pci(H200), "H200X-1-18C", None, None)
         .unwrap();
     assert_eq!(
         (
@@ -112,8 +112,12 @@ fn create_second_mig_vgpu_takes_the_next_free_instance() {
     let host = SimHost::mount_for_test("h200-mig");
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
-    manager.create(H200, "H200X-1-18C", None, None).unwrap();
-    manager.create(H200, "H200X-1-18C", None, None).unwrap();
+    manager
+        .create(pci(H200), "H200X-1-18C", None, None)
+        .unwrap();
+    manager
+        .create(pci(H200), "H200X-1-18C", None, None)
+        .unwrap();
     assert_eq!(nv(&host, VF1, "gpu_instance_id"), Ok("10".to_owned()));
 }
 
@@ -122,8 +126,12 @@ fn create_mig_type_without_free_instance_names_profile_and_instances() {
     let host = SimHost::mount_for_test("h200-mig");
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
-    manager.create(H200, "H200X-2-35C", None, None).unwrap();
-    let err = manager.create(H200, "H200X-2-35C", None, None).unwrap_err();
+    manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap();
+    let err = manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "no free GPU instance of profile 2g.35gb on 0000:18:00.0 for vGPU type \
@@ -136,8 +144,12 @@ fn create_mig_type_without_free_instance_is_no_capacity() {
     let host = SimHost::mount_for_test("h200-mig");
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
-    manager.create(H200, "H200X-2-35C", None, None).unwrap();
-    let err = manager.create(H200, "H200X-2-35C", None, None).unwrap_err();
+    manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap();
+    let err = manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoCapacity);
 }
 
@@ -146,7 +158,7 @@ fn create_mig_type_with_mig_off_is_mig_mode_off() {
     let (host, fake) = mig_off();
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .create(H200, "H200X-1-18C", None, None)
+        .create(pci(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert!(
         matches!(
@@ -163,7 +175,7 @@ fn create_time_sliced_type_with_mig_off_writes_no_instance() {
     let (host, fake) = mig_off();
     manager(&host)
         .with_nvml(source(&fake))
-        .create(H200, "H200X-141C", None, None)
+        .create(pci(H200), "H200X-141C", None, None)
         .unwrap();
     assert_eq!(
         (
@@ -178,7 +190,7 @@ fn create_time_sliced_type_with_mig_off_writes_no_instance() {
 fn create_mig_type_without_nvml_is_refused_before_writing() {
     let host = SimHost::mount_for_test("h200-mig");
     let err = manager(&host)
-        .create(H200, "H200X-1-18C", None, None)
+        .create(pci(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert_eq!(
         (
@@ -206,7 +218,7 @@ fn create_mig_type_that_fails_puts_back_the_vf_s_instance() {
     host.fail_next(1, EIO, &format!("*/{VF0}/nvidia/current_vgpu_type"));
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .create(H200, "H200X-1-18C", None, None)
+        .create(pci(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert_eq!(
         (
@@ -223,11 +235,20 @@ fn destroy_mig_vgpu_frees_its_instance_for_the_next() {
     let host = SimHost::mount_for_test("h200-mig");
     let fake = FakeNvml::new(NVML_DATA).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
-    manager.create(H200, "H200X-2-35C", None, None).unwrap();
+    manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap();
     manager.destroy(VgpuHandle::Vf(addr(VF0))).unwrap();
-    let again = manager.create(H200, "H200X-2-35C", None, None).unwrap();
+    let again = manager
+        .create(pci(H200), "H200X-2-35C", None, None)
+        .unwrap();
     assert_eq!(
         (again.id, nv(&host, VF0, "gpu_instance_id")),
         (VgpuHandle::Vf(addr(VF0)), Ok("3".to_owned()))
     );
+}
+
+/// The PCI address `text` spells.
+fn pci(text: &str) -> vgpu_core::PciAddress {
+    text.parse().expect("a PCI address")
 }

@@ -271,10 +271,10 @@ fn apply_fault_half_way_leaves_the_host_as_it_was() {
     let host = mount("l40s-vendor-vfio");
     let manager = manager(&host);
     manager
-        .create("0000:41:00.0", "L40S-24Q", None, Some(Start::Auto))
+        .create(pci("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
         .unwrap();
     manager
-        .create("0000:41:00.0", "L40S-24Q", None, Some(Start::Auto))
+        .create(pci("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
         .unwrap();
     let vgpus_before = in_use(&host);
     let definitions_before = manager.definitions().vf_vgpus().unwrap();
@@ -327,7 +327,7 @@ fn apply_fault_half_way_restarts_the_same_mdevs() {
     let manager = manager(&host);
     let made = manager
         .create(
-            "0000:3b:00.0",
+            pci("0000:3b:00.0"),
             "T4-8Q",
             Some(Uuid::from_u128(1)),
             Some(Start::Manual),
@@ -368,7 +368,7 @@ fn apply_fault_half_way_restarts_the_same_mdevs() {
 fn apply_skips_gpu_whose_vgpu_a_guest_holds_and_does_the_others() {
     let host = mount("t4-legacy");
     let held = manager(&host)
-        .create("0000:3b:00.0", "T4-8Q", None, None)
+        .create(pci("0000:3b:00.0"), "T4-8Q", None, None)
         .unwrap();
     let VgpuHandle::Mdev(uuid) = held.id else {
         panic!("a T4 vGPU is a mediated device");
@@ -496,7 +496,7 @@ fn apply_stale_plan_is_refused_for_that_gpu() {
         None,
     );
     manager(&host)
-        .create("0000:3b:00.0", "T4-4Q", None, None)
+        .create(pci("0000:3b:00.0"), "T4-4Q", None, None)
         .unwrap();
 
     let report = apply(&host, &plan).unwrap();
@@ -514,7 +514,7 @@ fn apply_stale_plan_is_refused_for_that_gpu() {
 fn apply_plan_steps_are_in_destroy_then_create_order() {
     let host = mount("t4-legacy");
     manager(&host)
-        .create("0000:3b:00.0", "T4-8Q", Some(Uuid::from_u128(3)), None)
+        .create(pci("0000:3b:00.0"), "T4-8Q", Some(Uuid::from_u128(3)), None)
         .unwrap();
 
     let plan = plan_of(
@@ -544,7 +544,7 @@ fn apply_plan_steps_are_in_destroy_then_create_order() {
 fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
     let host = mount("l40s-vendor-vfio");
     manager(&host)
-        .set_vfs("0000:41:00.0", 0, None, false)
+        .set_vfs(pci("0000:41:00.0"), 0, None, false)
         .unwrap();
     let plan = plan_of(
         &host,
@@ -579,4 +579,9 @@ fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
             vec![("0000:41:00.0".to_owned(), 32)]
         )
     );
+}
+
+/// The PCI address `text` spells.
+fn pci(text: &str) -> vgpu_core::PciAddress {
+    text.parse().expect("a PCI address")
 }

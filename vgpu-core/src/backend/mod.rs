@@ -23,6 +23,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::{Error, Object, Result};
+use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::vfio::{self, Holder};
@@ -263,7 +264,7 @@ pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Ru
 pub(crate) fn destroy(
     paths: &HostPaths,
     handle: VgpuHandle,
-    fallback: Option<Option<&str>>,
+    fallback: GiveBack<'_>,
     within: Duration,
 ) -> Result<Running> {
     let not_found = || Error::NotFound {

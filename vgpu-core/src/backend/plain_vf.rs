@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{Placement, Running};
 use crate::error::Result;
 use crate::host::driver;
+use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::Gpu;
@@ -42,15 +43,13 @@ pub(crate) fn bind(paths: &HostPaths, vf: PciAddress, within: Duration) -> Resul
 pub(crate) fn release(
     paths: &HostPaths,
     vf: PciAddress,
-    fallback: Option<Option<&str>>,
+    fallback: GiveBack<'_>,
     within: Duration,
 ) -> Result<()> {
-    match driver::recalled_previous(paths, vf)? {
-        Some(previous) => driver::restore(paths, vf, previous.as_deref(), within)?,
-        None => match fallback {
-            Some(previous) => driver::restore(paths, vf, previous, within)?,
-            None => driver::reprobe(paths, vf, within).map(|_| ())?,
-        },
+    match (driver::recalled_previous(paths, vf)?, fallback) {
+        (Some(record), _) => driver::restore(paths, vf, record.driver.as_deref(), within)?,
+        (None, GiveBack::To(previous)) => driver::restore(paths, vf, previous, within)?,
+        (None, GiveBack::Probe) => driver::reprobe(paths, vf, within).map(|_| ())?,
     }
     driver::forget_previous(paths, vf)
 }

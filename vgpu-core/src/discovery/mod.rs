@@ -204,13 +204,30 @@ pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<
 /// PCI devices (`paths`), as [`discover_gpu`]'s error does.
 pub fn find_gpu<'a>(inventory: &'a Inventory, name: &str, paths: &HostPaths) -> Result<&'a Gpu> {
     inventory.gpu(name).map_err(|lookup| match lookup {
-        GpuLookupError::NotFound { name } => Error::NotFound {
-            what: Object::Gpu,
-            id: name,
-            path: paths.pci_devices(),
-        },
+        GpuLookupError::NotFound { name } => no_gpu(name, paths),
         GpuLookupError::Ambiguous { name, candidates } => Error::Ambiguous { name, candidates },
     })
+}
+
+/// The GPU of `inventory` at `address`; not found names where the host lists PCI devices.
+pub(crate) fn gpu_at<'a>(
+    inventory: &'a Inventory,
+    address: PciAddress,
+    paths: &HostPaths,
+) -> Result<&'a Gpu> {
+    inventory
+        .gpus
+        .iter()
+        .find(|g| g.address == address)
+        .ok_or_else(|| no_gpu(address.to_string(), paths))
+}
+
+fn no_gpu(name: String, paths: &HostPaths) -> Error {
+    Error::NotFound {
+        what: Object::Gpu,
+        id: name,
+        path: paths.pci_devices(),
+    }
 }
 
 /// What was read of one VF, for its [`Vf`].

@@ -32,22 +32,32 @@ pub(crate) fn remember_previous(
     )
 }
 
-/// The driver recorded by [`remember_previous`]: `None` when nothing is recorded,
-/// `Some(None)` when the device had no driver.
+/// The record [`remember_previous`] made for `address`; `None` when there is none.
 pub(crate) fn recalled_previous(
     paths: &HostPaths,
     address: PciAddress,
-) -> Result<Option<Option<String>>> {
+) -> Result<Option<DriverRecord>> {
     let path = previous_path(paths, address);
-    match sysfs::read_attr(&path)? {
-        None => Ok(None),
-        Some(text) if text.trim().is_empty() => Ok(Some(None)),
+    let driver = match sysfs::read_attr(&path)? {
+        None => return Ok(None),
+        Some(text) if text.trim().is_empty() => None,
         Some(text) => {
             let name = text.trim().to_owned();
             validate_driver_name(&name)?;
-            Ok(Some(Some(name)))
+            Some(name)
         }
-    }
+    };
+    Ok(Some(DriverRecord { address, driver }))
+}
+
+/// Where a device goes when it is given back to the host and no record of
+/// [`remember_previous`] says which driver it had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GiveBack<'a> {
+    /// To the driver the kernel probes for it.
+    Probe,
+    /// To the driver a definition names; `None`: to no driver.
+    To(Option<&'a str>),
 }
 
 /// Forgets the record of [`remember_previous`].
@@ -72,8 +82,10 @@ pub(crate) fn recorded(paths: &HostPaths) -> Result<Vec<Result<DriverRecord>>> {
             let address = name
                 .parse::<PciAddress>()
                 .map_err(|_| sysfs::parse_error(&dir.join(&name), &name, "a PCI address"))?;
-            let driver = recalled_previous(paths, address)?.flatten();
-            Ok(DriverRecord { address, driver })
+            Ok(recalled_previous(paths, address)?.unwrap_or(DriverRecord {
+                address,
+                driver: None,
+            }))
         })
         .collect())
 }
@@ -83,7 +95,7 @@ pub(crate) fn recorded(paths: &HostPaths) -> Result<Vec<Result<DriverRecord>>> {
 pub(crate) fn host_driver(paths: &HostPaths, address: PciAddress) -> Result<Option<String>> {
     match PciDevice::new(paths, address).driver()? {
         Some(current) if !is_passthrough_driver(&current) => Ok(Some(current)),
-        _ => Ok(recalled_previous(paths, address)?.flatten()),
+        _ => Ok(recalled_previous(paths, address)?.and_then(|r| r.driver)),
     }
 }
 
@@ -106,7 +118,7 @@ pub(crate) fn take(
     let earlier = recalled_previous(paths, address)?;
     let host = match (&current, &earlier) {
         (Some(name), _) if !is_passthrough_driver(name) => current.clone(),
-        (_, Some(record)) => record.clone(),
+        (_, Some(record)) => record.driver.clone(),
         (_, None) => current.clone(),
     };
     remember_previous(paths, address, host.as_deref())?;
@@ -114,7 +126,7 @@ pub(crate) fn take(
         Ok(_) => Ok(host),
         Err(err) => {
             let put_back = match &earlier {
-                Some(record) => remember_previous(paths, address, record.as_deref()),
+                Some(record) => remember_previous(paths, address, record.driver.as_deref()),
                 None => forget_previous(paths, address),
             };
             if let Err(record) = put_back {

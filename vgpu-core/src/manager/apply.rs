@@ -11,6 +11,7 @@
 //! which the caller told. A VF count is defined before it is set, and a VF's quota is recorded
 //! in that SR-IOV definition before it is written, so that `restore` sets both after a reboot.
 
+use crate::host::driver::GiveBack;
 use crate::nvml::sched::SchedulerRequest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -287,11 +288,14 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
             }
             Step::Destroy { id, type_id, .. } => {
                 op.check_removable(*id)?;
-                let fallback = match id {
+                let defined = match id {
                     VgpuHandle::Vf(vf) => op.store().binding(*vf)?.map(|b| b.previous_driver),
                     VgpuHandle::Mdev(_) => None,
                 };
-                op.stop_reversibly(*id, type_id, fallback.as_ref().map(|d| d.as_deref()))?;
+                let fallback = defined
+                    .as_ref()
+                    .map_or(GiveBack::Probe, |d| GiveBack::To(d.as_deref()));
+                op.stop_reversibly(*id, type_id, fallback)?;
                 op.undefine_reversibly(*id)?;
                 done.destroyed.push(*id);
                 dirty = true;

@@ -32,6 +32,7 @@ use crate::discovery::discover;
 use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
 use crate::host::driver;
+use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
@@ -212,14 +213,14 @@ impl Manager {
     /// place with room is tried, once; [`Error::NoCapacity`] means the GPU is full.
     pub fn create(
         &self,
-        gpu: &str,
+        gpu: PciAddress,
         wanted: &str,
         uuid: Option<Uuid>,
         define: Option<Start>,
     ) -> Result<Created> {
-        self.mutate("create", gpu, |op| {
+        self.mutate("create", &gpu.to_string(), |op| {
             let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
+            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
             create::create(op, gpu, wanted, uuid, define)
         })
     }
@@ -228,14 +229,14 @@ impl Manager {
     /// is held for it from now on. Never replaces an existing definition.
     pub fn define(
         &self,
-        gpu: &str,
+        gpu: PciAddress,
         wanted: &str,
         uuid: Option<Uuid>,
         start: Start,
     ) -> Result<Defined> {
-        self.mutate("define", gpu, |op| {
+        self.mutate("define", &gpu.to_string(), |op| {
             let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
+            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
             let placement = op.place(gpu, wanted)?;
             let id = placement.handle(uuid)?;
             op.define(gpu, &placement, id, start)?;
@@ -308,14 +309,14 @@ impl Manager {
     /// SR-IOV options say `force`. On failure the definition and autoprobe are put back.
     pub fn set_vfs(
         &self,
-        gpu: &str,
+        gpu: PciAddress,
         count: u32,
         autoprobe: Option<bool>,
         define: bool,
     ) -> Result<SriovChange> {
-        self.mutate("sriov", gpu, |op| {
+        self.mutate("sriov", &gpu.to_string(), |op| {
             let inventory = discover(op.paths())?;
-            let pf = crate::discovery::find_gpu(&inventory, gpu, op.paths())?.address;
+            let pf = crate::discovery::gpu_at(&inventory, gpu, op.paths())?.address;
             if define {
                 // Quotas recorded for this count stay while the VFs do: a count that changes
                 // gives every VF the driver's equal share.
@@ -396,7 +397,7 @@ impl Manager {
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);
             let within = op.within();
-            let result = match recorded.or(defined) {
+            let result = match recorded.map(|r| r.driver).or(defined) {
                 Some(previous) => driver::restore(&paths, address, previous.as_deref(), within),
                 None if force => driver::reprobe(&paths, address, within).map(drop),
                 None => Err(Error::NotOwned { address }),
@@ -414,10 +415,14 @@ impl Manager {
     /// NVIDIA's, when vGPUs run on it (sysfs or NVML shows them), when its scheduler does not
     /// offer the policy, or the time slice is not one it takes; NVML's own refusal is passed
     /// on ([`NvmlError::Call`]). Nothing changes when the GPU is already so.
-    pub fn set_scheduler(&self, gpu: &str, request: SchedulerRequest) -> Result<SchedulerChange> {
-        self.mutate("sched", gpu, |op| {
+    pub fn set_scheduler(
+        &self,
+        gpu: PciAddress,
+        request: SchedulerRequest,
+    ) -> Result<SchedulerChange> {
+        self.mutate("sched", &gpu.to_string(), |op| {
             let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::find_gpu(&inventory, gpu, op.paths())?;
+            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
             if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
                 return Err(NvmlError::NotNvidia {
                     gpu: gpu.address,
@@ -595,10 +600,9 @@ impl Manager {
     /// a report with no steps. A definition whose device is not ready yet (a mediated-device
     /// parent not registered, a VF its driver has not bound) is
     /// [`RestoreOutcome::Waiting`], not a failure: run this again when udev says it changed
-    /// (`contrib/udev/60-vgpu.rules` does). A name that is not a PCI address is
-    /// [`Error::BadName`]; a device that is not on the host, [`Error::NotFound`].
-    pub fn restore_device(&self, device: &str) -> Result<RestoreReport> {
-        let address = crate::host::pci_device::resolve_address(&self.paths, device)?;
+    /// (`contrib/udev/60-vgpu.rules` does). A device that is not on the host is
+    /// [`Error::NotFound`] ([`resolve_address`](crate::resolve_address) reads udev's name).
+    pub fn restore_device(&self, address: PciAddress) -> Result<RestoreReport> {
         PciDevice::existing(&self.paths, address)?;
         restore::run(&self.session()?, Some(address))
     }
@@ -631,11 +635,14 @@ fn undefine(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
 /// the one its definition names.
 fn stop(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
     op.check_removable(id)?;
-    let fallback = match id {
+    let defined = match id {
         VgpuHandle::Vf(vf) => op.store().binding(vf)?.map(|b| b.previous_driver),
         VgpuHandle::Mdev(_) => None,
     };
-    op.stop(id, fallback.as_ref().map(|d| d.as_deref()))
+    let fallback = defined
+        .as_ref()
+        .map_or(GiveBack::Probe, |d| GiveBack::To(d.as_deref()));
+    op.stop(id, fallback)
 }
 
 /// Starts the vGPU `id` from its definition; false when it has none.

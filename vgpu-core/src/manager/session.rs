@@ -21,6 +21,7 @@ use undo::Undo;
 use crate::backend::{self, Placement, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
+use crate::host::driver::GiveBack;
 use crate::host::durable;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
@@ -516,11 +517,7 @@ impl Operation<'_> {
     }
 
     /// Stops the vGPU `id` (a plain VF goes back to the driver it had, or `fallback`).
-    pub(crate) fn stop(
-        &mut self,
-        id: VgpuHandle,
-        fallback: Option<Option<&str>>,
-    ) -> Result<Running> {
+    pub(crate) fn stop(&mut self, id: VgpuHandle, fallback: GiveBack<'_>) -> Result<Running> {
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| None)
     }
@@ -606,7 +603,7 @@ impl Operation<'_> {
         &mut self,
         id: VgpuHandle,
         type_id: &str,
-        fallback: Option<Option<&str>>,
+        fallback: GiveBack<'_>,
     ) -> Result<Running> {
         let placement = match (backend::running(self.paths(), id)?, id) {
             (Some(Running::Mdev { parent }), _) => Some(Placement::Mdev {

@@ -202,11 +202,6 @@ impl Nvml {
     }
 }
 
-/// Reads what NVML says about the host (see [`Nvml::read`]).
-pub fn read(nvml: &Nvml) -> NvmlHost {
-    nvml.read()
-}
-
 /// Where NVML is loaded from for a command: the library named (`--nvml-library`,
 /// `VGPU_NVML_LIBRARY`), or the driver's for the local host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

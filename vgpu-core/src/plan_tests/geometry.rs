@@ -1,4 +1,4 @@
-//! MIG geometry turned into steps (`plan/geometry.rs`), on Hopper's placement table.
+//! MIG geometry turned into steps (`vgpu-plan/src/geometry.rs`), on Hopper's placement table.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -9,7 +9,7 @@
 //! could not be read makes its dimension [`Status::Unknown`], never provided.
 //!
 //! The IOMMU facts are those of [`check_host`](crate::check_host) and
-//! [`isolation`](crate::isolation) (passed in as its [`CheckReport`](crate::CheckReport));
+//! [`isolation`](crate::isolation) (passed in as its [`Report`](crate::checks::Report));
 //! NVML's facts come in as [`NvmlFacts`]. [`isolation_report`] is pure.
 
 mod facts;

@@ -151,7 +151,9 @@ impl Operation<'_> {
                 Some(def) => store.define_sriov(&def),
                 None => store.undefine_sriov(pf).map(drop),
             },
-            Undo::Vgpu(id) => backend::destroy(paths, id, None, self.within()).map(drop),
+            Undo::Vgpu(id) => {
+                backend::destroy(paths, id, driver::GiveBack::Probe, self.within()).map(drop)
+            }
             Undo::VfCount { pf, before } => {
                 sriov::set_vf_count(paths, pf, before, self.session.sriov).map(drop)
             }
