@@ -185,13 +185,16 @@ pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()
 
 /// The `vgpu_core::Error` behind `err`, if there is one.
 pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
-    err.chain().find_map(|c| {
-        c.downcast_ref::<vgpu_core::Error>().or_else(|| {
-            match c.downcast_ref::<vgpu_libvirt::Error>() {
-                Some(vgpu_libvirt::Error::Core(core)) => Some(core),
-                _ => None,
-            }
-        })
+    err.chain().find_map(core_error_of)
+}
+
+/// `cause` as a `vgpu-core` error, or the one a `vgpu-libvirt` error carries.
+fn core_error_of<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a vgpu_core::Error> {
+    cause.downcast_ref::<vgpu_core::Error>().or_else(|| {
+        match cause.downcast_ref::<vgpu_libvirt::Error>() {
+            Some(vgpu_libvirt::Error::Core(core)) => Some(core),
+            _ => None,
+        }
     })
 }
 
@@ -201,11 +204,30 @@ pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
         c.downcast_ref::<vgpu_core::Error>()
             .map(vgpu_core::Error::kind)
             .or_else(|| {
+                c.downcast_ref::<vgpu_core::plan::Error>()
+                    .map(vgpu_core::plan::Error::kind)
+            })
+            .or_else(|| {
                 c.downcast_ref::<vgpu_libvirt::Error>()
                     .map(vgpu_libvirt::Error::kind)
             })
     })
 }
+
+/// The planning error behind `err`, if any: returned by `vgpu-plan` itself, or carried by a
+/// `vgpu-core` error.
+fn plan_error(err: &anyhow::Error) -> Option<&vgpu_core::plan::Error> {
+    err.chain().find_map(|c| {
+        c.downcast_ref::<vgpu_core::plan::Error>()
+            .or_else(|| match core_error_of(c) {
+                Some(vgpu_core::Error::Plan(plan)) => Some(plan),
+                _ => None,
+            })
+    })
+}
+
+/// The hint for every error of kind no-capacity.
+const NO_CAPACITY: &str = "`vgpuctl types GPU` shows what each GPU can still take";
 
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
@@ -214,6 +236,16 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             "vgpuctl-libvirt, which runs the commands that talk to libvirt, belongs beside \
              vgpuctl (`make install` puts both in BINDIR)",
         );
+    }
+    if let Some(plan) = plan_error(err) {
+        return match plan {
+            vgpu_core::plan::Error::WrongType { .. } => {
+                Some("ask for the type the vGPU has, or give the domain another vGPU (`--index N`)")
+            }
+            vgpu_core::plan::Error::NoConfig { .. } => Some("choose a config with -c NAME"),
+            _ if plan.kind() == ErrorKind::NoCapacity => Some(NO_CAPACITY),
+            _ => None,
+        };
     }
     if let Some(core) = core_error(err) {
         let hint = match core {
@@ -237,14 +269,10 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "another vgpuctl is changing this host; try again when it is done"
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
-            Error::Plan(vgpu_core::plan::Error::WrongType { .. }) => {
-                "ask for the type the vGPU has, or give the domain another vGPU (`--index N`)"
-            }
             Error::HoldersUnknown { .. } => {
                 "start libvirt (`systemctl start libvirtd`), or use --force if no domain uses it"
             }
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
-            Error::Plan(vgpu_core::plan::Error::NoConfig { .. }) => "choose a config with -c NAME",
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }
@@ -263,7 +291,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "shut down the VMs using the GPU's vGPUs and destroy them first"
             }
             _ => match core.kind() {
-                ErrorKind::NoCapacity => "`vgpuctl types GPU` shows what each GPU can still take",
+                ErrorKind::NoCapacity => NO_CAPACITY,
                 ErrorKind::Permission => "run as root",
                 ErrorKind::Busy => "the device is in use: free it first, or retry later",
                 _ => return None,

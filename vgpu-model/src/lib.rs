@@ -339,3 +339,43 @@ impl Inventory {
         }
     }
 }
+
+/// What a caller can do about an [`Error`]: the few categories that decide a retry, another
+/// GPU, or a message to a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// What was named does not exist (a GPU, a vGPU, a type, a definition).
+    NotFound,
+    /// The host's state or its definitions contradict the request (exists already, defined
+    /// already, not enabled yet): change the state first.
+    Conflict,
+    /// No room for the vGPUs asked for: try another GPU or type.
+    NoCapacity,
+    /// In use or locked right now: retry later, or free it first.
+    Busy,
+    /// The kernel refused the change as not permitted.
+    Permission,
+    /// The request itself is malformed or cannot apply to that device.
+    BadInput,
+    /// The host misbehaved: unreadable or unexpected sysfs, a failed write, a timeout.
+    HostFault,
+    /// A signal stopped the command; what it had done was undone.
+    Interrupted,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::NoCapacity => "no-capacity",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Permission => "permission",
+            ErrorKind::BadInput => "bad-input",
+            ErrorKind::HostFault => "host-fault",
+            ErrorKind::Interrupted => "interrupted",
+        })
+    }
+}

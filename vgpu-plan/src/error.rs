@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use vgpu_model::ErrorKind;
 use vgpu_model::name::BadName;
 
 /// Why a desired-state file, a placement or a hand-out was refused.
@@ -66,6 +67,16 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The category a caller acts on.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Desired { .. } | Error::BadName(_) => ErrorKind::BadInput,
+            Error::NoConfig { .. } => ErrorKind::NotFound,
+            Error::NoPlacement { .. } => ErrorKind::NoCapacity,
+            Error::WrongType { .. } => ErrorKind::Conflict,
+        }
+    }
+
     /// A [`Error::BadName`] for `value` (cut to 80 characters).
     pub(crate) fn bad_name(value: &str, expected: &'static str) -> Self {
         Error::BadName(BadName::new(value, expected))

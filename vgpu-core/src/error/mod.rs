@@ -12,6 +12,7 @@ use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
 pub use nvml::NvmlError;
+pub use vgpu_model::ErrorKind;
 
 /// An error from reading or changing the host.
 ///
@@ -550,46 +551,6 @@ pub enum Error {
     },
 }
 
-/// What a caller can do about an [`Error`]: the few categories that decide a retry, another
-/// GPU, or a message to a person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// What was named does not exist (a GPU, a vGPU, a type, a definition).
-    NotFound,
-    /// The host's state or its definitions contradict the request (exists already, defined
-    /// already, not enabled yet): change the state first.
-    Conflict,
-    /// No room for the vGPUs asked for: try another GPU or type.
-    NoCapacity,
-    /// In use or locked right now: retry later, or free it first.
-    Busy,
-    /// The kernel refused the change as not permitted.
-    Permission,
-    /// The request itself is malformed or cannot apply to that device.
-    BadInput,
-    /// The host misbehaved: unreadable or unexpected sysfs, a failed write, a timeout.
-    HostFault,
-    /// A signal stopped the command; what it had done was undone.
-    Interrupted,
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ErrorKind::NotFound => "not-found",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::NoCapacity => "no-capacity",
-            ErrorKind::Busy => "busy",
-            ErrorKind::Permission => "permission",
-            ErrorKind::BadInput => "bad-input",
-            ErrorKind::HostFault => "host-fault",
-            ErrorKind::Interrupted => "interrupted",
-        })
-    }
-}
-
 /// The kind of thing an [`Error::NotFound`] or [`Error::AlreadyExists`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -639,14 +600,7 @@ impl Error {
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
             Error::Nvml(err) => err.kind(),
-            Error::Plan(err) => match err {
-                vgpu_plan::Error::Desired { .. } | vgpu_plan::Error::BadName(_) => {
-                    ErrorKind::BadInput
-                }
-                vgpu_plan::Error::NoConfig { .. } => ErrorKind::NotFound,
-                vgpu_plan::Error::NoPlacement { .. } => ErrorKind::NoCapacity,
-                vgpu_plan::Error::WrongType { .. } => ErrorKind::Conflict,
-            },
+            Error::Plan(err) => err.kind(),
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }
