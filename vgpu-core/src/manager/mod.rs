@@ -201,7 +201,10 @@ impl Manager {
         device: &str,
         f: impl FnOnce(&mut Operation<'_>) -> Result<T>,
     ) -> Result<T> {
-        self.session()?.run(action, device, f)
+        let session = self.session()?;
+        let result = session.run(action, device, f);
+        session.finish();
+        result
     }
 
     /// Creates a vGPU of type `wanted` (an id, a name, or a name without its vendor prefix) on
@@ -439,7 +442,9 @@ impl Manager {
     /// Blocking: an async caller runs it on a blocking thread (`spawn_blocking`).
     pub fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
         let session = self.session()?;
-        provision::run(&session, &targets)
+        let result = provision::run(&session, &targets);
+        session.finish();
+        result
     }
 
     /// What capacity reads ([`room`](crate::room)): the inventory, every definition, and what
@@ -552,10 +557,13 @@ impl Manager {
             true => Some(self.session()?),
             false => None,
         };
-        let gpus = apply::run(session.as_ref(), plan, progress)?;
+        let gpus = apply::run(session.as_ref(), plan, progress);
+        if let Some(session) = session {
+            session.finish();
+        }
         Ok(ApplyReport {
             config: plan.config.clone(),
-            gpus,
+            gpus: gpus?,
         })
     }
 
@@ -590,7 +598,10 @@ impl Manager {
     /// Idempotent: what is already in place is left alone. Carries on past failures and
     /// reports (and audits) each step; see [`RestoreReport::failed`].
     pub fn restore(&self) -> Result<RestoreReport> {
-        restore::run(&self.session()?, None)
+        let session = self.session()?;
+        let report = restore::run(&session, None);
+        session.finish();
+        report
     }
 
     /// [`Manager::restore`] for the definitions that concern one device, named by its PCI
@@ -605,7 +616,10 @@ impl Manager {
     pub fn restore_device(&self, device: &str) -> Result<RestoreReport> {
         let address = crate::host::pci_device::resolve_address(&self.paths, device)?;
         PciDevice::existing(&self.paths, address)?;
-        restore::run(&self.session()?, Some(address))
+        let session = self.session()?;
+        let report = restore::run(&session, Some(address));
+        session.finish();
+        report
     }
 }
 
