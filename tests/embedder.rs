@@ -138,12 +138,8 @@ fn provision_across_three_interfaces_in_parallel() {
             define: None,
         },
     ];
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let reports = runtime
-        .block_on(Manager::new(&host.paths, "embedder test").provision(targets))
+    let reports = Manager::new(&host.paths, "embedder test")
+        .provision(targets)
         .unwrap();
     let made: Vec<(String, usize, Option<String>)> = reports
         .iter()
@@ -196,12 +192,8 @@ const L40S_CARD: &str = "0000:41:00.0";
 const L40S_VF0: &str = "0000:41:00.4";
 
 fn provision_one(host: &Host, target: Target) -> vgpu::GpuReport {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut reports = runtime
-        .block_on(Manager::new(&host.paths, "embedder test").provision(vec![target]))
+    let mut reports = Manager::new(&host.paths, "embedder test")
+        .provision(vec![target])
         .unwrap();
     reports.remove(0)
 }

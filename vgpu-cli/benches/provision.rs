@@ -55,14 +55,8 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
             define: None,
         })
         .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let start = Instant::now();
-    let reports = runtime
-        .block_on(Manager::new(&paths, "bench").provision(targets))
-        .unwrap();
+    let reports = Manager::new(&paths, "bench").provision(targets).unwrap();
     let elapsed = start.elapsed();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
     let slowest = reports.iter().map(|r| r.elapsed_ms).max().unwrap_or(0);

@@ -229,6 +229,10 @@ fn plan_error(err: &anyhow::Error) -> Option<&vgpu_core::plan::Error> {
 /// The hint for every error of kind no-capacity.
 const NO_CAPACITY: &str = "`vgpuctl types GPU` shows what each GPU can still take";
 
+/// What to do about [`vgpu_core::Error::NoTypeForVf`]: the libvirt hook says it too.
+pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, name one in the \
+     domain's metadata, or give the domain a Nova flavor that the hook's [flavors] maps";
+
 fn hint(err: &anyhow::Error) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
     if err.downcast_ref::<HelperNotRun>().is_some() {
@@ -248,6 +252,11 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
         };
     }
     if let Some(core) = core_error(err) {
+        // The hook's error about one of a domain's devices: what to do is the device's.
+        let core = match core {
+            Error::HookDevice { source, .. } => source.as_ref(),
+            other => other,
+        };
         let hint = match core {
             Error::HeldOpen { .. } => {
                 "shut the guest down (or detach the vGPU) first, or use --force"
@@ -273,6 +282,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
                 "start libvirt (`systemctl start libvirtd`), or use --force if no domain uses it"
             }
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
+            Error::NoTypeForVf { .. } => NO_TYPE_FOR_VF_HINT,
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }

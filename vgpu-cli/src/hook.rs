@@ -50,7 +50,8 @@ pub(crate) fn run(
     }
 }
 
-/// The hook itself. Errors are one line on stderr.
+/// The hook itself. Errors are one line on stderr, with what to do about it where the library's
+/// facts leave that to the caller (a VF with no vGPU type).
 fn qemu(cli: &Cli, paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
     let (result, failure) = match (op, subop) {
         ("prepare", "begin") => (prepare(cli, paths), EXIT_ERROR),
@@ -61,10 +62,21 @@ fn qemu(cli: &Cli, paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
         Ok(()) => EXIT_OK,
         Err(err) => {
             let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
+            // The device's error, under the domain's (`HookDevice`) where it has one.
+            let device_error = match crate::core_error(&err) {
+                Some(vgpu_core::Error::HookDevice { source, .. }) => Some(source.as_ref()),
+                other => other,
+            };
+            let hint = match device_error {
+                Some(vgpu_core::Error::NoTypeForVf { .. }) => {
+                    format!(" (hint: {})", crate::entry::NO_TYPE_FOR_VF_HINT)
+                }
+                _ => String::new(),
+            };
             // Nothing more can be done when stderr is gone; the audit log has the details.
             let _written = writeln!(
                 std::io::stderr(),
-                "vgpu hook: {name} {op}: {}",
+                "vgpu hook: {name} {op}: {}{hint}",
                 chain.join(": ")
             );
             failure

@@ -294,13 +294,7 @@ pub(crate) fn run(
                     define,
                 })
                 .collect();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            let reports = runtime
-                .block_on(manager.provision(targets))
-                .context("cannot provision")?;
+            let reports = manager.provision(targets).context("cannot provision")?;
             if cli.json {
                 render::json(out, &reports)?;
             } else {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::mpsc;
 
 use anyhow::{Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -214,34 +214,41 @@ fn plan_file(
 }
 
 /// Carries `plan` out, showing progress: bars on a terminal, a line per step otherwise, nothing
-/// with `--json` (which gets the report).
+/// with `--json` (which gets the report). The apply runs on a thread of its own (its GPUs on
+/// theirs) and sends each event over a channel; this thread shows them as they come, and the
+/// channel ends when the apply has returned. A signal stops the apply between steps
+/// ([`vgpu_core::request_stop`]), whose events are still shown.
 fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Result<ApplyReport> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel::<ApplyEvent>();
-    let progress: vgpu_core::Progress = Arc::new(move |event: &ApplyEvent| {
-        // The receiver outlives the apply; a send to it cannot fail before it ends.
-        let _sent = sender.send(event.clone());
-    });
     let terminal = !cli.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bars = Bars::new(terminal, plan);
-    let result = runtime.block_on(async {
-        let apply = manager.apply(plan, Some(progress));
-        tokio::pin!(apply);
-        loop {
-            tokio::select! {
-                result = &mut apply => break result,
-                Some(event) = events.recv() => bars.show(cli, out, &event)?,
+    let (sender, events) = mpsc::channel::<ApplyEvent>();
+    let (result, shown) = std::thread::scope(|scope| {
+        let applying = std::thread::Builder::new()
+            .name("vgpu-apply".to_owned())
+            .spawn_scoped(scope, move || {
+                // The receiver outlives the apply; a send to it cannot fail before it ends.
+                let progress = move |event: &ApplyEvent| {
+                    let _sent = sender.send(event.clone());
+                };
+                manager.apply(plan, Some(&progress))
+            })
+            .context("cannot start the thread that applies the plan")?;
+        // A progress line that cannot be written stops the display, not the apply: it goes on
+        // to its end (or to its undo), and the write error is the command's.
+        let mut shown = Ok(());
+        for event in &events {
+            if shown.is_ok() {
+                shown = bars.show(cli, out, &event);
             }
         }
-        .map_err(anyhow::Error::from)
-    });
-    while let Ok(event) = events.try_recv() {
-        bars.show(cli, out, &event)?;
-    }
+        let result = match applying.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        anyhow::Ok((result, shown))
+    })?;
     let report = result.with_context(|| format!("cannot apply config {:?}", plan.config))?;
+    shown?;
     bars.finish();
     if cli.json {
         render::json(out, &report)?;

@@ -542,8 +542,10 @@ fn vf_with_no_type_from_any_source_is_refused() {
             Some(1),
             format!(
                 "vgpu hook: vm1 prepare: domain vm1: cannot make {VF} ready: no vGPU type for VF {VF}: \
-                 define one (vgpuctl define), name one in the domain's metadata (<vgpu:vgpu type=\"…\"/>), \
-                 or map its Nova flavor in <state>/etc/vgpu/hook.toml\n"
+                 it has no definition, and the domain's metadata names neither a type \
+                 (<vgpu:vgpu type=\"…\"/>) nor a Nova flavor to map in <state>/etc/vgpu/hook.toml \
+                 (hint: define one with `vgpuctl define`, name one in the domain's metadata, or give \
+                 the domain a Nova flavor that the hook's [flavors] maps)\n"
             ),
             false
         )

@@ -289,15 +289,7 @@ fn provision_skips_a_vf_refused_as_full_and_fills_the_next() {
         count: Some(2),
         define: None,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-
-    let report = runtime
-        .block_on(manager(&host).provision(vec![target]))
-        .unwrap()
-        .remove(0);
+    let report = manager(&host).provision(vec![target]).unwrap().remove(0);
 
     let mut parents: Vec<_> = gpu(&host, A40).vgpus.iter().map(|v| v.parent).collect();
     parents.sort();

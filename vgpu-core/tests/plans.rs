@@ -49,12 +49,7 @@ fn plan_file(host: &Host, path: &Path, config: Option<&str>) -> Plan {
 }
 
 fn apply(host: &Host, plan: &Plan) -> vgpu_core::Result<ApplyReport> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(manager(host).apply(plan, None))
+    manager(host).apply(plan, None)
 }
 
 fn outcomes(report: &ApplyReport) -> Vec<(String, ApplyOutcome)> {

@@ -30,13 +30,7 @@ fn plan_of(host: &SimHost, text: &str) -> Plan {
 }
 
 fn apply(host: &SimHost, plan: &Plan) -> ApplyReport {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(manager(host).apply(plan, None))
-        .unwrap()
+    manager(host).apply(plan, None).unwrap()
 }
 
 fn flex_entry(driver: &str, sizes: &str) -> String {

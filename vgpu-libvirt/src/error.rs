@@ -258,6 +258,32 @@ mod tests {
         );
     }
 
+    /// The one variant with a source (`Core`, transparent: its source is the core error's),
+    /// whose message must not repeat it. Every other variant is named, so that a new one
+    /// cannot be added without saying whether it has a source.
+    #[test]
+    fn display_of_a_sourced_variant_does_not_repeat_its_source() {
+        let sourced = |err: &Error| match err {
+            Error::Core(_) => true,
+            Error::NoSuchDomain { .. }
+            | Error::Libvirt { .. }
+            | Error::HeldElsewhere { .. }
+            | Error::NotAttached { .. }
+            | Error::Xml { .. }
+            | Error::NotAVgpu { .. } => false,
+        };
+        let text = "distinctive-source-text-7f3a";
+        let err = Error::Core(vgpu_core::Error::Read {
+            path: "/sys/bus/pci/devices".into(),
+            source: std::io::Error::other(text),
+        });
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(
+            (sourced(&err), err.to_string().contains(text), source),
+            (true, false, Some(text.to_owned()))
+        );
+    }
+
     #[test]
     fn display_libvirt_names_operation_domain_device_and_code() {
         let err = Error::Libvirt {

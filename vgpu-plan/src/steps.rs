@@ -459,8 +459,7 @@ impl fmt::Display for Refusal {
             Refusal::Unconfirmed { type_name } => write!(
                 f,
                 "{type_name} is named by the built-in catalog only: the GPU lists no other type \
-                 while it holds vGPUs, and NVML is not loaded to confirm it; destroy its vGPUs \
-                 first, or give --nvml-library"
+                 while it holds vGPUs, and NVML is not loaded to confirm it"
             ),
             Refusal::TooMany {
                 type_name,

@@ -3,6 +3,8 @@
 //! of a change that needs NVML.
 
 mod nvml;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io;
@@ -478,10 +480,12 @@ pub enum Error {
         /// Where its definition would be.
         path: PathBuf,
     },
-    /// A domain names an NVIDIA vendor-VFIO VF, and nothing says which vGPU type it gets.
+    /// A domain names an NVIDIA vendor-VFIO VF, and nothing says which vGPU type it gets: the
+    /// VF has no definition, and the domain's metadata names neither a type nor a Nova flavor
+    /// (which the hook's configuration would map to one).
     #[error(
-        "no vGPU type for VF {vf}: define one (vgpuctl define), name one in the domain's \
-         metadata (<vgpu:vgpu type=\"…\"/>), or map its Nova flavor in {}",
+        "no vGPU type for VF {vf}: it has no definition, and the domain's metadata names \
+         neither a type (<vgpu:vgpu type=\"…\"/>) nor a Nova flavor to map in {}",
         config.display()
     )]
     NoTypeForVf {
@@ -511,9 +515,10 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
-    /// The host lock is held by another `vgpuctl`.
+    /// The host lock is held by another process that changes the host through this crate
+    /// (`vgpuctl`, `vgpuctl-libvirt`, the libvirt hook, an embedder).
     #[error(
-        "another vgpuctl holds {} (waited {waited_ms} ms)",
+        "another vgpu process holds {} (waited {waited_ms} ms)",
         path.display()
     )]
     Locked {
@@ -714,13 +719,30 @@ impl Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The message of `err` with its causes, as one line (`a: b: c`), each said once.
+/// The message of `err` with every one of its causes, as one line (`a: b: c`). This crate's
+/// errors never repeat their source in their `Display` (the `error` module's tests check every
+/// variant that has one), so each cause is said once. For another crate's error, whose
+/// `Display` may repeat its source, see [`foreign_error_chain`].
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// [`error_chain`] for an error of another crate, whose `Display` may already include its
+/// source's text (nvml-wrapper's `LibloadingError` is `"a libloading error occurred: {0}"`
+/// over the libloading error it holds as its source): a cause whose text the message already
+/// has is left out, so that it is said once.
+pub(crate) fn foreign_error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
         let text = cause.to_string();
-        // Some error types print their source in their own message; say it once.
         if !message.contains(&text) {
             message.push_str(": ");
             message.push_str(&text);

@@ -1,7 +1,7 @@
 //! Carrying out a [`Plan`]: every GPU with steps at once, each GPU's steps in order as one
 //! operation of one session.
 //!
-//! Like [`provision`](super::provision), one task per GPU runs on a blocking thread under one
+//! Like [`provision`](super::provision), one thread per GPU, scoped to the call, runs under one
 //! hold of the host lock; every step is audited; a GPU whose steps fail has its own steps
 //! undone (vGPUs it stopped are made again, definitions it removed are written back, VF counts
 //! and local-memory quotas put back) and the other GPUs go on. Before its first step, each GPU
@@ -14,7 +14,6 @@
 use crate::host::driver::GiveBack;
 use crate::nvml::sched::SchedulerRequest;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -83,7 +82,7 @@ pub enum ApplyOutcome {
 }
 
 /// What [`Manager::apply`](super::Manager::apply) reports while it works, for a progress
-/// display. Sent from the GPUs' threads, in order per GPU.
+/// display. Told from the GPUs' threads, in order per GPU (see [`Progress`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApplyEvent {
     /// A GPU's steps begin.
@@ -113,8 +112,39 @@ pub enum ApplyEvent {
     },
 }
 
-/// A receiver of [`ApplyEvent`]s.
-pub type Progress = Arc<dyn Fn(&ApplyEvent) + Send + Sync>;
+/// A receiver of [`ApplyEvent`]s: a callback that [`Manager::apply`](super::Manager::apply)
+/// borrows for the call, so it needs no runtime, no `'static` and no `Arc`.
+///
+/// It is called on the GPUs' threads (one per GPU with steps), concurrently for different
+/// GPUs and in order for each: hence `Sync`. A GPU's next step waits until it returns, so it
+/// should only hand the event on. To read the events on another thread, move a
+/// [`std::sync::mpsc::Sender`] into it and run the apply on a scoped thread while the caller's
+/// thread receives them, as `vgpuctl apply` does:
+///
+/// ```no_run
+/// # fn example(manager: &vgpu_core::Manager, plan: &vgpu_core::Plan) -> vgpu_core::Result<()> {
+/// use std::sync::mpsc;
+///
+/// let (sender, events) = mpsc::channel::<vgpu_core::ApplyEvent>();
+/// let report = std::thread::scope(|scope| {
+///     let applying = scope.spawn(move || {
+///         let tell = move |event: &vgpu_core::ApplyEvent| {
+///             // The receiver is there until the events end: the send does not fail.
+///             let _sent = sender.send(event.clone());
+///         };
+///         manager.apply(plan, Some(&tell))
+///     });
+///     // Ends when the apply has returned and dropped the sender.
+///     for event in events {
+///         println!("{event:?}");
+///     }
+///     applying.join().expect("the apply thread does not panic")
+/// })?;
+/// # drop(report);
+/// # Ok(())
+/// # }
+/// ```
+pub type Progress<'a> = &'a (dyn Fn(&ApplyEvent) + Sync);
 
 /// Checks that `plan` may be applied: nothing it refuses other than GPUs a guest holds.
 pub(super) fn check(plan: &Plan) -> Result<()> {
@@ -143,14 +173,15 @@ pub(super) fn check(plan: &Plan) -> Result<()> {
     })
 }
 
-/// Runs every GPU of `plan` that has steps as its own operation of `session`, all at once.
-pub(super) async fn run(
-    session: Option<Arc<Session>>,
+/// Runs every GPU of `plan` that has steps as its own operation of `session`, all at once;
+/// the reports are in the order of the GPUs' addresses.
+pub(super) fn run(
+    session: Option<&Session>,
     plan: &Plan,
-    progress: Option<Progress>,
+    progress: Option<Progress<'_>>,
 ) -> Result<Vec<GpuApply>> {
     let mut reports = Vec::new();
-    let mut tasks = Vec::new();
+    let mut busy = Vec::new();
     for gpu in &plan.gpus {
         let idle = |outcome, refused: Option<&crate::plan::steps::Refused>| GpuApply {
             gpu: gpu.gpu,
@@ -166,32 +197,17 @@ pub(super) async fn run(
             reports.push(idle(ApplyOutcome::Skipped, Some(refused)));
             continue;
         }
-        let Some(session) = session.clone().filter(|_| !gpu.steps.is_empty()) else {
+        let Some(session) = session.filter(|_| !gpu.steps.is_empty()) else {
             reports.push(idle(ApplyOutcome::Unchanged, None));
             continue;
         };
-        let gpu = gpu.clone();
-        let progress = progress.clone();
-        tasks.push(tokio::task::spawn_blocking(move || {
-            run_one(&session, &gpu, progress.as_ref())
-        }));
+        busy.push((session, gpu));
     }
-    // Every task is awaited before the lock goes, even when one of them died.
-    let mut lost = None;
-    for task in tasks {
-        match task.await {
-            Ok(report) => reports.push(report),
-            Err(join) => {
-                lost.get_or_insert(join.to_string());
-            }
-        }
-    }
-    if let Some(reason) = lost {
-        return Err(Error::TaskLost {
-            what: "apply",
-            reason,
-        });
-    }
+    reports.extend(super::parallel::each_gpu(
+        "apply",
+        &busy,
+        |(session, gpu)| run_one(session, gpu, progress),
+    )?);
     reports.sort_by_key(|r| r.gpu);
     Ok(reports)
 }
@@ -203,7 +219,7 @@ struct Done {
     destroyed: Vec<VgpuHandle>,
 }
 
-fn run_one(session: &Session, plan: &GpuPlan, progress: Option<&Progress>) -> GpuApply {
+fn run_one(session: &Session, plan: &GpuPlan, progress: Option<Progress<'_>>) -> GpuApply {
     let started = Instant::now();
     let tell = |event: ApplyEvent| {
         if let Some(progress) = progress {

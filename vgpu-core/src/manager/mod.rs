@@ -10,6 +10,7 @@ mod apply;
 mod create;
 mod hook;
 mod interrupt;
+mod parallel;
 mod placing;
 mod provision;
 mod removal;
@@ -201,7 +202,10 @@ impl Manager {
         device: &str,
         f: impl FnOnce(&mut Operation<'_>) -> Result<T>,
     ) -> Result<T> {
-        self.session()?.run(action, device, f)
+        let session = self.session()?;
+        let result = session.run(action, device, f);
+        session.finish();
+        result
     }
 
     /// Creates a vGPU of type `wanted` (an id, a name, or a name without its vendor prefix) on
@@ -435,13 +439,17 @@ impl Manager {
         })
     }
 
-    /// Carries out `targets`, one task per GPU, all GPUs at once, under one hold of the host
-    /// lock (see [`provision`](self::provision)). A GPU whose sequence fails undoes what it
-    /// made; the others go on. Fails as a whole only when the lock or the audit log cannot be
-    /// had, a GPU is named twice, or a task dies.
-    pub async fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
-        let session = std::sync::Arc::new(self.session()?);
-        provision::run(session, targets).await
+    /// Carries out `targets`, one thread per GPU, all GPUs at once, under one hold of the host
+    /// lock (see [`provision`](self::provision)); returns when every GPU is done, with a report
+    /// per target in their order. A GPU whose sequence fails undoes what it made; the others
+    /// go on. Fails as a whole only when the lock or the audit log cannot be had, a GPU is
+    /// named twice, or a GPU's thread panics ([`Error::TaskLost`], once the others are done).
+    /// Blocking: an async caller runs it on a blocking thread (`spawn_blocking`).
+    pub fn provision(&self, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
+        let session = self.session()?;
+        let result = provision::run(&session, &targets);
+        session.finish();
+        result
     }
 
     /// What capacity reads ([`room`](crate::room)): the inventory, every definition, and what
@@ -540,22 +548,28 @@ impl Manager {
     /// steps fail has them undone and the others go on; a GPU the plan refuses because a
     /// guest holds a vGPU is skipped. Fails as a whole, changing nothing, when the plan refuses
     /// anything else ([`Error::PlanRefused`]), or when the lock or the audit log cannot be had.
-    /// `progress` hears of each GPU and step as they happen. Applying a plan of a host that
-    /// matches changes nothing and takes no lock.
-    pub async fn apply(&self, plan: &Plan, progress: Option<Progress>) -> Result<ApplyReport> {
+    /// `progress` hears of each GPU and step as they happen, on the GPUs' threads (see
+    /// [`Progress`]). Returns when every GPU is done; a GPU's thread that panics fails the
+    /// whole ([`Error::TaskLost`]) once the others are done. Applying a plan of a host that
+    /// matches changes nothing and takes no lock. Blocking: an async caller runs it on a
+    /// blocking thread (`spawn_blocking`).
+    pub fn apply(&self, plan: &Plan, progress: Option<Progress<'_>>) -> Result<ApplyReport> {
         apply::check(plan)?;
         let busy = plan
             .gpus
             .iter()
             .any(|g| g.refusals.is_empty() && !g.steps.is_empty());
         let session = match busy {
-            true => Some(std::sync::Arc::new(self.session()?)),
+            true => Some(self.session()?),
             false => None,
         };
-        let gpus = apply::run(session, plan, progress).await?;
+        let gpus = apply::run(session.as_ref(), plan, progress);
+        if let Some(session) = session {
+            session.finish();
+        }
         Ok(ApplyReport {
             config: plan.config.clone(),
-            gpus,
+            gpus: gpus?,
         })
     }
 
@@ -590,7 +604,10 @@ impl Manager {
     /// Idempotent: what is already in place is left alone. Carries on past failures and
     /// reports (and audits) each step; see [`RestoreReport::failed`].
     pub fn restore(&self) -> Result<RestoreReport> {
-        restore::run(&self.session()?, None)
+        let session = self.session()?;
+        let report = restore::run(&session, None);
+        session.finish();
+        report
     }
 
     /// [`Manager::restore`] for the definitions that concern one device, named by its PCI
@@ -604,7 +621,10 @@ impl Manager {
     /// [`Error::NotFound`] ([`resolve_address`](crate::resolve_address) reads udev's name).
     pub fn restore_device(&self, address: PciAddress) -> Result<RestoreReport> {
         PciDevice::existing(&self.paths, address)?;
-        restore::run(&self.session()?, Some(address))
+        let session = self.session()?;
+        let report = restore::run(&session, Some(address));
+        session.finish();
+        report
     }
 }
 

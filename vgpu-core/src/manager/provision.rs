@@ -3,14 +3,13 @@
 //!
 //! The kernel serialises work per device (a GPU's VFs come up together; its vGPUs are carved
 //! from one frame buffer one at a time) but not across devices, so the time to fill a host is
-//! its slowest GPU's own sequence, not the sum of all of them. One task per GPU runs on a
-//! blocking thread as one operation of the session: the host lock is held once for the whole
-//! run, every change is audited, definitions keep their room, and a GPU whose sequence fails
-//! has its own steps undone. A place another tool takes meanwhile (the kernel refuses it as
+//! its slowest GPU's own sequence, not the sum of all of them. One thread per GPU, scoped to
+//! the call (the `parallel` module), runs its sequence as one operation of the session: the
+//! host lock is held once for the whole run, every change is audited, definitions keep their
+//! room, and a GPU whose sequence fails has its own steps undone. A place another tool takes meanwhile (the kernel refuses it as
 //! full: see [`create`](super::create)) is skipped for the next one.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -57,37 +56,14 @@ pub struct GpuReport {
     pub elapsed_ms: u128,
 }
 
-/// Runs every target as its own operation of `session`, all GPUs at once.
-pub(super) async fn run(session: Arc<Session>, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
+/// Runs every target as its own operation of `session`, all GPUs at once; the reports are in
+/// the order of `targets`.
+pub(super) fn run(session: &Session, targets: &[Target]) -> Result<Vec<GpuReport>> {
     let mut seen = BTreeSet::new();
     if let Some(twice) = targets.iter().find(|t| !seen.insert(t.gpu)) {
         return Err(Error::DuplicateTarget { gpu: twice.gpu });
     }
-    let mut tasks = Vec::new();
-    for target in targets {
-        let session = session.clone();
-        tasks.push(tokio::task::spawn_blocking(move || {
-            run_one(&session, &target)
-        }));
-    }
-    // Every task is awaited before the lock goes, even when one of them died.
-    let mut reports = Vec::new();
-    let mut lost = None;
-    for task in tasks {
-        match task.await {
-            Ok(report) => reports.push(report),
-            Err(join) => {
-                lost.get_or_insert(join.to_string());
-            }
-        }
-    }
-    match lost {
-        Some(reason) => Err(Error::TaskLost {
-            what: "provisioning",
-            reason,
-        }),
-        None => Ok(reports),
-    }
+    super::parallel::each_gpu("provisioning", targets, |target| run_one(session, target))
 }
 
 fn run_one(session: &Session, target: &Target) -> GpuReport {

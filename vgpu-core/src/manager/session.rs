@@ -1,6 +1,7 @@
 //! The one path every change to the host takes.
 //!
-//! A [`Session`] holds the host lock and the audit log for one command. Each change runs as an
+//! A [`Session`] holds the host lock and the audit log for one command, and ends with
+//! [`Session::finish`], which waits for udev; its `Drop` never waits. Each change runs as an
 //! [`Operation`]: every step it takes (a definition written, a vGPU made, a VF count or a
 //! driver changed) is audited and pushed on the operation's undo list; when the operation
 //! fails, or its thread unwinds, the steps are undone newest first, each undo audited too.
@@ -174,28 +175,59 @@ impl Session {
     }
 }
 
-impl Drop for Session {
-    /// Releases the host lock, then waits (up to the release timeout) until udev has
-    /// processed every event the session's changes caused, so that libvirt's node devices and
-    /// the `/dev/vfio` nodes of what was made are there when the command returns. The lock
-    /// goes first because udev finishes an event only once the programs its rules run have
-    /// returned, and `contrib/udev/60-vgpu.rules` runs `vgpuctl restore --device`, which
-    /// takes the lock. The change is made by then: a udev that does not finish in time is
-    /// logged and audited, not undone.
-    fn drop(&mut self) {
+impl Session {
+    /// Ends the session: releases the host lock, then waits (up to the release timeout) until
+    /// udev has processed every event the session's changes caused, so that libvirt's node
+    /// devices and the `/dev/vfio` nodes of what was made are there when the command returns.
+    /// The lock goes first because udev finishes an event only once the programs its rules
+    /// run have returned, and `contrib/udev/60-vgpu.rules` runs `vgpuctl restore --device`,
+    /// which takes the lock. The change is made by then: a udev that does not finish in time
+    /// is logged and audited, not undone, and not an error of the command. Every path of the
+    /// manager that ends a session normally calls this; see the `Drop` for the others.
+    pub(crate) fn finish(mut self) {
         drop(self.lock.take());
-        let settle = self
-            .settle
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(mut settle) = settle {
+        if let Some(mut settle) = self.take_settle() {
             if let Err(err) = settle.wait(&self.paths, self.release_timeout) {
                 let text = err.chain();
                 tracing::warn!("{text}: libvirt may not list the new devices yet");
                 self.record("udev-settle", "host", &text);
             }
         }
+    }
+
+    /// The wait for udev, once: `None` after [`Session::finish`] or where none was begun.
+    fn take_settle(&mut self) -> Option<Settle> {
+        self.settle
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// What [`Drop`] records when a session ends without [`Session::finish`] and udev was still
+/// to be waited for.
+const SETTLE_SKIPPED: &str = "not waited for: the session ended early";
+
+impl Drop for Session {
+    /// Reached without [`Session::finish`] only on an early return or while a thread unwinds:
+    /// releases the host lock and does nothing that waits. A wait for udev still owed is
+    /// skipped, logged and audited ([`SETTLE_SKIPPED`], with the devices udev had not finished
+    /// with by then); the devices appear in libvirt's view when udev is done with them.
+    fn drop(&mut self) {
+        drop(self.lock.take());
+        let Some(mut settle) = self.take_settle() else {
+            return;
+        };
+        let pending = settle.unprocessed();
+        let text = match pending.is_empty() {
+            true => SETTLE_SKIPPED.to_owned(),
+            false => format!(
+                "{SETTLE_SKIPPED}; udev had not finished with {}",
+                pending.join(", ")
+            ),
+        };
+        tracing::warn!("{text}: libvirt may not list the new devices yet");
+        self.record("udev-settle", "host", &text);
     }
 }
 
@@ -471,7 +503,7 @@ impl Operation<'_> {
     }
 
     /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
-    /// The session waits for udev to process it when it ends (see [`Session`]'s `Drop`).
+    /// The session waits for udev to process it when it ends ([`Session::finish`]).
     pub(crate) fn realize(
         &mut self,
         placement: &Placement,
@@ -694,5 +726,105 @@ impl Operation<'_> {
         let id = placement.handle(uuid)?;
         let previous = self.realize(placement, id)?;
         Ok((id, previous))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::audit::AuditLog;
+
+    /// A session on an empty host root that owes a wait for udev: the kernel sent an event
+    /// (for `/devices/test/0000:00:00.0`) that udev never processes. A session that waits for
+    /// it waits the whole `release_timeout`.
+    fn owing_udev(dir: &tempfile::TempDir, release_timeout: Duration) -> (HostPaths, Session) {
+        let paths = HostPaths::new(dir.path());
+        let session = Session::open(
+            &paths,
+            "session test",
+            SessionOptions {
+                lock_timeout: Duration::ZERO,
+                sriov: SriovOptions::default(),
+                force: false,
+                release_timeout,
+                nvml: NvmlSource::default(),
+                references: super::super::removal::DomainReferences::NoLibvirt,
+            },
+        )
+        .unwrap();
+        let settle = Settle::unfinished_for_test(u64::MAX, "/devices/test/0000:00:00.0").unwrap();
+        *session.settle.lock().unwrap() = Some(settle);
+        (paths, session)
+    }
+
+    /// The `udev-settle` records of the audit log: their results.
+    fn settle_records(paths: &HostPaths) -> Vec<String> {
+        let log = std::fs::read_to_string(AuditLog::path_for(paths)).unwrap();
+        log.lines()
+            .map(|line| serde_json::from_str::<crate::state::audit::AuditEntry>(line).unwrap())
+            .filter(|entry| entry.action == "udev-settle")
+            .map(|entry| entry.result)
+            .collect()
+    }
+
+    #[test]
+    fn session_dropped_without_finish_skips_the_udev_wait_and_releases_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, session) = owing_udev(&dir, Duration::from_secs(3600));
+        drop(session);
+        let relocked = HostLock::acquire(&paths, Duration::ZERO).map(drop);
+        assert_eq!(
+            (relocked.is_ok(), settle_records(&paths)),
+            (
+                true,
+                vec![format!(
+                    "{SETTLE_SKIPPED}; udev had not finished with /devices/test/0000:00:00.0 \
+                     (uevent {})",
+                    u64::MAX
+                )]
+            )
+        );
+    }
+
+    #[test]
+    fn session_finished_waits_for_udev_and_audits_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, session) = owing_udev(&dir, Duration::ZERO);
+        session.finish();
+        let relocked = HostLock::acquire(&paths, Duration::ZERO).map(drop);
+        assert_eq!(
+            (relocked.is_ok(), settle_records(&paths)),
+            (
+                true,
+                vec![format!(
+                    "udev's processing of /devices/test/0000:00:00.0 (uevent {}) did not happen \
+                     within 0 ms (watching {})",
+                    u64::MAX,
+                    paths.sys().join("devices/test/0000:00:00.0").display()
+                )]
+            )
+        );
+    }
+
+    #[test]
+    fn session_finished_with_nothing_owed_records_no_udev_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = HostPaths::new(dir.path());
+        let session = Session::open(
+            &paths,
+            "session test",
+            SessionOptions {
+                lock_timeout: Duration::ZERO,
+                sriov: SriovOptions::default(),
+                force: false,
+                release_timeout: Duration::from_secs(3600),
+                nvml: NvmlSource::default(),
+                references: super::super::removal::DomainReferences::NoLibvirt,
+            },
+        )
+        .unwrap();
+        session.record("test", "host", "ok");
+        session.finish();
+        assert_eq!(settle_records(&paths), Vec::<String>::new());
     }
 }

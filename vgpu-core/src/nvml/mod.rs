@@ -105,7 +105,10 @@ impl Nvml {
                 }
             }
             Err(err) => {
-                let reason = format!("cannot load NVML: {}", crate::error::error_chain(&err));
+                let reason = format!(
+                    "cannot load NVML: {}",
+                    crate::error::foreign_error_chain(&err)
+                );
                 tracing::info!("NVML not available, using sysfs only: {reason}");
                 let mut nvml = Self::absent(reason);
                 nvml.status.library = Some(name);

@@ -52,7 +52,7 @@ pub(crate) fn unavailable(function: &str, err: &NvmlError) -> Unavailable {
             "not permitted (NVML_ERROR_NO_PERMISSION): run as root".to_owned(),
         ),
         NvmlError::NotFound | NvmlError::GpuLost => {
-            (Cause::NotFound, crate::error::error_chain(err))
+            (Cause::NotFound, crate::error::foreign_error_chain(err))
         }
         NvmlError::InUse => (Cause::InUse, "in use (NVML_ERROR_IN_USE)".to_owned()),
         NvmlError::UnexpectedVariant(vgpu_nvml_ext::ERROR_INSUFFICIENT_RESOURCES) => (
@@ -60,9 +60,9 @@ pub(crate) fn unavailable(function: &str, err: &NvmlError) -> Unavailable {
             "not enough is free (NVML_ERROR_INSUFFICIENT_RESOURCES)".to_owned(),
         ),
         NvmlError::UnexpectedVariant(_) | NvmlError::Utf8Error(_) | NvmlError::IncorrectBits(_) => {
-            (Cause::Unexpected, crate::error::error_chain(err))
+            (Cause::Unexpected, crate::error::foreign_error_chain(err))
         }
-        _ => (Cause::Error, crate::error::error_chain(err)),
+        _ => (Cause::Error, crate::error::foreign_error_chain(err)),
     };
     Unavailable {
         cause,

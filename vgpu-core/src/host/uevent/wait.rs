@@ -106,6 +106,19 @@ impl Settle {
         })
     }
 
+    /// A wait, wherever udevd runs or not, that has heard the kernel send an event for
+    /// `devpath` (sequence number `seqnum`) that udev will never re-broadcast: for tests of
+    /// what waits for it and what does not.
+    #[cfg(test)]
+    pub(crate) fn unfinished_for_test(seqnum: u64, devpath: &str) -> Result<Self> {
+        Ok(Self {
+            kernel: Monitor::open(Group::Kernel, &SETTLE_SUBSYSTEMS)?,
+            udev: Monitor::open(Group::Udev, &SETTLE_SUBSYSTEMS)?,
+            sent: BTreeMap::from([(seqnum, devpath.to_owned())]),
+            processed: BTreeMap::new(),
+        })
+    }
+
     /// Reads what both sockets have queued, so that a long series of changes does not overrun
     /// them. The kernel sends a change's events before the write that made it returns.
     pub(crate) fn collect(&mut self) {
@@ -117,6 +130,26 @@ impl Settle {
         }
     }
 
+    /// The events the kernel sent since [`Settle::begin`] that udev has not re-broadcast yet,
+    /// as `<devpath> (uevent <seqnum>)`, oldest first; reads what the sockets have queued,
+    /// without waiting.
+    pub(crate) fn unprocessed(&mut self) -> Vec<String> {
+        self.collect();
+        self.pending()
+            .into_iter()
+            .map(|(seqnum, devpath)| format!("{devpath} (uevent {seqnum})"))
+            .collect()
+    }
+
+    /// The events heard from the kernel and not from udev, oldest first.
+    fn pending(&self) -> Vec<(u64, &str)> {
+        self.sent
+            .iter()
+            .filter(|(seqnum, _)| !self.processed.contains_key(seqnum))
+            .map(|(seqnum, devpath)| (*seqnum, devpath.as_str()))
+            .collect()
+    }
+
     /// Waits up to `within` until udev has processed every event the kernel sent since
     /// [`Settle::begin`]; returns their sequence numbers, oldest first. [`Error::Timeout`]
     /// names the devices udev has not finished with; `paths` places them under its root.
@@ -124,12 +157,7 @@ impl Settle {
         self.collect();
         let deadline = Instant::now() + within;
         loop {
-            let pending: Vec<(u64, &str)> = self
-                .sent
-                .iter()
-                .filter(|(seqnum, _)| !self.processed.contains_key(seqnum))
-                .map(|(seqnum, devpath)| (*seqnum, devpath.as_str()))
-                .collect();
+            let pending = self.pending();
             let Some((_, first)) = pending.first() else {
                 return Ok(self.sent.keys().copied().collect());
             };

@@ -22,7 +22,7 @@ fn lock_timeout_message_names_path_and_holder() {
     let err = HostLock::acquire(&paths, Duration::ZERO).unwrap_err();
     let lock = paths.root().join("run/vgpu/lock");
     assert!(err.to_string().starts_with(&format!(
-        "another vgpuctl holds {} (waited ",
+        "another vgpu process holds {} (waited ",
         lock.display()
     )));
 }
