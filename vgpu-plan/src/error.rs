@@ -82,3 +82,77 @@ impl Error {
         Error::BadName(BadName::new(value, expected))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// One error of every variant, with what each says.
+    fn every_variant() -> Vec<(Error, &'static str)> {
+        vec![
+            (
+                Error::Desired {
+                    path: PathBuf::from("host.toml"),
+                    line: 3,
+                    column: 7,
+                    message: "unknown key `gpu`".to_owned(),
+                },
+                "host.toml:3:7: unknown key `gpu`",
+            ),
+            (
+                Error::NoConfig {
+                    path: PathBuf::from("host.toml"),
+                    name: None,
+                    known: vec!["a".to_owned(), "b".to_owned()],
+                },
+                "host.toml has no config named default; it has: a, b",
+            ),
+            (
+                Error::NoPlacement { asked: 3, fits: 2 },
+                "3 vGPU(s) asked, the GPUs can take 2",
+            ),
+            (
+                Error::WrongType {
+                    device: "0000:41:00.4".to_owned(),
+                    has: "NVIDIA L40S-24Q (1155)".to_owned(),
+                    wanted: "L40S-12Q".to_owned(),
+                },
+                "0000:41:00.4 is a NVIDIA L40S-24Q (1155) vGPU, not the L40S-12Q asked for",
+            ),
+            (
+                Error::bad_name("a/b", "a vGPU type id or name"),
+                "\"a/b\" is not a vGPU type id or name",
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_variant_says_its_facts_once_and_has_no_source_to_repeat() {
+        let found: Vec<(String, bool)> = every_variant()
+            .iter()
+            .map(|(err, _)| (err.to_string(), err.source().is_none()))
+            .collect();
+        let expected: Vec<(String, bool)> = every_variant()
+            .iter()
+            .map(|(_, text)| ((*text).to_owned(), true))
+            .collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn kinds_are_the_categories_a_caller_acts_on() {
+        let kinds: Vec<ErrorKind> = every_variant().iter().map(|(e, _)| e.kind()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ErrorKind::BadInput,
+                ErrorKind::NotFound,
+                ErrorKind::NoCapacity,
+                ErrorKind::Conflict,
+                ErrorKind::BadInput,
+            ]
+        );
+    }
+}
