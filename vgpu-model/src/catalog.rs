@@ -106,6 +106,7 @@ pub fn by_id(id: &str, interface: &str, model: Option<&str>) -> Option<&'static 
 
 /// The part of a PCI database model name in brackets (`L40S` in `AD102GL [L40S]`), or the
 /// whole name.
+#[inline]
 pub fn bracketed(model: &str) -> &str {
     match (model.rfind('['), model.rfind(']')) {
         (Some(open), Some(close)) if open < close => model[open + 1..close].trim(),

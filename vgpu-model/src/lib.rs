@@ -280,6 +280,7 @@ impl VgpuType {
 
 /// Whether `driver` holds a device for assignment to a guest rather than for the host:
 /// `vfio-pci`, a vfio variant driver (`mlx5_vfio_pci`, `xe-vfio-pci`...), or `pci-stub`.
+#[inline]
 pub fn is_passthrough_driver(driver: &str) -> bool {
     driver == "pci-stub"
         || driver == "vfio-pci"

@@ -226,6 +226,7 @@ pub struct NvidiaTypeName {
 
 /// Strips the `NVIDIA ` or `GRID ` prefix that sysfs names carry, and the spaces around what
 /// is left, so that stripping again changes nothing.
+#[inline]
 pub fn strip_vendor_prefix(name: &str) -> &str {
     let name = name.trim();
     name.strip_prefix("NVIDIA ")
@@ -235,6 +236,7 @@ pub fn strip_vendor_prefix(name: &str) -> &str {
 
 /// Whether the type name `name` is what `wanted` names: the same, or the same without the
 /// vendor prefix (`T4-2Q` for `GRID T4-2Q`), case-insensitively.
+#[inline]
 pub fn name_matches(name: &str, wanted: &str) -> bool {
     name == wanted || strip_vendor_prefix(name).eq_ignore_ascii_case(strip_vendor_prefix(wanted))
 }
