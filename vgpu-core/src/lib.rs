@@ -26,13 +26,13 @@
 //! - **Discovery**: [`discover`] reads the host into an [`Inventory`] of [`Gpu`]s, each with
 //!   its [`Vf`]s, [`VgpuType`]s counted per physical GPU, and [`Vgpu`]s. It never fails
 //!   because of one device: problems become [`Warning`]s.
-//! - **Checks**: [`check_host`] and [`isolation`] report [`Check`]s with a [`CheckStatus`].
+//! - **Checks**: [`check_host`] and [`isolation`] report [`Check`]s with a [`checks::Status`].
 //! - **Changes**: every change goes through a [`Manager`], which takes the host lock, writes
 //!   the audit log, honours persistent definitions (it never gives away room a defined vGPU
 //!   is owed) and undoes a change that fails part-way. [`Manager::definitions`] reads them.
 //! - **Plans**: a desired state for a whole host, in frame buffer, types or VF counts
 //!   ([`DesiredFile`]: `host.toml`, or NVIDIA vgpu-device-manager's v1 YAML), is turned by
-//!   [`plan`] (pure, over a [`HostState`] from [`Manager::host_state`]) into steps per GPU or
+//!   [`plan()`] (pure, over a [`HostState`] from [`Manager::host_state`]) into steps per GPU or
 //!   the reasons it cannot be done ([`Plan`]); [`Manager::apply`] carries it out, one
 //!   operation per GPU. [`place`] chooses GPUs for new vGPUs ([`Policy::Pack`] or
 //!   [`Policy::Spread`]).

@@ -154,8 +154,8 @@ pub struct VgpuType {
     /// vGPUs of this type the physical GPU holds at most.
     pub max_instances: Option<u32>,
     /// How many more can be created now, on this physical GPU: the one answer of
-    /// [`room`](crate::room) once the host state is settled
-    /// ([`HostState::settle`](crate::HostState::settle)); what the parents offer, capped at
+    /// `vgpu-plan`'s `room` once the host state is settled
+    /// (`HostState::settle`); what the parents offer, capped at
     /// `max_instances`, straight from discovery.
     pub available: u32,
     /// What keeps `available` from being higher; `None` where discovery alone counted.
@@ -341,7 +341,7 @@ impl Inventory {
     }
 }
 
-/// What a caller can do about an [`Error`]: the few categories that decide a retry, another
+/// What a caller can do about an error: the few categories that decide a retry, another
 /// GPU, or a message to a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -303,7 +303,7 @@ pub struct NvmlVgpu {
     /// to the API version 13 of CUDA 13): `nvmlVgpuInstanceGetGpuPciId` is the PCI address the
     /// guest sees, `nvmlVgpuInstanceGetPlacementId` a placement on the GPU. Such a vGPU is
     /// matched by its VM and type only
-    /// ([`usage_from_nvml`](crate::usage_from_nvml)).
+    /// (`vgpu-core`'s `usage_from_nvml`).
     pub mdev_uuid: Fact<Uuid>,
     /// The VM it belongs to, as the driver reports it (`nvmlVgpuInstanceGetVmID`).
     pub vm_id: Fact<VmId>,

@@ -5,15 +5,17 @@
 //! Partition plans: the desired state of a host's GPUs, declared in frame buffer, types or VF
 //! counts; the planner that turns it into steps per GPU; and placement for orchestrators.
 //!
-//! - [`desired`]: the model ([`DesiredFile`], [`Desired`], [`Entry`], [`Partition`],
-//!   [`MigGeometry`]), read from `host.toml` ([`desired::host_toml`]), NVIDIA vgpu-device-manager's v1
-//!   YAML ([`desired::device_manager`]) or NVIDIA mig-parted's v1 YAML ([`desired::mig_parted`]);
-//! - [`planner`]: [`plan`], a pure function from a [`HostState`] and a config to a [`Plan`]
-//!   ([`steps`]: the plan, its steps and refusals), MIG geometry included ([`geometry`]);
+//! - [`desired`]: the model ([`desired::DesiredFile`], [`desired::Desired`],
+//!   [`desired::Entry`], [`desired::Partition`], [`desired::MigGeometry`]), parsed from
+//!   `host.toml` ([`desired::host_toml`]), NVIDIA vgpu-device-manager's v1 YAML
+//!   ([`desired::device_manager`]) or NVIDIA mig-parted's v1 YAML ([`desired::mig_parted`]);
+//! - [`planner`]: [`plan()`], a pure function from a [`HostState`] and a config to a
+//!   [`steps::Plan`] ([`steps`]: the plan, its steps and refusals), MIG geometry included
+//!   ([`geometry`]);
 //! - [`capacity`]: [`room`], the one answer to what a GPU can still take, a type's identity,
-//!   the hand-out check, and where new GPU instances fit.
-//! - [`place`](mod@place): [`place()`], a pure function choosing GPUs for new vGPUs.
-//!
+//!   the hand-out check, and where new GPU instances fit;
+//! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs.
+
 //! Carrying a plan out is `vgpu-core`'s `Manager::apply`: each GPU's steps are one operation,
 //! under the host lock, audited, and undone if one fails.
 

@@ -158,7 +158,7 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
 }
 
 /// A plan that creates the vGPUs `picks` name (defined with `start`), GPU by GPU, for
-/// [`Manager::apply`](crate::Manager::apply): each GPU's vGPUs are made as one operation, and
+/// `vgpu-core`'s `Manager::apply`: each GPU's vGPUs are made as one operation, and
 /// undone together if one fails. The manager puts each where `create` would (the first free
 /// VF no definition names), which is where [`place`] chose on a host that has not changed.
 pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {

@@ -440,7 +440,7 @@ impl Manager {
     }
 
     /// Carries out `targets`, one thread per GPU, all GPUs at once, under one hold of the host
-    /// lock (see [`provision`](self::provision)); returns when every GPU is done, with a report
+    /// lock (see `manager/provision.rs`); returns when every GPU is done, with a report
     /// per target in their order. A GPU whose sequence fails undoes what it made; the others
     /// go on. Fails as a whole only when the lock or the audit log cannot be had, a GPU is
     /// named twice, or a GPU's thread panics ([`Error::TaskLost`], once the others are done).
@@ -544,7 +544,7 @@ impl Manager {
     }
 
     /// Carries `plan` out: every GPU with steps at once, each GPU's steps in order as one
-    /// operation under one hold of the host lock (see [`apply`](self::apply)). A GPU whose
+    /// operation under one hold of the host lock (see `manager/apply.rs`). A GPU whose
     /// steps fail has them undone and the others go on; a GPU the plan refuses because a
     /// guest holds a vGPU is skipped. Fails as a whole, changing nothing, when the plan refuses
     /// anything else ([`Error::PlanRefused`]), or when the lock or the audit log cannot be had.

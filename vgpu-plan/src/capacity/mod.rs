@@ -48,7 +48,7 @@ pub use reservations::{Reservations, reservations};
 
 /// What the planner, placement and capacity read about a host: what it has, what is defined,
 /// what guests hold, and what NVML says of GPU instances.
-/// [`Manager::host_state`](crate::Manager::host_state) reads it from a host; tests and
+/// `vgpu-core`'s `Manager::host_state` reads it from a host; tests and
 /// benchmarks build one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostState {
@@ -65,7 +65,7 @@ pub struct HostState {
     /// (`iov/pf/gt/available/lmem_max_quota`). A GPU not here takes no quotas.
     pub local_memory_mib: BTreeMap<PciAddress, u64>,
     /// The vGPU scheduler of each NVIDIA GPU, for selections that set one
-    /// ([`HostState::read_schedulers`] fills it from NVML); a GPU missing here has an unknown
+    /// (`vgpu-core`'s `add_nvml_facts` fills it from NVML); a GPU missing here has an unknown
     /// scheduler, and a selection that sets its scheduler is refused.
     pub schedulers: BTreeMap<PciAddress, Fact<SchedulerState>>,
     /// MIG mode and GPU instances of each NVIDIA GPU NVML was asked about; a GPU missing here
@@ -123,7 +123,7 @@ fn profile_of(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> Opt
         .map(|m| m.gpu_instance_profile)
 }
 
-/// How many more vGPUs of `type_id` (an id `gpu` lists, or [`PLAIN_VF_TYPE`]) `gpu` takes now
+/// How many more vGPUs of `type_id` (an id `gpu` lists, or [`PLAIN_VF_TYPE`](crate::model::PLAIN_VF_TYPE)) `gpu` takes now
 /// on the host `host` describes. Pure.
 pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
     let reserved = reservations(&host.definitions, gpu);
@@ -304,7 +304,7 @@ fn label(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> String {
 }
 
 impl HostState {
-    /// Completes every type's identity ([`identity`]) and sets every type's `available` and
+    /// Completes every type's identity (`identity.rs`) and sets every type's `available` and
     /// `limit` to [`room`]'s answer, so that what is rendered from the inventory is that
     /// answer. A plain SR-IOV GPU's `vf` type included.
     pub fn settle(&mut self) {

@@ -12,7 +12,7 @@
 //!   `"2x4GiB"`), in VF order: the first size is `vf1`'s.
 //! - The sizes add up to at most the GPU's local memory: what its driver says it can give the
 //!   VFs ([`HostState::local_memory_mib`]), else the nominal memory of its model
-//!   ([`sriov_memory_mib`]).
+//!   (`offers::sriov_memory_mib`).
 //! - Sizes that are the driver's equal share need no quota. Otherwise each VF whose quota
 //!   differs gets a [`Step::Quota`], the lowered ones first, so that the quotas never add up to
 //!   more than the driver has while they change. A GPU whose driver takes no quotas is refused
