@@ -6,8 +6,9 @@
 //! its slowest GPU's own sequence, not the sum of all of them. One thread per GPU, scoped to
 //! the call (the `parallel` module), runs its sequence as one operation of the session: the
 //! host lock is held once for the whole run, every change is audited, definitions keep their
-//! room, and a GPU whose sequence fails has its own steps undone. A place another tool takes meanwhile (the kernel refuses it as
-//! full: see [`create`](super::create)) is skipped for the next one.
+//! room, and a GPU whose sequence fails has its own steps undone. A place another tool takes
+//! meanwhile (the kernel refuses it as full: see [`create`](super::create)) is skipped for
+//! the next one.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
