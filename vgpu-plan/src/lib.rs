@@ -15,7 +15,7 @@
 //! - [`capacity`]: [`room`], the one answer to what a GPU can still take, a type's identity,
 //!   the hand-out check, and where new GPU instances fit;
 //! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs.
-
+//!
 //! Carrying a plan out is `vgpu-core`'s `Manager::apply`: each GPU's steps are one operation,
 //! under the host lock, audited, and undone if one fails.
 

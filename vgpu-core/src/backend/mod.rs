@@ -72,16 +72,49 @@ impl Placement {
     /// The handle the vGPU made here will have: `uuid` (or a new random one) for a mediated
     /// device, the VF otherwise, where a UUID does not apply.
     pub(crate) fn handle(&self, uuid: Option<Uuid>) -> Result<VgpuHandle> {
+        self.vgpu(uuid).map(|vgpu| vgpu.handle())
+    }
+
+    /// The vGPU to make here, under `uuid` (or a new random one) for a mediated device; a VF
+    /// is its own handle, and a UUID for one is [`Error::UuidNotApplicable`].
+    pub(crate) fn vgpu(&self, uuid: Option<Uuid>) -> Result<NewVgpu> {
         match (self, uuid) {
-            (Placement::Mdev { .. }, uuid) => {
-                Ok(VgpuHandle::Mdev(uuid.unwrap_or_else(Uuid::new_v4)))
-            }
-            (Placement::VendorVf { vf, .. } | Placement::PlainVf { vf }, None) => {
-                Ok(VgpuHandle::Vf(*vf))
-            }
+            (Placement::Mdev { parent, type_id }, uuid) => Ok(NewVgpu::Mdev {
+                parent: *parent,
+                type_id: type_id.clone(),
+                uuid: uuid.unwrap_or_else(Uuid::new_v4),
+            }),
+            (&Placement::VendorVf { vf, type_id }, None) => Ok(NewVgpu::VendorVf { vf, type_id }),
+            (&Placement::PlainVf { vf }, None) => Ok(NewVgpu::PlainVf { vf }),
             (_, Some(_)) => Err(Error::UuidNotApplicable {
                 device: self.device(),
             }),
+        }
+    }
+}
+
+/// A vGPU to make: its place and its handle, of one kind, so that a handle of another kind
+/// than its place cannot be asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NewVgpu {
+    /// A mediated device of `type_id` on `parent`, named `uuid`.
+    Mdev {
+        parent: PciAddress,
+        type_id: String,
+        uuid: Uuid,
+    },
+    /// NVIDIA's vendor type `type_id` set on `vf`.
+    VendorVf { vf: PciAddress, type_id: u32 },
+    /// `vf` bound to `vfio-pci`.
+    PlainVf { vf: PciAddress },
+}
+
+impl NewVgpu {
+    /// The handle the vGPU has once made.
+    pub(crate) fn handle(&self) -> VgpuHandle {
+        match self {
+            NewVgpu::Mdev { uuid, .. } => VgpuHandle::Mdev(*uuid),
+            NewVgpu::VendorVf { vf, .. } | NewVgpu::PlainVf { vf } => VgpuHandle::Vf(*vf),
         }
     }
 }
@@ -191,32 +224,25 @@ pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
     }
 }
 
-/// Carries out `placement` under `handle` (from [`Placement::handle`]): creates the mediated
+/// Makes `vgpu` (from [`Placement::vgpu`]): creates the mediated
 /// device, sets the vendor type (a MIG-backed one on a free GPU instance `nvml` names), or
 /// binds the plain VF for a guest. Returns, for a plain VF, the driver it had.
 pub(crate) fn realize(
     paths: &HostPaths,
-    placement: &Placement,
-    handle: VgpuHandle,
+    vgpu: &NewVgpu,
     within: Duration,
     nvml: &NvmlCell,
 ) -> Result<Option<String>> {
-    match (placement, handle) {
-        (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
-            mdev::create(paths, *parent, type_id, uuid).map(|()| None)
-        }
-        (Placement::VendorVf { vf, type_id }, VgpuHandle::Vf(_)) => {
+    match vgpu {
+        NewVgpu::Mdev {
+            parent,
+            type_id,
+            uuid,
+        } => mdev::create(paths, *parent, type_id, *uuid).map(|()| None),
+        NewVgpu::VendorVf { vf, type_id } => {
             vendor_vf::set_type(paths, *vf, *type_id, nvml).map(|()| None)
         }
-        (Placement::PlainVf { vf }, VgpuHandle::Vf(_)) => plain_vf::bind(paths, *vf, within),
-        (_, VgpuHandle::Mdev(_)) => Err(Error::UuidNotApplicable {
-            device: placement.device(),
-        }),
-        (Placement::Mdev { .. }, VgpuHandle::Vf(vf)) => Err(Error::NotFound {
-            what: Object::Mdev,
-            id: vf.to_string(),
-            path: paths.mdev_devices(),
-        }),
+        NewVgpu::PlainVf { vf } => plain_vf::bind(paths, *vf, within),
     }
 }
 

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::Created;
 use super::session::Operation;
-use crate::backend::{self, Placement};
+use crate::backend::{self, NewVgpu, Placement};
 use crate::discovery::discover_gpu;
 use crate::error::{Error, Result};
 use crate::model::{Gpu, VgpuHandle};
@@ -32,8 +32,9 @@ pub(super) fn create(
     define: Option<Start>,
 ) -> Result<Created> {
     let placement = op.place(gpu, wanted)?;
-    let id = placement.handle(uuid)?;
-    let err = match attempt(op, gpu, &placement, id, define) {
+    let vgpu = placement.vgpu(uuid)?;
+    let id = vgpu.handle();
+    let err = match attempt(op, gpu, &placement, &vgpu, define) {
         Ok(previous_driver) => {
             return Ok(Created {
                 id,
@@ -67,11 +68,12 @@ pub(super) fn create(
         Err(full) => return Err(full),
     };
     // A mediated device keeps the UUID it was to have; a VF-based vGPU is named by its VF.
-    let id = match id {
-        VgpuHandle::Mdev(uuid) => placement.handle(Some(uuid))?,
-        VgpuHandle::Vf(_) => placement.handle(None)?,
-    };
-    let previous_driver = attempt(op, &gpu, &placement, id, define)?;
+    let vgpu = placement.vgpu(match id {
+        VgpuHandle::Mdev(uuid) => Some(uuid),
+        VgpuHandle::Vf(_) => None,
+    })?;
+    let id = vgpu.handle();
+    let previous_driver = attempt(op, &gpu, &placement, &vgpu, define)?;
     Ok(Created {
         id,
         gpu: gpu.address,
@@ -80,15 +82,16 @@ pub(super) fn create(
     })
 }
 
-/// Defines (when asked) and makes the vGPU `id` at `placement`; when that fails, what it did is
+/// Defines (when asked) and makes `vgpu` at `placement`; when that fails, what it did is
 /// undone before the error is returned, so that another place can be tried.
 fn attempt(
     op: &mut Operation<'_>,
     gpu: &Gpu,
     placement: &Placement,
-    id: VgpuHandle,
+    vgpu: &NewVgpu,
     define: Option<Start>,
 ) -> Result<Option<String>> {
+    let id = vgpu.handle();
     let savepoint = op.savepoint();
     let result = (|| {
         match define {
@@ -96,7 +99,7 @@ fn attempt(
             None if matches!(id, VgpuHandle::Mdev(_)) => op.check_undefined(id)?,
             None => {}
         }
-        op.realize(placement, id)
+        op.realize(vgpu)
     })();
     if result.is_err() {
         op.rollback_to(savepoint);

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use super::session::Operation;
 use super::{is_gpu_function, stop};
-use crate::backend::{self, Placement, Running};
+use crate::backend::{self, NewVgpu, Running};
 use crate::capacity::check_handout;
 use crate::discovery::discover_gpu;
 use crate::error::{Error, Object, Result};
@@ -175,9 +175,9 @@ pub(super) fn prepare(
         let id = made.handle();
         let result = match plan {
             Plan::Mdev(def) => op.start_mdev(&def),
-            Plan::VendorType { vf, type_id } => op
-                .realize(&Placement::VendorVf { vf, type_id }, id)
-                .map(drop),
+            Plan::VendorType { vf, type_id } => {
+                op.realize(&NewVgpu::VendorVf { vf, type_id }).map(drop)
+            }
             Plan::Binding { address, driver } => op.bind(address, &driver).map(drop),
         };
         result.map_err(|source| in_context(domain, id, None, source))?;

@@ -28,7 +28,7 @@ pub use hook::{HookDomain, Left, Prepared, Released};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 
-use crate::backend::{self, Placement, Running};
+use crate::backend::{self, NewVgpu, Placement, Running};
 use crate::discovery::discover;
 use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
@@ -677,13 +677,10 @@ fn start_defined(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
         }
         VgpuHandle::Vf(vf) => {
             if let Some(def) = op.store().vf_vgpu(vf)? {
-                op.realize(
-                    &Placement::VendorVf {
-                        vf,
-                        type_id: def.type_id,
-                    },
-                    id,
-                )?;
+                op.realize(&NewVgpu::VendorVf {
+                    vf,
+                    type_id: def.type_id,
+                })?;
                 return Ok(true);
             }
             if let Some(def) = op.store().binding(vf)? {

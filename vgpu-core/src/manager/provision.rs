@@ -146,11 +146,12 @@ fn make(
     let Some(start) = define else {
         return op.create_at(placement, None);
     };
-    let id = placement.handle(None)?;
+    let vgpu = placement.vgpu(None)?;
+    let id = vgpu.handle();
     let savepoint = op.savepoint();
     let result = op
         .define(gpu, placement, id, start)
-        .and_then(|()| op.realize(placement, id));
+        .and_then(|()| op.realize(&vgpu));
     match result {
         Ok(previous) => Ok((id, previous)),
         Err(err) => {

@@ -22,7 +22,7 @@ mod quota;
 pub use quota::RestoreQuota;
 
 use super::session::{Operation, Session};
-use crate::backend::{self, Placement, Running};
+use crate::backend::{self, NewVgpu, Running};
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
@@ -385,13 +385,12 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
                     Running::PlainVf => "a VF bound to vfio-pci".to_owned(),
                 },
             }),
-            None => {
-                let placement = Placement::VendorVf {
+            None => op
+                .realize(&NewVgpu::VendorVf {
                     vf: def.vf,
                     type_id: def.type_id,
-                };
-                op.realize(&placement, id).map(|_| true)
-            }
+                })
+                .map(|_| true),
         });
         report.push(session, "vf-vgpu", shown, result);
     }

@@ -19,7 +19,7 @@ mod undo;
 
 use undo::Undo;
 
-use crate::backend::{self, Placement, Running};
+use crate::backend::{self, NewVgpu, Placement, Running};
 use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::driver::GiveBack;
@@ -502,15 +502,12 @@ impl Operation<'_> {
         })
     }
 
-    /// Makes the vGPU at `placement` under `id`; returns, for a plain VF, the driver it had.
-    /// The session waits for udev to process it when it ends ([`Session::finish`]).
-    pub(crate) fn realize(
-        &mut self,
-        placement: &Placement,
-        id: VgpuHandle,
-    ) -> Result<Option<String>> {
+    /// Makes `vgpu`; returns, for a plain VF, the driver it had. The session waits for udev
+    /// to process it when it ends ([`Session::finish`]).
+    pub(crate) fn realize(&mut self, vgpu: &NewVgpu) -> Result<Option<String>> {
         self.session.settle_from_now();
-        let result = backend::realize(self.paths(), placement, id, self.within(), self.nvml());
+        let id = vgpu.handle();
+        let result = backend::realize(self.paths(), vgpu, self.within(), self.nvml());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
@@ -520,11 +517,11 @@ impl Operation<'_> {
             path: self.store().mdev_path(def),
             reason: format!("parent {:?} is not a PCI device", def.parent),
         })?;
-        let placement = Placement::Mdev {
+        self.realize(&NewVgpu::Mdev {
             parent,
             type_id: def.mdev_type.clone(),
-        };
-        self.realize(&placement, VgpuHandle::Mdev(def.uuid))?;
+            uuid: def.uuid,
+        })?;
         self.write_mdev_attrs(def)
     }
 
@@ -637,22 +634,23 @@ impl Operation<'_> {
         type_id: &str,
         fallback: GiveBack<'_>,
     ) -> Result<Running> {
-        let placement = match (backend::running(self.paths(), id)?, id) {
-            (Some(Running::Mdev { parent }), _) => Some(Placement::Mdev {
+        let again = match (backend::running(self.paths(), id)?, id) {
+            (Some(Running::Mdev { parent }), VgpuHandle::Mdev(uuid)) => Some(NewVgpu::Mdev {
                 parent,
                 type_id: type_id.to_owned(),
+                uuid,
             }),
             (Some(Running::VendorVf { type_id }), VgpuHandle::Vf(vf)) => {
-                Some(Placement::VendorVf { vf, type_id })
+                Some(NewVgpu::VendorVf { vf, type_id })
             }
-            (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(Placement::PlainVf { vf }),
+            (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(NewVgpu::PlainVf { vf }),
             _ => None,
         };
         // Its undo makes the vGPU again.
         self.session.settle_from_now();
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
-            placement.map(|placement| Undo::Restart { placement, id })
+            again.map(Undo::Restart)
         })
     }
 
@@ -723,9 +721,9 @@ impl Operation<'_> {
         placement: &Placement,
         uuid: Option<Uuid>,
     ) -> Result<(VgpuHandle, Option<String>)> {
-        let id = placement.handle(uuid)?;
-        let previous = self.realize(placement, id)?;
-        Ok((id, previous))
+        let vgpu = placement.vgpu(uuid)?;
+        let previous = self.realize(&vgpu)?;
+        Ok((vgpu.handle(), previous))
     }
 }
 

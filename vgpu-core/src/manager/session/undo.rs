@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use uuid::Uuid;
 
 use super::Operation;
-use crate::backend::{self, Placement};
+use crate::backend::{self, NewVgpu};
 use crate::error::Result;
 use crate::host::driver;
 use crate::host::durable;
@@ -60,10 +60,7 @@ pub(super) enum Undo {
         start: u32,
     },
     /// Make again the vGPU that was stopped, where it was.
-    Restart {
-        placement: Placement,
-        id: VgpuHandle,
-    },
+    Restart(NewVgpu),
     /// Write back the mdev definition removed.
     RedefineMdev(MdevDefinition),
     /// Write back the VF-vGPU definition removed.
@@ -99,7 +96,7 @@ impl Undo {
             Undo::VfCount { .. } => "undo-sriov",
             Undo::Autoprobe { .. } => "undo-autoprobe",
             Undo::Driver { .. } | Undo::SetAside { .. } => "undo-bind",
-            Undo::Restart { .. } => "undo-stop",
+            Undo::Restart(_) => "undo-stop",
             Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
                 "undo-undefine"
             }
@@ -116,7 +113,8 @@ impl Undo {
     pub(super) fn device(&self) -> String {
         match self {
             Undo::MdevDefinition(uuid) => uuid.to_string(),
-            Undo::Vgpu(id) | Undo::Restart { id, .. } => id.to_string(),
+            Undo::Vgpu(id) => id.to_string(),
+            Undo::Restart(vgpu) => vgpu.handle().to_string(),
             Undo::RedefineMdev(def) => def.uuid.to_string(),
             Undo::RedefineVfVgpu(def) => def.vf.to_string(),
             Undo::RedefineBinding(def) => def.address.to_string(),
@@ -165,8 +163,8 @@ impl Operation<'_> {
             Undo::SetAside { address, driver } => {
                 driver::set_aside(paths, address, &driver, self.within())
             }
-            Undo::Restart { placement, id } => {
-                backend::realize(paths, &placement, id, self.within(), self.nvml()).map(drop)
+            Undo::Restart(vgpu) => {
+                backend::realize(paths, &vgpu, self.within(), self.nvml()).map(drop)
             }
             Undo::Scheduler { gpu, before } => self
                 .nvml()
