@@ -78,7 +78,7 @@ pub(crate) fn run(
             };
             let autoprobe = autoprobe.map(|a| a == crate::OnOff::On);
             let manager = manager.with_sriov_options(options).with_force(*force);
-            let change = vgpu_core::resolve_address(paths, gpu)
+            let change = vgpu_core::resolve_gpu(paths, gpu)
                 .and_then(|pf| manager.set_vfs(pf, *vfs, autoprobe, *define))
                 .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
             let line = format!(
@@ -98,7 +98,7 @@ pub(crate) fn run(
             auto,
         } => {
             let define = define.then(|| start(*auto));
-            let created = vgpu_core::resolve_address(paths, gpu)
+            let created = vgpu_core::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.create(address, type_name, *uuid, define))
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &created, &created.id.to_string())?;
@@ -112,7 +112,7 @@ pub(crate) fn run(
                 },
             auto,
         } => {
-            let defined = vgpu_core::resolve_address(paths, gpu)
+            let defined = vgpu_core::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.define(address, type_name, *uuid, start(*auto)))
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &defined, &defined.id.to_string())?;

@@ -186,7 +186,7 @@ pub(crate) fn set(
     out: &mut dyn Write,
 ) -> Result<u8> {
     let manager = crate::manager(cli, paths);
-    let change: SchedulerChange = vgpu_core::resolve_address(paths, gpu)
+    let change: SchedulerChange = vgpu_core::resolve_gpu(paths, gpu)
         .and_then(|address| manager.set_scheduler(address, request))
         .with_context(|| {
             format!(

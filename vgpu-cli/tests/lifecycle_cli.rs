@@ -109,6 +109,32 @@ fn unknown_gpu_exits_1_with_hint() {
     );
 }
 
+/// A short name no PCI function has is a GPU not found for every command that takes a GPU,
+/// as `types` says it: `create`, `define`, `sriov` and `sched` resolve it first.
+#[test]
+fn unknown_short_gpu_name_is_the_same_gpu_not_found_for_every_command() {
+    let h = host("t4-legacy");
+    let not_found = format!(
+        "no GPU matches \"99:00.0\" under {}/sys/bus/pci/devices\nhint: run `vgpuctl list` to see the GPUs on this host\n",
+        h.sim.root().display()
+    );
+    let commands: [&[&str]; 5] = [
+        &["types", "99:00.0"],
+        &["create", "99:00.0", "--type", "nvidia-231"],
+        &["define", "99:00.0", "--type", "nvidia-231"],
+        &["sriov", "99:00.0", "--vfs", "2"],
+        &["sched", "99:00.0", "--policy", "best-effort"],
+    ];
+    let found: Vec<(Option<i32>, bool)> = commands
+        .iter()
+        .map(|args| {
+            let out = vgpuctl(&h, args);
+            (out.status.code(), stderr(&out).ends_with(&not_found))
+        })
+        .collect();
+    assert_eq!(found, vec![(Some(1), true); 5], "{not_found}");
+}
+
 #[test]
 fn destroy_of_unknown_id_exits_1_as_not_found() {
     let h = host("t4-legacy");

@@ -122,7 +122,7 @@ pub use capacity::{
     check_handout, fit_gpu_instances, room,
 };
 pub use checks::{Check, DeviceIsolation, GroupMember, check_host, isolation};
-pub use discovery::{discover, discover_gpu, find_gpu};
+pub use discovery::{discover, discover_gpu, find_gpu, resolve_gpu};
 pub use error::{Error, ErrorKind, NvmlError, Object, Result};
 pub use host::paths::HostPaths;
 pub use host::pci_device::resolve_address;

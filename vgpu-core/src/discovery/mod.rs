@@ -16,7 +16,7 @@ use crate::error::{Error, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
-use crate::host::pci_device::PciDevice;
+use crate::host::pci_device::{PciDevice, resolve_address};
 use crate::host::sysfs::{self, SysDir};
 use crate::model::pci::PciAddress;
 use crate::model::{
@@ -206,6 +206,21 @@ pub fn find_gpu<'a>(inventory: &'a Inventory, name: &str, paths: &HostPaths) -> 
     inventory.gpu(name).map_err(|lookup| match lookup {
         GpuLookupError::NotFound { name } => no_gpu(name, paths),
         GpuLookupError::Ambiguous { name, candidates } => Error::Ambiguous { name, candidates },
+    })
+}
+
+/// The address of the GPU `text` names on the host at `paths`: a full address, or the
+/// `bus:device.function` part when one PCI function has it ([`resolve_address`]). A name no
+/// function has is a GPU not found, as [`find_gpu`] says it; whether the function is a GPU is
+/// the caller's to check (the manager's methods do).
+pub fn resolve_gpu(paths: &HostPaths, text: &str) -> Result<PciAddress> {
+    resolve_address(paths, text).map_err(|err| match err {
+        Error::NotFound {
+            what: Object::PciDevice,
+            id,
+            ..
+        } => no_gpu(id, paths),
+        other => other,
     })
 }
 
