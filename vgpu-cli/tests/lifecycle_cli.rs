@@ -109,30 +109,33 @@ fn unknown_gpu_exits_1_with_hint() {
     );
 }
 
-/// A short name no PCI function has is a GPU not found for every command that takes a GPU,
-/// as `types` says it: `create`, `define`, `sriov` and `sched` resolve it first.
+/// A GPU name that names no GPU (a short address no GPU has, or no address at all) is a GPU
+/// not found for every command that takes a GPU, as `types` says it: `create`, `define`,
+/// `sriov` and `sched` resolve it first (`resolve_gpu`).
 #[test]
-fn unknown_short_gpu_name_is_the_same_gpu_not_found_for_every_command() {
+fn unknown_gpu_name_is_the_same_gpu_not_found_for_every_command() {
     let h = host("t4-legacy");
-    let not_found = format!(
-        "no GPU matches \"99:00.0\" under {}/sys/bus/pci/devices\nhint: run `vgpuctl list` to see the GPUs on this host\n",
-        h.sim.root().display()
-    );
-    let commands: [&[&str]; 5] = [
-        &["types", "99:00.0"],
-        &["create", "99:00.0", "--type", "nvidia-231"],
-        &["define", "99:00.0", "--type", "nvidia-231"],
-        &["sriov", "99:00.0", "--vfs", "2"],
-        &["sched", "99:00.0", "--policy", "best-effort"],
-    ];
-    let found: Vec<(Option<i32>, bool)> = commands
-        .iter()
-        .map(|args| {
-            let out = vgpuctl(&h, args);
-            (out.status.code(), stderr(&out).ends_with(&not_found))
-        })
-        .collect();
-    assert_eq!(found, vec![(Some(1), true); 5], "{not_found}");
+    for name in ["99:00.0", "gpu0"] {
+        let not_found = format!(
+            "no GPU matches {name:?} under {}/sys/bus/pci/devices\nhint: run `vgpuctl list` to see the GPUs on this host\n",
+            h.sim.root().display()
+        );
+        let commands: [&[&str]; 5] = [
+            &["types", name],
+            &["create", name, "--type", "nvidia-231"],
+            &["define", name, "--type", "nvidia-231"],
+            &["sriov", name, "--vfs", "2"],
+            &["sched", name, "--policy", "best-effort"],
+        ];
+        let found: Vec<(Option<i32>, bool)> = commands
+            .iter()
+            .map(|args| {
+                let out = vgpuctl(&h, args);
+                (out.status.code(), stderr(&out).ends_with(&not_found))
+            })
+            .collect();
+        assert_eq!(found, vec![(Some(1), true); 5], "{not_found}");
+    }
 }
 
 #[test]

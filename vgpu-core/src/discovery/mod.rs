@@ -16,7 +16,7 @@ use crate::error::{Error, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
-use crate::host::pci_device::{PciDevice, resolve_address};
+use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, SysDir};
 use crate::model::pci::PciAddress;
 use crate::model::{
@@ -209,19 +209,15 @@ pub fn find_gpu<'a>(inventory: &'a Inventory, name: &str, paths: &HostPaths) -> 
     })
 }
 
-/// The address of the GPU `text` names on the host at `paths`: a full address, or the
-/// `bus:device.function` part when one PCI function has it ([`resolve_address`]). A name no
-/// function has is a GPU not found, as [`find_gpu`] says it; whether the function is a GPU is
-/// the caller's to check (the manager's methods do).
+/// The address of the GPU `text` names on the host at `paths`, as [`find_gpu`] reads names:
+/// a full address as it is (whether it is a GPU is the caller's to check; the manager's
+/// methods do), or the `bus:device.function` part when one GPU has it, which discovers the
+/// host's GPUs to match it against.
 pub fn resolve_gpu(paths: &HostPaths, text: &str) -> Result<PciAddress> {
-    resolve_address(paths, text).map_err(|err| match err {
-        Error::NotFound {
-            what: Object::PciDevice,
-            id,
-            ..
-        } => no_gpu(id, paths),
-        other => other,
-    })
+    if let Ok(address) = text.parse::<PciAddress>() {
+        return Ok(address);
+    }
+    find_gpu(&discover(paths)?, text, paths).map(|gpu| gpu.address)
 }
 
 /// The GPU of `inventory` at `address`; not found names where the host lists PCI devices.

@@ -7,7 +7,8 @@
 //! A thread that panicked has unwound through its operation, which undid its steps (see
 //! `session`); the call then fails with [`Error::TaskLost`], after the other GPUs finished.
 //! Where the system refuses another thread, that GPU's work runs on the calling thread
-//! instead, after the threads already started: the same work, less of it at once.
+//! instead, when the joins reach it, while the threads started after it still run: the same
+//! work, less of it at once.
 
 use std::panic::AssertUnwindSafe;
 
