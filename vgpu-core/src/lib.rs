@@ -162,8 +162,8 @@ pub use state::audit::AuditEntry;
 pub use state::desired::read_desired;
 pub use state::hook::{HookConfig, Made};
 pub use state::store::{
-    BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, SriovDefinition,
-    Start, Store, VfVgpuDefinition,
+    BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
+    SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
 };
 pub use telemetry::{
     GpuTelemetry, MatchedBy, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry,

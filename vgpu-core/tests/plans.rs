@@ -280,6 +280,9 @@ fn apply_fault_half_way_leaves_the_host_as_it_was() {
         vec![vgpu_core::KnownType {
             id: "1153".to_owned(),
             name: "NVIDIA L40S-12Q".to_owned(),
+            framebuffer_mib: None,
+            max_instances: None,
+            source: vgpu_core::NameSource::Nvml,
         }],
     );
     let file = DesiredFile::parse(

@@ -176,7 +176,8 @@ pub struct VgpuType {
 }
 
 /// Where a vGPU type's name comes from, most trusted first: the GPU's own offer, what `vgpu`
-/// recorded when it set the type, NVML, the built-in catalog.
+/// recorded when it set the type, NVML, the offer `vgpu` recorded earlier, the built-in
+/// catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NameSource {
@@ -186,6 +187,9 @@ pub enum NameSource {
     Definition,
     /// NVML's supported-type list.
     Nvml,
+    /// An offer the GPU's sysfs made earlier under the same driver version, as `vgpu`
+    /// recorded it: a type the GPU supports that sysfs hides while other vGPUs run.
+    Recorded,
     /// The built-in catalog, by type id and GPU model; ids can change between drivers.
     Catalog,
 }
@@ -196,6 +200,7 @@ impl fmt::Display for NameSource {
             NameSource::Sysfs => "sysfs",
             NameSource::Definition => "definition",
             NameSource::Nvml => "nvml",
+            NameSource::Recorded => "recorded",
             NameSource::Catalog => "catalog",
         })
     }
@@ -276,6 +281,13 @@ impl VgpuType {
             None => self.offered,
         };
     }
+}
+
+/// The order types are listed in: `nvidia-9` before `nvidia-10`, `1145` before `2164`.
+pub fn type_order(id: &str) -> (String, u64, String) {
+    let stem = id.trim_end_matches(|c: char| c.is_ascii_digit());
+    let number = id[stem.len()..].parse().unwrap_or(0);
+    (stem.to_owned(), number, id.to_owned())
 }
 
 /// Whether `driver` holds a device for assignment to a guest rather than for the host:

@@ -209,6 +209,23 @@ pub fn parse_creatable_types(text: &str) -> Result<Vec<CreatableType>, ParseErro
     Ok(types)
 }
 
+/// The NVIDIA kernel module's version from `/proc/driver/nvidia/version`, whose first line is
+/// `NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.05  <build date>` (the open
+/// modules say `Open Kernel Module for x86_64  570.124.06`): the first dotted number after
+/// `Kernel Module`. `None` when the line is not there or names no version.
+pub fn parse_nvidia_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let (_, after) = line.split_once("Kernel Module")?;
+    after
+        .split_whitespace()
+        .find(|word| {
+            word.contains('.')
+                && word.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                && !word.starts_with('.')
+        })
+        .map(str::to_owned)
+}
+
 /// What an NVIDIA vGPU type name says about the type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NvidiaTypeName {
@@ -537,5 +554,30 @@ mod tests {
     #[test]
     fn type_name_unknown_series_is_none() {
         assert_eq!(parse_nvidia_type_name("NVIDIA A40-2Z"), None);
+    }
+
+    #[test]
+    fn driver_version_proprietary_module_is_the_dotted_number_after_kernel_module() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.05  Wed May 29 \
+                    22:02:02 UTC 2024\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n";
+        assert_eq!(
+            parse_nvidia_driver_version(text),
+            Some("550.90.05".to_owned())
+        );
+    }
+
+    #[test]
+    fn driver_version_open_module_is_the_dotted_number_after_kernel_module() {
+        let text = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  \
+                    Release Build\n";
+        assert_eq!(
+            parse_nvidia_driver_version(text),
+            Some("570.124.06".to_owned())
+        );
+    }
+
+    #[test]
+    fn driver_version_without_nvrm_line_is_none() {
+        assert_eq!(parse_nvidia_driver_version("GCC version: 12\n"), None);
     }
 }

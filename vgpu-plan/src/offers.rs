@@ -7,7 +7,7 @@
 //! GPU's other types by name (their ids are known once the VFs list them, at apply time).
 
 use crate::model::catalog;
-use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
+use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, NameSource};
 use crate::parse::{parse_nvidia_type_name, strip_vendor_prefix};
 use crate::steps::Refusal;
 
@@ -111,8 +111,10 @@ pub(crate) fn sriov_memory_mib(gpu: &Gpu) -> Option<u64> {
 }
 
 impl<'a> GpuView<'a> {
-    /// The view of `gpu`, whose supported types NVML lists as `supported` where it does.
-    pub(crate) fn new(gpu: &'a Gpu, supported: Option<&[crate::capacity::KnownType]>) -> Self {
+    /// The view of `gpu` on `host`: the types it lists and those it supports but does not list
+    /// now (`capacity::supported`).
+    pub(crate) fn new(host: &crate::HostState, gpu: &'a Gpu) -> Self {
+        let supported = host.supported_types.get(&gpu.address).map(Vec::as_slice);
         let nvidia = gpu.vendor_id == Some(NVIDIA_VENDOR_ID);
         let rule = match gpu.backend {
             Backend::None => Rule::None,
@@ -125,19 +127,24 @@ impl<'a> GpuView<'a> {
             Backend::Sriov => gpu.sriov.as_ref().map(|s| s.total_vfs),
             Backend::Mdev | Backend::None => None,
         };
+        let missing = crate::capacity::supported::missing(host, gpu);
         let mut offers: Vec<Offer> = gpu
             .types
             .iter()
+            .chain(&missing)
             .map(|t| {
                 let parsed = t.name.as_deref().and_then(parse_nvidia_type_name);
+                // A type only the catalog names is not confirmed, and its id may be another
+                // driver's: it is made by name, once sysfs lists it.
+                let confirmed = t.name_source != Some(NameSource::Catalog);
                 Offer {
-                    id: Some(t.id.clone()),
+                    id: confirmed.then(|| t.id.clone()),
                     name: t.name.clone(),
                     framebuffer_mib: t.framebuffer_mib,
                     max_instances: t.max_instances,
                     series: parsed.as_ref().map(|p| p.series),
                     mig: parsed.as_ref().is_some_and(|p| p.mig_slices.is_some()),
-                    confirmed: true,
+                    confirmed,
                 }
             })
             .collect();
@@ -288,16 +295,22 @@ fn catalog_rows(
     })
 }
 
-/// The NVIDIA type-name family of `gpu` (`L40S`, `T4`): from a type it lists, else from the
+/// The NVIDIA type-name family of `gpu` (`L40S`, `T4`): from a type it lists (a time-sliced
+/// one first), else from the
 /// bracketed part of its model name (`AD102GL [L40S]`, `TU104GL [Tesla T4]`) when the catalog
 /// knows that family.
-fn family_of(gpu: &Gpu) -> Option<String> {
-    if let Some(family) = gpu
+pub(crate) fn family_of(gpu: &Gpu) -> Option<String> {
+    // A time-sliced name first; in MIG mode a GPU lists only MIG-backed ones.
+    let parsed: Vec<_> = gpu
         .types
         .iter()
         .filter_map(|t| t.name.as_deref().and_then(parse_nvidia_type_name))
+        .collect();
+    if let Some(family) = parsed
+        .iter()
         .find(|p| p.mig_slices.is_none())
-        .map(|p| p.gpu)
+        .or_else(|| parsed.first())
+        .map(|p| p.gpu.clone())
     {
         return Some(family);
     }

@@ -461,19 +461,12 @@ fn check_description(
     );
 }
 
-/// Orders `nvidia-9` before `nvidia-10`, and `1145` before `2164`.
-fn natural_key(id: &str) -> (String, u64, String) {
-    let stem = id.trim_end_matches(|c: char| c.is_ascii_digit());
-    let number = id[stem.len()..].parse().unwrap_or(0);
-    (stem.to_owned(), number, id.to_owned())
-}
-
 fn sorted_types(tallies: BTreeMap<String, TypeTally>) -> Vec<VgpuType> {
     let mut types: Vec<VgpuType> = tallies
         .into_iter()
         .map(|(id, t)| finish_type(id, t))
         .collect();
-    types.sort_by_cached_key(|t| natural_key(&t.id));
+    types.sort_by_cached_key(|t| crate::model::type_order(&t.id));
     types
 }
 

@@ -10,6 +10,13 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, child, read_attr, read_parsed};
 use crate::parse::{CreatableType, parse_creatable_types};
 
+/// The version of the loaded NVIDIA kernel module, from `/proc/driver/nvidia/version`; `None`
+/// when the module is not loaded or the file names no version.
+pub(crate) fn driver_version(paths: &crate::host::paths::HostPaths) -> Result<Option<String>> {
+    let path = paths.proc().join("driver/nvidia/version");
+    Ok(read_attr(&path)?.and_then(|text| crate::parse::parse_nvidia_driver_version(&text)))
+}
+
 /// The `nvidia/` directory of one VF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NvidiaVf {

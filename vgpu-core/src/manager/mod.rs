@@ -475,6 +475,7 @@ impl Manager {
             },
             ..HostState::default()
         };
+        crate::state::store::add_recorded_offers(&mut state, &self.paths, &self.store);
         crate::nvml::host_state::add_nvml_facts(&mut state, &self.paths, nvml);
         Ok(state)
     }
@@ -539,6 +540,7 @@ impl Manager {
             local_memory_mib,
             ..HostState::default()
         };
+        crate::state::store::add_recorded_offers(&mut state, &self.paths, &self.store);
         state.settle();
         Ok(state)
     }

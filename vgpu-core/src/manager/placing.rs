@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID};
 use crate::nvml::mig;
+use crate::state::store::{add_recorded_offers, record_offers};
 
 /// One GPU's room for one type, as [`Operation::room_for`] finds it.
 pub(crate) struct GpuRoom {
@@ -61,10 +62,15 @@ pub(crate) fn needs_mig_facts(gpu: &Gpu) -> bool {
 }
 
 impl Operation<'_> {
-    /// The host state [`capacity::room`] counts `gpu` from: the GPU, every definition, and,
-    /// where it has MIG-backed types, its GPU instances from NVML (loaded then only). Settled:
-    /// types named from definitions, rooms counted.
+    /// The host state [`capacity::room`] counts `gpu` from: the GPU, every definition, the
+    /// offer recorded for it, and, where it has MIG-backed types, its GPU instances from NVML
+    /// (loaded then only). Settled: types named from definitions, the types it supports but
+    /// does not list now added, rooms counted. Records what the GPU offers now first.
     pub(crate) fn state_of(&self, gpu: &Gpu) -> Result<HostState> {
+        // What the GPU offers now is what it supports under this driver, whatever comes next.
+        if let Err(err) = record_offers(self.paths(), self.store(), std::slice::from_ref(gpu)) {
+            tracing::warn!(gpu = %gpu.address, "cannot record the GPU's offer: {}", err.chain());
+        }
         let mut state = HostState {
             inventory: Inventory {
                 gpus: vec![gpu.clone()],
@@ -73,6 +79,7 @@ impl Operation<'_> {
             definitions: definitions_of(self)?,
             ..HostState::default()
         };
+        add_recorded_offers(&mut state, self.paths(), self.store());
         if needs_mig_facts(gpu) {
             if let Some(facts) = mig::facts(self.paths(), self.nvml().get(), gpu.address) {
                 state.mig.insert(gpu.address, facts);

@@ -47,6 +47,9 @@ pub fn add_nvml_facts(state: &mut HostState, paths: &HostPaths, nvml: &Nvml) {
                     Some(KnownType {
                         id: t.id.to_string(),
                         name: t.name.into_value()?,
+                        framebuffer_mib: t.framebuffer_mib.into_value(),
+                        max_instances: t.max_instances.into_value(),
+                        source: crate::model::NameSource::Nvml,
                     })
                 })
                 .collect();

@@ -268,7 +268,8 @@ fn settle_names_a_full_gpu_type_from_its_definition() {
 
     state.settle();
 
-    let ty = &state.inventory.gpus[0].types[0];
+    let types = &state.inventory.gpus[0].types;
+    let ty = types.iter().find(|t| t.id == "1153").unwrap();
     assert_eq!(ty.name.as_deref(), Some("NVIDIA L40S-12Q"));
     assert_eq!(ty.name_source, Some(crate::model::NameSource::Definition));
     assert_eq!(ty.available, 0);
@@ -286,6 +287,9 @@ fn settle_prefers_nvml_to_the_catalog() {
         vec![KnownType {
             id: "1153".to_owned(),
             name: "NVIDIA L40S-12Q".to_owned(),
+            framebuffer_mib: None,
+            max_instances: None,
+            source: crate::model::NameSource::Nvml,
         }],
     )]);
 

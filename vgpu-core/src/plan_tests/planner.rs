@@ -393,10 +393,16 @@ fn plan_vendor_vfio_size_the_card_hides_comes_from_nvml_with_its_id() {
             crate::capacity::KnownType {
                 id: "1153".to_owned(),
                 name: "NVIDIA L40S-12Q".to_owned(),
+                framebuffer_mib: None,
+                max_instances: None,
+                source: crate::model::NameSource::Nvml,
             },
             crate::capacity::KnownType {
                 id: "1155".to_owned(),
                 name: "NVIDIA L40S-24Q".to_owned(),
+                framebuffer_mib: None,
+                max_instances: None,
+                source: crate::model::NameSource::Nvml,
             },
         ],
     );
@@ -435,6 +441,9 @@ fn plan_vendor_vfio_type_nvml_does_not_list_is_unknown() {
         vec![crate::capacity::KnownType {
             id: "1153".to_owned(),
             name: "NVIDIA L40S-12Q".to_owned(),
+            framebuffer_mib: None,
+            max_instances: None,
+            source: crate::model::NameSource::Nvml,
         }],
     );
     let desired = toml(&format!("{L40S_BY_MODEL}types = {{ \"L40S-24Q\" = 1 }}\n"));

@@ -27,6 +27,7 @@ mod handout;
 pub(crate) mod identity;
 mod mig_fit;
 mod reservations;
+pub(crate) mod supported;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,9 +72,10 @@ pub struct HostState {
     /// MIG mode and GPU instances of each NVIDIA GPU NVML was asked about; a GPU missing here
     /// has unknown instances, so its MIG-backed types have no room.
     pub mig: BTreeMap<PciAddress, MigFacts>,
-    /// The vGPU types NVML says each NVIDIA GPU supports, whatever it holds now: what a plan
-    /// may count on where sysfs lists only the types creatable beside the vGPUs present. A
-    /// GPU missing here has an offer known only from sysfs.
+    /// The vGPU types each NVIDIA GPU supports, whatever it holds now: NVML's list, else the
+    /// offer recorded under the same driver version. What a plan may count on where sysfs
+    /// lists only the types creatable beside the vGPUs present. A GPU missing here has an
+    /// offer known only from sysfs and the catalog (`supported.rs`).
     pub supported_types: BTreeMap<PciAddress, Vec<KnownType>>,
 }
 
@@ -90,13 +92,20 @@ pub struct DefinitionSet {
     pub sriov: Vec<SriovDefinition>,
 }
 
-/// A vGPU type a GPU supports, by id and name (NVML's `nvmlDeviceGetSupportedVgpus`).
+/// A vGPU type a GPU supports, whatever it holds now: from NVML's
+/// `nvmlDeviceGetSupportedVgpus`, or from an offer of its sysfs that `vgpu` recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KnownType {
     /// The id, as sysfs writes it (`1153`, or the number of `nvidia-1153`).
     pub id: String,
     /// The name.
     pub name: String,
+    /// Frame buffer of each vGPU, in MiB, where the source says.
+    pub framebuffer_mib: Option<u64>,
+    /// vGPUs of the type per GPU, where the source says.
+    pub max_instances: Option<u32>,
+    /// Where the list comes from: [`NameSource::Nvml`] or [`NameSource::Recorded`].
+    pub source: crate::model::NameSource,
 }
 
 /// How many more vGPUs of one type one GPU takes now, and what bounds it.
@@ -304,11 +313,14 @@ fn label(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> String {
 }
 
 impl HostState {
-    /// Completes every type's identity (`identity.rs`) and sets every type's `available` and
+    /// Completes every type's identity (`identity.rs`), adds the types the GPU supports but
+    /// sysfs does not list now (`supported.rs`), and sets every type's `available` and
     /// `limit` to [`room`]'s answer, so that what is rendered from the inventory is that
     /// answer. A plain SR-IOV GPU's `vf` type included.
     pub fn settle(&mut self) {
+        supported::forget(self);
         identity::complete(self);
+        supported::extend(self);
         let rooms: Vec<Vec<Room>> = self
             .inventory
             .gpus

@@ -152,10 +152,7 @@ struct Current {
 }
 
 fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
-    let view = GpuView::new(
-        gpu,
-        host.supported_types.get(&gpu.address).map(Vec::as_slice),
-    );
+    let view = GpuView::new(host, gpu);
     let entry = entries[0];
     let currents = current(host, &view);
     let mut out = GpuPlan {
