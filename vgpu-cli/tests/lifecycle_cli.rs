@@ -577,3 +577,90 @@ fn provision_naming_a_gpu_twice_is_refused() {
         stderr(&out)
     );
 }
+
+/// Each type of `gpu` as `types --json` gives it, without the columns that move with what the
+/// GPU holds (available, in use, limit) or with where the name was read.
+fn supported_types(h: &Host, gpu: &str) -> Vec<serde_json::Value> {
+    let types = json(&vgpuctl(h, &["types", gpu, "--json"]));
+    types["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            for moving in ["available", "in_use", "limit", "name_source"] {
+                t.as_object_mut().unwrap().remove(moving);
+            }
+            t
+        })
+        .collect()
+}
+
+/// A vendor-VFIO GPU lists in sysfs only what fits beside its vGPUs; `types` still lists
+/// every type it supports, and another type has no room, saying why.
+#[test]
+fn create_other_type_on_vendor_vfio_gpu_holding_one_is_no_capacity_naming_the_type_held() {
+    let h = host("mixed");
+    let before = supported_types(&h, "5e:00.0");
+    let made = vgpuctl(&h, &["create", "5e:00.0", "--type", "L40S-12Q"]);
+
+    let refused = vgpuctl(&h, &["--json", "create", "5e:00.0", "--type", "L40S-24Q"]);
+
+    assert_eq!(
+        (
+            made.status.code(),
+            refused.status.code(),
+            json(&refused),
+            before.len(),
+            supported_types(&h, "5e:00.0") == before,
+        ),
+        (
+            Some(0),
+            Some(1),
+            serde_json::json!({
+                "error": "cannot create a L40S-24Q vGPU on 5e:00.0: GPU 0000:5e:00.0 has room \
+                          for 0 more vGPU(s) of type 1155 (NVIDIA L40S-24Q), not 1: NVIDIA \
+                          L40S-12Q runs on the GPU or is defined for it, and the type cannot \
+                          share a GPU with it",
+                "kind": "no-capacity"
+            }),
+            30,
+            true
+        )
+    );
+}
+
+/// The limit each type shows on a vendor-VFIO GPU holding another: the type held.
+#[test]
+fn types_of_vendor_vfio_gpu_holding_one_type_show_it_as_the_limit_of_the_others() {
+    let h = host("mixed");
+    assert_eq!(
+        vgpuctl(&h, &["create", "5e:00.0", "--type", "L40S-12Q"])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    let types = json(&vgpuctl(&h, &["types", "5e:00.0", "--json"]));
+
+    let limits: Vec<(String, serde_json::Value)> = types["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "NVIDIA L40S-24Q" || t["name"] == "NVIDIA L40S-12Q")
+        .map(|t| (t["id"].as_str().unwrap().to_owned(), t["limit"].clone()))
+        .collect();
+    assert_eq!(
+        limits,
+        vec![
+            (
+                "1153".to_owned(),
+                serde_json::json!({"kind": "max", "max": 4})
+            ),
+            (
+                "1155".to_owned(),
+                serde_json::json!({"kind": "mixing", "with": "NVIDIA L40S-12Q"})
+            ),
+        ]
+    );
+}

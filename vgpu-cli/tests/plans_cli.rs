@@ -569,3 +569,98 @@ fn assert_json_lists_differences_as_objects() {
         "{value}"
     );
 }
+
+/// One single-type config per type the L40S supports, in vgpu-device-manager's format
+/// (as NVIDIA's example file has one per type), each filling the first GPU.
+fn l40s_single_type_configs(host: &Host) -> (Vec<String>, String) {
+    let types = json(&vgpuctl(host, &["types", "41:00.0", "--json"]));
+    let mut names = Vec::new();
+    let mut yaml = String::from("version: v1\nvgpu-configs:\n");
+    for t in types["gpus"][0]["types"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap().trim_start_matches("NVIDIA ");
+        let max = t["max_instances"].as_u64().unwrap();
+        yaml.push_str(&format!(
+            "  {name}:\n  - devices: [0]\n    vgpu-devices:\n      \"{name}\": {max}\n"
+        ));
+        names.push(name.to_owned());
+    }
+    (names, yaml)
+}
+
+/// Without NVML, every type change on a vendor-VFIO GPU is reached in one apply: the types
+/// sysfs hides once the GPU holds vGPUs come from the offer recorded while it was empty.
+#[test]
+fn device_manager_l40s_configs_in_sequence_each_reach_their_config_in_one_apply() {
+    let host = host("l40s-vendor-vfio");
+    let (names, yaml) = l40s_single_type_configs(&host);
+    let file = write(&host, "l40s.yaml", &yaml);
+
+    // Without libvirt: no domain holds anything, and no helper runs for each command.
+    let local = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+            .arg("--root")
+            .arg(host.sim.root())
+            .arg("--state-root")
+            .arg(host.state.path())
+            .args(args)
+            .env_remove("VGPU_ROOT")
+            .env_remove("VGPU_STATE_ROOT")
+            .env_remove("VGPU_CONNECT")
+            .output()
+            .unwrap()
+    };
+
+    // Every other type, in the order `types` lists them: each class (B, Q, A, C) and both
+    // directions of size, at half the time of all 30.
+    let names: Vec<String> = names.into_iter().step_by(2).collect();
+    let mut reached = Vec::new();
+    for name in &names {
+        let applied = local(&["apply", "-f", &file, "-c", name]);
+        let asserted = local(&["assert", "-f", &file, "-c", name]);
+        reached.push((
+            name.clone(),
+            applied.status.code(),
+            asserted.status.code(),
+        ));
+    }
+
+    let all_reached: Vec<(String, Option<i32>, Option<i32>)> = names
+        .iter()
+        .map(|n| (n.clone(), Some(0), Some(0)))
+        .collect();
+    assert_eq!((names.len(), reached), (15, all_reached));
+}
+
+/// Without NVML and without a recorded offer, a type the GPU hides is not confirmed: the
+/// plan refuses it before anything is destroyed.
+#[test]
+fn device_manager_type_change_without_a_recorded_offer_is_refused_as_unconfirmed() {
+    let host = host("l40s-vendor-vfio");
+    let (_, yaml) = l40s_single_type_configs(&host);
+    let file = write(&host, "l40s.yaml", &yaml);
+    assert_eq!(
+        vgpuctl(&host, &["apply", "-f", &file, "-c", "L40S-12Q"])
+            .status
+            .code(),
+        Some(0)
+    );
+    std::fs::remove_dir_all(host.state.path().join("etc/vgpu/offers")).unwrap();
+
+    let plan = json(&vgpuctl(
+        &host,
+        &["plan", "-f", &file, "-c", "L40S-24Q", "--json"],
+    ));
+
+    assert_eq!(
+        (
+            &plan["gpus"][0]["refusals"][0]["reason"],
+            &plan["gpus"][0]["refusals"][0]["type_name"],
+            &plan["gpus"][0]["steps"],
+        ),
+        (
+            &serde_json::json!("unconfirmed"),
+            &serde_json::json!("NVIDIA L40S-24Q"),
+            &serde_json::json!([])
+        )
+    );
+}

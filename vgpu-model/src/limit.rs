@@ -40,6 +40,8 @@ pub enum Limit {
         /// The profile the type needs.
         profile: String,
     },
+    /// MIG mode is on, and the type is time-sliced: it needs the whole GPU out of MIG mode.
+    MigOn,
     /// No NVML to list the GPU instances of the type's profile.
     MigUnknown {
         /// The profile the type needs.
@@ -69,6 +71,7 @@ impl std::fmt::Display for Limit {
                     "MIG mode is off (the type needs a {profile} GPU instance)"
                 )
             }
+            Limit::MigOn => write!(f, "MIG mode is on, and the type is time-sliced"),
             Limit::MigUnknown { profile } => write!(
                 f,
                 "the GPU instances of profile {profile} are unknown without NVML"
@@ -87,9 +90,34 @@ impl Limit {
             Limit::Definitions { held } => format!("{held} defined"),
             Limit::Vfs => "VFs".to_owned(),
             Limit::Mixing { with } => format!("holds {with}"),
+            Limit::GpuInstances { profile, free: 0 } => format!("needs a free {profile}"),
             Limit::GpuInstances { profile, free } => format!("{free} free {profile}"),
             Limit::MigOff { .. } => "MIG off".to_owned(),
+            Limit::MigOn => "MIG on".to_owned(),
             Limit::MigUnknown { .. } => "no NVML".to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_no_free_instance_names_the_profile_needed() {
+        let limit = Limit::GpuInstances {
+            profile: "2g.35gb".to_owned(),
+            free: 0,
+        };
+        assert_eq!(limit.short(), "needs a free 2g.35gb");
+    }
+
+    #[test]
+    fn short_free_instances_counts_them() {
+        let limit = Limit::GpuInstances {
+            profile: "1g.18gb".to_owned(),
+            free: 2,
+        };
+        assert_eq!(limit.short(), "2 free 1g.18gb");
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::capacity::{HostState, MigFacts, PlacedGpuInstance, fit_gpu_instances};
 use crate::desired::{MigGeometry, MigRequest};
-use crate::model::Gpu;
+use crate::model::{Gpu, VgpuHandle};
 use crate::steps::{Refusal, Refused, Step};
 
 /// The steps of one GPU's geometry, and its MIG facts once they are taken.
@@ -25,14 +25,26 @@ pub struct Geometry {
     pub used_gone: Vec<(u32, String)>,
 }
 
-/// The steps that give `gpu` the geometry `request` asks for. With `vgpus_may_go`, an
-/// instance a vGPU runs on may go (the caller checks that its plan destroys the vGPU:
-/// [`Geometry::used_gone`]); without, that is refused.
+/// What becomes of the vGPUs on GPU instances a geometry removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnderVgpus<'a> {
+    /// The same plan destroys them; the caller checks that it does ([`Geometry::used_gone`]).
+    MayGo,
+    /// They stay: `config` changes only MIG geometry (mig-parted's), so removing an instance
+    /// under one is refused, naming the vGPUs and the config.
+    Stay {
+        /// The config's name.
+        config: &'a str,
+    },
+}
+
+/// The steps that give `gpu` the geometry `request` asks for, the vGPUs on instances it
+/// removes treated as `under` says.
 pub fn plan(
     host: &HostState,
     gpu: &Gpu,
     request: &MigRequest,
-    vgpus_may_go: bool,
+    under: UnderVgpus<'_>,
 ) -> Result<Geometry, Vec<Refused>> {
     let refuse = |refusal| Err(vec![Refused::new(refusal, Some(request.at))]);
     let Some(facts) = host.mig.get(&gpu.address) else {
@@ -77,10 +89,11 @@ pub fn plan(
         .filter(|(id, _)| facts.used.contains(id))
         .cloned()
         .collect();
-    if let Some((id, profile)) = used_gone.first().filter(|_| !vgpus_may_go) {
-        return refuse(Refusal::MigInUse {
-            instance: *id,
-            profile: profile.clone(),
+    if let (UnderVgpus::Stay { config }, false) = (under, used_gone.is_empty()) {
+        return refuse(Refusal::MigUnderVgpus {
+            config: config.to_owned(),
+            vgpus: vgpus_of_profiles(gpu, &used_gone),
+            instances: used_gone,
         });
     }
     let placed = |id: u32, profile: &str| -> Option<PlacedGpuInstance> {
@@ -202,4 +215,23 @@ fn enable_then_make(facts: &MigFacts, on: bool, wanted: &BTreeMap<String, u32>) 
         after,
         used_gone: Vec::new(),
     }
+}
+
+/// The vGPUs of `gpu` whose type runs on a GPU instance of one of the profiles `instances`
+/// have. Which instance each uses is the driver's; a profile all of whose instances go takes
+/// exactly these.
+fn vgpus_of_profiles(gpu: &Gpu, instances: &[(u32, String)]) -> Vec<VgpuHandle> {
+    gpu.vgpus
+        .iter()
+        .filter(|v| {
+            let profile = gpu
+                .types
+                .iter()
+                .find(|t| t.id == v.type_id)
+                .and_then(|t| t.mig.as_ref())
+                .map(|m| m.gpu_instance_profile.as_str());
+            profile.is_some_and(|p| instances.iter().any(|(_, q)| q == p))
+        })
+        .map(|v| v.id)
+        .collect()
 }

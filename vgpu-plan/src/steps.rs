@@ -382,6 +382,16 @@ pub enum Refusal {
         /// Its profile.
         profile: String,
     },
+    /// A config that changes only MIG geometry (mig-parted's) would remove GPU instances
+    /// that vGPUs run on.
+    MigUnderVgpus {
+        /// The config.
+        config: String,
+        /// The instances, by id, and their profile.
+        instances: Vec<(u32, String)>,
+        /// The vGPUs on instances of those profiles.
+        vgpus: Vec<VgpuHandle>,
+    },
     /// A scheduler for a GPU that is not NVIDIA's.
     SchedulerNotNvidia,
     /// A scheduler for a GPU whose scheduler state is not known (NVML not loaded, or not
@@ -544,6 +554,25 @@ impl fmt::Display for Refusal {
                 "GPU instance {instance} ({profile}) would go, but a vGPU the config keeps runs \
                  on it"
             ),
+            Refusal::MigUnderVgpus {
+                config,
+                instances,
+                vgpus,
+            } => {
+                let instances: Vec<String> = instances
+                    .iter()
+                    .map(|(id, profile)| format!("{id} ({profile})"))
+                    .collect();
+                let vgpus: Vec<String> = vgpus.iter().map(VgpuHandle::to_string).collect();
+                write!(
+                    f,
+                    "config {config:?} changes only MIG geometry, and would remove GPU \
+                     instance(s) {} under vGPU(s) {}: remove those vGPUs first, or use a \
+                     config that names both the geometry and the vGPUs",
+                    instances.join(", "),
+                    vgpus.join(", ")
+                )
+            }
             Refusal::SchedulerNotNvidia => {
                 f.write_str("a vGPU scheduler applies to NVIDIA GPUs only")
             }

@@ -70,7 +70,7 @@ fn request(wanted: &[(&str, u32)]) -> MigRequest {
 
 fn steps(host: &HostState, wanted: &MigRequest) -> Result<Vec<Step>, Vec<Refusal>> {
     let gpu = &host.inventory.gpus[0];
-    geometry::plan(host, gpu, wanted, false)
+    geometry::plan(host, gpu, wanted, geometry::UnderVgpus::Stay { config: "parted" })
         .map(|g| g.steps)
         .map_err(|r| r.into_iter().map(|r| r.refusal).collect())
 }
@@ -134,9 +134,10 @@ fn removing_an_instance_a_vgpu_runs_on_is_refused() {
 
     assert_eq!(
         steps(&host, &request(&[("1g.18gb", 1)])),
-        Err(vec![Refusal::MigInUse {
-            instance: 3,
-            profile: "2g.35gb".to_owned()
+        Err(vec![Refusal::MigUnderVgpus {
+            config: "parted".to_owned(),
+            instances: vec![(3, "2g.35gb".to_owned())],
+            vgpus: vec![]
         }])
     );
 }

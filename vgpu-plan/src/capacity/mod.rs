@@ -11,10 +11,11 @@
 //! |---|---|
 //! | the per-GPU maximum | `max_instances` less the vGPUs of the type |
 //! | mixing | NVIDIA: time-sliced vGPUs of one type at a time; MIG-backed vGPUs of any profiles together; never both |
+//! | MIG mode | NVIDIA time-sliced: none while MIG mode is on |
 //! | definitions | defined vGPUs that are not running keep their place and capacity |
 //! | GPU instances | MIG-backed: the free instances of the type's profile, less those defined vGPUs of it will take |
 //! | free VFs | VF-based interfaces: VFs that hold nothing, have no passthrough driver, and no definition names |
-//! | the parents' offer | sysfs: `available_instances`, or the free VFs that list the type |
+//! | the parents' offer | sysfs: `available_instances`, or the free VFs that list the type; none for a type the GPU supports but does not list now (`supported.rs`) |
 //!
 //! The room is the least of them; a tie is reported as the first in this table.
 //!
@@ -177,6 +178,10 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
                 },
             ));
         }
+    }
+    // A time-sliced type needs the whole GPU, which MIG mode divides.
+    if nvidia && mine.is_none() && host.mig.get(&gpu.address).is_some_and(|f| f.mig_on) {
+        bounds.push((0, Limit::MigOn));
     }
     let held = reserved.pending(type_id);
     if held > 0 {

@@ -80,7 +80,7 @@ fn empty(id: &str, name: String, source: NameSource) -> VgpuType {
         available: 0,
         limit: None,
         in_use: 0,
-        device_api: Some("vfio-pci".to_owned()),
+        device_api: None,
         description: None,
         offered: 0,
     }

@@ -30,6 +30,7 @@ pub mod vfs;
 use std::collections::BTreeMap;
 
 use crate::desired::{Desired, Entry, Location, Partition, Selection};
+use crate::geometry::UnderVgpus;
 use crate::offers::{GpuView, Offer, Rule, model_matches};
 use crate::steps::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
 
@@ -77,7 +78,7 @@ pub fn plan(host: &HostState, desired: &Desired) -> Plan {
         .into_iter()
         .filter_map(|(address, entries)| {
             let gpu = inventory.gpus.iter().find(|g| g.address == address)?;
-            Some(plan_gpu(host, gpu, &entries))
+            Some(plan_gpu(host, gpu, &entries, &desired.name))
         })
         .collect();
     Plan {
@@ -151,7 +152,7 @@ struct Current {
     held: Option<String>,
 }
 
-fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
+fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> GpuPlan {
     let view = GpuView::new(host, gpu);
     let entry = entries[0];
     let currents = current(host, &view);
@@ -186,10 +187,13 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry]) -> GpuPlan {
     }
     // The geometry the entry asks for: its steps go before the vGPUs', and the vGPUs are
     // counted against the GPU instances the GPU will have.
-    let vgpus_may_go = !matches!(entry.partition, Partition::Unchanged);
+    let under = match entry.partition {
+        Partition::Unchanged => UnderVgpus::Stay { config },
+        _ => UnderVgpus::MayGo,
+    };
     let (geometry_steps, adjusted, used_gone) = match &entry.mig {
         None => (Vec::new(), None, Vec::new()),
-        Some(request) => match crate::geometry::plan(host, gpu, request, vgpus_may_go) {
+        Some(request) => match crate::geometry::plan(host, gpu, request, under) {
             Ok(geometry) => {
                 let mut after = host.clone();
                 after.mig.insert(gpu.address, geometry.after);
