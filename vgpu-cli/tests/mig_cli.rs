@@ -333,9 +333,89 @@ fn a_mig_parted_geometry_under_a_running_vgpu_is_refused() {
 
     let plan = json(&mig.vgpuctl(&["plan", "-f", &file, "-c", "two-3g", "--json"]));
 
+    let refusal = &plan["gpus"][0]["refusals"][0];
     assert_eq!(
-        &plan["gpus"][0]["refusals"][0]["reason"],
-        &serde_json::json!("mig-in-use")
+        (
+            &refusal["reason"],
+            &refusal["config"],
+            refusal["vgpus"].as_array().map(Vec::len),
+            &refusal["message"],
+        ),
+        (
+            &serde_json::json!("mig-under-vgpus"),
+            &serde_json::json!("two-3g"),
+            Some(7),
+            &serde_json::json!(
+                "config \"two-3g\" changes only MIG geometry, and would remove GPU instance(s) \
+                 1 (1g.18gb), 2 (1g.18gb), 3 (1g.18gb), 4 (1g.18gb), 5 (1g.18gb), 9 (1g.18gb), \
+                 10 (1g.18gb) under vGPU(s) 0000:18:00.4, 0000:18:00.5, 0000:18:00.6, \
+                 0000:18:00.7, 0000:18:01.0, 0000:18:01.1, 0000:18:01.2: remove those vGPUs \
+                 first, or use a config that names both the geometry and the vGPUs"
+            ),
+        )
+    );
+}
+
+/// Seven 1g vGPUs, then three 2g ones, as two vgpu-device-manager configs.
+const SEVEN_THEN_THREE_YAML: &str = "version: v1\nvgpu-configs:\n  seven:\n  - devices: all\n    vgpu-devices:\n      \"H200X-1-18C\": 7\n  three:\n  - devices: all\n    vgpu-devices:\n      \"H200X-2-35C\": 3\n";
+
+fn two_g(starts: &[u64]) -> Vec<(String, u64)> {
+    starts.iter().map(|s| ("2g.35gb".to_owned(), *s)).collect()
+}
+
+/// Day two on a MIG GPU: another MIG-backed type is one apply: the 1g vGPUs go, their
+/// instances go, three 2g instances are made, then the 2g vGPUs.
+#[test]
+fn a_vgpu_device_manager_type_change_to_another_profile_is_one_apply() {
+    let mig = Mig::new();
+    let file = mig.file("vgpu.yaml", SEVEN_THEN_THREE_YAML);
+    assert_eq!(
+        mig.vgpuctl(&["apply", "-f", &file, "-c", "seven"])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    let planned = mig.vgpuctl(&["plan", "-f", &file, "-c", "three"]);
+    let applied = mig.vgpuctl(&["apply", "-f", &file, "-c", "three"]);
+    let asserted = mig.vgpuctl(&["assert", "-f", &file, "-c", "three"]);
+
+    assert_eq!(
+        (
+            planned.status.code(),
+            applied.status.code(),
+            asserted.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len()
+        ),
+        (Some(4), Some(0), Some(0), two_g(&[0, 2, 4]), 3),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+}
+
+/// The same change back, from an explicit geometry and types in host.toml.
+#[test]
+fn a_host_toml_geometry_and_type_change_back_to_1g_is_one_apply() {
+    let mig = Mig::new();
+    let three = mig.file(
+        "three.toml",
+        "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"2g.35gb\" = 3 }\ntypes = { \"H200X-2-35C\" = 3 }\n",
+    );
+    let seven = mig.file("seven.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &three]).status.code(), Some(0));
+
+    let applied = mig.vgpuctl(&["apply", "-f", &seven]);
+
+    assert_eq!(
+        (
+            applied.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len()
+        ),
+        (Some(0), one_g(&[0, 1, 2, 3, 4, 5, 6]), 7),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
     );
 }
 
