@@ -220,6 +220,43 @@ fn restore_after_a_reboot_makes_the_instances_at_their_placements_then_the_vgpus
     );
 }
 
+/// A reboot into instances the definition does not name (the profile boots with 1g at
+/// slices 4 and 5 and a 2g at slice 0): `restore` removes the 2g, keeps the 1g where the
+/// definition has them, makes the rest, then every vGPU.
+#[test]
+fn restore_after_a_reboot_removes_instances_no_definition_names_first() {
+    let mut mig = Mig::new();
+    let file = mig.file("host.toml", SEVEN);
+    assert_eq!(mig.vgpuctl(&["apply", "-f", &file]).status.code(), Some(0));
+    mig.host.sim = vgpu_sim::SimHost::mount_for_test("h200-mig");
+    std::fs::remove_dir_all(mig.host.state.path().join("run")).unwrap();
+    mig.fake = FakeNvml::new(&data_for(&mig.host)).unwrap();
+    let booted = mig.instances();
+
+    let restored = mig.vgpuctl(&["restore"]);
+
+    assert_eq!(
+        (
+            booted,
+            restored.status.code(),
+            mig.instances(),
+            vgpu_ids(&mig.host, H200).len()
+        ),
+        (
+            vec![
+                ("1g.18gb".to_owned(), 4),
+                ("1g.18gb".to_owned(), 5),
+                ("2g.35gb".to_owned(), 0)
+            ],
+            Some(0),
+            one_g(&[0, 1, 2, 3, 4, 5, 6]),
+            7
+        ),
+        "{}",
+        String::from_utf8_lossy(&restored.stdout)
+    );
+}
+
 #[test]
 fn eight_1g_instances_do_not_fit_and_the_plan_says_so() {
     let mig = Mig::new();

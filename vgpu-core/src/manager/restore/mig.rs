@@ -1,9 +1,11 @@
 //! MIG geometry in `restore`: GPU instances do not survive a reboot or a driver reload, so
-//! each GPU's MIG definition is carried out again, MIG mode first, then every instance at
-//! the placement recorded, before the MIG-backed vGPUs that need them.
+//! each GPU's MIG definition is carried out again: MIG mode first, then the instances it does
+//! not name and no vGPU uses go, then every instance it names is made at its placement,
+//! before the MIG-backed vGPUs that need them.
 
 use super::{RestoreReport, Scope};
 use crate::manager::session::Session;
+use crate::capacity::MigFacts;
 use crate::nvml::mig::facts;
 use crate::state::store::MigDefinition;
 
@@ -32,6 +34,21 @@ pub(super) fn restore(
         if failed {
             continue;
         }
+        // The definition is the truth: an instance it does not name, and no vGPU uses (one
+        // made before boot, by another tool), goes before those it names are made.
+        let strays = match session.attempt(|op| Ok(facts(op.paths(), op.nvml().get(), def.gpu))) {
+            Ok(now) => now.map(|now| strays(def, &now)).unwrap_or_default(),
+            Err(err) => {
+                report.push(session, "gpu-instance-gone", gpu.clone(), Err(err));
+                continue;
+            }
+        };
+        for (id, profile, start) in strays {
+            let shown = format!("{gpu}/{profile}@{start} (instance {id})");
+            let result = session
+                .attempt(|op| op.destroy_gpu_instance(def.gpu, id).map(|()| true));
+            report.push(session, "gpu-instance-gone", shown, result);
+        }
         for instance in &def.instances {
             let shown = format!("{gpu}/{}@{}", instance.profile, instance.start);
             let result = session.attempt(|op| {
@@ -51,4 +68,21 @@ pub(super) fn restore(
             report.push(session, "gpu-instance", shown, result);
         }
     }
+}
+
+/// The GPU instances of `now` that `def` does not name (by profile and start) and no vGPU
+/// uses: id, profile, start.
+fn strays(def: &MigDefinition, now: &MigFacts) -> Vec<(u32, String, u32)> {
+    now.instances
+        .iter()
+        .filter(|(id, _)| !now.used.contains(id))
+        .filter_map(|(id, profile)| {
+            let start = now.placements.get(id)?.start;
+            let named = def
+                .instances
+                .iter()
+                .any(|i| i.profile == *profile && i.start == start);
+            (!named).then(|| (*id, profile.clone(), start))
+        })
+        .collect()
 }
