@@ -617,11 +617,7 @@ fn device_manager_l40s_configs_in_sequence_each_reach_their_config_in_one_apply(
     for name in &names {
         let applied = local(&["apply", "-f", &file, "-c", name]);
         let asserted = local(&["assert", "-f", &file, "-c", name]);
-        reached.push((
-            name.clone(),
-            applied.status.code(),
-            asserted.status.code(),
-        ));
+        reached.push((name.clone(), applied.status.code(), asserted.status.code()));
     }
 
     let all_reached: Vec<(String, Option<i32>, Option<i32>)> = names

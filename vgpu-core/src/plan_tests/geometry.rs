@@ -70,9 +70,14 @@ fn request(wanted: &[(&str, u32)]) -> MigRequest {
 
 fn steps(host: &HostState, wanted: &MigRequest) -> Result<Vec<Step>, Vec<Refusal>> {
     let gpu = &host.inventory.gpus[0];
-    geometry::plan(host, gpu, wanted, geometry::UnderVgpus::Stay { config: "parted" })
-        .map(|g| g.steps)
-        .map_err(|r| r.into_iter().map(|r| r.refusal).collect())
+    geometry::plan(
+        host,
+        gpu,
+        wanted,
+        geometry::UnderVgpus::Stay { config: "parted" },
+    )
+    .map(|g| g.steps)
+    .map_err(|r| r.into_iter().map(|r| r.refusal).collect())
 }
 
 fn create(profile: &str, profile_id: u32, start: u32) -> Step {

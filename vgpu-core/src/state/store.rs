@@ -59,8 +59,8 @@ mod mig;
 mod offers;
 
 pub use mig::{MigDefinition, MigInstanceDefinition};
-pub use offers::{RecordedOffer, add_recorded_offers};
 pub(crate) use offers::record_offers;
+pub use offers::{RecordedOffer, add_recorded_offers};
 pub use vgpu_model::definition::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };

@@ -30,9 +30,9 @@ pub(crate) fn missing(host: &HostState, gpu: &Gpu) -> Vec<VgpuType> {
         return Vec::new();
     }
     let present = |id: &str, name: &str| {
-        gpu.types.iter().any(|t| {
-            t.id == id || t.name.as_deref().is_some_and(|n| name_matches(n, name))
-        })
+        gpu.types
+            .iter()
+            .any(|t| t.id == id || t.name.as_deref().is_some_and(|n| name_matches(n, name)))
     };
     let known = host.supported_types.get(&gpu.address);
     let mut out: Vec<VgpuType> = Vec::new();
@@ -47,9 +47,12 @@ pub(crate) fn missing(host: &HostState, gpu: &Gpu) -> Vec<VgpuType> {
             let Some(id) = row.type_id.as_deref() else {
                 continue;
             };
-            let taken = out
-                .iter()
-                .any(|t| t.id == id || t.name.as_deref().is_some_and(|n| name_matches(n, &row.name)));
+            let taken = out.iter().any(|t| {
+                t.id == id
+                    || t.name
+                        .as_deref()
+                        .is_some_and(|n| name_matches(n, &row.name))
+            });
             if !present(id, &row.name) && !taken {
                 out.push(from_catalog(id, row));
             }
@@ -148,6 +151,7 @@ pub(crate) fn extend(host: &mut HostState) {
             continue;
         }
         gpu.types.extend(more);
-        gpu.types.sort_by_cached_key(|t| crate::model::type_order(&t.id));
+        gpu.types
+            .sort_by_cached_key(|t| crate::model::type_order(&t.id));
     }
 }

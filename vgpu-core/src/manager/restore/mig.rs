@@ -4,8 +4,8 @@
 //! before the MIG-backed vGPUs that need them.
 
 use super::{RestoreReport, Scope};
-use crate::manager::session::Session;
 use crate::capacity::MigFacts;
+use crate::manager::session::Session;
 use crate::nvml::mig::facts;
 use crate::state::store::MigDefinition;
 
@@ -45,8 +45,7 @@ pub(super) fn restore(
         };
         for (id, profile, start) in strays {
             let shown = format!("{gpu}/{profile}@{start} (instance {id})");
-            let result = session
-                .attempt(|op| op.destroy_gpu_instance(def.gpu, id).map(|()| true));
+            let result = session.attempt(|op| op.destroy_gpu_instance(def.gpu, id).map(|()| true));
             report.push(session, "gpu-instance-gone", shown, result);
         }
         for instance in &def.instances {

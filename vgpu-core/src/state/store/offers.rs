@@ -158,7 +158,10 @@ pub fn add_recorded_offers(state: &mut HostState, paths: &HostPaths, store: &Sto
         Ok(Some(version)) => version,
         Ok(None) => return,
         Err(err) => {
-            state.inventory.warnings.push(warning("NVIDIA driver", &err));
+            state
+                .inventory
+                .warnings
+                .push(warning("NVIDIA driver", &err));
             return;
         }
     };
@@ -168,7 +171,10 @@ pub fn add_recorded_offers(state: &mut HostState, paths: &HostPaths, store: &Sto
                 state.supported_types.insert(gpu, record.types);
             }
             Ok(None) => {}
-            Err(err) => state.inventory.warnings.push(warning(&gpu.to_string(), &err)),
+            Err(err) => state
+                .inventory
+                .warnings
+                .push(warning(&gpu.to_string(), &err)),
         }
     }
 }
