@@ -626,37 +626,3 @@ fn device_manager_l40s_configs_in_sequence_each_reach_their_config_in_one_apply(
         .collect();
     assert_eq!((names.len(), reached), (15, all_reached));
 }
-
-/// Without NVML and without a recorded offer, a type the GPU hides is not confirmed: the
-/// plan refuses it before anything is destroyed.
-#[test]
-fn device_manager_type_change_without_a_recorded_offer_is_refused_as_unconfirmed() {
-    let host = host("l40s-vendor-vfio");
-    let (_, yaml) = l40s_single_type_configs(&host);
-    let file = write(&host, "l40s.yaml", &yaml);
-    assert_eq!(
-        vgpuctl(&host, &["apply", "-f", &file, "-c", "L40S-12Q"])
-            .status
-            .code(),
-        Some(0)
-    );
-    std::fs::remove_dir_all(host.state.path().join("etc/vgpu/offers")).unwrap();
-
-    let plan = json(&vgpuctl(
-        &host,
-        &["plan", "-f", &file, "-c", "L40S-24Q", "--json"],
-    ));
-
-    assert_eq!(
-        (
-            &plan["gpus"][0]["refusals"][0]["reason"],
-            &plan["gpus"][0]["refusals"][0]["type_name"],
-            &plan["gpus"][0]["steps"],
-        ),
-        (
-            &serde_json::json!("unconfirmed"),
-            &serde_json::json!("NVIDIA L40S-24Q"),
-            &serde_json::json!([])
-        )
-    );
-}
