@@ -135,7 +135,7 @@ fn create_mig_type_without_free_instance_names_profile_and_instances() {
     assert_eq!(
         err.to_string(),
         "no free GPU instance of profile 2g.35gb on 0000:18:00.0 for vGPU type \
-         H200X-2-35C (instances of that profile: 3; in use: 3)"
+         NVIDIA H200X-2-35C (instances of that profile: 3; in use: 3)"
     );
 }
 
@@ -164,7 +164,7 @@ fn create_mig_type_with_mig_off_is_mig_mode_off() {
         matches!(
             &err,
             Error::Nvml(NvmlError::MigModeOff { gpu, type_name, profile })
-                if *gpu == addr(H200) && type_name == "H200X-1-18C" && profile == "1g.18gb"
+                if *gpu == addr(H200) && type_name == "NVIDIA H200X-1-18C" && profile == "1g.18gb"
         ),
         "{err}"
     );
