@@ -427,7 +427,8 @@ pub enum VmCommand {
         force: bool,
     },
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
-    /// no domain holds, and the devices domains name that are not on this host.
+    /// no domain holds, and the devices domains name that are not on this host. Each type is
+    /// named as `list` names it.
     Owners,
 }
 

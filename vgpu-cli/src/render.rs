@@ -358,7 +358,7 @@ pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -
             vec![
                 owned.id.to_string(),
                 owned.gpu.to_string(),
-                owned.type_id.clone(),
+                type_label(&owned.type_id, owned.type_name.as_deref()),
                 domain,
                 state.to_owned(),
                 live,

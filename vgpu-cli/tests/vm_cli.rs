@@ -731,3 +731,42 @@ fn destroy_of_a_stopped_vgpu_a_domain_holds_is_refused_and_keeps_its_definition(
         )
     );
 }
+
+/// A type has one name: `owners` shows the vGPU's type as `list --defined` does, and its JSON
+/// gives the name beside the id.
+#[test]
+fn owners_and_list_defined_name_a_vgpus_type_the_same() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+
+    let owners = json(&vgpuctl(&h, &["owners", "--json"]));
+    let table = vgpuctl(&h, &["owners"]);
+    let defined = json(&vgpuctl(&h, &["list", "--defined", "--json"]));
+
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    let row = table.lines().find(|l| l.starts_with(UUID)).unwrap();
+    let type_cell = row
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .nth(2)
+        .unwrap()
+        .trim();
+    assert_eq!(
+        (
+            &owners["vgpus"][0]["id"],
+            &owners["vgpus"][0]["type"],
+            &owners["vgpus"][0]["type_name"],
+            type_cell,
+            &defined["definitions"][0]["id"],
+            defined["definitions"][0]["what"].as_str().unwrap()
+        ),
+        (
+            &serde_json::json!(UUID),
+            &serde_json::json!("nvidia-231"),
+            &serde_json::json!("GRID T4-2Q"),
+            "nvidia-231 (GRID T4-2Q)",
+            &serde_json::json!(UUID),
+            "nvidia-231 (GRID T4-2Q)"
+        )
+    );
+}
