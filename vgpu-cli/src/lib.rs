@@ -272,10 +272,14 @@ pub enum ChangeCommand {
         #[arg(long)]
         auto: bool,
     },
-    /// Remove a vGPU's definition (a running vGPU keeps running).
+    /// Remove a vGPU's definition (a running vGPU keeps running). Refused while a process
+    /// holds its VFIO device open or a libvirt domain references it, as `destroy` is.
     Undefine {
         /// A mediated device UUID or a VF address.
         id: String,
+        /// Remove it even then.
+        #[arg(long)]
+        force: bool,
     },
     /// Start a defined vGPU.
     Start {
@@ -354,12 +358,13 @@ pub enum ChangeCommand {
 
 impl ChangeCommand {
     /// Whether it takes a device away under the removal policy, which then needs to know
-    /// which libvirt domains reference what: `destroy`, `stop`, `sriov` and `unbind`, unless
-    /// forced.
+    /// which libvirt domains reference what: `destroy`, `undefine`, `stop`, `sriov` and
+    /// `unbind`, unless forced.
     pub fn takes_away(&self) -> bool {
         matches!(
             self,
             ChangeCommand::Destroy { force: false, .. }
+                | ChangeCommand::Undefine { force: false, .. }
                 | ChangeCommand::Stop { force: false, .. }
                 | ChangeCommand::Sriov { force: false, .. }
                 | ChangeCommand::Unbind { force: false, .. }
@@ -422,7 +427,8 @@ pub enum VmCommand {
         force: bool,
     },
     /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
-    /// no domain holds, and the devices domains name that are not on this host.
+    /// no domain holds, and the devices domains name that are not on this host. Each type is
+    /// named as `list` names it.
     Owners,
 }
 

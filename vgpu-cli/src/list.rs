@@ -37,16 +37,7 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
             .any(|g| g.vgpus.iter().any(|v| v.id == id))
     };
     let type_label = |gpu: vgpu_core::PciAddress, type_id: &str| {
-        let name = inventory
-            .gpus
-            .iter()
-            .find(|g| g.address == gpu || g.vfs.iter().any(|v| v.address == gpu))
-            .and_then(|g| g.types.iter().find(|t| t.id == type_id))
-            .and_then(|t| t.name.clone());
-        match name {
-            Some(name) => format!("{type_id} ({name})"),
-            None => type_id.to_owned(),
-        }
+        render::type_label(type_id, inventory.type_name(gpu, type_id))
     };
     let defs = &state.definitions;
     let mut out = Vec::new();
@@ -86,10 +77,11 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
             kind: "vf-vgpu",
             id: d.vf.to_string(),
             on: d.gpu.to_string(),
-            what: match &d.type_name {
-                Some(name) => format!("{id} ({name})"),
-                None => type_label(d.gpu, &id),
-            },
+            // The settled name; the definition's own when the GPU is not there to name it.
+            what: render::type_label(
+                &id,
+                inventory.type_name(d.gpu, &id).or(d.type_name.as_deref()),
+            ),
             start: Some(d.start.to_string()),
             active: running(VgpuHandle::Vf(d.vf)),
         });
@@ -164,12 +156,10 @@ pub(crate) fn vgpus(inventory: &Inventory, out: &mut dyn Write) -> Result<()> {
     ];
     for gpu in &inventory.gpus {
         for vgpu in &gpu.vgpus {
-            let name = gpu
-                .types
-                .iter()
-                .find(|t| t.id == vgpu.type_id)
-                .and_then(|t| t.name.clone())
-                .unwrap_or_else(|| "-".to_owned());
+            let name = inventory
+                .type_name(gpu.address, &vgpu.type_id)
+                .unwrap_or("-")
+                .to_owned();
             rows.push(vec![
                 gpu.address.to_string(),
                 vgpu.id.to_string(),

@@ -139,9 +139,11 @@ pub(crate) fn run(
             );
             emit(cli, out, &destroyed, &line)?;
         }
-        ChangeCommand::Undefine { id } => {
+        ChangeCommand::Undefine { id, force } => {
+            // Without --force, `crate::run` has checked which libvirt domains name it.
             let vgpu = handle(paths, id)?;
             let removed = manager
+                .with_force(*force)
                 .undefine(vgpu)
                 .with_context(|| format!("cannot undefine {id}"))?;
             if !removed {

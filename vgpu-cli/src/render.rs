@@ -338,6 +338,16 @@ pub(crate) fn provision_table(
     table.write(out)
 }
 
+/// How a table names a vGPU type: its id, with its name when one is known
+/// ([`vgpu_core::Inventory::type_name`]): `nvidia-231 (GRID T4-2Q)`. Every table that names
+/// a type by its id and name shows this label.
+pub(crate) fn type_label(type_id: &str, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{type_id} ({name})"),
+        None => type_id.to_owned(),
+    }
+}
+
 /// `owners` as a table: one row per vGPU and holder, orphans with `-`, then the references to
 /// devices that are not on this host.
 pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -> io::Result<()> {
@@ -348,7 +358,7 @@ pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -
             vec![
                 owned.id.to_string(),
                 owned.gpu.to_string(),
-                owned.type_id.clone(),
+                type_label(&owned.type_id, owned.type_name.as_deref()),
                 domain,
                 state.to_owned(),
                 live,

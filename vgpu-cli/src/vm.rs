@@ -165,8 +165,12 @@ pub(crate) fn run(
         }
         VmCommand::Owners => {
             let conn = connect(cli)?;
-            let inventory = discover(paths)?;
-            let owners = conn.owners(&inventory)?;
+            // Settled, as for `list`: each type has the name every command shows.
+            let nvml = cli.nvml_source().load(paths);
+            let state = crate::manager(cli, paths)
+                .capacity_state(&nvml)
+                .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+            let owners = conn.owners(&state.inventory)?;
             if cli.json {
                 render::json(out, &owners)?;
             } else {

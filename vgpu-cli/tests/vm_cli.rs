@@ -1,6 +1,6 @@
-//! `vgpuctl attach`, `detach`, `owners` and `destroy`'s libvirt check, against libvirt's real
-//! QEMU driver embedded in each process (`qemu:///embed?root=DIR`, no daemon) and a simulated
-//! host (`vgpu-sim`).
+//! `vgpuctl attach`, `detach`, `owners` and the libvirt check of `destroy`, `undefine` and `stop`,
+//! against libvirt's real QEMU driver embedded in each process (`qemu:///embed?root=DIR`, no
+//! daemon) and a simulated host (`vgpu-sim`).
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -594,5 +594,179 @@ fn stop_while_libvirt_does_not_answer_is_refused_until_forced() {
         ),
         (Some(1), &serde_json::json!("busy"), true, Some(0)),
         "{value}"
+    );
+}
+
+/// Creates the T4-2Q vGPU `UUID` with a definition and gives it to a new domain `vm1`.
+fn defined_vgpu_in_vm1(h: &Host) {
+    h.define("vm1");
+    let created = vgpuctl(
+        h,
+        &["create", T4, "--type", "T4-2Q", "--uuid", UUID, "--define"],
+    );
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let attached = vgpuctl(h, &["attach", "vm1", UUID]);
+    assert_eq!(attached.status.code(), Some(0), "{attached:?}");
+}
+
+/// The ids `list --defined --json` shows.
+fn defined_ids(h: &Host) -> Vec<String> {
+    json(&vgpuctl(h, &["list", "--defined", "--json"]))["definitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Without its definition the vGPU is gone after the next boot, and the domain with it:
+/// `undefine` is refused as `destroy` is, with the same hint, and the definition stays.
+#[test]
+fn undefine_of_a_vgpu_a_domain_holds_is_refused_naming_the_domain() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+
+    let out = vgpuctl(&h, &["undefine", UUID]);
+
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            defined_ids(&h)
+        ),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: cannot undefine {UUID}: {UUID} is in use: libvirt domain(s) vm1 \
+                 reference it\nhint: free it first (detach it from the domain), or use --force\n"
+            ),
+            vec![UUID.to_owned()]
+        )
+    );
+}
+
+/// One removal policy: `destroy` and `undefine` of the same held vGPU give the same exit code,
+/// error kind and message, apart from the verb.
+#[test]
+fn destroy_and_undefine_of_a_vgpu_a_domain_holds_answer_the_same() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+
+    let destroy = vgpuctl(&h, &["destroy", UUID]);
+    let undefine = vgpuctl(&h, &["undefine", UUID]);
+    let destroy_json = json(&vgpuctl(&h, &["destroy", UUID, "--json"]));
+    let undefine_json = json(&vgpuctl(&h, &["undefine", UUID, "--json"]));
+
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (
+            destroy.status.code(),
+            stderr(&destroy).replacen("cannot destroy", "cannot undefine", 1),
+            &destroy_json["kind"],
+            destroy_json["error"].as_str().unwrap().replacen(
+                "cannot destroy",
+                "cannot undefine",
+                1
+            )
+        ),
+        (
+            undefine.status.code(),
+            stderr(&undefine),
+            &undefine_json["kind"],
+            undefine_json["error"].as_str().unwrap().to_owned()
+        )
+    );
+}
+
+/// `--force` takes the definition away as it takes a vGPU away for `destroy`; the vGPU keeps
+/// running.
+#[test]
+fn undefine_with_force_of_a_vgpu_a_domain_holds_removes_its_definition() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+
+    let out = vgpuctl(&h, &["undefine", UUID, "--force"]);
+    let running = json(&vgpuctl(&h, &["list", T4, "--json"]))["gpus"][0]["vgpus"][0]["id"].clone();
+
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            defined_ids(&h),
+            running
+        ),
+        (
+            Some(0),
+            format!("{UUID}: undefined\n"),
+            Vec::<String>::new(),
+            serde_json::json!(UUID)
+        )
+    );
+}
+
+/// A stopped vGPU that a domain names in its configuration: `destroy` would remove the
+/// definition that brings it back, so it is refused as for a running one.
+#[test]
+fn destroy_of_a_stopped_vgpu_a_domain_holds_is_refused_and_keeps_its_definition() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+    let stopped = vgpuctl(&h, &["stop", UUID, "--force"]);
+    assert_eq!(stopped.status.code(), Some(0), "{stopped:?}");
+
+    let out = vgpuctl(&h, &["destroy", UUID, "--json"]);
+    let value = json(&out);
+
+    assert_eq!(
+        (
+            out.status.code(),
+            &value["kind"],
+            value["error"].as_str().unwrap().to_owned(),
+            defined_ids(&h)
+        ),
+        (
+            Some(1),
+            &serde_json::json!("busy"),
+            format!("cannot destroy {UUID}: {UUID} is in use: libvirt domain(s) vm1 reference it"),
+            vec![UUID.to_owned()]
+        )
+    );
+}
+
+/// A type has one name: `owners` shows the vGPU's type as `list --defined` does, and its JSON
+/// gives the name beside the id.
+#[test]
+fn owners_and_list_defined_name_a_vgpus_type_the_same() {
+    let h = host();
+    defined_vgpu_in_vm1(&h);
+
+    let owners = json(&vgpuctl(&h, &["owners", "--json"]));
+    let table = vgpuctl(&h, &["owners"]);
+    let defined = json(&vgpuctl(&h, &["list", "--defined", "--json"]));
+
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    let row = table.lines().find(|l| l.starts_with(UUID)).unwrap();
+    let type_cell = row
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .nth(2)
+        .unwrap()
+        .trim();
+    assert_eq!(
+        (
+            &owners["vgpus"][0]["id"],
+            &owners["vgpus"][0]["type"],
+            &owners["vgpus"][0]["type_name"],
+            type_cell,
+            &defined["definitions"][0]["id"],
+            defined["definitions"][0]["what"].as_str().unwrap()
+        ),
+        (
+            &serde_json::json!(UUID),
+            &serde_json::json!("nvidia-231"),
+            &serde_json::json!("GRID T4-2Q"),
+            "nvidia-231 (GRID T4-2Q)",
+            &serde_json::json!(UUID),
+            "nvidia-231 (GRID T4-2Q)"
+        )
     );
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{addr, gpu, manager, paths};
 use uuid::Uuid;
-use vgpu_core::{Error, ErrorKind, Manager, SriovOptions, VgpuHandle};
+use vgpu_core::{Error, ErrorKind, Manager, SriovOptions, Start, VgpuHandle};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -405,4 +405,60 @@ fn bind_of_a_plain_vf_open_by_a_process_to_another_driver_is_refused() {
 /// The PCI address `text` spells.
 fn pci(text: &str) -> vgpu_core::PciAddress {
     text.parse().expect("a PCI address")
+}
+
+/// Undefining takes the vGPU away at the next boot: refused while a process holds it open,
+/// and the definition stays.
+#[test]
+fn undefine_of_a_defined_mdev_open_by_a_process_is_refused_naming_it() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    let manager = manager(&host);
+    manager
+        .create(pci(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+
+    let err = manager.undefine(VgpuHandle::Mdev(UUID)).unwrap_err();
+
+    assert_eq!(
+        (
+            held_open(&err),
+            err.kind(),
+            manager.definitions().mdev(UUID).unwrap().is_some()
+        ),
+        (
+            Some((
+                UUID.to_string().as_str(),
+                QEMU,
+                "qemu-system-x86",
+                node.as_str()
+            )),
+            ErrorKind::Busy,
+            true
+        )
+    );
+}
+
+/// Forced, the definition goes and the vGPU keeps running under its holder.
+#[test]
+fn undefine_with_force_of_a_defined_mdev_open_by_a_process_removes_only_its_definition() {
+    let host = SimHost::mount_for_test("t4-legacy");
+    manager(&host)
+        .create(pci(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
+        .unwrap();
+    let node = group_node(&mdev_dir(&host, UUID));
+    host.hold(QEMU, "qemu-system-x86", &node).unwrap();
+    let manager = manager(&host).with_force(true);
+
+    let removed = manager.undefine(VgpuHandle::Mdev(UUID)).unwrap();
+
+    assert_eq!(
+        (
+            removed,
+            manager.definitions().mdev(UUID).unwrap(),
+            gpu(&host, T4).vgpus.len()
+        ),
+        (true, None, 1)
+    );
 }

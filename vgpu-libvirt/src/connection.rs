@@ -477,7 +477,8 @@ impl Connection {
     /// Who holds each vGPU of `inventory`: the live XML of every running domain and the
     /// persistent XML of every defined one, read once each, with the tenant each domain's
     /// metadata names (from its live XML when it runs). A domain that goes away while being
-    /// read is left out.
+    /// read is left out. Each type is named as `inventory` names it: give a settled one
+    /// (`Manager::capacity_state`) for the names every other command shows.
     ///
     /// # Errors
     ///

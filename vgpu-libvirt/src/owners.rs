@@ -44,6 +44,10 @@ pub struct Owned {
     /// Its type id (`nvidia-222`, `1145`, `vf` for a plain VF).
     #[serde(rename = "type")]
     pub type_id: String,
+    /// Its type's name, as the inventory given to
+    /// [`Connection::owners`](crate::Connection::owners) states it
+    /// ([`Inventory::type_name`]); `None` when no source names it.
+    pub type_name: Option<String>,
     /// The domains that reference it, by name; empty for an orphan.
     pub holders: Vec<Holder>,
 }
@@ -94,6 +98,7 @@ pub(crate) fn build(inventory: &Inventory, domains: &[DomainDevices]) -> Owners 
         .map(|v| Owned {
             id: v.id,
             gpu: v.gpu,
+            type_name: inventory.type_name(v.gpu, &v.type_id).map(str::to_owned),
             type_id: v.type_id,
             holders: Vec::new(),
         })

@@ -88,6 +88,7 @@ fn owners_maps_running_defined_orphaned_and_missing() {
                     id: VgpuHandle::Mdev(mdev(1)),
                     gpu: addr("0000:3b:00.0"),
                     type_id: "nvidia-222".to_owned(),
+                    type_name: None,
                     holders: vec![
                         holder("alpha", alpha_uuid, true, &acme),
                         holder("beta", beta_uuid, false, &globex)
@@ -97,24 +98,28 @@ fn owners_maps_running_defined_orphaned_and_missing() {
                     id: VgpuHandle::Mdev(mdev(2)),
                     gpu: addr("0000:3b:00.0"),
                     type_id: "nvidia-222".to_owned(),
+                    type_name: None,
                     holders: vec![holder("beta", beta_uuid, false, &globex)],
                 },
                 Owned {
                     id: VgpuHandle::Mdev(mdev(3)),
                     gpu: addr("0000:3b:00.0"),
                     type_id: "nvidia-222".to_owned(),
+                    type_name: None,
                     holders: Vec::new(),
                 },
                 Owned {
                     id: VgpuHandle::Vf(addr("0000:41:00.4")),
                     gpu: addr("0000:41:00.0"),
                     type_id: "1145".to_owned(),
+                    type_name: None,
                     holders: vec![holder("alpha", alpha_uuid, true, &acme)],
                 },
                 Owned {
                     id: VgpuHandle::Vf(addr("0001:03:00.1")),
                     gpu: addr("0001:03:00.0"),
                     type_id: "vf".to_owned(),
+                    type_name: None,
                     holders: vec![holder("beta", beta_uuid, false, &globex)],
                 },
             ],

@@ -320,6 +320,18 @@ pub enum GpuLookupError {
 }
 
 impl Inventory {
+    /// The name of type `type_id` on the GPU at `device`, or on the GPU `device` is a VF of
+    /// (an mdev parent may be either); `None` when no source names it. In a settled host state
+    /// (`HostState::settle`) this is the type's one identity, so every command that names a
+    /// type asks here.
+    pub fn type_name(&self, device: PciAddress, type_id: &str) -> Option<&str> {
+        self.gpus
+            .iter()
+            .find(|g| g.address == device || g.vfs.iter().any(|v| v.address == device))
+            .and_then(|g| g.types.iter().find(|t| t.id == type_id))
+            .and_then(|t| t.name.as_deref())
+    }
+
     /// The GPU named by `name`: a full address (`0000:41:00.0`), or the `bus:device.function`
     /// part when only one GPU has it.
     pub fn gpu(&self, name: &str) -> Result<&Gpu, GpuLookupError> {

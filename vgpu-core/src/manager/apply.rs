@@ -318,6 +318,7 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 id.to_string()
             }
             Step::Undefine { id } => {
+                op.check_removable(*id)?;
                 op.undefine_reversibly(*id)?;
                 dirty = true;
                 id.to_string()

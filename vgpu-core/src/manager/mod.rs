@@ -160,7 +160,8 @@ impl Manager {
 
     /// Removes vGPUs and devices even while a process (a guest's QEMU) holds their VFIO
     /// device open, and changes VF counts even while VFs are in use. Without it, `destroy`,
-    /// `stop`, `unbind` and `set_vfs` refuse with [`Error::HeldOpen`] or [`Error::InUse`].
+    /// `undefine`, `stop`, `unbind` and `set_vfs` refuse with [`Error::HeldOpen`] or
+    /// [`Error::InUse`].
     pub fn with_force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -253,6 +254,8 @@ impl Manager {
     }
 
     /// Removes the definition of `id` (the device keeps running). False when none existed.
+    /// Refused as [`Manager::destroy`] is while a domain references it or a process holds it
+    /// open: without its definition the vGPU is gone after the next boot.
     pub fn undefine(&self, id: VgpuHandle) -> Result<bool> {
         self.mutate("undefine", &id.to_string(), |op| undefine(op, id))
     }
@@ -641,14 +644,30 @@ fn not_found(paths: &HostPaths, id: VgpuHandle) -> Error {
     }
 }
 
-/// Removes every definition of `id`; false when there was none.
+/// Removes every definition of `id`; false when there was none. A definition brings the vGPU
+/// back at boot, so removing it takes the vGPU away: the removal policy decides first.
 fn undefine(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bool> {
+    if !defined(op.store(), id) {
+        return Ok(false);
+    }
+    op.check_removable(id)?;
     match id {
         VgpuHandle::Mdev(uuid) => op.undefine_mdev(uuid),
         VgpuHandle::Vf(vf) => {
             let vgpu = op.undefine_vf_vgpu(vf)?;
             let binding = op.undefine_binding(vf)?;
             Ok(vgpu || binding)
+        }
+    }
+}
+
+/// Whether a definition of `id` exists. One that cannot be read counts: removing it is still
+/// a removal.
+fn defined(store: &Store, id: VgpuHandle) -> bool {
+    match id {
+        VgpuHandle::Mdev(uuid) => !matches!(store.mdev(uuid), Ok(None)),
+        VgpuHandle::Vf(vf) => {
+            !matches!(store.vf_vgpu(vf), Ok(None)) || !matches!(store.binding(vf), Ok(None))
         }
     }
 }

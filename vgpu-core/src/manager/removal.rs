@@ -1,9 +1,10 @@
-//! The one removal policy: whether a device may be taken away (destroyed, stopped, unbound,
-//! its VF removed with a VF count).
+//! The one removal policy: whether a device may be taken away (destroyed, undefined, stopped,
+//! unbound, its VF removed with a VF count).
 //!
 //! Every command that takes a device away asks [`Operation::check_removable`] first:
-//! `destroy`, `stop`, `bind` of a device to another driver, `unbind`, `sriov` (each VF it
-//! removes) and `apply`'s destroy steps. It refuses, naming the holder, when:
+//! `destroy`, `undefine` (a vGPU without its definition is gone after the next boot), `stop`,
+//! `bind` of a device to another driver, `unbind`, `sriov` (each VF it removes) and `apply`'s
+//! destroy and undefine steps. It refuses, naming the holder, when:
 //!
 //! | holder | answer |
 //! |---|---|
