@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use serde::Deserialize;
 
 use crate::parse::{parse_nvidia_type_name, strip_vendor_prefix};
-use crate::{NameSource, VgpuType};
+use crate::{Gpu, NameSource, VgpuType};
 
 /// One catalogued vGPU type.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -102,6 +102,37 @@ pub fn by_id(id: &str, interface: &str, model: Option<&str>) -> Option<&'static 
         [first, rest @ ..] if rest.iter().all(|r| r.name == first.name) => Some(first),
         _ => None,
     }
+}
+
+/// The NVIDIA type-name family of `gpu` (`L40S`, `T4`): from a type it lists (a time-sliced
+/// one first), else from the
+/// bracketed part of its model name (`AD102GL [L40S]`, `TU104GL [Tesla T4]`) when the catalog
+/// knows that family.
+pub fn family_of(gpu: &Gpu) -> Option<String> {
+    // A time-sliced name first; in MIG mode a GPU lists only MIG-backed ones.
+    let parsed: Vec<_> = gpu
+        .types
+        .iter()
+        .filter_map(|t| t.name.as_deref().and_then(parse_nvidia_type_name))
+        .collect();
+    if let Some(family) = parsed
+        .iter()
+        .find(|p| p.mig_slices.is_none())
+        .or_else(|| parsed.first())
+        .map(|p| p.gpu.clone())
+    {
+        return Some(family);
+    }
+    let model = gpu.model.as_deref()?;
+    let inner = bracketed(model);
+    let candidates = [inner, inner.rsplit(' ').next().unwrap_or(inner)];
+    candidates.into_iter().find_map(|candidate| {
+        all()
+            .iter()
+            .filter_map(|row| parse_nvidia_type_name(&row.name))
+            .find(|p| p.gpu.eq_ignore_ascii_case(candidate))
+            .map(|p| p.gpu)
+    })
 }
 
 /// The part of a PCI database model name in brackets (`L40S` in `AD102GL [L40S]`), or the

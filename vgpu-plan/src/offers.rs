@@ -148,7 +148,7 @@ impl<'a> GpuView<'a> {
                 }
             })
             .collect();
-        let family = nvidia.then(|| family_of(gpu)).flatten();
+        let family = nvidia.then(|| catalog::family_of(gpu)).flatten();
         let hidden = match gpu.backend {
             Backend::NvidiaVfio => !gpu.vgpus.is_empty() || gpu.types.is_empty(),
             Backend::Sriov => nvidia,
@@ -292,37 +292,6 @@ fn catalog_rows(
         interface_fits
             && parse_nvidia_type_name(&row.name)
                 .is_some_and(|p| p.gpu.eq_ignore_ascii_case(&family))
-    })
-}
-
-/// The NVIDIA type-name family of `gpu` (`L40S`, `T4`): from a type it lists (a time-sliced
-/// one first), else from the
-/// bracketed part of its model name (`AD102GL [L40S]`, `TU104GL [Tesla T4]`) when the catalog
-/// knows that family.
-pub(crate) fn family_of(gpu: &Gpu) -> Option<String> {
-    // A time-sliced name first; in MIG mode a GPU lists only MIG-backed ones.
-    let parsed: Vec<_> = gpu
-        .types
-        .iter()
-        .filter_map(|t| t.name.as_deref().and_then(parse_nvidia_type_name))
-        .collect();
-    if let Some(family) = parsed
-        .iter()
-        .find(|p| p.mig_slices.is_none())
-        .or_else(|| parsed.first())
-        .map(|p| p.gpu.clone())
-    {
-        return Some(family);
-    }
-    let model = gpu.model.as_deref()?;
-    let inner = bracketed(model);
-    let candidates = [inner, inner.rsplit(' ').next().unwrap_or(inner)];
-    candidates.into_iter().find_map(|candidate| {
-        catalog::all()
-            .iter()
-            .filter_map(|row| parse_nvidia_type_name(&row.name))
-            .find(|p| p.gpu.eq_ignore_ascii_case(candidate))
-            .map(|p| p.gpu)
     })
 }
 

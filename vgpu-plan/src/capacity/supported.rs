@@ -63,7 +63,7 @@ pub(crate) fn missing(host: &HostState, gpu: &Gpu) -> Vec<VgpuType> {
 
 /// A type of `gpu`'s family on its interface, from the catalog.
 fn catalog_rows(gpu: &Gpu) -> impl Iterator<Item = &'static CatalogType> {
-    let family = crate::offers::family_of(gpu);
+    let family = catalog::family_of(gpu);
     catalog::all().iter().filter(move |row| {
         row.interface == "vendor-vfio"
             && family.as_deref().is_some_and(|f| {
