@@ -664,3 +664,30 @@ fn types_of_vendor_vfio_gpu_holding_one_type_show_it_as_the_limit_of_the_others(
         ]
     );
 }
+
+/// A relative state root that does not exist yet, as the quick start gives: it is created
+/// below the working directory.
+#[test]
+fn create_with_a_relative_state_root_not_there_yet_creates_it() {
+    let h = host("t4-legacy");
+    let cwd = tempfile::tempdir().unwrap();
+
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .current_dir(cwd.path())
+        .arg("--root")
+        .arg(h.sim.root())
+        .args(["--state-root", "state", "create", T4, "--type", "T4-2Q"])
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .output()
+        .unwrap();
+
+    assert_eq!(
+        (
+            made.status.code(),
+            stderr(&made),
+            cwd.path().join("state/run").is_dir()
+        ),
+        (Some(0), String::new(), true)
+    );
+}

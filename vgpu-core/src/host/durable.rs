@@ -77,16 +77,15 @@ pub(crate) fn create_dirs(dir: &Path, mode: u32) -> Result<()> {
     if is_dir(dir)? {
         return Ok(());
     }
-    if let Some(parent) = dir.parent() {
+    // A relative path ends in the empty path, which is the working directory.
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
         create_dirs(parent, mode)?;
     }
     match DirBuilder::new().mode(mode).create(dir) {
         Ok(()) => {
             tracing::info!(path = %dir.display(), "created directory");
-            match dir.parent() {
-                Some(parent) => sync_dir(parent),
-                None => Ok(()),
-            }
+            sync_dir(parent.unwrap_or(Path::new(".")))
         }
         // Another process created it between the check and here.
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists && is_dir(dir)? => Ok(()),
