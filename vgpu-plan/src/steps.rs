@@ -272,8 +272,8 @@ pub enum Refusal {
         why: String,
     },
     /// A type the GPU may not offer: sysfs hides the types it cannot hold beside its vGPUs,
-    /// the built-in catalog names it, and no NVML confirms it. The plan would take vGPUs away
-    /// before the driver could say.
+    /// the built-in catalog names it, and neither NVML nor a recorded offer confirms it. The
+    /// plan would take vGPUs away before the driver could say.
     Unconfirmed {
         /// The type.
         type_name: String,
@@ -469,7 +469,8 @@ impl fmt::Display for Refusal {
             Refusal::Unconfirmed { type_name } => write!(
                 f,
                 "{type_name} is named by the built-in catalog only: the GPU lists no other type \
-                 while it holds vGPUs, and NVML is not loaded to confirm it"
+                 while it holds vGPUs, and neither NVML nor an offer recorded under this driver \
+                 confirms it"
             ),
             Refusal::TooMany {
                 type_name,
