@@ -570,21 +570,71 @@ fn assert_json_lists_differences_as_objects() {
     );
 }
 
-/// One single-type config per type the L40S supports, in vgpu-device-manager's format
-/// (as NVIDIA's example file has one per type), each filling the first GPU.
-fn l40s_single_type_configs(host: &Host) -> (Vec<String>, String) {
-    let types = json(&vgpuctl(host, &["types", "41:00.0", "--json"]));
-    let mut names = Vec::new();
+const L40S: &str = "0000:41:00.0";
+
+/// Every type the first L40S supports, as `types` names them (without `NVIDIA `), with its
+/// maximum per GPU.
+fn l40s_types(host: &Host) -> Vec<(String, u32)> {
+    let types = json(&vgpuctl(host, &["types", L40S, "--json"]));
+    types["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().unwrap().trim_start_matches("NVIDIA ");
+            let max = u32::try_from(t["max_instances"].as_u64().unwrap()).unwrap();
+            (name.to_owned(), max)
+        })
+        .collect()
+}
+
+/// vgpu-device-manager configs, each `count` vGPUs of one type on the first GPU.
+fn device_manager_yaml(configs: &[(&str, &str, u32)]) -> String {
     let mut yaml = String::from("version: v1\nvgpu-configs:\n");
-    for t in types["gpus"][0]["types"].as_array().unwrap() {
-        let name = t["name"].as_str().unwrap().trim_start_matches("NVIDIA ");
-        let max = t["max_instances"].as_u64().unwrap();
+    for (config, type_name, count) in configs {
         yaml.push_str(&format!(
-            "  {name}:\n  - devices: [0]\n    vgpu-devices:\n      \"{name}\": {max}\n"
+            "  {config}:\n  - devices: [0]\n    vgpu-devices:\n      \"{type_name}\": {count}\n"
         ));
-        names.push(name.to_owned());
     }
-    (names, yaml)
+    yaml
+}
+
+/// `vgpuctl` without libvirt: no domain holds anything, and no helper runs for each command.
+fn local(host: &Host, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .arg("--root")
+        .arg(host.sim.root())
+        .arg("--state-root")
+        .arg(host.state.path())
+        .args(args)
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .env_remove("VGPU_CONNECT")
+        .output()
+        .unwrap()
+}
+
+/// The vGPUs on `gpu`: (id, type id), in the order `list` gives them.
+fn partition(host: &Host, gpu: &str) -> Vec<(String, String)> {
+    let list = json(&local(host, &["list", "--json"]));
+    let gpu = list["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["address"] == gpu)
+        .unwrap()
+        .clone();
+    gpu["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_owned(),
+                v["type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// Without NVML, every type change on a vendor-VFIO GPU is reached in one apply: the types
@@ -592,37 +642,85 @@ fn l40s_single_type_configs(host: &Host) -> (Vec<String>, String) {
 #[test]
 fn device_manager_l40s_configs_in_sequence_each_reach_their_config_in_one_apply() {
     let host = host("l40s-vendor-vfio");
-    let (names, yaml) = l40s_single_type_configs(&host);
-    let file = write(&host, "l40s.yaml", &yaml);
-
-    // Without libvirt: no domain holds anything, and no helper runs for each command.
-    let local = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
-            .arg("--root")
-            .arg(host.sim.root())
-            .arg("--state-root")
-            .arg(host.state.path())
-            .args(args)
-            .env_remove("VGPU_ROOT")
-            .env_remove("VGPU_STATE_ROOT")
-            .env_remove("VGPU_CONNECT")
-            .output()
-            .unwrap()
-    };
-
     // Every other type, in the order `types` lists them: each class (B, Q, A, C) and both
     // directions of size, at half the time of all 30.
-    let names: Vec<String> = names.into_iter().step_by(2).collect();
+    let types: Vec<(String, u32)> = l40s_types(&host).into_iter().step_by(2).collect();
+    let configs: Vec<(&str, &str, u32)> = types
+        .iter()
+        .map(|(name, max)| (name.as_str(), name.as_str(), *max))
+        .collect();
+    let file = write(&host, "l40s.yaml", &device_manager_yaml(&configs));
+
     let mut reached = Vec::new();
-    for name in &names {
-        let applied = local(&["apply", "-f", &file, "-c", name]);
-        let asserted = local(&["assert", "-f", &file, "-c", name]);
+    for (name, _) in &types {
+        let applied = local(&host, &["apply", "-f", &file, "-c", name]);
+        let asserted = local(&host, &["assert", "-f", &file, "-c", name]);
         reached.push((name.clone(), applied.status.code(), asserted.status.code()));
     }
 
-    let all_reached: Vec<(String, Option<i32>, Option<i32>)> = names
+    let all_reached: Vec<(String, Option<i32>, Option<i32>)> = types
         .iter()
-        .map(|n| (n.clone(), Some(0), Some(0)))
+        .map(|(n, _)| (n.clone(), Some(0), Some(0)))
         .collect();
-    assert_eq!((names.len(), reached), (15, all_reached));
+    assert_eq!((types.len(), reached), (15, all_reached));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: 6,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    /// Random pairs of single-type partitions of an L40S, without NVML, some asking for more
+    /// than the type holds, with a fault at a random VF or none: `plan` accepts exactly what
+    /// `apply` reaches, in one run; a fault that fires leaves the old partition intact.
+    #[test]
+    fn l40s_partition_change_is_planned_exactly_when_apply_reaches_it(
+        from in 0usize..30,
+        from_pick in 0u32..1000,
+        to in 0usize..30,
+        to_pick in 0u32..1000,
+        fault in proptest::option::of(0usize..32),
+    ) {
+        let host = host("l40s-vendor-vfio");
+        let types = l40s_types(&host);
+        let (from_name, from_max) = &types[from];
+        let (to_name, to_max) = &types[to];
+        let from_count = 1 + from_pick % from_max;
+        // One more than the type holds is in range: a plan that must be refused.
+        let to_count = 1 + to_pick % (to_max + 1);
+        let yaml = device_manager_yaml(&[
+            ("from", from_name, from_count),
+            ("to", to_name, to_count),
+        ]);
+        let file = write(&host, "pair.yaml", &yaml);
+        proptest::prop_assert_eq!(
+            local(&host, &["apply", "-f", &file, "-c", "from"]).status.code(),
+            Some(0)
+        );
+        let before = partition(&host, L40S);
+        let list = json(&local(&host, &["list", "--json"]));
+        let vfs = list["gpus"][0]["vfs"].as_array().unwrap().clone();
+        if let Some(i) = fault {
+            let vf = vfs[i % vfs.len()]["address"].as_str().unwrap();
+            host.sim
+                .control(&format!("fail-next 1 EIO */{vf}/nvidia/current_vgpu_type"))
+                .unwrap();
+        }
+
+        let planned = local(&host, &["plan", "-f", &file, "-c", "to"]).status.code();
+        let applied = local(&host, &["apply", "-f", &file, "-c", "to"]).status.code();
+        let asserted = local(&host, &["assert", "-f", &file, "-c", "to"]).status.code();
+        let after = partition(&host, L40S);
+        let control = std::fs::read_to_string(host.sim.root().join(".vgpu-sim/control")).unwrap();
+        let fired = fault.is_some() && !control.contains("fail-next");
+
+        let accepted = planned != Some(1);
+        proptest::prop_assert_eq!(accepted, to_count <= *to_max);
+        match (accepted, fired) {
+            (true, false) => proptest::prop_assert_eq!((applied, asserted), (Some(0), Some(0))),
+            _ => proptest::prop_assert_eq!((applied, &after), (Some(1), &before)),
+        }
+    }
 }
