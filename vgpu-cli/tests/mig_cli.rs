@@ -431,6 +431,60 @@ fn a_vgpu_device_manager_type_change_to_another_profile_is_one_apply() {
     );
 }
 
+/// Every type of the H200 as `types --json` lists it, without the columns that move with
+/// what the GPU holds.
+fn supported_types(mig: &Mig) -> Vec<serde_json::Value> {
+    let types = json(&mig.vgpuctl(&["types", H200, "--json"]));
+    types["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            for moving in ["available", "in_use", "limit", "name_source"] {
+                t.as_object_mut().unwrap().remove(moving);
+            }
+            t
+        })
+        .collect()
+}
+
+/// MIG-backed to time-sliced and back, each one apply (the time-sliced type implies MIG mode
+/// off); `types` lists the same supported set at every step.
+#[test]
+fn mig_backed_to_time_sliced_and_back_is_one_apply_each_with_the_same_supported_types() {
+    let mig = Mig::new();
+    let file = mig.file(
+        "vgpu.yaml",
+        "version: v1\nvgpu-configs:\n  seven:\n  - devices: all\n    vgpu-devices:\n      \"H200X-1-18C\": 7\n  whole:\n  - devices: all\n    vgpu-devices:\n      \"H200X-141C\": 1\n",
+    );
+    let supported = supported_types(&mig);
+    let mut steps = Vec::new();
+
+    for config in ["seven", "whole", "seven"] {
+        let applied = mig.vgpuctl(&["apply", "-f", &file, "-c", config]);
+        let asserted = mig.vgpuctl(&["assert", "-f", &file, "-c", config]);
+        steps.push((
+            config,
+            applied.status.code(),
+            asserted.status.code(),
+            supported_types(&mig) == supported,
+        ));
+    }
+
+    assert_eq!(
+        (steps, supported.len()),
+        (
+            vec![
+                ("seven", Some(0), Some(0), true),
+                ("whole", Some(0), Some(0), true),
+                ("seven", Some(0), Some(0), true)
+            ],
+            3
+        )
+    );
+}
+
 /// The same change back, from an explicit geometry and types in host.toml.
 #[test]
 fn a_host_toml_geometry_and_type_change_back_to_1g_is_one_apply() {

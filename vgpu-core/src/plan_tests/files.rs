@@ -275,7 +275,11 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
             persistence: Start::Auto,
             vf_driver: VfDriver::VfioPci,
             scheduler: None,
-            mig: None,
+            mig: Some(crate::MigRequest {
+                geometry: crate::MigGeometry::Disabled,
+                at: Location { line: 7, column: 7 },
+                implied: true
+            }),
             at: Location { line: 4, column: 5 }
         }]
     );

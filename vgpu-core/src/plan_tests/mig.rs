@@ -319,10 +319,15 @@ fn device_manager_media_extension_type_implies_plus_me() {
 }
 
 #[test]
-fn device_manager_time_sliced_type_implies_no_geometry() {
+fn device_manager_time_sliced_type_implies_mig_off() {
     let text = "version: v1\nvgpu-configs:\n  desk:\n  - devices: all\n    vgpu-devices:\n      \"T4-1Q\": 16\n";
 
-    assert_eq!(yaml(text, "desk").entries[0].mig, None);
+    let mig = yaml(text, "desk").entries[0]
+        .mig
+        .clone()
+        .map(|m| (m.geometry, m.implied));
+
+    assert_eq!(mig, Some((MigGeometry::Disabled, true)));
 }
 
 #[test]

@@ -133,11 +133,19 @@ impl MigGeometry {
     /// instance of its profile per vGPU (`7 x H200X-1-18C` needs `7 x 1g.18gb`). NVIDIA's
     /// MIG-backed type name `<GPU>-<slices>-<GB><class>[ME|NOME|MEALL]` gives the profile,
     /// `<slices>g.<GB>gb` with `+me`, `-me` or `+me.all`, so the GPU's memory is not needed.
-    /// `None` when `types` is empty or holds a time-sliced type, an id, or a name outside
-    /// that grammar.
+    /// When every type is time-sliced (`H200X-141C`), MIG mode off: a time-sliced vGPU takes
+    /// the whole GPU. The planner drops that on a GPU not in MIG mode. `None` when `types` is
+    /// empty or mixes the two, or holds an id or a name outside NVIDIA's grammar.
     pub fn implied_by(types: &[TypeItem]) -> Option<MigGeometry> {
         if types.is_empty() {
             return None;
+        }
+        let parsed: Option<Vec<_>> = types
+            .iter()
+            .map(|item| crate::parse::parse_nvidia_type_name(&item.name))
+            .collect();
+        if parsed?.iter().all(|p| p.mig_slices.is_none()) {
+            return Some(MigGeometry::Disabled);
         }
         let mut instances = BTreeMap::new();
         for item in types {

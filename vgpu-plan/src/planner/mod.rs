@@ -191,7 +191,13 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         Partition::Unchanged => UnderVgpus::Stay { config },
         _ => UnderVgpus::MayGo,
     };
-    let (geometry_steps, adjusted, used_gone) = match &entry.mig {
+    // Time-sliced types imply MIG mode off, which a GPU not in MIG mode has already.
+    let mig_on = host.mig.get(&gpu.address).is_some_and(|f| f.mig_on);
+    let request = entry
+        .mig
+        .as_ref()
+        .filter(|r| !(r.implied && r.geometry == crate::desired::MigGeometry::Disabled && !mig_on));
+    let (geometry_steps, adjusted, used_gone) = match request {
         None => (Vec::new(), None, Vec::new()),
         Some(request) => match crate::geometry::plan(host, gpu, request, under) {
             Ok(geometry) => {
