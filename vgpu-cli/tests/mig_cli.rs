@@ -604,3 +604,36 @@ fn turning_mig_on_when_the_driver_wants_a_reset_is_taken_back_and_refused() {
         String::from_utf8_lossy(&applied.stdout)
     );
 }
+
+/// A time-sliced type in host.toml on a GPU left in MIG mode: refused where the file asks,
+/// before anything goes; with `mig = "disabled"` it is planned.
+#[test]
+fn a_time_sliced_type_on_a_gpu_left_in_mig_mode_is_refused_and_planned_with_mig_off() {
+    let mig = Mig::new();
+    let head =
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\n";
+    let left = mig.file(
+        "left.toml",
+        &format!("{head}types = {{ \"H200X-141C\" = 1 }}\n"),
+    );
+    let off = mig.file(
+        "off.toml",
+        &format!("{head}mig = \"disabled\"\ntypes = {{ \"H200X-141C\" = 1 }}\n"),
+    );
+
+    let refused = json(&mig.vgpuctl(&["plan", "-f", &left, "--json"]));
+    let planned = mig.vgpuctl(&["plan", "-f", &off]);
+
+    assert_eq!(
+        (
+            &refused["gpus"][0]["refusals"][0]["reason"],
+            &refused["gpus"][0]["refusals"][0]["at"],
+            planned.status.code()
+        ),
+        (
+            &serde_json::json!("mig-on-time-sliced"),
+            &serde_json::json!({"line": 5, "column": 11}),
+            Some(4)
+        )
+    );
+}

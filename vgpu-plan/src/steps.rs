@@ -263,6 +263,11 @@ pub enum Refusal {
         /// GPU instances of that profile on the GPU.
         instances: u32,
     },
+    /// A time-sliced type on a GPU that stays in MIG mode.
+    MigOnTimeSliced {
+        /// The type.
+        type_name: String,
+    },
     /// MIG-backed vGPUs on a GPU whose GPU instances are not known (no NVML), or whose MIG
     /// mode is off.
     GpuInstancesUnknown {
@@ -461,6 +466,11 @@ impl fmt::Display for Refusal {
                 f,
                 "{asked} MIG-backed vGPU(s) on profile {profile} asked, it has {instances} GPU \
                  instance(s) of it"
+            ),
+            Refusal::MigOnTimeSliced { type_name } => write!(
+                f,
+                "{type_name} is time-sliced and takes the whole GPU, which stays in MIG mode: \
+                 ask for MIG mode off too (mig = \"disabled\")"
             ),
             Refusal::GpuInstancesUnknown { profile, why } => write!(
                 f,

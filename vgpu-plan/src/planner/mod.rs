@@ -405,6 +405,20 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
         }
     }
     refusals.extend(gpu_instances(host, gpu, &types));
+    // A time-sliced type needs MIG mode off, which the entry does not ask for.
+    if host.mig.get(&gpu.address).is_some_and(|f| f.mig_on) {
+        for (offer, _, at) in types
+            .iter()
+            .filter(|(o, _, _)| !o.mig && o.series.is_some())
+        {
+            refusals.push(Refused::new(
+                Refusal::MigOnTimeSliced {
+                    type_name: offer.label(),
+                },
+                Some(*at),
+            ));
+        }
+    }
     let total: u32 = types.iter().map(|(_, n, _)| *n).sum();
     if let (Some(slots), Rule::OneType) = (view.vf_slots, view.rule) {
         if total > slots && refusals.is_empty() {
