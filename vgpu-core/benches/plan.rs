@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use vgpu_core::testing::fleet::{self, Model};
+use vgpu_core::plan::testing::fleet::{self, Model};
 use vgpu_core::{
     DesiredFile, Format, HostState, Inventory, PciAddress, PlaceRequest, PlaceWant, Policy, place,
     plan,

@@ -3,7 +3,7 @@
 use crate::model::delta::*;
 use crate::model::pci::PciAddress;
 use crate::model::*;
-use crate::testing::fleet::{Model, enable_vfs, gpu};
+use crate::plan::testing::fleet::{Model, enable_vfs, gpu};
 
 fn addr(text: &str) -> PciAddress {
     text.parse().unwrap()

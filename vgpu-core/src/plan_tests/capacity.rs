@@ -4,9 +4,9 @@ use crate::capacity::*;
 use crate::model::definition::{BindingDefinition, VfVgpuDefinition};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory, MigBacking, Vgpu, VgpuHandle, VgpuType};
+use crate::plan::testing::fleet::{self, Model};
 use crate::state::store::Start;
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 const L40S: &str = "0000:41:00.0";
 const H200: &str = "0000:18:00.0";

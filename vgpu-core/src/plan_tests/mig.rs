@@ -12,8 +12,8 @@ use crate::plan::desired::{
 };
 use crate::plan::planner::plan;
 use crate::plan::steps::{Refusal, Refused};
+use crate::plan::testing::fleet::Model;
 use crate::state::store::Start;
-use crate::testing::fleet::Model;
 
 fn error(path: &str, format: Format, text: &str) -> (usize, usize, String) {
     match DesiredFile::parse(path, format, text) {

@@ -1,5 +1,5 @@
 //! Unit tests of the planner, placement and the file readers, on in-memory hosts
-//! ([`crate::testing::fleet`]) and files written inline.
+//! ([`crate::plan::testing::fleet`]) and files written inline.
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,9 +21,9 @@ use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory};
 use crate::plan::desired::{Desired, DesiredFile, Format};
 use crate::plan::place::Pick;
+use crate::plan::testing::fleet::{self, Model};
 use crate::plan::{DefinitionSet, HostState};
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 /// A host with these GPUs, no definitions and nothing held.
 fn host(gpus: Vec<Gpu>) -> HostState {

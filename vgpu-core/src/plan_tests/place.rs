@@ -4,9 +4,9 @@ use super::{gpu, host, vf};
 use crate::model::pci::PciAddress;
 use crate::plan::Error;
 use crate::plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
+use crate::plan::testing::fleet::{self, Model};
 use crate::state::store::{Start, VfVgpuDefinition};
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";

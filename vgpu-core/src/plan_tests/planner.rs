@@ -8,9 +8,9 @@ use crate::model::{Backend, VgpuHandle};
 use crate::plan::desired::Location;
 use crate::plan::planner::plan;
 use crate::plan::steps::{Step, Unmatched, Want};
+use crate::plan::testing::fleet::{self, Model};
 use crate::state::store::{MdevDefinition, SriovDefinition, Start, VfVgpuDefinition};
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 fn l40s_12q(count: u32) -> Vec<Step> {
     vec![

@@ -10,9 +10,9 @@ use crate::plan::HostState;
 use crate::plan::desired::Location;
 use crate::plan::planner::plan;
 use crate::plan::steps::{Refusal, Refused, Step};
+use crate::plan::testing::fleet::{self, Model};
 use crate::state::store::SriovDefinition;
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 const FLEX_ENTRY: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"default\"\n";
 

@@ -5,7 +5,7 @@ use crate::model::{Backend, VgpuHandle};
 use crate::plan::desired::Location;
 use crate::plan::planner::plan;
 use crate::plan::steps::{Refusal, Refused};
-use crate::testing::fleet::Model;
+use crate::plan::testing::fleet::Model;
 
 #[test]
 fn plan_five_12gib_on_a_48gib_card_is_too_many() {

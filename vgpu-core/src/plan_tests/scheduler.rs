@@ -11,8 +11,8 @@ use crate::plan::desired::{DesiredFile, Format};
 use crate::plan::place::Pick;
 use crate::plan::planner::plan;
 use crate::plan::steps::{Refusal, Step};
+use crate::plan::testing::fleet::{self, Model};
 use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
 
 const EQUAL_SHARE_2MS: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
     model = \"L40S\"\ntypes = { \"L40S-12Q\" = 1 }\n\
