@@ -2,3 +2,6 @@
 //! reports them. This crate's tests, its benchmark and `vgpu-core`'s tests use them.
 
 pub mod fleet;
+
+#[cfg(test)]
+pub(crate) mod unit;
