@@ -91,6 +91,7 @@ LAYERS = {
         "geometry",
         "planner",
         "place",
+        "testing",
     ],
     "vgpu-core": [
         "error",

@@ -97,8 +97,6 @@ pub use vgpu_model as model;
 use vgpu_model::parse;
 pub use vgpu_plan as plan;
 use vgpu_plan::capacity;
-#[cfg(test)]
-mod plan_tests;
 
 mod backend;
 pub mod checks;

@@ -178,3 +178,6 @@ fn everything(gpu: &Gpu) -> Vec<DeltaItem> {
     );
     items
 }
+
+#[cfg(test)]
+mod tests;

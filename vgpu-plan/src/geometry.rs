@@ -235,3 +235,6 @@ fn vgpus_of_profiles(gpu: &Gpu, instances: &[(u32, String)]) -> Vec<VgpuHandle> 
         .map(|v| v.id)
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

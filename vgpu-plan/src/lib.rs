@@ -14,7 +14,8 @@
 //!   ([`geometry`]);
 //! - [`capacity`]: [`room`], the one answer to what a GPU can still take, a type's identity,
 //!   the hand-out check, and where new GPU instances fit;
-//! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs.
+//! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs;
+//! - [`testing`]: a synthetic fleet of GPUs, a fixture for benchmarks and tests only.
 //!
 //! Carrying a plan out is `vgpu-core`'s `Manager::apply`: each GPU's steps are one operation,
 //! under the host lock, audited, and undone if one fails.
@@ -34,6 +35,7 @@ pub mod offers;
 pub mod place;
 pub mod planner;
 pub mod steps;
+pub mod testing;
 
 pub use capacity::{
     DefinitionSet, HostState, KnownType, Limit, MigFacts, MigFitError, PlacedGpuInstance, Room,

@@ -331,3 +331,6 @@ fn series_of(name: &str) -> Option<char> {
         .next()
         .filter(|c| digits > 0 && matches!(c, 'A' | 'B' | 'C' | 'Q'))
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,8 +6,6 @@
 //! never hides the others.
 
 pub(crate) use crate::model::catalog::{self, set_name};
-#[cfg(test)]
-mod delta_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

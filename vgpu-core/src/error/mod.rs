@@ -2,6 +2,8 @@
 //! [`ErrorKind`], the few categories a caller acts on; [`NvmlError`] (`nvml.rs`), the failures
 //! of a change that needs NVML.
 
+#[cfg(test)]
+mod from_plan_tests;
 mod nvml;
 #[cfg(test)]
 mod tests;

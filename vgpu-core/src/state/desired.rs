@@ -22,3 +22,45 @@ pub fn read_desired(path: &Path) -> Result<DesiredFile> {
         &text,
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIG_PARTED: &str = "version: v1
+mig-configs:
+  custom:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2]
+      device-filter: \"0x233510DE\"
+      mig-enabled: true
+      mig-devices:
+        \"1g.18gb\": 3
+        \"2g.35gb\": 2
+  all-enabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+";
+
+    #[test]
+    fn desired_file_read_detects_mig_parted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, MIG_PARTED).unwrap();
+
+        let file = read_desired(&path).unwrap();
+
+        assert_eq!(
+            (
+                file.format,
+                file.configs
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+            ),
+            (Format::MigPartedYaml, vec!["all-enabled", "custom"])
+        );
+    }
+}

@@ -438,6 +438,5 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// The hosts the tests and demos talk about, built with real ids, names and descriptions.
 pub mod fake_nvml;
-pub mod fleet;
 pub mod scenarios;
 pub mod udevd;

@@ -345,3 +345,6 @@ impl HostState {
         self.inventory.gpus.iter().find(|g| g.address == address)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -732,3 +732,6 @@ fn sriov_defined(definitions: &DefinitionSet, pf: PciAddress) -> Option<u32> {
         .find(|d| d.pf == pf)
         .map(|d| d.num_vfs)
 }
+
+#[cfg(test)]
+mod tests;

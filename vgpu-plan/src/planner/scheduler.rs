@@ -63,3 +63,6 @@ pub(crate) fn plan(host: &HostState, gpu: &Gpu, entry: &Entry, out: &mut GpuPlan
         },
     );
 }
+
+#[cfg(test)]
+mod tests;

@@ -299,3 +299,6 @@ pub fn nth_vf(gpu: &Gpu, index: u32) -> Option<PciAddress> {
     let bus = u8::try_from(vf >> 8).ok()?;
     PciAddress::new(pf.domain(), bus, ((vf >> 3) & 0x1f) as u8, (vf & 7) as u8)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,16 +1,115 @@
-//! `InventoryDelta` on inventories built by the test fleet.
+//! `InventoryDelta` on GPUs built here as discovery reports them: a Flex 170 (plain SR-IOV,
+//! no VF enabled), a T4 (mdev on the PF) and an L40S (NVIDIA vendor VFIO on 32 VFs). A delta
+//! reads no vGPU type of a GPU, so these GPUs list none.
 
-use crate::model::delta::*;
-use crate::model::pci::PciAddress;
-use crate::model::*;
-use crate::testing::fleet::{Model, enable_vfs, gpu};
+use super::*;
+use crate::pci::{PciAddress, SriovCapability};
+use crate::{Backend, Gpu, Vf, Vgpu, VgpuHandle};
 
 fn addr(text: &str) -> PciAddress {
     text.parse().unwrap()
 }
 
+/// The `index`-th VF of `pf` (offset 4, stride 1).
+fn vf_address(pf: PciAddress, index: u32) -> PciAddress {
+    let rid = (u32::from(pf.bus()) << 8) | (u32::from(pf.device()) << 3) | u32::from(pf.function());
+    let vf = rid + 4 + index;
+    PciAddress::new(
+        pf.domain(),
+        u8::try_from(vf >> 8).unwrap(),
+        ((vf >> 3) & 0x1f) as u8,
+        (vf & 7) as u8,
+    )
+    .unwrap()
+}
+
+/// `count` VFs of `pf` from the first, each on `driver`.
+fn vfs(pf: PciAddress, count: u32, driver: &str) -> Vec<Vf> {
+    (0..count)
+        .map(|i| Vf {
+            address: vf_address(pf, i),
+            driver: Some(driver.to_owned()),
+            iommu_group: None,
+            vgpu_type: None,
+            memory_mib: None,
+        })
+        .collect()
+}
+
+/// An idle GPU `vendor:device` at `address` on `driver`, its VFs on the same driver.
+fn pf(
+    address: &str,
+    ids: (u16, u16),
+    driver: &str,
+    backend: Backend,
+    vf_counts: (u32, u32),
+) -> Gpu {
+    let (vendor, device) = ids;
+    let (total_vfs, enabled) = vf_counts;
+    let address = addr(address);
+    Gpu {
+        address,
+        vendor_id: Some(vendor),
+        device_id: Some(device),
+        subsystem_vendor_id: Some(vendor),
+        subsystem_device_id: None,
+        class: Some(0x030200),
+        vendor: None,
+        model: None,
+        driver: Some(driver.to_owned()),
+        numa_node: None,
+        iommu_group: None,
+        backend,
+        sriov: (total_vfs > 0).then_some(SriovCapability {
+            total_vfs,
+            num_vfs: enabled,
+            offset: Some(4),
+            stride: Some(1),
+            vf_device_id: Some(device),
+            drivers_autoprobe: Some(true),
+        }),
+        vfs: vfs(address, enabled, driver),
+        types: Vec::new(),
+        vgpus: Vec::new(),
+    }
+}
+
 fn flex() -> Gpu {
-    gpu(Model::Flex170, addr("0000:4d:00.0"), None)
+    pf(
+        "0000:4d:00.0",
+        (0x8086, 0x56c0),
+        "i915",
+        Backend::Sriov,
+        (16, 0),
+    )
+}
+
+fn t4() -> Gpu {
+    pf(
+        "0000:3b:00.0",
+        (0x10de, 0x1eb8),
+        "nvidia",
+        Backend::Mdev,
+        (0, 0),
+    )
+}
+
+fn l40s() -> Gpu {
+    pf(
+        "0000:41:00.0",
+        (0x10de, 0x26b9),
+        "nvidia",
+        Backend::NvidiaVfio,
+        (32, 32),
+    )
+}
+
+/// Enables `count` VFs of a plain SR-IOV GPU, each on `i915`.
+fn enable_vfs(gpu: &mut Gpu, count: u32) {
+    gpu.vfs = vfs(gpu.address, count, "i915");
+    if let Some(sriov) = &mut gpu.sriov {
+        sriov.num_vfs = count;
+    }
 }
 
 fn items(list: &[DeltaItem]) -> Vec<(DeltaKind, &str)> {
@@ -45,7 +144,7 @@ fn between_absent_and_gpu_adds_gpu_then_vfs() {
 
 #[test]
 fn between_gpu_and_absent_removes_gpu_and_vgpus() {
-    let mut gpu = gpu(Model::T4, addr("0000:3b:00.0"), None);
+    let mut gpu = t4();
     let uuid = uuid::Uuid::from_u128(7);
     gpu.vgpus.push(Vgpu {
         id: VgpuHandle::Mdev(uuid),
@@ -104,7 +203,7 @@ fn between_vf_driver_unbound_is_a_driver_change() {
 
 #[test]
 fn between_vendor_type_set_changes_vgpu_type_and_adds_vgpu() {
-    let before = gpu(Model::L40s, addr("0000:41:00.0"), None);
+    let before = l40s();
     let mut after = before.clone();
     let vf = after.vfs[0].address;
     after.vfs[0].vgpu_type = Some("1145".to_owned());

@@ -1,14 +1,16 @@
-//! MIG geometry turned into steps (`vgpu-plan/src/geometry.rs`), on Hopper's placement table.
+//! MIG geometry turned into steps, on Hopper's placement table.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::*;
+use crate::HostState;
 use crate::capacity::MigFacts;
-use crate::nvml::mig::MigProfile;
-use crate::nvml::mig_write::GpuInstancePlacement;
-use crate::plan::desired::{Location, MigGeometry, MigRequest};
-use crate::plan::geometry;
-use crate::plan::steps::{Refusal, Step};
+use crate::desired::{Location, MigGeometry, MigRequest};
+use crate::geometry;
+use crate::model::nvml::GpuInstancePlacement;
+use crate::model::nvml::MigProfile;
+use crate::steps::{Refusal, Step};
+use crate::testing::fleet::Model;
+use crate::testing::unit::{addr, gpu, host};
 
 const H200: &str = "0000:18:00.0";
 

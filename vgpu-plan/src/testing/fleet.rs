@@ -8,12 +8,12 @@
 
 use uuid::Uuid;
 
-use crate::discovery::catalog;
+use crate::model::catalog;
 use crate::model::pci::PciAddress;
 use crate::model::pci::SriovCapability;
 use crate::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, VgpuType};
-use crate::parse::gvtg_type_instances;
-use crate::plan::place::Pick;
+use crate::parse::{gvtg_type_instances, mig_backing};
+use crate::place::Pick;
 
 /// The models these builders know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,7 +175,7 @@ fn vgpu_type(id: &str, name: Option<&str>, framebuffer_mib: u64, max: u32) -> Vg
         in_use: 0,
         device_api: Some("vfio-pci".to_owned()),
         description: None,
-        mig: name.and_then(crate::nvml::mig::backing),
+        mig: name.and_then(mig_backing),
         offered: 0,
     }
 }

@@ -1,11 +1,13 @@
 //! The planner's refusals: one test per reason a GPU cannot be brought to the config.
 
-use super::{FLEX, GVTG, L40S, L40S_BY_MODEL, T4, gpu, host, t4_holding, toml, uuid};
+use crate::desired::Location;
 use crate::model::{Backend, VgpuHandle};
-use crate::plan::desired::Location;
-use crate::plan::planner::plan;
-use crate::plan::steps::{Refusal, Refused};
+use crate::planner::plan;
+use crate::steps::{Refusal, Refused};
 use crate::testing::fleet::Model;
+use crate::testing::unit::{
+    FLEX, GVTG, L40S, L40S_BY_MODEL, T4, gpu, host, t4_holding, toml, uuid,
+};
 
 #[test]
 fn plan_five_12gib_on_a_48gib_card_is_too_many() {

@@ -1,12 +1,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::capacity::*;
+use crate::model::definition::Start;
 use crate::model::definition::{BindingDefinition, VfVgpuDefinition};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory, MigBacking, Vgpu, VgpuHandle, VgpuType};
-use crate::state::store::Start;
-use crate::testing::addr;
 use crate::testing::fleet::{self, Model};
+use crate::testing::unit::addr;
 
 const L40S: &str = "0000:41:00.0";
 const H200: &str = "0000:18:00.0";
@@ -52,7 +52,7 @@ fn h200() -> Gpu {
         in_use: 0,
         device_api: None,
         description: None,
-        mig: crate::nvml::mig::backing(name),
+        mig: crate::parse::mig_backing(name),
         offered: 16,
     };
     gpu.types = vec![
@@ -246,7 +246,7 @@ fn room_of_plain_vfs_leaves_out_given_and_defined_ones() {
     let gpu = state.inventory.gpus[0].clone();
 
     assert_eq!(
-        room(&state, &gpu, crate::backend::PLAIN_VF_TYPE),
+        room(&state, &gpu, crate::model::PLAIN_VF_TYPE),
         Room {
             available: 2,
             limit: Limit::Definitions { held: 1 },
@@ -318,8 +318,8 @@ mod agreement {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::plan::desired::{DesiredFile, Format};
-    use crate::plan::place::{PlaceRequest, PlaceWant, Policy, place};
+    use crate::desired::{DesiredFile, Format};
+    use crate::place::{PlaceRequest, PlaceWant, Policy, place};
 
     /// An L40S with `running` 12Q vGPUs and `defined` stopped 12Q definitions on the VFs
     /// after them, and a stopped 24Q definition when `other`.
@@ -358,7 +358,7 @@ mod agreement {
             "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"{L40S}\"\ntypes = {{ \"L40S-12Q\" = {total} }}\n"
         );
         let file = DesiredFile::parse("host.toml", Format::HostToml, &text).unwrap();
-        let plan = crate::plan::planner::plan(state, &file.configs[0]);
+        let plan = crate::planner::plan(state, &file.configs[0]);
         plan.gpus[0].refusals.is_empty()
     }
 

@@ -1,16 +1,20 @@
 //! The planner: one test per rule (the refusals are in `refusals`).
 
+mod refusals;
+
 use std::collections::BTreeMap;
 
-use super::{FLEX, GVTG, L40S, L40S_BY_MODEL, T4, gpu, host, t4_holding, toml, uuid, vf, yaml};
-use crate::backend::PLAIN_VF_TYPE;
+use crate::desired::Location;
+use crate::model::PLAIN_VF_TYPE;
+use crate::model::definition::{MdevDefinition, SriovDefinition, Start, VfVgpuDefinition};
 use crate::model::{Backend, VgpuHandle};
-use crate::plan::desired::Location;
-use crate::plan::planner::plan;
-use crate::plan::steps::{Step, Unmatched, Want};
-use crate::state::store::{MdevDefinition, SriovDefinition, Start, VfVgpuDefinition};
-use crate::testing::addr;
+use crate::planner::plan;
+use crate::steps::{Step, Unmatched, Want};
 use crate::testing::fleet::{self, Model};
+use crate::testing::unit::addr;
+use crate::testing::unit::{
+    FLEX, GVTG, L40S, L40S_BY_MODEL, T4, gpu, host, t4_holding, toml, uuid, vf, yaml,
+};
 
 fn l40s_12q(count: u32) -> Vec<Step> {
     vec![
@@ -32,7 +36,7 @@ fn create(type_id: &str, name: &str) -> Step {
 }
 
 /// An L40S holding `count` L40S-12Q on its first VFs, each defined to start at boot.
-fn l40s_holding_12q(count: u32) -> crate::plan::HostState {
+fn l40s_holding_12q(count: u32) -> crate::HostState {
     let mut state = host(vec![gpu(Model::L40s, L40S)]);
     fleet::record_vgpus(&mut state.inventory, addr(L40S), "1153", 12288, 0, count);
     for i in 0..count {
@@ -378,7 +382,7 @@ fn plan_vendor_vfio_size_the_card_hides_is_refused_unconfirmed_without_nvml() {
             .iter()
             .map(|r| r.refusal.clone())
             .collect::<Vec<_>>(),
-        vec![crate::plan::steps::Refusal::Unconfirmed {
+        vec![crate::steps::Refusal::Unconfirmed {
             type_name: "NVIDIA L40S-24Q".to_owned()
         }]
     );
@@ -453,7 +457,7 @@ fn plan_vendor_vfio_type_nvml_does_not_list_is_unknown() {
     assert!(
         matches!(
             &plan.gpus[0].refusals[0].refusal,
-            crate::plan::steps::Refusal::UnknownType { wanted, .. } if wanted == "L40S-24Q"
+            crate::steps::Refusal::UnknownType { wanted, .. } if wanted == "L40S-24Q"
         ),
         "{:?}",
         plan.gpus[0].refusals

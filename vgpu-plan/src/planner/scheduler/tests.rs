@@ -1,27 +1,36 @@
 //! The `scheduler` key of a selection: parsed from `host.toml`, planned as a step before the
 //! vGPUs are made, and refused where it cannot be.
 
-use super::{FLEX, L40S, gpu, host, toml};
+use crate::Error;
+use crate::HostState;
+use crate::desired::{DesiredFile, Format};
 use crate::model::VgpuHandle;
+use crate::model::nvml::SchedulerRequest;
 use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
-use crate::nvml::sched::SchedulerRequest;
-use crate::plan::Error;
-use crate::plan::HostState;
-use crate::plan::desired::{DesiredFile, Format};
-use crate::plan::place::Pick;
-use crate::plan::planner::plan;
-use crate::plan::steps::{Refusal, Step};
-use crate::testing::addr;
+use crate::place::Pick;
+use crate::planner::plan;
+use crate::steps::{Refusal, Step};
 use crate::testing::fleet::{self, Model};
+use crate::testing::unit::addr;
+use crate::testing::unit::{FLEX, L40S, gpu, host, toml};
 
 const EQUAL_SHARE_2MS: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
     model = \"L40S\"\ntypes = { \"L40S-12Q\" = 1 }\n\
     scheduler = { policy = \"equal-share\", timeslice_ms = 2 }\n";
 
+/// NVML's number for `policy` (`NVML_VGPU_SCHEDULER_POLICY_*`).
+fn policy_code(policy: SchedulerPolicy) -> u32 {
+    match policy {
+        SchedulerPolicy::BestEffort => 1,
+        SchedulerPolicy::EqualShare => 2,
+        SchedulerPolicy::FixedShare => 3,
+    }
+}
+
 fn state(policy: SchedulerPolicy, timeslice_ns: u32) -> Fact<SchedulerState> {
     Fact::Value(SchedulerState {
         policy: Some(policy),
-        raw_policy: crate::nvml::sched::policy_code(policy),
+        raw_policy: policy_code(policy),
         arr_mode: ArrMode::Default,
         timeslice_ns: Fact::Value(timeslice_ns),
     })

@@ -13,18 +13,18 @@
 //!    every GPU holds one type at a time, so the optimum is the best assignment of one size
 //!    (or none) to each GPU, enumerated in full.
 //!
-//! `cargo bench -p vgpu-core --bench plan --features test-support` prints the numbers; it
-//! asserts nothing about speed.
+//! `cargo bench -p vgpu-plan --bench plan` prints the numbers; it asserts nothing about speed.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 
-use vgpu_core::testing::fleet::{self, Model};
-use vgpu_core::{
-    DesiredFile, Format, HostState, Inventory, PciAddress, PlaceRequest, PlaceWant, Policy, place,
-    plan,
-};
+use vgpu_model::Inventory;
+use vgpu_model::pci::PciAddress;
+use vgpu_plan::desired::{DesiredFile, Format};
+use vgpu_plan::place::{PlaceRequest, PlaceWant, Policy, place};
+use vgpu_plan::testing::fleet::{self, Model};
+use vgpu_plan::{HostState, plan};
 
 const SIZES_GIB: [u64; 7] = [1, 2, 4, 8, 12, 16, 24];
 /// How often each size is asked for, in percent: desktops more often than large vGPUs.

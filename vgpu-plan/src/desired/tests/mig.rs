@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{L40S, L40S_BY_MODEL, gpu, host, toml, yaml};
-use crate::model::NVIDIA_VENDOR_ID;
-use crate::plan::Error;
-use crate::plan::desired::{
+use crate::Error;
+use crate::desired::{
     DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection, VfDriver,
 };
-use crate::plan::planner::plan;
-use crate::plan::steps::{Refusal, Refused};
-use crate::state::store::Start;
+use crate::model::NVIDIA_VENDOR_ID;
+use crate::model::definition::Start;
+use crate::planner::plan;
+use crate::steps::{Refusal, Refused};
 use crate::testing::fleet::Model;
+use crate::testing::unit::{L40S, L40S_BY_MODEL, gpu, host, toml, yaml};
 
 fn error(path: &str, format: Format, text: &str) -> (usize, usize, String) {
     match DesiredFile::parse(path, format, text) {
@@ -635,26 +635,6 @@ fn format_of_file_tells_mig_parted_by_its_top_level_key() {
             Format::DeviceManagerYaml,
             Format::HostToml
         )
-    );
-}
-
-#[test]
-fn desired_file_read_detects_mig_parted() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("config.yaml");
-    std::fs::write(&path, MIG_PARTED).unwrap();
-
-    let file = crate::read_desired(&path).unwrap();
-
-    assert_eq!(
-        (
-            file.format,
-            file.configs
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-        ),
-        (Format::MigPartedYaml, vec!["all-enabled", "custom"])
     );
 }
 

@@ -1,12 +1,12 @@
 //! Placement: pack, spread, the one-type rule, NUMA, reserved VFs, and refusing when short.
 
-use super::{gpu, host, vf};
+use crate::Error;
+use crate::model::definition::{Start, VfVgpuDefinition};
 use crate::model::pci::PciAddress;
-use crate::plan::Error;
-use crate::plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
-use crate::state::store::{Start, VfVgpuDefinition};
-use crate::testing::addr;
+use crate::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
 use crate::testing::fleet::{self, Model};
+use crate::testing::unit::addr;
+use crate::testing::unit::{gpu, host, vf};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
@@ -28,7 +28,7 @@ fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
 }
 
 /// Two idle L40S, `A` then `B`, with `held` 12Q vGPUs already on `B`.
-fn two_l40s(held: u32) -> crate::plan::HostState {
+fn two_l40s(held: u32) -> crate::HostState {
     let mut state = host(vec![gpu(Model::L40s, A), gpu(Model::L40s, B)]);
     fleet::record_vgpus(&mut state.inventory, addr(B), "1153", 12288, 0, held);
     state

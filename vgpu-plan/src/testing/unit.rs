@@ -1,32 +1,27 @@
-//! Unit tests of the planner, placement and the file readers, on in-memory hosts
-//! ([`crate::testing::fleet`]) and files written inline.
-
-#![allow(clippy::unwrap_used)]
-
-mod capacity;
-mod files;
-mod geometry;
-mod mig;
-mod place;
-mod planner;
-mod quotas;
-mod refusals;
-mod scheduler;
+//! What this crate's unit tests share: hosts of [`fleet`] GPUs, configs written inline, and
+//! the GPUs' addresses.
 
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
+use super::fleet::{self, Model};
+use crate::desired::{Desired, DesiredFile, Format};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory};
-use crate::plan::desired::{Desired, DesiredFile, Format};
-use crate::plan::place::Pick;
-use crate::plan::{DefinitionSet, HostState};
-use crate::testing::addr;
-use crate::testing::fleet::{self, Model};
+use crate::place::Pick;
+use crate::{DefinitionSet, HostState};
+
+/// The PCI address `text`; a test's own text, so a bad one is the test's mistake.
+pub(crate) fn addr(text: &str) -> PciAddress {
+    match text.parse() {
+        Ok(address) => address,
+        Err(err) => panic!("fixture address {text:?}: {err}"),
+    }
+}
 
 /// A host with these GPUs, no definitions and nothing held.
-fn host(gpus: Vec<Gpu>) -> HostState {
+pub(crate) fn host(gpus: Vec<Gpu>) -> HostState {
     HostState {
         inventory: Inventory {
             gpus,
@@ -40,39 +35,39 @@ fn host(gpus: Vec<Gpu>) -> HostState {
 }
 
 /// The only config of a `host.toml` text.
-fn toml(text: &str) -> Desired {
+pub(crate) fn toml(text: &str) -> Desired {
     let mut file = DesiredFile::parse("host.toml", Format::HostToml, text).unwrap();
     file.configs.remove(0)
 }
 
 /// The config `name` of a vgpu-device-manager text.
-fn yaml(text: &str, name: &str) -> Desired {
+pub(crate) fn yaml(text: &str, name: &str) -> Desired {
     let file = DesiredFile::parse("config.yaml", Format::DeviceManagerYaml, text).unwrap();
     file.config(Some(name)).unwrap().clone()
 }
 
-fn gpu(model: Model, address: &str) -> Gpu {
+pub(crate) fn gpu(model: Model, address: &str) -> Gpu {
     fleet::gpu(model, addr(address), Some(0))
 }
 
-fn uuid(n: u128) -> Uuid {
+pub(crate) fn uuid(n: u128) -> Uuid {
     Uuid::from_u128(n)
 }
 
-fn vf(pf: &str, index: u32) -> PciAddress {
+pub(crate) fn vf(pf: &str, index: u32) -> PciAddress {
     fleet::vf_address(addr(pf), index).unwrap()
 }
 
-const L40S: &str = "0000:41:00.0";
-const T4: &str = "0000:3b:00.0";
-const FLEX: &str = "0000:4d:00.0";
-const GVTG: &str = "0000:00:02.0";
+pub(crate) const L40S: &str = "0000:41:00.0";
+pub(crate) const T4: &str = "0000:3b:00.0";
+pub(crate) const FLEX: &str = "0000:4d:00.0";
+pub(crate) const GVTG: &str = "0000:00:02.0";
 
-const L40S_BY_MODEL: &str =
+pub(crate) const L40S_BY_MODEL: &str =
     "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"L40S\"\n";
 
 /// A T4 holding `count` vGPUs of `type_id` (mdev UUIDs 1, 2, ...), not defined.
-fn t4_holding(type_id: &str, count: u32) -> crate::plan::HostState {
+pub(crate) fn t4_holding(type_id: &str, count: u32) -> HostState {
     let mut state = host(vec![gpu(Model::T4, T4)]);
     for _ in 0..count {
         let pick = Pick {

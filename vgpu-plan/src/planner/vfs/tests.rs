@@ -3,16 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use super::{FLEX, gpu, host, toml, vf};
+use crate::HostState;
+use crate::desired::Location;
 use crate::model::VgpuHandle;
+use crate::model::definition::SriovDefinition;
 use crate::model::pci::PciAddress;
-use crate::plan::HostState;
-use crate::plan::desired::Location;
-use crate::plan::planner::plan;
-use crate::plan::steps::{Refusal, Refused, Step};
-use crate::state::store::SriovDefinition;
-use crate::testing::addr;
+use crate::planner::plan;
+use crate::steps::{Refusal, Refused, Step};
 use crate::testing::fleet::{self, Model};
+use crate::testing::unit::addr;
+use crate::testing::unit::{FLEX, gpu, host, toml, vf};
 
 const FLEX_ENTRY: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"default\"\n";
 
@@ -308,7 +308,7 @@ fn plan_vf_given_back_from_vfio_pci_first_then_gets_its_quota() {
         vec![
             Step::Destroy {
                 id: VgpuHandle::Vf(vf0),
-                type_id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+                type_id: crate::model::PLAIN_VF_TYPE.to_owned(),
                 type_name: None
             },
             quota(0, Some(4096), 2048),
