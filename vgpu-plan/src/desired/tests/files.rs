@@ -267,8 +267,8 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
             persistence: Start::Auto,
             vf_driver: VfDriver::VfioPci,
             scheduler: None,
-            mig: Some(crate::MigRequest {
-                geometry: crate::MigGeometry::Disabled,
+            mig: Some(crate::desired::MigRequest {
+                geometry: crate::desired::MigGeometry::Disabled,
                 at: Location { line: 7, column: 7 },
                 implied: true
             }),
