@@ -105,7 +105,8 @@ pub struct KnownType {
     pub framebuffer_mib: Option<u64>,
     /// vGPUs of the type per GPU, where the source says.
     pub max_instances: Option<u32>,
-    /// Where the list comes from: [`NameSource::Nvml`] or [`NameSource::Recorded`].
+    /// Where the list comes from: [`Nvml`](crate::model::NameSource::Nvml) or
+    /// [`Recorded`](crate::model::NameSource::Recorded).
     pub source: crate::model::NameSource,
 }
 
