@@ -203,7 +203,7 @@ fn class_of(name: &str) -> String {
     .to_owned()
 }
 
-/// A GPU the data does not name, with the defaults.
+/// A GPU the data does not name: [`update`] gives it the simulator's values and the defaults.
 fn default_gpu(address: &str) -> Gpu {
     Gpu {
         pci: address.to_owned(),
@@ -214,15 +214,8 @@ fn default_gpu(address: &str) -> Gpu {
         host_vgpu_mode: "sriov".to_owned(),
         mig: None,
         mig_reset_required: false,
-        ecc: Some(Mode {
-            current: true,
-            pending: true,
-        }),
-        scheduler: Some(Scheduler {
-            policy: 1,
-            arr_mode: 0,
-            timeslice_ns: 0,
-        }),
+        ecc: None,
+        scheduler: None,
         scheduler_capabilities: None,
         creatable: Vec::new(),
         functions: std::collections::BTreeMap::new(),
@@ -243,6 +236,15 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf]) {
     if g.uuid.is_empty() {
         g.uuid = gpu_uuid(&s.address);
     }
+    g.ecc.get_or_insert(Mode {
+        current: true,
+        pending: true,
+    });
+    g.scheduler.get_or_insert(Scheduler {
+        policy: 1,
+        arr_mode: 0,
+        timeslice_ns: 0,
+    });
     if g.pci_device_id == 0 {
         g.pci_device_id = s.pci_device_id;
     }
