@@ -3,8 +3,8 @@
 //!
 //! The simulator publishes each vendor-VFIO GPU's driver state in
 //! `<root>/.vgpu-sim/nvidia/<dddd:bb:ss.f>.json` (name, PCI ids, MIG mode, GPU-instance
-//! profiles and instances, the supported types). The running vGPUs are the GPU's VFs
-//! (`virtfn<N>` links) whose `nvidia/current_vgpu_type` is not 0, each on the GPU instance
+//! profiles and instances, the supported types, the VFs). The running vGPUs are the GPU's VFs
+//! whose `nvidia/current_vgpu_type` is not 0, each on the GPU instance
 //! of its `nvidia/gpu_instance_id`. The creatable types are the union of the VFs'
 //! `nvidia/creatable_vgpu_types`.
 //!
@@ -33,6 +33,7 @@ struct SimGpu {
     pci_device_id: u32,
     mig: Option<SimMig>,
     supported_vgpu_types: Vec<SimType>,
+    vfs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -117,37 +118,59 @@ pub(crate) fn parse_creatable(text: &str) -> Vec<u32> {
         .collect()
 }
 
-/// The VFs of PF `pf`, in `virtfn<N>` order.
-fn read_vfs(root: &Path, pf: &str) -> Vec<SimVf> {
+/// What a call reads from the VFs' `nvidia/` files, beyond the GPUs' state files: sysfs
+/// reads are many, so each call reads only what it answers from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Need {
+    /// The running vGPUs: each VF's `current_vgpu_type` and `gpu_instance_id`.
+    pub(crate) vgpus: bool,
+    /// The creatable types: each VF's `creatable_vgpu_types`.
+    pub(crate) creatable: bool,
+}
+
+impl Need {
+    /// What NVML function `function` answers from.
+    pub(crate) fn of(function: &str) -> Self {
+        let vgpus = function.starts_with("nvmlVgpuInstance")
+            || matches!(
+                function,
+                "nvmlDeviceGetActiveVgpus"
+                    | "nvmlDeviceGetVgpuUtilization"
+                    | "nvmlDeviceSetVgpuSchedulerState"
+                    | "nvmlDeviceSetMigMode"
+                    | "nvmlGpuInstanceDestroy"
+            );
+        Self {
+            vgpus,
+            creatable: function == "nvmlDeviceGetCreatableVgpus",
+        }
+    }
+}
+
+/// The VFs `vfs` with what `need` asks for: those without `nvidia/` (not bound to `nvidia`)
+/// are left out.
+fn read_vfs(root: &Path, vfs: &[String], need: Need) -> Vec<SimVf> {
     let devices = root.join("sys/bus/pci/devices");
-    let dir = devices.join(pf);
-    let mut links: Vec<(u32, String)> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let n: u32 = name.strip_prefix("virtfn")?.parse().ok()?;
-                    let target = std::fs::read_link(e.path()).ok()?;
-                    let vf = target.file_name()?.to_string_lossy().into_owned();
-                    Some((n, vf))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    links.sort();
-    links
-        .into_iter()
-        .filter_map(|(_, address)| {
-            let nv = devices.join(&address).join("nvidia");
+    vfs.iter()
+        .filter_map(|address| {
+            let nv = devices.join(address).join("nvidia");
             let current = read_number(&nv.join("current_vgpu_type"))?;
-            let creatable = std::fs::read_to_string(nv.join("creatable_vgpu_types"))
-                .map(|t| parse_creatable(&t))
-                .unwrap_or_default();
+            let creatable = if need.creatable {
+                std::fs::read_to_string(nv.join("creatable_vgpu_types"))
+                    .map(|t| parse_creatable(&t))
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let gpu_instance = if current != 0 {
+                read_number(&nv.join("gpu_instance_id"))
+            } else {
+                None
+            };
             Some(SimVf {
-                gpu_instance: read_number(&nv.join("gpu_instance_id")),
-                address,
+                address: address.clone(),
                 current,
+                gpu_instance,
                 creatable,
             })
         })
@@ -228,8 +251,8 @@ fn default_gpu(address: &str) -> Gpu {
     }
 }
 
-/// Sets `g`'s live values from the simulator's `s` and the VFs `vfs`.
-fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf]) {
+/// Sets `g`'s live values from the simulator's `s`, and from the VFs `vfs` what `need` asks.
+fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
     if !g.given.name {
         g.name.clone_from(&s.name);
     }
@@ -323,13 +346,18 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf]) {
         })
         .collect();
     g.given.types = given;
-    let mut creatable: Vec<u32> = vfs
-        .iter()
-        .flat_map(|v| v.creatable.iter().copied())
-        .collect();
-    creatable.sort_unstable();
-    creatable.dedup();
-    g.creatable = creatable;
+    if need.creatable {
+        let mut creatable: Vec<u32> = vfs
+            .iter()
+            .flat_map(|v| v.creatable.iter().copied())
+            .collect();
+        creatable.sort_unstable();
+        creatable.dedup();
+        g.creatable = creatable;
+    }
+    if !need.vgpus {
+        return;
+    }
     g.vgpus = vfs
         .iter()
         .filter(|v| v.current != 0)
@@ -348,11 +376,12 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf]) {
 }
 
 /// Makes `data`'s GPUs those of the simulated host at `root` now, in address order: a GPU the
-/// data names keeps its own values, the rest are the simulator's.
+/// data names keeps its own values, the rest are the simulator's. The VFs are read as `need`
+/// says; what it leaves out keeps its last value and is not answered from.
 ///
 /// # Errors
 /// The path that could not be read or parsed.
-pub(crate) fn refresh(data: &mut Data, root: &Path) -> Result<(), String> {
+pub(crate) fn refresh(data: &mut Data, root: &Path, need: Need) -> Result<(), String> {
     let sim = read_gpus(root)?;
     let mut old = std::mem::take(&mut data.gpus);
     for s in &sim {
@@ -360,7 +389,12 @@ pub(crate) fn refresh(data: &mut Data, root: &Path) -> Result<(), String> {
             Some(i) => old.swap_remove(i),
             None => default_gpu(&s.address),
         };
-        update(&mut g, s, &read_vfs(root, &s.address));
+        let vfs = if need.vgpus || need.creatable {
+            read_vfs(root, &s.vfs, need)
+        } else {
+            Vec::new()
+        };
+        update(&mut g, s, &vfs, need);
         data.gpus.push(g);
     }
     Ok(())

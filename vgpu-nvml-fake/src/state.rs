@@ -19,7 +19,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use crate::data::{self, Behaviour, Data};
-use crate::sim::{self, SIM_ENV};
+use crate::sim::{self, Need, SIM_ENV};
 
 /// What an entry point answers when it does not succeed.
 pub(crate) type Answer<T = ()> = Result<T, nvmlReturn_t>;
@@ -95,18 +95,23 @@ fn load(path: &std::path::Path) -> Result<Data, String> {
     let sim_env = std::env::var_os(SIM_ENV).map(PathBuf::from);
     let mut data = data::parse(path, sim_env)?;
     if let Some(root) = data.sim_root.clone() {
-        sim::refresh(&mut data, &root)?;
+        let all = Need {
+            vgpus: true,
+            creatable: true,
+        };
+        sim::refresh(&mut data, &root, all)?;
     }
     data::replay(&mut data, path)?;
     Ok(data)
 }
 
-/// Reads the simulated host again, when there is one: every answer is the host's now.
-fn live(data: &mut Data) -> Answer {
+/// Reads the simulated host again for `function`, when there is one: every answer is the
+/// host's now.
+fn live(data: &mut Data, function: &str) -> Answer {
     let Some(root) = data.sim_root.clone() else {
         return Ok(());
     };
-    sim::refresh(data, &root).map_err(|message| {
+    sim::refresh(data, &root, Need::of(function)).map_err(|message| {
         #[allow(clippy::print_stderr, reason = "a test library says why it fails")]
         {
             eprintln!("vgpu-nvml-fake: {message}");
@@ -170,7 +175,7 @@ pub(crate) fn with<T>(
 ) -> Answer<T> {
     let mut fake = lock();
     let data = fake.data.as_mut().ok_or(UNINITIALIZED)?;
-    live(data)?;
+    live(data, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }
@@ -188,7 +193,7 @@ pub(crate) fn with_mut<T>(
     let (Some(data), Some(path)) = (data.as_mut(), path.as_ref()) else {
         return Err(UNINITIALIZED);
     };
-    live(data)?;
+    live(data, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }

@@ -65,7 +65,11 @@ fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
 
 /// Reads the simulated host at `root` again after a change.
 fn reread(d: &mut Data, root: &Path) -> Answer {
-    sim::refresh(d, root).map_err(|_| UNKNOWN)
+    let need = sim::Need {
+        vgpus: true,
+        creatable: false,
+    };
+    sim::refresh(d, root, need).map_err(|_| UNKNOWN)
 }
 
 /// `g` in MIG mode now, or `NOT_SUPPORTED`.

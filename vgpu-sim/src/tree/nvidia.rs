@@ -1,7 +1,7 @@
 //! `.vgpu-sim/nvidia/<dddd:bb:ss.f>.json`: what NVIDIA's driver knows of a vendor-VFIO GPU
 //! and sysfs does not show, published read-only for the test NVML library (`vgpu-nvml-fake`).
 //!
-//! One JSON object per GPU, read fresh at every read:
+//! One JSON object per GPU on one line, made afresh at every read:
 //!
 //! ```text
 //! { "address": "0000:18:00.0", "name": "NVIDIA H200", "pci_device_id": 590418142,
@@ -13,13 +13,15 @@
 //!                                       "size": 2 }] },
 //!   "supported_vgpu_types": [{ "id": 1414, "name": "NVIDIA H200X-1-18C",
 //!                              "framebuffer_mib": 18432, "max_instances": 7,
-//!                              "gpu_instance_profile": "1g.18gb" }] }
+//!                              "gpu_instance_profile": "1g.18gb" }],
+//!   "vfs": ["0000:18:00.4", ...] }
 //! ```
 //!
 //! `pci_device_id` is NVML's: the device id in the top 16 bits, the vendor's in the bottom.
 //! `mig` is `null` for a GPU without MIG; GPU instances are in id order. The supported types
 //! are every catalog row of the GPU, whatever is in use (`nvmlDeviceGetSupportedVgpus`);
-//! `gpu_instance_profile` is `null` for a time-sliced type.
+//! `gpu_instance_profile` is `null` for a time-sliced type. `vfs` are the enabled VFs in
+//! `virtfn<N>` order; each VF's vGPU is in its own `nvidia/` files.
 
 use serde::Serialize;
 
@@ -33,6 +35,7 @@ struct State<'a> {
     pci_device_id: u32,
     mig: Option<Mig<'a>>,
     supported_vgpu_types: Vec<SupportedType<'a>>,
+    vfs: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -148,8 +151,13 @@ impl Kernel {
             pci_device_id: (u32::from(d.device) << 16) | u32::from(d.vendor),
             mig,
             supported_vgpu_types: supported,
+            vfs: self
+                .vfs_of(gpu)
+                .iter()
+                .map(|v| v.addr.to_string())
+                .collect(),
         };
-        let mut text = serde_json::to_vec_pretty(&state).map_err(|_| libc::EIO)?;
+        let mut text = serde_json::to_vec(&state).map_err(|_| libc::EIO)?;
         text.push(b'\n');
         Ok(text)
     }
