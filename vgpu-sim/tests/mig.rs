@@ -388,6 +388,24 @@ fn state_of_h200_has_mig_mode_profiles_and_every_catalog_type() {
 }
 
 #[test]
+fn state_lists_the_enabled_vfs_in_order() {
+    let h = host("h200-mig");
+    let vfs = state(&h, "0000:18:00.0")["vfs"].clone();
+    assert_eq!(
+        (
+            vfs[0].clone(),
+            vfs[15].clone(),
+            vfs.as_array().map(Vec::len)
+        ),
+        (
+            serde_json::json!("0000:18:00.4"),
+            serde_json::json!("0000:18:02.3"),
+            Some(16)
+        )
+    );
+}
+
+#[test]
 fn state_of_a_gpu_without_mig_has_null_mig() {
     let h = host("l40s-vendor-vfio");
     assert_eq!(state(&h, "0000:41:00.0")["mig"], serde_json::Value::Null);

@@ -60,6 +60,54 @@ pub struct GpuInstanceProfileSpec {
     pub placement_starts: Vec<u32>,
 }
 
+impl super::Profile {
+    /// The GPU-instance profiles of catalog `catalog`.
+    fn gi_profiles_of<'a>(
+        &'a self,
+        catalog: &'a str,
+    ) -> impl Iterator<Item = &'a GpuInstanceProfileSpec> + 'a {
+        self.gpu_instance_profiles
+            .iter()
+            .filter(move |p| p.catalog == catalog)
+    }
+
+    /// Gives every boot-time GPU instance its placement: those with a `start` first, each
+    /// checked, then the others at the lowest free placement of their profile, in order.
+    pub(super) fn place_gpu_instances(&mut self) -> Result<(), String> {
+        let mut placed_all = Vec::new();
+        for dev in &self.devices {
+            let Some(mig) = &dev.mig else {
+                continue;
+            };
+            let catalog = dev.catalog.as_deref().unwrap_or_default();
+            let profiles: Vec<&GpuInstanceProfileSpec> = self.gi_profiles_of(catalog).collect();
+            let mut placed: Vec<PlacedInstance> = Vec::new();
+            let explicit = mig.gpu_instances.iter().filter(|gi| gi.start.is_some());
+            let implicit = mig.gpu_instances.iter().filter(|gi| gi.start.is_none());
+            for gi in explicit.chain(implicit) {
+                let p = place(&profiles, &placed, &gi.profile, gi.start)
+                    .map_err(|e| format!("device {}: GPU instance {}: {e}", dev.addr, gi.id))?;
+                placed.push(PlacedInstance { id: gi.id, ..p });
+            }
+            placed_all.push((dev.addr, placed));
+        }
+        for (addr, placed) in placed_all {
+            let Some(mig) = self
+                .devices
+                .iter_mut()
+                .find(|d| d.addr == addr)
+                .and_then(|d| d.mig.as_mut())
+            else {
+                continue;
+            };
+            for gi in &mut mig.gpu_instances {
+                gi.start = placed.iter().find(|p| p.id == gi.id).map(|p| p.start);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A GPU instance with its placement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PlacedInstance {
@@ -175,7 +223,53 @@ pub(crate) fn place(
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::error::SimError;
+    use crate::profile::Profile;
+
+    fn h200_with_mig(mig: &str) -> Result<Profile, SimError> {
+        let text = format!(
+            "name='x'\ncmdline=''\n[[device]]\naddr='0000:01:00.0'\nvendor=0x10de\n\
+             device=2\nclass=0x030200\nvgpu='vendor-vfio'\ncatalog='h200x'\nmig={mig}\n"
+        );
+        Profile::from_toml(&text, Path::new("x.toml"))
+    }
+
+    #[test]
+    fn profile_from_toml_gpu_instance_without_start_takes_lowest_free_placement() {
+        let p = h200_with_mig(
+            "{enabled=true,gpu_instances=[{id=3,profile='2g.35gb'},\
+             {id=9,profile='1g.18gb',start=0}]}",
+        )
+        .expect("valid");
+        let starts: Vec<(u32, Option<u32>)> = p.devices[0]
+            .mig
+            .iter()
+            .flat_map(|m| m.gpu_instances.iter().map(|gi| (gi.id, gi.start)))
+            .collect();
+        assert_eq!(starts, vec![(3, Some(2)), (9, Some(0))]);
+    }
+
+    #[test]
+    fn profile_from_toml_overlapping_gpu_instances_fail() {
+        assert!(matches!(
+            h200_with_mig(
+                "{enabled=true,gpu_instances=[{id=1,profile='2g.35gb',start=0},\
+                 {id=2,profile='1g.18gb',start=1}]}"
+            ),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("overlaps")
+        ));
+    }
+
+    #[test]
+    fn profile_from_toml_gpu_instances_with_mig_off_fail() {
+        assert!(matches!(
+            h200_with_mig("{enabled=false,gpu_instances=[{id=1,profile='1g.18gb'}]}"),
+            Err(SimError::ProfileInvalid { reason, .. }) if reason.contains("MIG mode on")
+        ));
+    }
 
     fn profile(name: &str, count: u32, size: u32, starts: &[u32]) -> GpuInstanceProfileSpec {
         GpuInstanceProfileSpec {

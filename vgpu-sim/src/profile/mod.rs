@@ -572,54 +572,6 @@ impl Profile {
     }
 }
 
-impl Profile {
-    /// The GPU-instance profiles of catalog `catalog`.
-    pub(crate) fn gi_profiles_of<'a>(
-        &'a self,
-        catalog: &'a str,
-    ) -> impl Iterator<Item = &'a GpuInstanceProfileSpec> + 'a {
-        self.gpu_instance_profiles
-            .iter()
-            .filter(move |p| p.catalog == catalog)
-    }
-
-    /// Gives every boot-time GPU instance its placement: those with a `start` first, each
-    /// checked, then the others at the lowest free placement of their profile, in order.
-    fn place_gpu_instances(&mut self) -> Result<(), String> {
-        let mut placed_all = Vec::new();
-        for dev in &self.devices {
-            let Some(mig) = &dev.mig else {
-                continue;
-            };
-            let catalog = dev.catalog.as_deref().unwrap_or_default();
-            let profiles: Vec<&GpuInstanceProfileSpec> = self.gi_profiles_of(catalog).collect();
-            let mut placed: Vec<PlacedInstance> = Vec::new();
-            let explicit = mig.gpu_instances.iter().filter(|gi| gi.start.is_some());
-            let implicit = mig.gpu_instances.iter().filter(|gi| gi.start.is_none());
-            for gi in explicit.chain(implicit) {
-                let p = place(&profiles, &placed, &gi.profile, gi.start)
-                    .map_err(|e| format!("device {}: GPU instance {}: {e}", dev.addr, gi.id))?;
-                placed.push(PlacedInstance { id: gi.id, ..p });
-            }
-            placed_all.push((dev.addr, placed));
-        }
-        for (addr, placed) in placed_all {
-            let Some(mig) = self
-                .devices
-                .iter_mut()
-                .find(|d| d.addr == addr)
-                .and_then(|d| d.mig.as_mut())
-            else {
-                continue;
-            };
-            for gi in &mut mig.gpu_instances {
-                gi.start = placed.iter().find(|p| p.id == gi.id).map(|p| p.start);
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Whether `id` is a vendor-VFIO type id: a canonical non-zero decimal `u32` (`1145`).
 fn is_vendor_vfio_id(id: &str) -> bool {
     id.parse::<u32>()
