@@ -413,6 +413,136 @@ pub(crate) fn control(root: &Path, line: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// A directory laid out as a simulated host with one L40S and two VFs, the first running
+    /// an L40S-24Q: what `refresh` reads.
+    fn host(name: &str) -> std::path::PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("vgpu-nvml-fake-sim-{name}-{}", std::process::id()));
+        let state = root.join(".vgpu-sim/nvidia");
+        std::fs::create_dir_all(&state).expect("state directory");
+        std::fs::write(
+            state.join("0000:41:00.0.json"),
+            r#"{"address":"0000:41:00.0","name":"NVIDIA L40S","pci_device_id":649662686,
+               "mig":null,"supported_vgpu_types":[
+               {"id":1145,"name":"NVIDIA L40S-1B","framebuffer_mib":1024,"max_instances":32,
+                "gpu_instance_profile":null},
+               {"id":1155,"name":"NVIDIA L40S-24Q","framebuffer_mib":24576,"max_instances":2,
+                "gpu_instance_profile":null}],
+               "vfs":["0000:41:00.4","0000:41:00.5"]}"#,
+        )
+        .expect("state file");
+        let vf = |addr: &str, current: &str, creatable: &str| {
+            let nv = root.join("sys/bus/pci/devices").join(addr).join("nvidia");
+            std::fs::create_dir_all(&nv).expect("nvidia directory");
+            std::fs::write(nv.join("current_vgpu_type"), current).expect("type");
+            std::fs::write(nv.join("creatable_vgpu_types"), creatable).expect("creatable");
+        };
+        vf("0000:41:00.4", "1155\n", "ID    : vGPU Name\n");
+        vf(
+            "0000:41:00.5",
+            "0\n",
+            "ID    : vGPU Name\n1155  : NVIDIA L40S-24Q\n",
+        );
+        root
+    }
+
+    const ALL: Need = Need {
+        vgpus: true,
+        creatable: true,
+    };
+
+    #[test]
+    fn refresh_without_data_serves_the_gpu_with_defaults() {
+        let root = host("defaults");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        assert_eq!(
+            (
+                done,
+                g.name.as_str(),
+                g.uuid.as_str(),
+                g.pci_device_id,
+                g.ecc,
+                g.scheduler.map(|s| s.policy)
+            ),
+            (
+                Ok(()),
+                "NVIDIA L40S",
+                "GPU-00000000-0000-4000-8000-000000410000",
+                0x26b9_10de,
+                Some(Mode {
+                    current: true,
+                    pending: true
+                }),
+                Some(1)
+            )
+        );
+    }
+
+    #[test]
+    fn refresh_reads_the_running_vgpu_and_the_creatable_union() {
+        let root = host("vgpus");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        let vgpus: Vec<(u32, u32, Option<u32>)> = g
+            .vgpus
+            .iter()
+            .map(|v| (v.instance, v.type_id, v.gpu_instance_id))
+            .collect();
+        assert_eq!(
+            (done, vgpus, g.creatable.clone()),
+            (Ok(()), vec![(0x4104, 1155, None)], vec![1155])
+        );
+    }
+
+    #[test]
+    fn refresh_keeps_the_data_s_uuid_and_type_rows() {
+        let root = host("given");
+        let mut data: Data = toml::from_str(
+            "[[gpu]]\npci = \"0000:41:00.0\"\nuuid = \"GPU-1\"\n\
+             [[gpu.type]]\nid = 1155\nname = \"NVIDIA L40S-24Q\"\nclass = \"Quadro\"\n\
+             framebuffer_mib = 24576\nmax_instances = 2\n\
+             placements = { size = 24, ids = [0, 24] }\n",
+        )
+        .expect("data");
+        for g in &mut data.gpus {
+            g.given.types = g.types.clone();
+        }
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        let types: Vec<(u32, String, bool)> = g
+            .types
+            .iter()
+            .map(|t| (t.id, t.class.clone(), t.placements.is_some()))
+            .collect();
+        assert_eq!(
+            (done, g.uuid.as_str(), types),
+            (
+                Ok(()),
+                "GPU-1",
+                vec![
+                    (1145, "NVS".to_owned(), false),
+                    (1155, "Quadro".to_owned(), true)
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn refresh_of_a_root_without_a_simulator_names_the_path() {
+        let root =
+            std::env::temp_dir().join(format!("vgpu-nvml-fake-nosim-{}", std::process::id()));
+        let mut data: Data = toml::from_str("").expect("no data");
+        assert!(refresh(&mut data, &root, ALL).is_err_and(|e| {
+            e.starts_with(&format!("{}", root.join(".vgpu-sim/nvidia").display()))
+        }));
+    }
+
     #[test]
     fn parse_creatable_reads_the_ids_after_the_header() {
         assert_eq!(
