@@ -116,6 +116,9 @@ pub(crate) struct Profile {
     /// profile cannot be placed (`NVML_ERROR_NOT_SUPPORTED`).
     #[serde(default)]
     pub(crate) placements: Option<ProfilePlacements>,
+    /// How many more instances fit, as a simulator says; without one, the fake counts.
+    #[serde(skip)]
+    pub(crate) remaining: Option<u32>,
 }
 
 /// The placements of a GPU-instance profile: each starts at one of `starts` and spans `size`

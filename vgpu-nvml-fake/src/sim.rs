@@ -3,7 +3,7 @@
 //!
 //! The simulator publishes each vendor-VFIO GPU's driver state in
 //! `<root>/.vgpu-sim/nvidia/<dddd:bb:ss.f>.json` (name, PCI ids, MIG mode, GPU-instance
-//! profiles and instances, the supported types, the VFs). The running vGPUs are the GPU's VFs
+//! profiles with their remaining capacity, instances, the supported types, the VFs). The running vGPUs are the GPU's VFs
 //! whose `nvidia/current_vgpu_type` is not 0, each on the GPU instance
 //! of its `nvidia/gpu_instance_id`. The creatable types are the union of the VFs'
 //! `nvidia/creatable_vgpu_types`.
@@ -53,6 +53,7 @@ struct SimProfile {
     memory_mib: u64,
     placement_size: u32,
     placement_starts: Vec<u32>,
+    remaining: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -302,6 +303,7 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
                         size: p.placement_size,
                         starts: p.placement_starts.clone(),
                     }),
+                    remaining: Some(p.remaining),
                 })
                 .collect()
         })

@@ -388,6 +388,34 @@ fn state_of_h200_has_mig_mode_profiles_and_every_catalog_type() {
 }
 
 #[test]
+fn state_profiles_say_how_many_more_fit() {
+    let h = host("h200-mig");
+    let remaining: Vec<(String, u64)> = state(&h, "0000:18:00.0")["mig"]["profiles"]
+        .as_array()
+        .expect("profiles")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_owned(),
+                p["remaining"].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    assert_eq!(
+        remaining,
+        vec![
+            ("1g.18gb".to_owned(), 3),
+            ("2g.35gb".to_owned(), 1),
+            ("3g.71gb".to_owned(), 0),
+            ("4g.71gb".to_owned(), 0),
+            ("7g.141gb".to_owned(), 0),
+            ("1g.18gb+me".to_owned(), 1),
+            ("1g.35gb".to_owned(), 2),
+        ]
+    );
+}
+
+#[test]
 fn state_lists_the_enabled_vfs_in_order() {
     let h = host("h200-mig");
     let vfs = state(&h, "0000:18:00.0")["vfs"].clone();

@@ -174,7 +174,8 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
 }
 
 /// `nvmlDeviceGetGpuInstanceRemainingCapacity`: `NOT_SUPPORTED` when MIG mode is off or the
-/// GPU lacks the profile; 0 for a profile without placements.
+/// GPU lacks the profile; the simulator's count with one, else 0 for a profile without
+/// placements and the fake's count.
 ///
 /// # Safety
 /// `count` is null or valid for a write.
@@ -190,7 +191,10 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstanceRemainingCapacity(
         |_, g| {
             in_mig_mode(g)?;
             let p = profile_by_id(g, profile_id).ok_or(NOT_SUPPORTED)?;
-            let n = p.placements.as_ref().map_or(0, |pl| remaining(g, p, pl));
+            let n = match p.remaining {
+                Some(n) => n,
+                None => p.placements.as_ref().map_or(0, |pl| remaining(g, p, pl)),
+            };
             // SAFETY: as the caller promises.
             unsafe { put(count, n) }
         },

@@ -221,6 +221,33 @@ pub(crate) fn place(
     })
 }
 
+/// How many more instances of profile `p` fit beside `placed`: its free placements taken
+/// from the lowest start up, each beside the last (all have one size, so this is the most
+/// that fit), at most what its instance count leaves. NVML's
+/// `nvmlDeviceGetGpuInstanceRemainingCapacity`.
+pub(crate) fn remaining(p: &GpuInstanceProfileSpec, placed: &[PlacedInstance]) -> u32 {
+    let mut starts = p.placement_starts.clone();
+    starts.sort_unstable();
+    let mut chosen: Vec<(u32, u32)> = Vec::new();
+    for start in starts {
+        let slices = (start, p.placement_size);
+        let free = !placed
+            .iter()
+            .any(|gi| overlaps((gi.start, gi.size), slices))
+            && !chosen.iter().any(|c| overlaps(*c, slices));
+        if free {
+            chosen.push(slices);
+        }
+    }
+    let existing = placed.iter().filter(|gi| gi.profile == p.name).count();
+    let by_count = p
+        .instance_count
+        .saturating_sub(u32::try_from(existing).unwrap_or(u32::MAX));
+    u32::try_from(chosen.len())
+        .unwrap_or(u32::MAX)
+        .min(by_count)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -292,6 +319,23 @@ mod tests {
             start,
             size,
         }
+    }
+
+    #[test]
+    fn remaining_1g_beside_two_1g_and_a_2g_is_the_three_free_slices() {
+        let one_g = profile("1g.18gb", 7, 1, &[0, 1, 2, 3, 4, 5, 6]);
+        let placed = [
+            at(3, "2g.35gb", 0, 2),
+            at(9, "1g.18gb", 4, 1),
+            at(10, "1g.18gb", 5, 1),
+        ];
+        assert_eq!(remaining(&one_g, &placed), 3);
+    }
+
+    #[test]
+    fn remaining_is_capped_by_instance_count() {
+        let me = profile("1g.18gb+me", 1, 1, &[0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(remaining(&me, &[]), 1);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   "mig": null | { "enabled": true,
 //!                   "profiles": [{ "name": "1g.18gb", "index": 0, "id": 19, "slices": 1,
 //!                                  "instance_count": 7, "memory_mib": 16896,
-//!                                  "placement_size": 1, "placement_starts": [0, ...] }],
+//!                                  "placement_size": 1, "placement_starts": [0, ...],
+//!                                  "remaining": 3 }],
 //!                   "gpu_instances": [{ "id": 3, "profile": "2g.35gb", "start": 0,
 //!                                       "size": 2 }] },
 //!   "supported_vgpu_types": [{ "id": 1414, "name": "NVIDIA H200X-1-18C",
@@ -17,6 +18,7 @@
 //!   "vfs": ["0000:18:00.4", ...] }
 //! ```
 //!
+//! A profile's `remaining` is how many more of its instances fit now (0 with MIG mode off).
 //! `pci_device_id` is NVML's: the device id in the top 16 bits, the vendor's in the bottom.
 //! `mig` is `null` for a GPU without MIG; GPU instances are in id order. The supported types
 //! are every catalog row of the GPU, whatever is in use (`nvmlDeviceGetSupportedVgpus`);
@@ -26,7 +28,7 @@
 use serde::Serialize;
 
 use crate::kernel::{Dev, KResult, Kernel};
-use crate::profile::{PciAddr, VgpuMode};
+use crate::profile::{PciAddr, VgpuMode, remaining};
 
 #[derive(Serialize)]
 struct State<'a> {
@@ -55,6 +57,7 @@ struct Profile<'a> {
     memory_mib: u64,
     placement_size: u32,
     placement_starts: &'a [u32],
+    remaining: u32,
 }
 
 #[derive(Serialize)]
@@ -128,6 +131,11 @@ impl Kernel {
                         memory_mib: p.memory_mib,
                         placement_size: p.placement_size,
                         placement_starts: &p.placement_starts,
+                        remaining: if m.enabled {
+                            remaining(p, &m.instances)
+                        } else {
+                            0
+                        },
                     })
                     .collect(),
                 gpu_instances: instances,
