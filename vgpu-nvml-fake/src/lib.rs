@@ -1,5 +1,6 @@
 //! A test NVML: a shared library (`libvgpu_nvml_fake.so`) exporting the NVML entry points
-//! `vgpu` calls, answering from a data file instead of a driver, so that the production NVML
+//! `vgpu` calls, answering from a data file or live from a simulated host instead of a
+//! driver, so that the production NVML
 //! code (`nvml-wrapper` and `vgpu-core`'s `nvml` module) runs end to end on hosts without an
 //! NVIDIA GPU, a simulated host's GPUs included.
 //!
@@ -35,13 +36,15 @@
 //! data has no `sim_root`) makes the fake a view of a vgpu-sim host. With it the data file
 //! may be absent. The GPUs are the simulated host's vendor-VFIO GPUs, in address order. At
 //! every call the fake reads from the simulator each GPU's name, PCI ids, MIG mode,
-//! GPU-instance profiles and instances, and supported types (`.vgpu-sim/nvidia/<addr>.json`).
+//! GPU-instance profiles (with their remaining capacity) and instances, supported types and
+//! VFs (`.vgpu-sim/nvidia/<addr>.json`).
 //! It reads the running vGPUs from the VFs: one per VF whose `nvidia/current_vgpu_type` is
 //! not 0, on the GPU instance of its `nvidia/gpu_instance_id`, its instance id the VF's
 //! domain and routing id. The creatable types are the union of the VFs'
 //! `nvidia/creatable_vgpu_types`. A `[[gpu]]` of the data with the same `pci` keeps its
 //! `name`, `uuid`, modes, scheduler, capabilities, `functions`, `mig_reset_required` and
-//! `[[gpu.type]]` rows. The defaults: a UUID with the PCI address in its last group, the
+//! `[[gpu.type]]` rows; its `mig`, profiles, instances, vGPUs and `creatable` are the
+//! simulator's. The defaults: a UUID with the PCI address in its last group, the
 //! `host-vgpu` and `sriov` modes, ECC on, the best-effort scheduler. MIG changes are control
 //! lines to the simulator (`mig-mode`, `gpu-instance-add`, `gpu-instance-remove`); the new
 //! instance's id is read back, and the simulator's refusal is NVML's error: `EBUSY`
@@ -63,7 +66,8 @@
 //! `nvmlDeviceCreateGpuInstanceWithPlacement` and `nvmlGpuInstanceDestroy` append what they
 //! accepted, one JSON object a line, to `<data file stem>.calls` beside the data file, and
 //! apply it; every initialisation replays that log, so a later process sees the change (as
-//! a later process on a real host sees the driver's state).
+//! a later process on a real host sees the driver's state). With a simulator, the GPU
+//! instances are the simulator's: their changes are logged, not replayed.
 //!
 //! Without a simulator, the MIG changes follow these rules. A GPU instance takes memory slices
 //! `start .. start + size` at one of its profile's `placements`. Overlapping another, or
