@@ -1,7 +1,7 @@
-//! MIG geometry in plans on `h200-mig` with the test NVML library, which tells the simulator
-//! of every GPU instance it makes or destroys (`sim_control`), as NVIDIA's driver shows them
-//! in sysfs: `apply` makes the instances and then the MIG-backed vGPUs, undoes both on a
-//! fault, and `restore` makes them again after a reboot.
+//! MIG geometry in plans on `h200-mig` with the test NVML library as a view of the simulator
+//! (`sim_root`), which owns the GPU instances as NVIDIA's driver does: `apply` makes the
+//! instances and then the MIG-backed vGPUs, undoes both on a fault, and `restore` makes them
+//! again after a reboot.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -21,7 +21,7 @@ const SEVEN: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[c
 /// The same, as a vgpu-device-manager config: the types imply the instances.
 const SEVEN_YAML: &str = "version: v1\nvgpu-configs:\n  seven:\n  - devices: all\n    vgpu-devices:\n      \"H200X-1-18C\": 7\n";
 
-/// A simulated H200 and a test NVML that tells it of MIG changes.
+/// A simulated H200 and a test NVML reading it.
 struct Mig {
     host: Host,
     fake: FakeNvml,
@@ -75,10 +75,9 @@ impl Mig {
     }
 }
 
-/// The test NVML's data, told to write MIG changes to `host`'s simulator.
+/// The test NVML's data, a view of `host`'s simulator.
 fn data_for(host: &Host) -> String {
-    let control = host.sim.root().join(".vgpu-sim/control");
-    format!("sim_control = {:?}\n{H200_DATA}", control.to_str().unwrap())
+    vgpu_core::testing::fake_nvml::with_sim_root(H200_DATA, host.sim.root())
 }
 
 fn one_g(starts: &[u64]) -> Vec<(String, u64)> {
@@ -183,7 +182,7 @@ fn restore_after_a_reboot_makes_the_instances_at_their_placements_then_the_vgpus
     let file = mig.file("host.toml", SEVEN);
     assert_eq!(mig.vgpuctl(&["apply", "-f", &file]).status.code(), Some(0));
     // A reboot: the simulator mounted fresh (its instances as the profile has them, made
-    // before boot), the test NVML from its data again, definitions kept.
+    // before boot), the test NVML reading it again, definitions kept.
     mig.host.sim = vgpu_sim::SimHost::mount_for_test("h200-mig");
     std::fs::remove_dir_all(mig.host.state.path().join("run")).unwrap();
     mig.fake = FakeNvml::new(&data_for(&mig.host)).unwrap();
@@ -194,15 +193,6 @@ fn restore_after_a_reboot_makes_the_instances_at_their_placements_then_the_vgpus
             .control(&format!("gpu-instance-remove {H200} {id}"))
             .unwrap();
     }
-    let data = mig.fake.data_path();
-    let calls = data.with_extension("calls");
-    std::fs::write(
-        &calls,
-        "{\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":9}\n\
-         {\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":10}\n\
-         {\"function\":\"nvmlGpuInstanceDestroy\",\"gpu\":\"0000:18:00.0\",\"id\":3}\n",
-    )
-    .unwrap();
     let empty = mig.instances();
 
     let restored = mig.vgpuctl(&["restore"]);
@@ -552,22 +542,14 @@ fn a_change_of_geometry_failing_half_way_rolls_back_to_the_old_one() {
 #[test]
 fn turning_mig_on_when_the_driver_wants_a_reset_is_taken_back_and_refused() {
     let host = host("h200-mig");
-    // Without the data's GPU instances: MIG mode changes only on a GPU that has none.
-    let mut data = String::new();
-    let mut skipping = false;
-    for line in data_for(&host).lines() {
-        if line.starts_with("[[") || line.starts_with('[') {
-            skipping = line == "[[gpu.gpu_instance]]";
-        }
-        if !skipping {
-            data.push_str(line);
-            data.push('\n');
-        }
+    // Without GPU instances, MIG mode off: MIG mode changes only on a GPU that has none.
+    for id in [9, 10, 3] {
+        host.sim
+            .control(&format!("gpu-instance-remove {H200} {id}"))
+            .unwrap();
     }
-    let data = data.replace(
-        "mig = { current = true, pending = true }",
-        "mig = { current = false, pending = false }\nmig_reset_required = true",
-    );
+    host.sim.control(&format!("mig-mode {H200} off")).unwrap();
+    let data = format!("{}mig_reset_required = true\n", data_for(&host));
     let mig = Mig {
         fake: FakeNvml::new(&data).unwrap(),
         host,

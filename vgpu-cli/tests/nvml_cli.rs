@@ -1,6 +1,6 @@
 //! `vgpuctl` with NVML: `sched` (golden files for both renderings), `list` with NVML facts or
 //! without NVML, and MIG-backed `create`, on simulated hosts with the test NVML library
-//! (`vgpu-nvml-fake`) named by `--nvml-library`.
+//! (`vgpu-nvml-fake`) named by `--nvml-library`, reading each simulated host (`sim_root`).
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -33,8 +33,16 @@ fn code_and_stdout(output: &Output) -> (u8, String) {
     )
 }
 
+/// The simulated `l40s-vendor-vfio` host and the test NVML reading it.
 fn l40s() -> (Host, FakeNvml) {
-    (host("l40s-vendor-vfio"), FakeNvml::new(L40S_DATA).unwrap())
+    let host = host("l40s-vendor-vfio");
+    let fake = FakeNvml::on_sim(L40S_DATA, host.sim.root()).unwrap();
+    (host, fake)
+}
+
+/// The test NVML reading `host`, with `data` for what the simulator does not know.
+fn nvml_on(host: &Host, data: &str) -> FakeNvml {
+    FakeNvml::on_sim(data, host.sim.root()).unwrap()
 }
 
 #[test]
@@ -145,7 +153,7 @@ fn sched_set_with_vgpu_running_exits_1_naming_it() {
             Some(1),
             "vgpuctl: error: cannot set the vGPU scheduler of 0000:41:00.0 to equal-share: \
              the vGPU scheduler of 0000:41:00.0 cannot change while vGPUs run on it \
-             (0000:41:00.4)\n\
+             (0000:41:00.4, NVML vGPU instance 16644)\n\
              hint: shut down the VMs using the GPU's vGPUs and destroy them first\n"
                 .to_owned(),
             String::new()
@@ -183,10 +191,10 @@ fn sched_timeslice_without_policy_is_usage_error() {
 #[test]
 fn sched_set_refused_by_nvml_exits_1_with_nvml_reason() {
     let host = host("l40s-vendor-vfio");
-    let fake = FakeNvml::new(&format!(
-        "{L40S_DATA}\n[functions]\nnvmlDeviceSetVgpuSchedulerState = \"no-permission\"\n"
-    ))
-    .unwrap();
+    let fake = nvml_on(
+        &host,
+        &format!("{L40S_DATA}\n[functions]\nnvmlDeviceSetVgpuSchedulerState = \"no-permission\"\n"),
+    );
     let refused = with_nvml(&host, &fake, &["sched", L40S, "--policy", "equal-share"]);
     assert_eq!(
         (refused.status.code(), stderr(&refused)),
@@ -228,10 +236,10 @@ fn sched_without_nvml_exits_1_saying_why() {
 #[test]
 fn sched_state_not_supported_exits_1_with_nvml_reason() {
     let host = host("l40s-vendor-vfio");
-    let fake = FakeNvml::new(&format!(
-        "{L40S_DATA}\n[functions]\nnvmlDeviceGetVgpuSchedulerState = \"not-supported\"\n"
-    ))
-    .unwrap();
+    let fake = nvml_on(
+        &host,
+        &format!("{L40S_DATA}\n[functions]\nnvmlDeviceGetVgpuSchedulerState = \"not-supported\"\n"),
+    );
     let output = with_nvml(&host, &fake, &["sched", L40S]);
     assert_eq!(
         (output.status.code(), stderr(&output)),
@@ -271,7 +279,7 @@ fn list_json_with_fake_nvml_shows_nvml_facts_per_gpu() {
 #[test]
 fn list_with_nvml_init_failing_says_why_and_lists_from_sysfs() {
     let host = host("l40s-vendor-vfio");
-    let fake = FakeNvml::new(&format!("init = \"driver-not-loaded\"\n{L40S_DATA}")).unwrap();
+    let fake = nvml_on(&host, &format!("init = \"driver-not-loaded\"\n{L40S_DATA}"));
     let output = with_nvml(&host, &fake, &["list"]);
     let text = String::from_utf8(output.stdout).unwrap();
     assert_eq!(
@@ -289,7 +297,7 @@ fn list_with_nvml_init_failing_says_why_and_lists_from_sysfs() {
 #[test]
 fn list_json_with_nvml_init_failing_has_null_nvml_facts() {
     let host = host("l40s-vendor-vfio");
-    let fake = FakeNvml::new(&format!("init = \"driver-not-loaded\"\n{L40S_DATA}")).unwrap();
+    let fake = nvml_on(&host, &format!("init = \"driver-not-loaded\"\n{L40S_DATA}"));
     let list = json(&with_nvml(&host, &fake, &["list", "--json"]));
     assert_eq!(
         (&list["nvml"]["reason"], &common::gpu(&list, L40S)["nvml"]),
@@ -303,7 +311,7 @@ fn list_json_with_nvml_init_failing_has_null_nvml_facts() {
 #[test]
 fn types_json_h200_marks_mig_backed_types() {
     let host = host("h200-mig");
-    let fake = FakeNvml::new(H200_DATA).unwrap();
+    let fake = nvml_on(&host, H200_DATA);
     let types = json(&with_nvml(&host, &fake, &["types", H200, "--json"]));
     assert_eq!(
         &types["gpus"][0]["types"][0]["mig"],
@@ -314,7 +322,7 @@ fn types_json_h200_marks_mig_backed_types() {
 #[test]
 fn create_mig_type_writes_gpu_instance_and_prints_the_vf() {
     let host = host("h200-mig");
-    let fake = FakeNvml::new(H200_DATA).unwrap();
+    let fake = nvml_on(&host, H200_DATA);
     let output = with_nvml(&host, &fake, &["create", H200, "--type", "H200X-1-18C"]);
     let instance = std::fs::read_to_string(
         host.sim
@@ -331,23 +339,163 @@ fn create_mig_type_writes_gpu_instance_and_prints_the_vf() {
 #[test]
 fn create_mig_type_with_mig_off_exits_1_with_hint() {
     let host = host("h200-mig");
-    let fake = FakeNvml::new(&H200_DATA.replace(
-        "mig = { current = true, pending = true }",
-        "mig = { current = false, pending = true }",
-    ))
-    .unwrap();
-    // The simulator's GPU is in MIG mode but NVML says it is not: NVML decides.
+    for id in [9, 10, 3] {
+        host.sim
+            .control(&format!("gpu-instance-remove {H200} {id}"))
+            .unwrap();
+    }
+    host.sim.control(&format!("mig-mode {H200} off")).unwrap();
+    let fake = nvml_on(&host, H200_DATA);
     let output = with_nvml(&host, &fake, &["create", H200, "--type", "H200X-1-18C"]);
     assert_eq!(
         (output.status.code(), stderr(&output)),
         (
             Some(1),
             "vgpuctl: error: cannot create a H200X-1-18C vGPU on 0000:18:00.0: vGPU type \
-             NVIDIA H200X-1-18C is MIG-backed (GPU-instance profile 1g.18gb), but MIG mode is \
+             H200X-1-18C is MIG-backed (GPU-instance profile 1g.18gb), but MIG mode is \
              off on 0000:18:00.0\n\
              hint: enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
              instances (nvidia-smi mig -cgi PROFILE)\n"
                 .to_owned()
+        )
+    );
+}
+
+/// `nvml` of GPU `gpu` in `vgpuctl list --json`.
+fn nvml_of(host: &Host, fake: &FakeNvml, gpu: &str) -> serde_json::Value {
+    let list = json(&with_nvml(host, fake, &["list", "--json"]));
+    common::gpu(&list, gpu)["nvml"].clone()
+}
+
+/// The type ids of an NVML fact's list: `supported_types` (objects) or `creatable_type_ids`.
+fn ids(fact: &serde_json::Value) -> Vec<u64> {
+    fact["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().or_else(|| t.as_u64()).unwrap())
+        .collect()
+}
+
+/// The catalog's type ids for the `l40s-vendor-vfio` GPUs, sorted.
+fn l40s_catalog_ids() -> Vec<u64> {
+    let mut ids: Vec<u64> = vgpu_sim::Profile::builtin("l40s-vendor-vfio")
+        .unwrap()
+        .types
+        .iter()
+        .map(|t| t.id.parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn list_json_after_create_nvml_reports_the_vgpu_running_with_its_type() {
+    let (host, fake) = l40s();
+    let created = with_nvml(&host, &fake, &["create", L40S, "--type", "L40S-24Q"]);
+    assert!(created.status.success(), "{}", stderr(&created));
+
+    let nvml = nvml_of(&host, &fake, L40S);
+
+    let vgpus: Vec<(u64, serde_json::Value, serde_json::Value)> = nvml["vgpus"]["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["instance"].as_u64().unwrap(),
+                v["type_id"].clone(),
+                v["gpu_instance_id"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        vgpus,
+        vec![(
+            0x4104,
+            serde_json::json!({"value": 1155}),
+            serde_json::json!({"value": null})
+        )]
+    );
+}
+
+#[test]
+fn list_json_after_create_nvml_creatable_types_shrink_to_the_created_type() {
+    let (host, fake) = l40s();
+    let before = ids(&nvml_of(&host, &fake, L40S)["creatable_type_ids"]);
+    let created = with_nvml(&host, &fake, &["create", L40S, "--type", "L40S-24Q"]);
+    assert!(created.status.success(), "{}", stderr(&created));
+
+    let after = ids(&nvml_of(&host, &fake, L40S)["creatable_type_ids"]);
+
+    assert_eq!((before, after), (l40s_catalog_ids(), vec![1155]));
+}
+
+#[test]
+fn list_json_after_create_nvml_supported_types_are_every_catalog_row() {
+    let (host, fake) = l40s();
+    let created = with_nvml(&host, &fake, &["create", L40S, "--type", "L40S-24Q"]);
+    assert!(created.status.success(), "{}", stderr(&created));
+
+    let mut supported = ids(&nvml_of(&host, &fake, L40S)["supported_types"]);
+    supported.sort_unstable();
+
+    assert_eq!(supported, l40s_catalog_ids());
+}
+
+#[test]
+fn list_json_after_mig_create_nvml_reports_the_vgpu_on_its_gpu_instance() {
+    let host = host("h200-mig");
+    let fake = nvml_on(&host, H200_DATA);
+    let created = with_nvml(&host, &fake, &["create", H200, "--type", "H200X-1-18C"]);
+    assert!(created.status.success(), "{}", stderr(&created));
+
+    let nvml = nvml_of(&host, &fake, H200);
+
+    assert_eq!(
+        (
+            nvml["vgpus"]["value"][0]["type_id"].clone(),
+            nvml["vgpus"]["value"][0]["gpu_instance_id"].clone(),
+            ids(&nvml["creatable_type_ids"])
+        ),
+        (
+            serde_json::json!({"value": 1414}),
+            serde_json::json!({"value": 9}),
+            vec![1414, 1415]
+        )
+    );
+}
+
+#[test]
+fn list_json_with_only_the_sim_env_serves_every_gpu_with_defaults() {
+    let host = host("l40s-vendor-vfio");
+    let library = vgpu_core::testing::fake_nvml::built_library(
+        vgpu_core::testing::fake_nvml::FakeBuild::Full,
+    )
+    .unwrap();
+    let empty = host.state.path().join("no-data.toml");
+    let output = command(&host, &["list", "--json"])
+        .arg("--nvml-library")
+        .arg(&library)
+        .env_remove("VGPU_NVML_LIBRARY")
+        .env("VGPU_FAKE_NVML_DATA", &empty)
+        .env("VGPU_FAKE_NVML_SIM", host.sim.root())
+        .output()
+        .unwrap();
+    let list = json(&output);
+    let gpu = common::gpu(&list, "0000:c1:00.0");
+    assert_eq!(
+        (
+            &gpu["nvml"]["name"],
+            &gpu["nvml"]["uuid"],
+            &gpu["nvml"]["scheduler"]["value"]["policy"],
+            &gpu["nvml"]["ecc_mode"],
+        ),
+        (
+            &serde_json::json!({"value": "NVIDIA L40S"}),
+            &serde_json::json!({"value": "GPU-00000000-0000-4000-8000-000000c10000"}),
+            &serde_json::json!("best-effort"),
+            &serde_json::json!({"value": {"current": true, "pending": true}}),
         )
     );
 }

@@ -230,7 +230,7 @@ fn a_full_vendor_vfio_gpu_keeps_its_type_name() {
 #[test]
 fn mig_instances_bound_types_place_plan_and_create_alike() {
     let host = host("h200-mig");
-    let fake = FakeNvml::new(H200_DATA).unwrap();
+    let fake = FakeNvml::on_sim(H200_DATA, host.sim.root()).unwrap();
     let nvml = Some(&fake);
 
     // Two free 1g.18gb instances and one 2g.35gb, whatever the types' maxima (7 and 3).

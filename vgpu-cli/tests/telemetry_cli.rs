@@ -191,7 +191,7 @@ fn isolation_without_iommu_matches_golden() {
 fn isolation_mig_host_with_nvml_matches_golden() {
     let h = host("h200-mig");
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vgpu-nvml-fake/data/h200-mig.toml");
-    let nvml = FakeNvml::new(&std::fs::read_to_string(data).unwrap()).unwrap();
+    let nvml = FakeNvml::on_sim(&std::fs::read_to_string(data).unwrap(), h.sim.root()).unwrap();
     let out = run(&h, Some(&nvml), &["isolation", "18:00.0"]);
     assert_golden("isolation-h200-mig.txt", &h, Some(&nvml), &out);
 }

@@ -1,5 +1,5 @@
 //! MIG-backed vGPUs on the simulated `h200-mig` host, with the test NVML library answering
-//! for its GPU (the same GPU instances): discovery marks the types, `create` writes a free GPU
+//! for its GPU (reading the simulator's GPU instances): discovery marks the types, `create` writes a free GPU
 //! instance to the VF before the type, and refuses, naming what is missing, when MIG mode is
 //! off, no instance of the profile is free, or NVML is not there to say.
 
@@ -36,22 +36,18 @@ fn nv(host: &SimHost, vf: &str, file: &str) -> Result<String, i32> {
     .map_err(|e| e.raw_os_error().unwrap_or(-1))
 }
 
-/// The `h200-mig` host with MIG mode off, and NVML saying so.
+/// The `h200-mig` host with MIG mode off (so without GPU instances), and NVML reading it.
 fn mig_off() -> (SimHost, FakeNvml) {
     let mut profile = Profile::builtin("h200-mig").unwrap();
     for device in &mut profile.devices {
         if let Some(mig) = &mut device.mig {
             mig.enabled = false;
+            mig.gpu_instances.clear();
         }
     }
-    let data = NVML_DATA.replace(
-        "mig = { current = true, pending = true }",
-        "mig = { current = false, pending = false }",
-    );
-    (
-        SimHost::mount_profile_for_test(profile),
-        FakeNvml::new(&data).unwrap(),
-    )
+    let host = SimHost::mount_profile_for_test(profile);
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
+    (host, fake)
 }
 
 #[test]
@@ -85,7 +81,7 @@ fn discover_h200_marks_mig_backed_types_with_their_profile() {
 #[test]
 fn create_mig_type_writes_free_gpu_instance_before_type() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let created = manager(&host)
         .with_nvml(source(&fake))
         .create(pci(H200), "H200X-1-18C", None, None)
@@ -110,7 +106,7 @@ fn create_mig_type_writes_free_gpu_instance_before_type() {
 #[test]
 fn create_second_mig_vgpu_takes_the_next_free_instance() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
         .create(pci(H200), "H200X-1-18C", None, None)
@@ -124,7 +120,7 @@ fn create_second_mig_vgpu_takes_the_next_free_instance() {
 #[test]
 fn create_mig_type_without_free_instance_names_profile_and_instances() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
         .create(pci(H200), "H200X-2-35C", None, None)
@@ -142,7 +138,7 @@ fn create_mig_type_without_free_instance_names_profile_and_instances() {
 #[test]
 fn create_mig_type_without_free_instance_is_no_capacity() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
         .create(pci(H200), "H200X-2-35C", None, None)
@@ -208,7 +204,7 @@ fn create_mig_type_without_nvml_is_refused_before_writing() {
 #[test]
 fn create_mig_type_that_fails_puts_back_the_vf_s_instance() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     std::fs::write(
         host.root()
             .join(format!("sys/bus/pci/devices/{VF0}/nvidia/gpu_instance_id")),
@@ -233,7 +229,7 @@ fn create_mig_type_that_fails_puts_back_the_vf_s_instance() {
 #[test]
 fn destroy_mig_vgpu_frees_its_instance_for_the_next() {
     let host = SimHost::mount_for_test("h200-mig");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
         .create(pci(H200), "H200X-2-35C", None, None)

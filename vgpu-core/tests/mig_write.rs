@@ -1,10 +1,11 @@
 //! MIG changes through the production NVML path (`nvml-wrapper`, `vgpu-nvml-ext`,
-//! `vgpu-core`'s `nvml` module) against the test NVML library answering for the `h200-mig`
-//! GPU (instances 3: `2g` at slices 0-1, 9 and 10: `1g` at 4 and 5): placements, room, GPU
-//! instances made and destroyed, MIG mode, and NVML's refusals.
+//! `vgpu-core`'s `nvml` module) against the test NVML library as a view of the simulated
+//! `h200-mig` host (instances 3: `2g` at slices 0-1, 9 and 10: `1g` at 4 and 5): placements,
+//! room, GPU instances made and destroyed, MIG mode, and NVML's refusals, which are the
+//! simulator's.
 //!
-//! A change is read back from a second load of NVML, after the first is shut down: the
-//! library then reads its data and its log of changes again, as a new process does.
+//! A change is read back from a second load of NVML, after the first is shut down, as a new
+//! process reads the driver's state.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -13,6 +14,7 @@ use vgpu_core::{
     Cause, CreatedGpuInstance, ErrorKind, Fact, GpuInstancePlacement, MigMode, MigModeChange,
     MigModeOutcome, Nvml, NvmlError, PciAddress, Unavailable,
 };
+use vgpu_sim::{Profile, SimHost};
 
 const NVML_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
 
@@ -63,28 +65,41 @@ fn instances_later(fake: &FakeNvml) -> Vec<(u32, u32, GpuInstancePlacement)> {
         .collect()
 }
 
-/// The `h200-mig` data without GPU instances, MIG mode off, a change waiting for a reset.
-fn mig_off_reset_required() -> String {
-    let without_instances = NVML_DATA.split("\n[[gpu.gpu_instance]]").next().unwrap();
-    without_instances.replace(
-        "mig = { current = true, pending = true }",
-        "mig = { current = false, pending = false }\nmig_reset_required = true",
-    )
+/// A simulated `h200-mig` host and the test NVML reading it.
+fn h200_sim() -> (SimHost, FakeNvml) {
+    let host = SimHost::mount_for_test("h200-mig");
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
+    (host, fake)
 }
 
-/// The `h200-mig` data with a MIG-backed vGPU running on GPU instance 9.
-fn vgpu_on_instance_9() -> String {
-    format!(
-        "{NVML_DATA}\n[[gpu.vgpu]]\ninstance = 1\ntype_id = 1414\n\
-         uuid = \"8e2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d\"\n\
-         vm_id = {{ kind = \"uuid\", id = \"1d3f0a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b\" }}\n\
-         gpu_instance_id = 9\n"
-    )
+/// The `h200-mig` host without GPU instances, MIG mode off, and NVML where a MIG-mode change
+/// waits for a reset.
+fn mig_off_reset_required() -> (SimHost, FakeNvml) {
+    let mut profile = Profile::builtin("h200-mig").unwrap();
+    for device in &mut profile.devices {
+        if let Some(mig) = &mut device.mig {
+            mig.enabled = false;
+            mig.gpu_instances.clear();
+        }
+    }
+    let host = SimHost::mount_profile_for_test(profile);
+    let data = format!("{NVML_DATA}mig_reset_required = true\n");
+    let fake = FakeNvml::on_sim(&data, host.root()).unwrap();
+    (host, fake)
+}
+
+/// The `h200-mig` host with a MIG-backed vGPU running on GPU instance 9 (its first VF).
+fn vgpu_on_instance_9() -> (SimHost, FakeNvml) {
+    let (host, fake) = h200_sim();
+    let nv = host.root().join("sys/bus/pci/devices/0000:18:00.4/nvidia");
+    std::fs::write(nv.join("gpu_instance_id"), "9").unwrap();
+    std::fs::write(nv.join("current_vgpu_type"), "1414").unwrap();
+    (host, fake)
 }
 
 #[test]
 fn gpu_instance_placements_1g_are_slices_0_to_6_one_each() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_placements(h200(), P1G),
         Ok(vec![
@@ -101,7 +116,7 @@ fn gpu_instance_placements_1g_are_slices_0_to_6_one_each() {
 
 #[test]
 fn gpu_instance_placements_2g_start_at_0_2_4_two_slices_each() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_placements(h200(), P2G),
         Ok(vec![at(0, 2), at(2, 2), at(4, 2)])
@@ -110,7 +125,7 @@ fn gpu_instance_placements_2g_start_at_0_2_4_two_slices_each() {
 
 #[test]
 fn gpu_instance_placements_7g_is_the_whole_gpu() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_placements(h200(), 0),
         Ok(vec![at(0, 8)])
@@ -119,7 +134,7 @@ fn gpu_instance_placements_7g_is_the_whole_gpu() {
 
 #[test]
 fn gpu_instance_placements_of_a_profile_the_gpu_lacks_is_not_supported() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_placements(h200(), 99),
         Err(call(
@@ -132,7 +147,7 @@ fn gpu_instance_placements_of_a_profile_the_gpu_lacks_is_not_supported() {
 
 #[test]
 fn gpu_instance_remaining_capacity_1g_is_the_three_free_slices() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_remaining_capacity(h200(), P1G),
         Ok(3)
@@ -141,7 +156,7 @@ fn gpu_instance_remaining_capacity_1g_is_the_three_free_slices() {
 
 #[test]
 fn gpu_instance_remaining_capacity_2g_is_one() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).gpu_instance_remaining_capacity(h200(), P2G),
         Ok(1)
@@ -150,7 +165,7 @@ fn gpu_instance_remaining_capacity_2g_is_one() {
 
 #[test]
 fn create_gpu_instance_1g_at_2_gets_the_lowest_free_id() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).create_gpu_instance(h200(), P1G, 2),
         Ok(CreatedGpuInstance {
@@ -163,7 +178,7 @@ fn create_gpu_instance_1g_at_2_gets_the_lowest_free_id() {
 
 #[test]
 fn create_gpu_instance_two_1g_are_read_back_by_a_later_process() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.create_gpu_instance(h200(), P1G, 2).unwrap();
     nvml.create_gpu_instance(h200(), P1G, 6).unwrap();
@@ -182,7 +197,7 @@ fn create_gpu_instance_two_1g_are_read_back_by_a_later_process() {
 
 #[test]
 fn create_gpu_instance_two_1g_leave_a_later_process_room_for_one() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.create_gpu_instance(h200(), P1G, 2).unwrap();
     nvml.create_gpu_instance(h200(), P1G, 6).unwrap();
@@ -195,7 +210,7 @@ fn create_gpu_instance_two_1g_leave_a_later_process_room_for_one() {
 
 #[test]
 fn create_gpu_instance_is_logged_as_the_call_nvml_accepted() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     load(&fake).create_gpu_instance(h200(), P1G, 2).unwrap();
     assert_eq!(
         fake.calls().unwrap(),
@@ -206,7 +221,7 @@ fn create_gpu_instance_is_logged_as_the_call_nvml_accepted() {
 
 #[test]
 fn create_gpu_instance_over_an_instance_is_insufficient_resources() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).create_gpu_instance(h200(), P1G, 4),
         Err(call(
@@ -219,7 +234,7 @@ fn create_gpu_instance_over_an_instance_is_insufficient_resources() {
 
 #[test]
 fn create_gpu_instance_2g_over_two_1g_is_insufficient_resources() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).create_gpu_instance(h200(), P2G, 4),
         Err(call(
@@ -232,7 +247,7 @@ fn create_gpu_instance_2g_over_two_1g_is_insufficient_resources() {
 
 #[test]
 fn create_gpu_instance_over_an_instance_is_no_capacity() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake)
             .create_gpu_instance(h200(), P1G, 4)
@@ -243,7 +258,7 @@ fn create_gpu_instance_over_an_instance_is_no_capacity() {
 
 #[test]
 fn create_gpu_instance_refused_leaves_the_instances_as_they_were() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.create_gpu_instance(h200(), P1G, 4).unwrap_err();
     drop(nvml);
@@ -255,7 +270,7 @@ fn create_gpu_instance_refused_leaves_the_instances_as_they_were() {
 
 #[test]
 fn create_gpu_instance_between_placements_is_no_such_placement() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).create_gpu_instance(h200(), P2G, 1),
         Err(NvmlError::NoSuchPlacement {
@@ -269,7 +284,7 @@ fn create_gpu_instance_between_placements_is_no_such_placement() {
 
 #[test]
 fn destroy_gpu_instance_then_recreate_at_its_place_is_read_back_later() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.destroy_gpu_instance(h200(), 9).unwrap();
     nvml.create_gpu_instance(h200(), P1G, 4).unwrap();
@@ -282,7 +297,7 @@ fn destroy_gpu_instance_then_recreate_at_its_place_is_read_back_later() {
 
 #[test]
 fn destroy_gpu_instance_unknown_id_is_not_found() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).destroy_gpu_instance(h200(), 42),
         Err(call(
@@ -294,7 +309,7 @@ fn destroy_gpu_instance_unknown_id_is_not_found() {
 
 #[test]
 fn destroy_gpu_instance_a_vgpu_runs_on_is_busy() {
-    let fake = FakeNvml::new(&vgpu_on_instance_9()).unwrap();
+    let (_host, fake) = vgpu_on_instance_9();
     assert_eq!(
         load(&fake)
             .destroy_gpu_instance(h200(), 9)
@@ -305,7 +320,7 @@ fn destroy_gpu_instance_a_vgpu_runs_on_is_busy() {
 
 #[test]
 fn destroy_gpu_instance_a_vgpu_runs_on_is_in_use() {
-    let fake = FakeNvml::new(&vgpu_on_instance_9()).unwrap();
+    let (_host, fake) = vgpu_on_instance_9();
     assert_eq!(
         load(&fake).destroy_gpu_instance(h200(), 9),
         Err(call(
@@ -317,7 +332,7 @@ fn destroy_gpu_instance_a_vgpu_runs_on_is_in_use() {
 
 #[test]
 fn set_mig_mode_off_with_gpu_instances_is_in_use() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     assert_eq!(
         load(&fake).set_mig_mode(h200(), false),
         Err(call(
@@ -329,7 +344,7 @@ fn set_mig_mode_off_with_gpu_instances_is_in_use() {
 
 #[test]
 fn set_mig_mode_off_after_destroying_every_instance_applies() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.destroy_gpu_instance(h200(), 3).unwrap();
     nvml.destroy_gpu_instance(h200(), 9).unwrap();
@@ -354,7 +369,7 @@ fn set_mig_mode_off_after_destroying_every_instance_applies() {
 
 #[test]
 fn set_mig_mode_off_is_read_back_by_a_later_process() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let nvml = load(&fake);
     nvml.destroy_gpu_instance(h200(), 3).unwrap();
     nvml.destroy_gpu_instance(h200(), 9).unwrap();
@@ -372,7 +387,7 @@ fn set_mig_mode_off_is_read_back_by_a_later_process() {
 
 #[test]
 fn set_mig_mode_on_when_a_reset_is_required_is_reset_pending() {
-    let fake = FakeNvml::new(&mig_off_reset_required()).unwrap();
+    let (_host, fake) = mig_off_reset_required();
     assert_eq!(
         load(&fake).set_mig_mode(h200(), true),
         Ok(MigModeChange {
@@ -393,7 +408,7 @@ fn set_mig_mode_on_when_a_reset_is_required_is_reset_pending() {
 
 #[test]
 fn set_mig_mode_already_so_asks_nothing() {
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let (_host, fake) = h200_sim();
     let change = load(&fake).set_mig_mode(h200(), true).unwrap();
     assert_eq!(
         (change.changed, change.outcome, fake.calls().unwrap()),

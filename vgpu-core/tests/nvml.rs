@@ -1,7 +1,8 @@
 //! The production NVML path (`nvml-wrapper`, `vgpu-nvml-ext`, `vgpu-core`'s `nvml` module)
 //! against the test NVML library, `vgpu-nvml-fake`: each fact read, and each way a driver
 //! fails to give one (not supported, a function the driver lacks, a library without the
-//! symbol, NVML not initialised, initialisation failing).
+//! symbol, NVML not initialised, initialisation failing). The GPUs of the `l40s-vendor-vfio`
+//! and `h200-mig` hosts are read from a mounted simulator (`sim_root`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,6 +13,7 @@ use vgpu_core::{
     NvmlVgpu, NvmlVgpuType, PciAddress, Placements, SchedulerCapabilities, SchedulerPolicy,
     SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
 };
+use vgpu_sim::{Profile, SimHost};
 
 const L40S: &str = include_str!("../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");
 const H200_MIG: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
@@ -72,6 +74,21 @@ fn only_gpu(data: &str) -> NvmlGpu {
     host.gpus.remove(0)
 }
 
+/// A simulated host of `profile` and the test NVML on it, with `data` for the rest.
+fn on_sim(profile: &str, data: &str) -> (SimHost, FakeNvml) {
+    let host = SimHost::mount_for_test(profile);
+    let fake = FakeNvml::on_sim(data, host.root()).unwrap();
+    (host, fake)
+}
+
+/// The only GPU NVML reads on a simulated host of `profile`, with `data` for the rest.
+fn only_gpu_on(profile: &str, data: &str) -> NvmlGpu {
+    let (_host, fake) = on_sim(profile, data);
+    let mut host = load(&fake).read();
+    assert_eq!(host.gpus.len(), 1);
+    host.gpus.remove(0)
+}
+
 /// `data` with `function` answering `behaviour` for every GPU.
 fn with_function(data: &str, function: &str, behaviour: &str) -> String {
     format!("{data}\n[functions]\n{function} = \"{behaviour}\"\n")
@@ -86,7 +103,7 @@ fn unavailable(cause: Cause, reason: &str) -> Unavailable {
 
 #[test]
 fn load_from_fake_status_is_loaded_with_driver_version() {
-    let fake = FakeNvml::new(L40S).unwrap();
+    let (_host, fake) = on_sim("l40s-vendor-vfio", L40S);
     let status = load(&fake).status().clone();
     assert_eq!(
         (status.loaded, status.driver_version, status.reason),
@@ -96,7 +113,10 @@ fn load_from_fake_status_is_loaded_with_driver_version() {
 
 #[test]
 fn load_init_driver_not_loaded_is_absent_with_reason() {
-    let fake = FakeNvml::new(&format!("init = \"driver-not-loaded\"\n{L40S}")).unwrap();
+    let (_host, fake) = on_sim(
+        "l40s-vendor-vfio",
+        &format!("init = \"driver-not-loaded\"\n{L40S}"),
+    );
     let status = load(&fake).status().clone();
     assert_eq!(
         (status.loaded, status.reason),
@@ -109,7 +129,7 @@ fn load_init_driver_not_loaded_is_absent_with_reason() {
 
 #[test]
 fn read_l40s_host_matches_gpus_to_pci_addresses() {
-    let fake = FakeNvml::new(L40S).unwrap();
+    let (_host, fake) = on_sim("l40s-vendor-vfio", L40S);
     let host = load(&fake).read();
     assert_eq!(
         host.gpus
@@ -397,7 +417,7 @@ fn read_per_gpu_behaviour_applies_to_that_gpu_only() {
         "pci = \"0000:c1:00.0\"\nfunctions = { nvmlDeviceGetName = \"not-supported\" }",
         1,
     );
-    let fake = FakeNvml::new(&data).unwrap();
+    let (_sim, fake) = on_sim("l40s-vendor-vfio", &data);
     let host = load(&fake).read();
     assert_eq!(
         host.gpus
@@ -449,7 +469,7 @@ fn read_legacy_library_without_placements_keeps_the_type() {
 
 #[test]
 fn read_h200_mig_lists_gpu_instances_with_profiles() {
-    let gpu = only_gpu(H200_MIG);
+    let gpu = only_gpu_on("h200-mig", H200_MIG);
     let instances: Vec<(u32, u32, Option<String>)> = gpu
         .gpu_instances
         .into_value()
@@ -470,7 +490,7 @@ fn read_h200_mig_lists_gpu_instances_with_profiles() {
 #[test]
 fn read_h200_mig_mode_is_on() {
     assert_eq!(
-        only_gpu(H200_MIG).mig_mode,
+        only_gpu_on("h200-mig", H200_MIG).mig_mode,
         Fact::Value(MigMode {
             current: true,
             pending: true
@@ -480,7 +500,10 @@ fn read_h200_mig_mode_is_on() {
 
 #[test]
 fn read_h200_mig_backed_type_names_its_profile_id() {
-    let types = only_gpu(H200_MIG).supported_types.into_value().unwrap();
+    let types = only_gpu_on("h200-mig", H200_MIG)
+        .supported_types
+        .into_value()
+        .unwrap();
     assert_eq!(
         types
             .iter()
@@ -496,7 +519,8 @@ fn read_h200_mig_backed_type_names_its_profile_id() {
 
 #[test]
 fn read_legacy_library_lists_gpu_instances_without_profile_names() {
-    let fake = FakeNvml::build(FakeBuild::Legacy, H200_MIG).unwrap();
+    let host = SimHost::mount_for_test("h200-mig");
+    let fake = FakeNvml::build_on_sim(FakeBuild::Legacy, H200_MIG, host.root()).unwrap();
     let instances = load(&fake)
         .read()
         .gpus
@@ -524,12 +548,17 @@ fn read_legacy_library_lists_gpu_instances_without_profile_names() {
 
 #[test]
 fn read_mig_off_gpu_instances_are_unavailable_not_supported() {
-    let data = H200_MIG.replace(
-        "mig = { current = true, pending = true }",
-        "mig = { current = false, pending = false }",
-    );
+    let mut profile = Profile::builtin("h200-mig").unwrap();
+    for device in &mut profile.devices {
+        if let Some(mig) = &mut device.mig {
+            mig.enabled = false;
+            mig.gpu_instances.clear();
+        }
+    }
+    let host = SimHost::mount_profile_for_test(profile);
+    let fake = FakeNvml::on_sim(H200_MIG, host.root()).unwrap();
     assert_eq!(
-        only_gpu(&data).gpu_instances,
+        load(&fake).read().gpus.remove(0).gpu_instances,
         Fact::Unavailable(unavailable(
             Cause::NotSupported,
             "nvmlDeviceGetGpuInstances: MIG mode is off on this GPU"
@@ -552,10 +581,25 @@ fn read_without_nvml_loaded_has_no_gpus_and_says_why() {
 /// The functions whose NVML reason shows in `data`'s read when `behaviour` is set for each in
 /// turn: each function name paired with whether a fact names it as the cause.
 fn reported(data: &str, functions: &[&str], behaviour: &str) -> Vec<(String, bool)> {
+    reported_on(None, data, functions, behaviour)
+}
+
+/// As [`reported`], on the simulated host `sim` when given.
+fn reported_on(
+    sim: Option<&SimHost>,
+    data: &str,
+    functions: &[&str],
+    behaviour: &str,
+) -> Vec<(String, bool)> {
     functions
         .iter()
         .map(|function| {
-            let fake = FakeNvml::new(&with_function(data, function, behaviour)).unwrap();
+            let data = with_function(data, function, behaviour);
+            let fake = match sim {
+                Some(host) => FakeNvml::on_sim(&data, host.root()),
+                None => FakeNvml::new(&data),
+            }
+            .unwrap();
             let read = serde_json::to_string(&load(&fake).read()).unwrap();
             let named = read.contains(&format!("\"reason\":\"{function}: "));
             ((*function).to_owned(), named)
@@ -631,7 +675,12 @@ const MIG_FUNCTIONS: &[&str] = &["nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGe
 #[test]
 fn read_each_gpu_instance_function_missing_is_reported_by_name() {
     assert_eq!(
-        reported(H200_MIG, MIG_FUNCTIONS, "missing"),
+        reported_on(
+            Some(&SimHost::mount_for_test("h200-mig")),
+            H200_MIG,
+            MIG_FUNCTIONS,
+            "missing"
+        ),
         all_named(MIG_FUNCTIONS)
     );
 }

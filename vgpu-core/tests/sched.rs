@@ -1,6 +1,6 @@
 //! `Manager::set_scheduler` on the simulated `l40s-vendor-vfio` host with the test NVML
 //! library: what it asks NVML (the library logs the exact call), what it refuses before
-//! asking, and NVML's refusals passed on.
+//! asking, and NVML's refusals passed on. NVML reads the GPUs from the simulator (`sim_root`).
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -32,7 +32,7 @@ fn equal_share(timeslice_ms: Option<u32>) -> SchedulerRequest {
 #[test]
 fn set_scheduler_asks_nvml_for_policy_and_timeslice() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(Some(2)))
@@ -47,7 +47,7 @@ fn set_scheduler_asks_nvml_for_policy_and_timeslice() {
 #[test]
 fn set_scheduler_reads_the_new_state_back() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let change = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(Some(2)))
@@ -71,7 +71,7 @@ fn set_scheduler_reads_the_new_state_back() {
 #[test]
 fn set_scheduler_already_so_asks_nothing() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let change = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(
@@ -91,7 +91,7 @@ fn set_scheduler_already_so_asks_nothing() {
 #[test]
 fn set_scheduler_is_audited_under_the_lock() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(None))
@@ -109,7 +109,7 @@ fn set_scheduler_is_audited_under_the_lock() {
 #[test]
 fn set_scheduler_with_vgpu_running_is_refused_before_nvml() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager.create(pci(L40S), "L40S-24Q", None, None).unwrap();
     let err = manager
@@ -119,7 +119,7 @@ fn set_scheduler_with_vgpu_running_is_refused_before_nvml() {
         (err.to_string(), fake.calls().unwrap()),
         (
             "the vGPU scheduler of 0000:41:00.0 cannot change while vGPUs run on it \
-             (0000:41:00.4)"
+             (0000:41:00.4, NVML vGPU instance 16644)"
                 .to_owned(),
             String::new()
         )
@@ -131,7 +131,7 @@ fn set_scheduler_nvml_refusal_is_passed_on_with_its_reason() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let data =
         format!("{NVML_DATA}\n[functions]\nnvmlDeviceSetVgpuSchedulerState = \"not-supported\"\n");
-    let fake = FakeNvml::new(&data).unwrap();
+    let fake = FakeNvml::on_sim(&data, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(None))
@@ -151,7 +151,7 @@ fn set_scheduler_nvml_refusal_is_passed_on_with_its_reason() {
 #[test]
 fn set_scheduler_timeslice_out_of_range_is_refused_before_nvml() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::new(NVML_DATA).unwrap();
+    let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(Some(40)))
@@ -168,7 +168,7 @@ fn set_scheduler_timeslice_out_of_range_is_refused_before_nvml() {
 #[test]
 fn set_scheduler_on_legacy_driver_is_function_not_found() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let fake = FakeNvml::build(FakeBuild::Legacy, NVML_DATA).unwrap();
+    let fake = FakeNvml::build_on_sim(FakeBuild::Legacy, NVML_DATA, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(pci(L40S), equal_share(None))

@@ -116,6 +116,9 @@ pub(crate) struct Profile {
     /// profile cannot be placed (`NVML_ERROR_NOT_SUPPORTED`).
     #[serde(default)]
     pub(crate) placements: Option<ProfilePlacements>,
+    /// How many more instances fit, as a simulator says; without one, the fake counts.
+    #[serde(skip)]
+    pub(crate) remaining: Option<u32>,
 }
 
 /// The placements of a GPU-instance profile: each starts at one of `starts` and spans `size`
@@ -179,7 +182,9 @@ pub(crate) struct Vgpu {
     /// than KVM).
     #[serde(default)]
     pub(crate) mdev_uuid: Option<String>,
-    pub(crate) vm_id: VmId,
+    /// The VM it runs in; absent: `NOT_SUPPORTED`.
+    #[serde(default)]
+    pub(crate) vm_id: Option<VmId>,
     #[serde(default)]
     pub(crate) fb_usage_mib: u64,
     #[serde(default)]
@@ -197,7 +202,11 @@ pub(crate) struct Vgpu {
 pub(crate) struct Gpu {
     /// The PCI address, `0000:41:00.0`.
     pub(crate) pci: String,
+    /// Needed without a simulator; with one, its name is the default.
+    #[serde(default)]
     pub(crate) name: String,
+    /// Needed without a simulator; with one, one derived from the PCI address is the default.
+    #[serde(default)]
     pub(crate) uuid: String,
     /// `pciDeviceId`: device id in the top 16 bits, vendor in the bottom.
     #[serde(default)]
@@ -238,6 +247,22 @@ pub(crate) struct Gpu {
     pub(crate) gpu_instances: Vec<GpuInstance>,
     #[serde(default, rename = "vgpu")]
     pub(crate) vgpus: Vec<Vgpu>,
+    /// What the data file itself gave, kept over the simulator's values.
+    #[serde(skip)]
+    pub(crate) given: Given,
+    /// The MIG mode last asked for (`nvmlDeviceSetMigMode`): the pending mode of a GPU that
+    /// waits for a reset, over a simulator's.
+    #[serde(skip)]
+    pub(crate) mig_pending: Option<bool>,
+}
+
+/// What the data file gave for a GPU that a simulator also describes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Given {
+    /// Whether it named the GPU.
+    pub(crate) name: bool,
+    /// Its `[[gpu.type]]` rows, each over the simulator's row with its id.
+    pub(crate) types: Vec<VgpuType>,
 }
 
 fn host_vgpu() -> String {
@@ -266,11 +291,10 @@ pub(crate) struct Data {
     pub(crate) confidential_computing: bool,
     #[serde(default, rename = "gpu")]
     pub(crate) gpus: Vec<Gpu>,
-    /// A simulator's control file (`<root>/.vgpu-sim/control`): MIG changes are written there
-    /// too, as NVIDIA's driver makes them visible in sysfs, so that the simulated host and
-    /// NVML agree.
+    /// A vgpu-sim mount root: the GPUs, their MIG state, vGPUs and types are read from the
+    /// simulated host at every call, and MIG changes are asked of it (see `sim`).
     #[serde(default)]
-    pub(crate) sim_control: Option<PathBuf>,
+    pub(crate) sim_root: Option<PathBuf>,
 }
 
 fn driver_version() -> String {
@@ -316,10 +340,36 @@ pub(crate) fn calls_path(data: &Path) -> PathBuf {
     data.with_extension("calls")
 }
 
-/// Reads `path` and replays its call log onto it.
-pub(crate) fn load(path: &Path) -> Result<Data, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// Parses the data file at `path`. With `sim_root` (the key, else `sim_env`), a missing
+/// file is no data; without one, every GPU needs `name` and `uuid`.
+pub(crate) fn parse(path: &Path, sim_env: Option<PathBuf>) -> Result<Data, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && sim_env.is_some() => String::new(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     let mut data: Data = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if data.sim_root.is_none() {
+        data.sim_root = sim_env;
+    }
+    for g in &mut data.gpus {
+        if data.sim_root.is_none() && (g.name.is_empty() || g.uuid.is_empty()) {
+            return Err(format!(
+                "{}: GPU {}: name and uuid are needed without sim_root",
+                path.display(),
+                g.pci
+            ));
+        }
+        g.given = Given {
+            name: !g.name.is_empty(),
+            types: g.types.clone(),
+        };
+    }
+    Ok(data)
+}
+
+/// Replays the call log beside `path` onto `data`.
+pub(crate) fn replay(data: &mut Data, path: &Path) -> Result<(), String> {
     let log = calls_path(path);
     match std::fs::read_to_string(&log) {
         Ok(text) => {
@@ -332,46 +382,22 @@ pub(crate) fn load(path: &Path) -> Result<Data, String> {
                     .map_err(|e| format!("{} line {}: {e}", log.display(), n + 1))?;
                 data.apply(&call);
             }
+            Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", log.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{}: {e}", log.display())),
     }
+}
+
+/// Reads `path` and replays its call log onto it (without a simulator).
+#[cfg(test)]
+pub(crate) fn load(path: &Path) -> Result<Data, String> {
+    let mut data = parse(path, None)?;
+    replay(&mut data, path)?;
     Ok(data)
 }
 
 /// Appends `call` to the log beside `data`.
-/// Tells the simulator `d` names (if any) of a MIG change: `mig-mode`, `gpu-instance-add`,
-/// `gpu-instance-remove` (vgpu-sim's control grammar). Its refusal is the driver's: `EBUSY`
-/// for an instance a vGPU runs on.
-pub(crate) fn tell_simulator(d: &Data, call: &Call) -> Result<(), std::io::Error> {
-    let Some(control) = &d.sim_control else {
-        return Ok(());
-    };
-    let line = match call {
-        Call::SetScheduler { .. } => return Ok(()),
-        Call::SetMigMode { gpu, mode } => {
-            format!("mig-mode {gpu} {}\n", if *mode { "on" } else { "off" })
-        }
-        Call::CreateGpuInstance {
-            gpu,
-            id,
-            profile_id,
-            ..
-        } => {
-            let profile = d
-                .gpus
-                .iter()
-                .find(|g| g.pci == *gpu)
-                .and_then(|g| g.profiles.iter().find(|p| p.id == *profile_id))
-                .map(|p| p.name.trim_start_matches("MIG ").to_owned())
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-            format!("gpu-instance-add {gpu} {id} {profile}\n")
-        }
-        Call::DestroyGpuInstance { gpu, id } => format!("gpu-instance-remove {gpu} {id}\n"),
-    };
-    std::fs::write(control, line)
-}
-
 pub(crate) fn record(data: &Path, call: &Call) -> Result<(), String> {
     let log = calls_path(data);
     let line = serde_json::to_string(call).map_err(|e| e.to_string())?;
@@ -384,8 +410,17 @@ pub(crate) fn record(data: &Path, call: &Call) -> Result<(), String> {
 }
 
 impl Data {
-    /// Applies a logged change (one about a GPU the data lacks changes nothing).
+    /// Applies a logged change (one about a GPU the data lacks changes nothing). With a
+    /// simulator, GPU instances are the simulator's: their changes are not applied here.
     pub(crate) fn apply(&mut self, call: &Call) {
+        if self.sim_root.is_some()
+            && matches!(
+                call,
+                Call::CreateGpuInstance { .. } | Call::DestroyGpuInstance { .. }
+            )
+        {
+            return;
+        }
         let pci = match call {
             Call::SetScheduler { gpu, .. }
             | Call::SetMigMode { gpu, .. }
@@ -409,6 +444,7 @@ impl Data {
                 });
             }
             Call::SetMigMode { mode, .. } => {
+                g.mig_pending = Some(*mode);
                 if let Some(m) = &mut g.mig {
                     m.pending = *mode;
                     if !g.mig_reset_required {

@@ -1,5 +1,6 @@
 //! A test NVML: a shared library (`libvgpu_nvml_fake.so`) exporting the NVML entry points
-//! `vgpu` calls, answering from a data file instead of a driver, so that the production NVML
+//! `vgpu` calls, answering from a data file or live from a simulated host instead of a
+//! driver, so that the production NVML
 //! code (`nvml-wrapper` and `vgpu-core`'s `nvml` module) runs end to end on hosts without an
 //! NVIDIA GPU, a simulated host's GPUs included.
 //!
@@ -14,9 +15,7 @@
 //! beside the library, so that a test copies the library into a directory of its own with its
 //! data. Top-level keys: `driver_version`, `nvml_version`, `init` (how `nvmlInit_v2`
 //! answers), `functions` (how each function answers, by NVML name), `confidential_computing`,
-//! `sim_control` (a vgpu-sim control file: each MIG change is written there too, as
-//! `mig-mode`, `gpu-instance-add` or `gpu-instance-remove`, so that the simulated sysfs
-//! agrees; the simulator's refusal is NVML's), and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
+//! `sim_root` (below), and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
 //! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
 //! `mig_reset_required` (a MIG-mode change waits for a GPU reset; default `false`),
 //! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
@@ -29,7 +28,28 @@
 //! `encoder`, `gpu_instance_id`, `utilization`). A value the data leaves out that NVML may
 //! not give is answered `NVML_ERROR_NOT_SUPPORTED`: `mig`, `ecc`, the scheduler's, a type's
 //! or a profile's `placements`, a vGPU's `mdev_uuid` (NVML gives it only on KVM, for a vGPU
-//! that is a mediated device).
+//! that is a mediated device) and `vm_id`.
+//!
+//! # A view of a simulated host
+//!
+//! `sim_root = "<mount root>"` (or the environment variable `VGPU_FAKE_NVML_SIM`, when the
+//! data has no `sim_root`) makes the fake a view of a vgpu-sim host. With it the data file
+//! may be absent. The GPUs are the simulated host's vendor-VFIO GPUs, in address order. At
+//! every call the fake reads from the simulator each GPU's name, PCI ids, MIG mode,
+//! GPU-instance profiles (with their remaining capacity) and instances, supported types and
+//! VFs (`.vgpu-sim/nvidia/<addr>.json`).
+//! It reads the running vGPUs from the VFs: one per VF whose `nvidia/current_vgpu_type` is
+//! not 0, on the GPU instance of its `nvidia/gpu_instance_id`, its instance id the VF's
+//! domain and routing id. The creatable types are the union of the VFs'
+//! `nvidia/creatable_vgpu_types`. A `[[gpu]]` of the data with the same `pci` keeps its
+//! `name`, `uuid`, modes, scheduler, capabilities, `functions`, `mig_reset_required` and
+//! `[[gpu.type]]` rows; its `mig`, profiles, instances, vGPUs and `creatable` are the
+//! simulator's. The defaults: a UUID with the PCI address in its last group, the
+//! `host-vgpu` and `sriov` modes, ECC on, the best-effort scheduler. MIG changes are control
+//! lines to the simulator (`mig-mode`, `gpu-instance-add`, `gpu-instance-remove`); the new
+//! instance's id is read back, and the simulator's refusal is NVML's error: `EBUSY`
+//! `NVML_ERROR_IN_USE`, `ENOSPC` `NVML_ERROR_INSUFFICIENT_RESOURCES`, `EINVAL`
+//! `NVML_ERROR_INVALID_ARGUMENT`, `EOPNOTSUPP` `NVML_ERROR_NOT_SUPPORTED`.
 //!
 //! A behaviour is `ok` (answer from the data), `not-supported`, `uninitialized`, `missing`
 //! (`NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver answers), `no-permission`,
@@ -46,9 +66,10 @@
 //! `nvmlDeviceCreateGpuInstanceWithPlacement` and `nvmlGpuInstanceDestroy` append what they
 //! accepted, one JSON object a line, to `<data file stem>.calls` beside the data file, and
 //! apply it; every initialisation replays that log, so a later process sees the change (as
-//! a later process on a real host sees the driver's state).
+//! a later process on a real host sees the driver's state). With a simulator, the GPU
+//! instances are the simulator's: their changes are logged, not replayed.
 //!
-//! The MIG changes follow these rules. A GPU instance takes memory slices
+//! Without a simulator, the MIG changes follow these rules. A GPU instance takes memory slices
 //! `start .. start + size` at one of its profile's `placements`. Overlapping another, or
 //! passing the profile's `instance_count`, is `NVML_ERROR_INSUFFICIENT_RESOURCES`; compute
 //! slices are not counted. A profile's remaining capacity is how many of its placements
@@ -66,6 +87,8 @@
 
 mod data;
 mod exports;
+mod sim;
 mod state;
 
+pub use sim::SIM_ENV;
 pub use state::{DATA_ENV, DATA_FILE};

@@ -19,6 +19,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use crate::data::{self, Behaviour, Data};
+use crate::sim::{self, Need, SIM_ENV};
 
 /// What an entry point answers when it does not succeed.
 pub(crate) type Answer<T = ()> = Result<T, nvmlReturn_t>;
@@ -88,6 +89,37 @@ fn code(behaviour: Behaviour) -> Option<nvmlReturn_t> {
     }
 }
 
+/// The data at `path`: the simulated host's GPUs first when there is one (so that the log's
+/// changes find them), then the call log replayed.
+fn load(path: &std::path::Path) -> Result<Data, String> {
+    let sim_env = std::env::var_os(SIM_ENV).map(PathBuf::from);
+    let mut data = data::parse(path, sim_env)?;
+    if let Some(root) = data.sim_root.clone() {
+        let all = Need {
+            vgpus: true,
+            creatable: true,
+        };
+        sim::refresh(&mut data, &root, all)?;
+    }
+    data::replay(&mut data, path)?;
+    Ok(data)
+}
+
+/// Reads the simulated host again for `function`, when there is one: every answer is the
+/// host's now.
+fn live(data: &mut Data, function: &str) -> Answer {
+    let Some(root) = data.sim_root.clone() else {
+        return Ok(());
+    };
+    sim::refresh(data, &root, Need::of(function)).map_err(|message| {
+        #[allow(clippy::print_stderr, reason = "a test library says why it fails")]
+        {
+            eprintln!("vgpu-nvml-fake: {message}");
+        }
+        UNKNOWN
+    })
+}
+
 /// `nvmlInit_v2`: loads the data (and replays its call log) on the first call.
 pub(crate) fn init() -> nvmlReturn_t {
     let mut fake = lock();
@@ -98,7 +130,7 @@ pub(crate) fn init() -> nvmlReturn_t {
     let Some(path) = data_path() else {
         return UNKNOWN;
     };
-    let loaded = match data::load(&path) {
+    let loaded = match load(&path) {
         Ok(data) => data,
         Err(message) => {
             #[allow(clippy::print_stderr, reason = "a test library says why it fails once")]
@@ -141,8 +173,9 @@ pub(crate) fn with<T>(
     gpu: Option<usize>,
     f: impl FnOnce(&Data) -> Answer<T>,
 ) -> Answer<T> {
-    let fake = lock();
-    let data = fake.data.as_ref().ok_or(UNINITIALIZED)?;
+    let mut fake = lock();
+    let data = fake.data.as_mut().ok_or(UNINITIALIZED)?;
+    live(data, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }
@@ -160,6 +193,7 @@ pub(crate) fn with_mut<T>(
     let (Some(data), Some(path)) = (data.as_mut(), path.as_ref()) else {
         return Err(UNINITIALIZED);
     };
+    live(data, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }

@@ -88,7 +88,16 @@
 //!   different profiles side by side; a VF takes one only after `gpu_instance_id` names a free
 //!   instance of its profile (`EINVAL` for none or another profile, `EBUSY` for one in use;
 //!   `gpu_instance_id` itself takes only an instance of the GPU, `EINVAL` otherwise). Out of
-//!   MIG mode only time-sliced types are listed. GPU instances are fixed by the profile.
+//!   MIG mode only time-sliced types are listed.
+//! * **NVIDIA MIG** (MIG user guide, `nvidia-smi mig -lgip`, `-lgipp`): the simulated driver
+//!   owns MIG mode and the GPU instances, each with an id, a profile and a placement (first
+//!   memory slice and size). They start as the profile's `mig` section has them. The
+//!   control file's MIG lines change them, as NVML does through the driver; a new instance
+//!   gets the lowest free id from 1. The GPU-instance profiles and their placements come
+//!   from the catalog (`[[gpu_instance_profile]]`). An instance may not overlap another or
+//!   pass its profile's instance count (`ENOSPC`). `.vgpu-sim/nvidia/<addr>.json` publishes
+//!   each vendor-VFIO GPU's driver state read-only: name, MIG mode, profiles, instances and
+//!   the supported types (layout in `tree/nvidia.rs`). The test NVML library reads it.
 //! * **IOMMU**: `sys/firmware/acpi/tables/DMAR` or `IVRS`, `sys/class/iommu/dmar0` or `ivhd0`
 //!   (`intel-iommu/ecap` bit 3 = interrupt remapping), `sys/kernel/iommu_groups/<n>/devices`;
 //!   the `no-iommu` profile has none of them (so `vfio-pci` binds nothing there; its mdevs
@@ -153,8 +162,10 @@
 //! `<root>/.vgpu-sim/control` takes commands (grammar in [`control`]): injected failures
 //! (`fail-next 2 EBUSY */sriov_numvfs`), latency (`latency sriov-enable 1500`; `latency
 //! async-probe 300` delays new VFs' probe), hot-unplug (`unplug 0000:3b:00.0`), processes
-//! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`),
-//! `counters-reset`, `uevents-clear`, `clear` (faults, latencies and processes). Reading it
+//! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`), MIG
+//! (`mig-mode 0000:18:00.0 on`, `gpu-instance-add 0000:18:00.0 1g.18gb 2`,
+//! `gpu-instance-remove 0000:18:00.0 9`), `counters-reset`, `uevents-clear`, `clear` (faults,
+//! latencies and processes). Reading it
 //! shows the pending faults, latencies and waiting writes. `<root>/.vgpu-sim/counters` reads
 //! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`, then `inodes
 //! N`: the inodes in the table now (each `lookup` takes a reference, `forget` drops it, and the

@@ -296,9 +296,15 @@ impl Shared {
                 Command::MigMode(gpu, on) => k
                     .set_mig_mode(gpu, on)
                     .map_err(|e| (format!("mig-mode {gpu}: refused"), e))?,
-                Command::GpuInstanceAdd(gpu, id, profile) => k
-                    .add_gpu_instance(gpu, id, &profile)
-                    .map_err(|e| (format!("gpu-instance-add {gpu} {id}: refused"), e))?,
+                Command::GpuInstanceAdd(gpu, profile, start) => {
+                    let id = k.add_gpu_instance(gpu, &profile, start).map_err(|e| {
+                        (
+                            format!("gpu-instance-add {gpu} {profile} {start}: refused"),
+                            e,
+                        )
+                    })?;
+                    tracing::info!(%gpu, profile, start, id, "GPU instance made");
+                }
                 Command::GpuInstanceRemove(gpu, id) => k
                     .remove_gpu_instance(gpu, id)
                     .map_err(|e| (format!("gpu-instance-remove {gpu} {id}: refused"), e))?,

@@ -1,5 +1,7 @@
 //! The test NVML library (`vgpu-nvml-fake`) set up for one test: a copy of the library in a
-//! directory of its own, with the data file it answers from beside it.
+//! directory of its own, with the data file it answers from beside it. On a simulated host
+//! (`on_sim`), the data names the mount root (`sim_root`) and the library reads the rest
+//! from the simulator.
 //!
 //! A copy per test keeps tests apart: the dynamic loader shares one loaded library (and its
 //! state) between everything that opens the same file, so each test opens its own.
@@ -57,10 +59,42 @@ pub fn built_library(build: FakeBuild) -> io::Result<PathBuf> {
     ))
 }
 
+/// `data` with `sim_root` naming `root` (a top-level key, so first).
+pub fn with_sim_root(data: &str, root: &Path) -> String {
+    let quoted = toml_string(&root.to_string_lossy());
+    format!("sim_root = {quoted}\n{data}")
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 impl FakeNvml {
     /// The full test library answering from `data` (TOML, see `vgpu-nvml-fake`).
     pub fn new(data: &str) -> io::Result<Self> {
         Self::build(FakeBuild::Full, data)
+    }
+
+    /// The full test library as a view of the simulated host mounted at `root`, with `data`
+    /// for what the simulator does not know (UUIDs, scheduler capabilities, behaviours).
+    pub fn on_sim(data: &str, root: &Path) -> io::Result<Self> {
+        Self::build_on_sim(FakeBuild::Full, data, root)
+    }
+
+    /// The given build as a view of the simulated host mounted at `root`, with `data`.
+    pub fn build_on_sim(build: FakeBuild, data: &str, root: &Path) -> io::Result<Self> {
+        Self::build(build, &with_sim_root(data, root))
     }
 
     /// The given build answering from `data`.

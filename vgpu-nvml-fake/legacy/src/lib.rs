@@ -18,6 +18,12 @@
     reason = "the change log serves only the full build's changes"
 )]
 mod data;
+#[path = "../../src/sim.rs"]
+#[allow(
+    dead_code,
+    reason = "the control file serves only the full build's changes"
+)]
+mod sim;
 #[path = "../../src/state.rs"]
 #[allow(
     dead_code,
@@ -27,4 +33,5 @@ mod state;
 
 mod exports;
 
+pub use sim::SIM_ENV;
 pub use state::{DATA_ENV, DATA_FILE};

@@ -2,7 +2,9 @@
 //! Management" of the NVML API Reference), each accepted change recorded in the call log so
 //! that a later process sees it.
 //!
-//! The rules, kept to what `vgpu` relies on:
+//! With a simulator (`sim_root`), the simulator decides: each change is a control line and
+//! its refusal is NVML's error (see the crate documentation). Without one, the fake's rules,
+//! kept to what `vgpu` relies on:
 //!
 //! - A profile's placements are those of its data (`placements = { size, starts }`); a
 //!   profile without them cannot be placed (`NVML_ERROR_NOT_SUPPORTED`).
@@ -34,8 +36,11 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_t,
 };
 
+use std::path::Path;
+
 use super::core::on_gpu;
-use crate::data::{self, Call, Gpu, Profile, ProfilePlacements};
+use crate::data::{self, Call, Data, Gpu, Profile, ProfilePlacements};
+use crate::sim;
 use crate::state::{
     Answer, device_index, done, gpu, instance_handle, instance_of, put, put_list, with_mut,
 };
@@ -43,22 +48,31 @@ use crate::state::{
 /// `NVML_DEVICE_MIG_ENABLE`.
 const MIG_ENABLE: c_uint = 1;
 
-/// `g` in MIG mode now, or `NOT_SUPPORTED`.
-/// NVML's answer for a simulator that refused a MIG change: `IN_USE` for `EBUSY` (a vGPU on
-/// the instance), `UNKNOWN` otherwise.
+/// NVML's answer for a simulator that refused a MIG change (its errno): `IN_USE` for
+/// `EBUSY` (a vGPU on the instance, or instances in the way of a mode change),
+/// `INSUFFICIENT_RESOURCES` for `ENOSPC` (an overlap, or the profile's instance count),
+/// `INVALID_ARGUMENT` for `EINVAL`, `NOT_SUPPORTED` for `EOPNOTSUPP` (MIG mode off) and
+/// `ENODEV` (no MIG), `UNKNOWN` otherwise.
 fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
-    if err.raw_os_error() == Some(libc_ebusy()) {
-        IN_USE
-    } else {
-        UNKNOWN
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => IN_USE,
+        Some(libc::ENOSPC) => INSUFFICIENT_RESOURCES,
+        Some(libc::EINVAL) => INVALID_ARGUMENT,
+        Some(libc::EOPNOTSUPP | libc::ENODEV) => NOT_SUPPORTED,
+        _ => UNKNOWN,
     }
 }
 
-/// `EBUSY` on Linux.
-const fn libc_ebusy() -> i32 {
-    16
+/// Reads the simulated host at `root` again after a change.
+fn reread(d: &mut Data, root: &Path) -> Answer {
+    let need = sim::Need {
+        vgpus: true,
+        creatable: false,
+    };
+    sim::refresh(d, root, need).map_err(|_| UNKNOWN)
 }
 
+/// `g` in MIG mode now, or `NOT_SUPPORTED`.
 fn in_mig_mode(g: &Gpu) -> Answer {
     if g.mig.is_some_and(|m| m.current) {
         Ok(())
@@ -160,7 +174,8 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstancePossiblePlacements_v2(
 }
 
 /// `nvmlDeviceGetGpuInstanceRemainingCapacity`: `NOT_SUPPORTED` when MIG mode is off or the
-/// GPU lacks the profile; 0 for a profile without placements.
+/// GPU lacks the profile; the simulator's count with one, else 0 for a profile without
+/// placements and the fake's count.
 ///
 /// # Safety
 /// `count` is null or valid for a write.
@@ -176,7 +191,10 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstanceRemainingCapacity(
         |_, g| {
             in_mig_mode(g)?;
             let p = profile_by_id(g, profile_id).ok_or(NOT_SUPPORTED)?;
-            let n = p.placements.as_ref().map_or(0, |pl| remaining(g, p, pl));
+            let n = match p.remaining {
+                Some(n) => n,
+                None => p.placements.as_ref().map_or(0, |pl| remaining(g, p, pl)),
+            };
             // SAFETY: as the caller promises.
             unsafe { put(count, n) }
         },
@@ -216,19 +234,38 @@ unsafe extern "C" fn nvmlDeviceCreateGpuInstanceWithPlacement(
             if asked.size != list.size || !list.starts.contains(&asked.start) {
                 return Err(INVALID_ARGUMENT);
             }
-            if left_by_count(g, p) == 0 || taken(g, (asked.start, asked.size)) {
-                return Err(INSUFFICIENT_RESOURCES);
-            }
-            let id = next_id(g)?;
+            let pci = g.pci.clone();
+            let id = match d.sim_root.clone() {
+                Some(root) => {
+                    let name = p.name.trim_start_matches("MIG ");
+                    sim::control(
+                        &root,
+                        &format!("gpu-instance-add {pci} {name} {}", asked.start),
+                    )
+                    .map_err(|e| refusal_of(&e))?;
+                    reread(d, &root)?;
+                    gpu(d, index)?
+                        .gpu_instances
+                        .iter()
+                        .find(|gi| gi.profile_id == profile_id && gi.placement_start == asked.start)
+                        .map(|gi| gi.id)
+                        .ok_or(UNKNOWN)?
+                }
+                None => {
+                    if left_by_count(g, p) == 0 || taken(g, (asked.start, asked.size)) {
+                        return Err(INSUFFICIENT_RESOURCES);
+                    }
+                    next_id(g)?
+                }
+            };
             let handle = instance_handle(index, id)?;
             let call = Call::CreateGpuInstance {
-                gpu: g.pci.clone(),
+                gpu: pci,
                 id,
                 profile_id,
                 start: asked.start,
                 size: asked.size,
             };
-            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
             data::record(path, &call).map_err(|_| UNKNOWN)?;
             d.apply(&call);
             // SAFETY: not null, valid for a write as the caller promises.
@@ -275,17 +312,26 @@ extern "C" fn nvmlGpuInstanceDestroy(instance: nvmlGpuInstance_t) -> nvmlReturn_
             if !g.gpu_instances.iter().any(|gi| gi.id == id) {
                 return Err(INVALID_ARGUMENT);
             }
-            if g.vgpus.iter().any(|v| v.gpu_instance_id == Some(id)) {
-                return Err(IN_USE);
-            }
             let call = Call::DestroyGpuInstance {
                 gpu: g.pci.clone(),
                 id,
             };
-            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
-            data::record(path, &call).map_err(|_| UNKNOWN)?;
-            d.apply(&call);
-            Ok(())
+            match d.sim_root.clone() {
+                Some(root) => {
+                    sim::control(&root, &format!("gpu-instance-remove {} {id}", g.pci))
+                        .map_err(|e| refusal_of(&e))?;
+                    data::record(path, &call).map_err(|_| UNKNOWN)?;
+                    reread(d, &root)
+                }
+                None => {
+                    if g.vgpus.iter().any(|v| v.gpu_instance_id == Some(id)) {
+                        return Err(IN_USE);
+                    }
+                    data::record(path, &call).map_err(|_| UNKNOWN)?;
+                    d.apply(&call);
+                    Ok(())
+                }
+            }
         },
     ))
 }
@@ -318,19 +364,28 @@ unsafe extern "C" fn nvmlDeviceSetMigMode(
             // SAFETY: not null, valid for a write as the caller promises.
             return unsafe { put(status, SUCCESS) };
         }
-        if now.current != on && (!g.gpu_instances.is_empty() || !g.vgpus.is_empty()) {
-            return Err(IN_USE);
-        }
+        let in_use = now.current != on && (!g.gpu_instances.is_empty() || !g.vgpus.is_empty());
         let call = Call::SetMigMode {
             gpu: g.pci.clone(),
             mode: on,
         };
-        // A mode that waits for a reset is not in force, in sysfs either.
-        if !g.mig_reset_required {
-            data::tell_simulator(d, &call).map_err(|e| refusal_of(&e))?;
+        // A mode that waits for a reset is not in force, in the simulator either: the fake
+        // keeps it as the pending mode.
+        let root = d.sim_root.clone().filter(|_| !g.mig_reset_required);
+        match &root {
+            Some(root) => {
+                let word = if on { "on" } else { "off" };
+                sim::control(root, &format!("mig-mode {} {word}", g.pci))
+                    .map_err(|e| refusal_of(&e))?;
+            }
+            None if in_use => return Err(IN_USE),
+            None => {}
         }
         data::record(path, &call).map_err(|_| UNKNOWN)?;
         d.apply(&call);
+        if let Some(root) = d.sim_root.clone() {
+            reread(d, &root)?;
+        }
         let current = gpu(d, index)?.mig.is_some_and(|m| m.current);
         let activation = if current == on {
             SUCCESS
@@ -346,7 +401,102 @@ unsafe extern "C" fn nvmlDeviceSetMigMode(
 mod tests {
     use super::*;
 
-    const H200: &str = include_str!("../../data/h200-mig.toml");
+    /// An H200 in MIG mode with two 1g.18gb instances (slices 4 and 5) and one 2g.35gb (0).
+    const H200: &str = r#"
+[[gpu]]
+pci = "0000:18:00.0"
+name = "NVIDIA H200"
+uuid = "GPU-a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
+pci_device_id = 0x233510de
+virtualization_mode = "host-vgpu"
+host_vgpu_mode = "sriov"
+mig = { current = true, pending = true }
+ecc = { current = true, pending = true }
+scheduler = { policy = 1, arr_mode = 0, timeslice_ns = 0 }
+scheduler_capabilities = { policies = [1, 2, 3], arr_supported = true, min_timeslice_ns = 1000000, max_timeslice_ns = 30000000 }
+creatable = [1414, 1415]
+
+[[gpu.profile]]
+index = 0
+id = 19
+name = "MIG 1g.18gb"
+slices = 1
+instance_count = 7
+memory_mib = 16896
+placements = { size = 1, starts = [0, 1, 2, 3, 4, 5, 6] }
+
+[[gpu.profile]]
+index = 1
+id = 14
+name = "MIG 2g.35gb"
+slices = 2
+instance_count = 3
+memory_mib = 33792
+placements = { size = 2, starts = [0, 2, 4] }
+
+[[gpu.profile]]
+index = 2
+id = 9
+name = "MIG 3g.71gb"
+slices = 3
+instance_count = 2
+memory_mib = 67584
+placements = { size = 4, starts = [0, 4] }
+
+[[gpu.profile]]
+index = 3
+id = 5
+name = "MIG 4g.71gb"
+slices = 4
+instance_count = 1
+memory_mib = 67584
+placements = { size = 4, starts = [0] }
+
+[[gpu.profile]]
+index = 4
+id = 0
+name = "MIG 7g.141gb"
+slices = 7
+instance_count = 1
+memory_mib = 142336
+placements = { size = 8, starts = [0] }
+
+[[gpu.profile]]
+index = 7
+id = 20
+name = "MIG 1g.18gb+me"
+slices = 1
+instance_count = 1
+memory_mib = 16896
+placements = { size = 1, starts = [0, 1, 2, 3, 4, 5, 6] }
+
+[[gpu.profile]]
+index = 9
+id = 15
+name = "MIG 1g.35gb"
+slices = 1
+instance_count = 4
+memory_mib = 33792
+placements = { size = 2, starts = [0, 2, 4, 6] }
+
+[[gpu.gpu_instance]]
+id = 9
+profile_id = 19
+placement_start = 4
+placement_size = 1
+
+[[gpu.gpu_instance]]
+id = 10
+profile_id = 19
+placement_start = 5
+placement_size = 1
+
+[[gpu.gpu_instance]]
+id = 3
+profile_id = 14
+placement_start = 0
+placement_size = 2
+"#;
 
     fn h200() -> Gpu {
         let mut data: crate::data::Data = toml::from_str(H200).expect("the data file parses");

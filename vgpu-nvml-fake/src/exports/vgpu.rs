@@ -247,7 +247,8 @@ unsafe extern "C" fn nvmlVgpuInstanceGetMdevUUID(
     }))
 }
 
-/// `nvmlVgpuInstanceGetVmID`.
+/// `nvmlVgpuInstanceGetVmID`: `NOT_SUPPORTED` for a vGPU whose VM the data does not name
+/// (one a simulated host runs).
 ///
 /// # Safety
 /// `vm_id` is null or valid for `size` bytes; `kind` null or valid for a write.
@@ -260,14 +261,15 @@ unsafe extern "C" fn nvmlVgpuInstanceGetVmID(
 ) -> nvmlReturn_t {
     done(with("nvmlVgpuInstanceGetVmID", None, |d| {
         let (_, v) = vgpu(d, instance)?;
-        let k = match v.vm_id.kind.as_str() {
+        let vm = v.vm_id.as_ref().ok_or(NOT_SUPPORTED)?;
+        let k = match vm.kind.as_str() {
             "domain" => nvmlVgpuVmIdType_NVML_VGPU_VM_ID_DOMAIN_ID,
             "uuid" => nvmlVgpuVmIdType_NVML_VGPU_VM_ID_UUID,
             _ => return Err(INVALID_ARGUMENT),
         };
         // SAFETY: as the caller promises.
         unsafe {
-            put_str(vm_id, size, &v.vm_id.id)?;
+            put_str(vm_id, size, &vm.id)?;
             put(kind, k)
         }
     }))

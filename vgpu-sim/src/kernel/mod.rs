@@ -23,6 +23,7 @@ use crate::profile::{DeviceSpec, IommuKind, PciAddr, Profile, SriovSpec, TypeSpe
 use crate::uevent::UeventLog;
 use crate::vfio::VfioNodes;
 
+pub(crate) use mig::MigState;
 pub(crate) use pci::{DynId, pci_vars};
 
 /// An errno (positive, as in `libc`).
@@ -150,6 +151,8 @@ pub(crate) struct Kernel {
     pub(crate) procs: Processes,
     /// The uevents sent since boot.
     pub(crate) uevents: UeventLog,
+    /// MIG mode and GPU instances of each MIG-capable GPU.
+    pub(crate) mig: BTreeMap<PciAddr, MigState>,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -244,6 +247,7 @@ impl Kernel {
             vfio: VfioNodes::default(),
             procs: Processes::default(),
             uevents: UeventLog::default(),
+            mig: mig::boot_mig(&profile),
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k

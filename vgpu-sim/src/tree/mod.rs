@@ -6,6 +6,7 @@ mod attrs;
 mod config;
 mod cpu;
 mod device;
+mod nvidia;
 
 pub(crate) use config::UNPRIVILEGED_CONFIG_SIZE;
 
@@ -27,6 +28,8 @@ pub(crate) enum FileRef {
     Control,
     Counters,
     Uevents,
+    /// `.vgpu-sim/nvidia/<addr>.json`: a vendor-VFIO GPU's driver state.
+    NvidiaState(PciAddr),
     Pci(PciAddr, PciAttr),
     Type(PciAddr, String, TypeAttr),
     MdevRemove(Uuid),
@@ -225,6 +228,12 @@ impl Kernel {
                 d.file("control", FileRef::Control, RW);
                 d.file("counters", FileRef::Counters, RO);
                 d.file("uevents", FileRef::Uevents, RO);
+                d.dir("nvidia");
+            }
+            [".vgpu-sim", "nvidia"] => {
+                for g in self.devs.values().filter(|g| nvidia::published(g)) {
+                    d.file(nvidia::file_name(g.addr), FileRef::NvidiaState(g.addr), RO);
+                }
             }
             ["sys"] => {
                 for n in ["bus", "class", "devices", "firmware", "kernel", "module"] {

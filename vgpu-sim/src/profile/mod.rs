@@ -9,27 +9,35 @@ use serde::Deserialize;
 
 use crate::error::SimError;
 
+mod mig;
+
+pub use mig::{GpuInstanceProfileSpec, GpuInstanceSpec, MigSpec};
+pub(crate) use mig::{PlacedInstance, place, remaining};
+
 /// The built-in profiles, embedded so the binary works from any directory.
 const BUILTIN: &[(&str, &str)] = &[
-    ("t4-legacy", include_str!("../profiles/t4-legacy.toml")),
-    ("a40-vf-mdev", include_str!("../profiles/a40-vf-mdev.toml")),
+    ("t4-legacy", include_str!("../../profiles/t4-legacy.toml")),
+    (
+        "a40-vf-mdev",
+        include_str!("../../profiles/a40-vf-mdev.toml"),
+    ),
     (
         "l40s-vendor-vfio",
-        include_str!("../profiles/l40s-vendor-vfio.toml"),
+        include_str!("../../profiles/l40s-vendor-vfio.toml"),
     ),
-    ("gvtg", include_str!("../profiles/gvtg.toml")),
-    ("flex-sriov", include_str!("../profiles/flex-sriov.toml")),
-    ("mixed", include_str!("../profiles/mixed.toml")),
-    ("large", include_str!("../profiles/large.toml")),
+    ("gvtg", include_str!("../../profiles/gvtg.toml")),
+    ("flex-sriov", include_str!("../../profiles/flex-sriov.toml")),
+    ("mixed", include_str!("../../profiles/mixed.toml")),
+    ("large", include_str!("../../profiles/large.toml")),
     (
         "a40x8-vf-mdev",
-        include_str!("../profiles/a40x8-vf-mdev.toml"),
+        include_str!("../../profiles/a40x8-vf-mdev.toml"),
     ),
-    ("no-iommu", include_str!("../profiles/no-iommu.toml")),
-    ("h200-mig", include_str!("../profiles/h200-mig.toml")),
+    ("no-iommu", include_str!("../../profiles/no-iommu.toml")),
+    ("h200-mig", include_str!("../../profiles/h200-mig.toml")),
 ];
 
-const CATALOG: &str = include_str!("../profiles/catalog.toml");
+const CATALOG: &str = include_str!("../../profiles/catalog.toml");
 
 /// A PCI address `dddd:bb:ss.f` with its 16-bit domain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -204,6 +212,10 @@ pub struct DeviceSpec {
     /// Free text for humans.
     #[serde(default)]
     pub label: String,
+    /// The product name NVIDIA's driver gives the GPU (`NVIDIA H200`); absent, `NVIDIA `
+    /// and the label.
+    #[serde(default)]
+    pub product: Option<String>,
     /// Upstream bridge (its directory contains this device's).
     #[serde(default)]
     pub bridge: Option<PciAddr>,
@@ -246,8 +258,8 @@ pub struct DeviceSpec {
     /// SR-IOV capability.
     #[serde(default)]
     pub sriov: Option<SriovSpec>,
-    /// MIG mode and the GPU instances of an NVIDIA vendor-VFIO GPU (`nvidia-smi mig -cgi`
-    /// made them before boot; the simulator does not make or destroy them).
+    /// MIG mode and the GPU instances of an NVIDIA vendor-VFIO GPU at boot (`nvidia-smi mig
+    /// -cgi` made them before); the control file's MIG lines change them afterwards.
     #[serde(default)]
     pub mig: Option<MigSpec>,
     /// Device local memory in MiB (Intel discrete GPUs). With it, a PF whose SR-IOV driver is
@@ -255,27 +267,6 @@ pub struct DeviceSpec {
     /// `drm/card<N>/iov/vf<M>/gt0/lmem_quota`.
     #[serde(default)]
     pub local_memory_mib: Option<u64>,
-}
-
-/// MIG mode of a GPU and its GPU instances.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MigSpec {
-    /// Whether MIG mode is on. Off, MIG-backed types are not creatable.
-    pub enabled: bool,
-    /// The GPU instances that exist.
-    #[serde(default)]
-    pub gpu_instances: Vec<GpuInstanceSpec>,
-}
-
-/// One GPU instance.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GpuInstanceSpec {
-    /// Its id (`nvidia-smi mig -lgi`), what a VF's `nvidia/gpu_instance_id` takes.
-    pub id: u32,
-    /// Its profile, e.g. `1g.18gb`.
-    pub profile: String,
 }
 
 /// One virtual GPU type of a catalog.
@@ -324,6 +315,8 @@ pub struct TypeSpec {
 struct CatalogFile {
     #[serde(rename = "type")]
     types: Vec<TypeSpec>,
+    #[serde(default, rename = "gpu_instance_profile")]
+    gpu_instance_profiles: Vec<GpuInstanceProfileSpec>,
 }
 
 /// A simulated host: firmware, kernel command line, CPUs and PCI functions.
@@ -373,6 +366,10 @@ pub struct Profile {
     /// vGPU types, filled from the embedded catalog for the catalogs the devices name.
     #[serde(skip)]
     pub types: Vec<TypeSpec>,
+    /// GPU-instance profiles, filled from the embedded catalog for the catalogs the devices
+    /// name.
+    #[serde(skip)]
+    pub gpu_instance_profiles: Vec<GpuInstanceProfileSpec>,
 }
 
 /// Drivers the simulator has an out-of-tree build of (see [`Profile::out_of_tree_drivers`]).
@@ -503,6 +500,12 @@ impl Profile {
                         dev.addr, gi.id
                     )));
                 }
+                if !mig.enabled && !mig.gpu_instances.is_empty() {
+                    return Err(invalid(format!(
+                        "device {}: GPU instances need MIG mode on",
+                        dev.addr
+                    )));
+                }
             }
             if let Some(s) = &dev.sriov {
                 if s.num_vfs > s.total_vfs
@@ -559,6 +562,12 @@ impl Profile {
             .into_iter()
             .filter(|t| wanted.contains(&t.catalog))
             .collect();
+        profile.gpu_instance_profiles = catalog
+            .gpu_instance_profiles
+            .into_iter()
+            .filter(|p| wanted.contains(&p.catalog))
+            .collect();
+        profile.place_gpu_instances().map_err(invalid)?;
         Ok(profile)
     }
 }

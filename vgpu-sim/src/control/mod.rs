@@ -9,8 +9,8 @@
 //! hold <pid> <comm> <target>              process <pid> opens <target>: proc/<pid>/fd/<n>
 //! drop <pid>                              process <pid> exits: proc/<pid> goes away
 //! mig-mode <dddd:bb:ss.f> on|off          turn a GPU's MIG mode on or off
-//! gpu-instance-add <addr> <id> <profile>  a GPU instance appears (`nvidia-smi mig -cgi`)
-//! gpu-instance-remove <addr> <id>         a GPU instance goes (`nvidia-smi mig -dgi`)
+//! gpu-instance-add <addr> <profile> <start>  make a GPU instance (`nvidia-smi mig -cgi`)
+//! gpu-instance-remove <addr> <id>         destroy a GPU instance (`nvidia-smi mig -dgi`)
 //! counters-reset                          zero all operation counters
 //! uevents-clear                           empty the uevent log (`.vgpu-sim/uevents`)
 //! clear                                   drop every pending fault, latency and process
@@ -39,11 +39,17 @@
 //! most [`MAX_HELD_FDS`] descriptors are held by all processes together. `drop` ends a
 //! process with all its descriptors.
 //!
-//! The MIG lines are what NVIDIA's driver does when NVML makes or removes GPU instances:
-//! the test NVML library writes them here, so that sysfs and NVML agree. They apply to a GPU
-//! whose profile has `[device.mig]`. `mig-mode off` is refused with `EBUSY` while instances
-//! exist; `gpu-instance-add` needs MIG mode on and a new id; `gpu-instance-remove` is refused
-//! with `EBUSY` while a vGPU runs on the instance, and with `EINVAL` for an unknown id.
+//! The MIG lines are what NVIDIA's driver does when NVML asks: the test NVML library writes
+//! them here and reads the outcome back from `.vgpu-sim/nvidia/<addr>.json`. They apply to a
+//! GPU whose profile has `[device.mig]` (`ENODEV` otherwise). `mig-mode` is refused with
+//! `EBUSY` for a change while the GPU has GPU instances or vGPUs. `gpu-instance-add` takes a
+//! profile name as `nvidia-smi mig -lgip` prints it without `MIG ` (`1g.18gb`) and the first
+//! memory slice of one of its placements (`nvidia-smi mig -lgipp`); the simulator gives the
+//! instance the lowest free id from 1. It is refused with `EOPNOTSUPP` with MIG mode off,
+//! `EINVAL` for a profile the GPU lacks or a start that is not one of its placements, and
+//! `ENOSPC` when the instance would overlap another or pass the profile's instance count.
+//! `gpu-instance-remove` is refused with `EBUSY` while a vGPU runs on the instance, and with
+//! `EINVAL` for an unknown id.
 //!
 //! A write with an unknown command, a malformed line, an errno, latency, pid, name or target
 //! out of range, more faults or descriptors than fit, or a `hold` naming an existing process
@@ -53,11 +59,18 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::SimError;
 use crate::profile::PciAddr;
+
+mod counters;
+mod words;
+
+pub use counters::Counters;
+pub(crate) use counters::LiveCounters;
+pub use words::{Hold, check_comm, check_pid, check_target};
+use words::{check_profile, parse_instance_id, parse_pid, parse_slice};
 
 /// The largest errno Linux defines (`EHWPOISON`); injected errnos are 1 to this.
 pub const MAX_ERRNO: i32 = 133;
@@ -234,8 +247,8 @@ pub enum Command {
     Drop(u32),
     /// `mig-mode <addr> on|off`.
     MigMode(PciAddr, bool),
-    /// `gpu-instance-add <addr> <id> <profile>`.
-    GpuInstanceAdd(PciAddr, u32, String),
+    /// `gpu-instance-add <addr> <profile> <start>`.
+    GpuInstanceAdd(PciAddr, String, u32),
     /// `gpu-instance-remove <addr> <id>`.
     GpuInstanceRemove(PciAddr, u32),
     /// `counters-reset`.
@@ -244,124 +257,6 @@ pub enum Command {
     UeventsClear,
     /// `clear`.
     Clear,
-}
-
-/// One file held open by a simulated process: `hold <pid> <comm> <target>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hold {
-    /// The process (1 to [`MAX_PID`]).
-    pub pid: u32,
-    /// Its name, `proc/<pid>/comm` without the newline.
-    pub comm: String,
-    /// What `proc/<pid>/fd/<n>` points to, literally.
-    pub target: String,
-}
-
-/// A GPU instance id, as NVML numbers them (0 to 63 covers every MIG GPU).
-fn parse_instance_id(text: &str) -> Result<u32, String> {
-    text.parse::<u32>()
-        .ok()
-        .filter(|id| *id < 64)
-        .ok_or_else(|| format!("bad GPU instance id {text:?} (0 to 63)"))
-}
-
-/// A GPU-instance profile name as `nvidia-smi mig -lgip` prints it without `MIG `: `1g.18gb`,
-/// `1g.18gb+me`.
-fn check_profile(text: &str) -> Result<String, String> {
-    let ok = !text.is_empty()
-        && text.len() <= 32
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+'));
-    if ok {
-        Ok(text.to_owned())
-    } else {
-        Err(format!("bad GPU-instance profile {text:?}"))
-    }
-}
-
-impl Hold {
-    /// A checked `hold`: the pid, name and target rules of the module doc.
-    ///
-    /// # Errors
-    /// What is wrong, for [`SimError::Control`].
-    pub fn new(pid: u32, comm: &str, target: &str) -> Result<Self, String> {
-        check_pid(pid)?;
-        check_comm(comm)?;
-        check_target(target)?;
-        Ok(Self {
-            pid,
-            comm: comm.to_owned(),
-            target: target.to_owned(),
-        })
-    }
-}
-
-/// Whether `pid` is one Linux can give (1 to [`MAX_PID`]).
-///
-/// # Errors
-/// What is wrong.
-pub fn check_pid(pid: u32) -> Result<(), String> {
-    if (1..=MAX_PID).contains(&pid) {
-        Ok(())
-    } else {
-        Err(format!("pid {pid} is not 1 to {MAX_PID}"))
-    }
-}
-
-fn parse_pid(s: &str) -> Result<u32, String> {
-    let pid = s
-        .bytes()
-        .all(|b| b.is_ascii_digit())
-        .then(|| s.parse::<u32>().ok())
-        .flatten()
-        .ok_or_else(|| format!("bad pid {s:?} (1 to {MAX_PID})"))?;
-    check_pid(pid)?;
-    Ok(pid)
-}
-
-fn printable_word(s: &str) -> bool {
-    !s.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-/// Whether `comm` can be a process name here: 1 to [`MAX_COMM_LEN`] bytes, no whitespace or
-/// control characters.
-///
-/// # Errors
-/// What is wrong.
-pub fn check_comm(comm: &str) -> Result<(), String> {
-    if comm.is_empty() || comm.len() > MAX_COMM_LEN || !printable_word(comm) {
-        return Err(format!(
-            "bad process name {comm:?} (1 to {MAX_COMM_LEN} bytes, no whitespace)"
-        ));
-    }
-    Ok(())
-}
-
-/// Whether `target` can be a descriptor's link target: 1 to [`MAX_TARGET_LEN`] bytes, no
-/// whitespace or control characters, an absolute path (`/dev/vfio/42`) or a pseudo-file
-/// `<kind>:<name>` (`anon_inode:[vfio-device]`, `socket:[4242]`).
-///
-/// # Errors
-/// What is wrong.
-pub fn check_target(target: &str) -> Result<(), String> {
-    let pseudo = target.split_once(':').is_some_and(|(kind, name)| {
-        !kind.is_empty()
-            && !name.is_empty()
-            && kind
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    });
-    if target.len() > MAX_TARGET_LEN
-        || !printable_word(target)
-        || !(target.starts_with('/') || pseudo)
-    {
-        return Err(format!(
-            "bad target {target:?} (an absolute path or <kind>:<name>, 1 to {MAX_TARGET_LEN} \
-             bytes, no whitespace)"
-        ));
-    }
-    Ok(())
 }
 
 const ERRNOS: [(&str, i32); 23] = [
@@ -470,10 +365,10 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                     _ => return Err(bad(format!("bad MIG mode {mode:?} (on or off)"))),
                 },
             ),
-            ["gpu-instance-add", addr, id, profile] => Command::GpuInstanceAdd(
+            ["gpu-instance-add", addr, profile, start] => Command::GpuInstanceAdd(
                 addr.parse().map_err(|e| bad(format!("{e}")))?,
-                parse_instance_id(id).map_err(bad)?,
                 check_profile(profile).map_err(bad)?,
+                parse_slice(start).map_err(bad)?,
             ),
             ["gpu-instance-remove", addr, id] => Command::GpuInstanceRemove(
                 addr.parse().map_err(|e| bad(format!("{e}")))?,
@@ -522,76 +417,6 @@ pub fn glob_match(glob: &str, path: &str) -> bool {
     g[gi..].iter().all(|&c| c == b'*')
 }
 
-/// Operation counts served by the filesystem since mount or the last reset, and the inodes
-/// the kernel holds now.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    counts: [u64; 8],
-    inodes: u64,
-}
-
-impl Counters {
-    /// The count of one operation.
-    pub fn get(&self, op: FsOp) -> u64 {
-        self.counts[op.index()]
-    }
-
-    /// The sum over all operations.
-    pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
-    /// The inodes in the table now (looked up, not yet forgotten, not swept), the root not
-    /// counted; a reset leaves it alone.
-    pub fn inodes(&self) -> u64 {
-        self.inodes
-    }
-
-    /// The text of `.vgpu-sim/counters`: `lookup N\ngetattr N\n...readdir N\ninodes N\n`.
-    pub fn render(&self) -> String {
-        let mut text: String = FsOp::ALL
-            .iter()
-            .map(|op| format!("{} {}\n", op.name(), self.get(*op)))
-            .collect();
-        text.push_str(&format!("inodes {}\n", self.inodes));
-        text
-    }
-}
-
-/// Lock-free live counters.
-#[derive(Debug, Default)]
-pub(crate) struct LiveCounters {
-    counts: [AtomicU64; 8],
-    inodes: AtomicU64,
-}
-
-impl LiveCounters {
-    pub(crate) fn bump(&self, op: FsOp) {
-        self.counts[op.index()].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Records how many inodes the kernel holds now.
-    pub(crate) fn set_inodes(&self, live: usize) {
-        self.inodes
-            .store(u64::try_from(live).unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> Counters {
-        let mut c = Counters::default();
-        for (i, a) in self.counts.iter().enumerate() {
-            c.counts[i] = a.load(Ordering::Relaxed);
-        }
-        c.inodes = self.inodes.load(Ordering::Relaxed);
-        c
-    }
-
-    pub(crate) fn reset(&self) {
-        for a in &self.counts {
-            a.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,13 +460,13 @@ mod tests {
         let gpu: PciAddr = "0000:18:00.0".parse().expect("address");
         assert_eq!(
             parse_commands(
-                "mig-mode 0000:18:00.0 on\ngpu-instance-add 0000:18:00.0 11 1g.18gb+me\n\
+                "mig-mode 0000:18:00.0 on\ngpu-instance-add 0000:18:00.0 1g.18gb+me 6\n\
                  gpu-instance-remove 0000:18:00.0 3"
             )
             .expect("valid"),
             vec![
                 Command::MigMode(gpu, true),
-                Command::GpuInstanceAdd(gpu, 11, "1g.18gb+me".to_owned()),
+                Command::GpuInstanceAdd(gpu, "1g.18gb+me".to_owned(), 6),
                 Command::GpuInstanceRemove(gpu, 3),
             ]
         );
@@ -654,7 +479,17 @@ mod tests {
 
     #[test]
     fn parse_commands_gpu_instance_id_64_fails() {
-        assert!(parse_commands("gpu-instance-add 0000:18:00.0 64 1g.18gb").is_err());
+        assert!(parse_commands("gpu-instance-remove 0000:18:00.0 64").is_err());
+    }
+
+    #[test]
+    fn parse_commands_gpu_instance_add_start_64_fails() {
+        assert!(parse_commands("gpu-instance-add 0000:18:00.0 1g.18gb 64").is_err());
+    }
+
+    #[test]
+    fn parse_commands_gpu_instance_add_id_before_profile_fails() {
+        assert!(parse_commands("gpu-instance-add 0000:18:00.0 11 1g.18gb").is_err());
     }
 
     #[test]
@@ -762,49 +597,5 @@ mod tests {
     #[test]
     fn parse_commands_hold_extra_word_fails() {
         assert!(parse_commands("hold 1 qemu /dev/vfio/1 (deleted)").is_err());
-    }
-
-    #[test]
-    fn check_target_pseudo_file_parses() {
-        assert_eq!(check_target("socket:[4242]"), Ok(()));
-    }
-
-    #[test]
-    fn check_target_pseudo_file_without_name_fails() {
-        assert!(check_target("anon_inode:").is_err());
-    }
-
-    #[test]
-    fn check_target_uppercase_kind_fails() {
-        assert!(check_target("C:[x]").is_err());
-    }
-
-    #[test]
-    fn check_target_control_character_fails() {
-        assert!(check_target("/dev/vfio/\x7f").is_err());
-    }
-
-    #[test]
-    fn check_target_4095_bytes_parses() {
-        assert_eq!(check_target(&format!("/{}", "a".repeat(4094))), Ok(()));
-    }
-
-    #[test]
-    fn check_comm_empty_fails() {
-        assert!(check_comm("").is_err());
-    }
-
-    #[test]
-    fn check_comm_16_bytes_of_two_byte_chars_fails() {
-        assert!(check_comm("éééééééé").is_err());
-    }
-
-    #[test]
-    fn counters_render_lists_every_op() {
-        assert_eq!(
-            Counters::default().render(),
-            "lookup 0\ngetattr 0\nsetattr 0\nreadlink 0\nopen 0\nread 0\nwrite 0\nreaddir 0\n\
-             inodes 0\n"
-        );
     }
 }

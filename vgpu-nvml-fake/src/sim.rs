@@ -1,0 +1,583 @@
+//! The fake as a view of a vgpu-sim host: what a driver knows, read live from the simulator
+//! at every call, and MIG changes asked of it through its control file.
+//!
+//! The simulator publishes each vendor-VFIO GPU's driver state in
+//! `<root>/.vgpu-sim/nvidia/<dddd:bb:ss.f>.json` (name, PCI ids, MIG mode, GPU-instance
+//! profiles with their remaining capacity, instances, the supported types, the VFs). The running vGPUs are the GPU's VFs
+//! whose `nvidia/current_vgpu_type` is not 0, each on the GPU instance
+//! of its `nvidia/gpu_instance_id`. The creatable types are the union of the VFs'
+//! `nvidia/creatable_vgpu_types`.
+//!
+//! A GPU the data file names (by `pci`) keeps the data's `uuid`, `name`, modes, scheduler,
+//! capabilities, behaviours, `mig_reset_required` and `[[gpu.type]]` rows (by id, over the
+//! simulator's). Every other value is the simulator's, or a default: a UUID derived from the
+//! PCI address, the `host-vgpu` and `sriov` modes, ECC on, the best-effort scheduler.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::data::{
+    Data, Gpu, GpuInstance, Mode, Profile, ProfilePlacements, Scheduler, Vgpu, VgpuType,
+};
+
+/// The environment variable naming a simulated host's mount root: with it, and no data file,
+/// the fake serves every NVIDIA GPU of the simulated host with defaults.
+pub const SIM_ENV: &str = "VGPU_FAKE_NVML_SIM";
+
+/// The simulator's state of one GPU (`.vgpu-sim/nvidia/<addr>.json`).
+#[derive(Debug, Clone, Deserialize)]
+struct SimGpu {
+    address: String,
+    name: String,
+    pci_device_id: u32,
+    mig: Option<SimMig>,
+    supported_vgpu_types: Vec<SimType>,
+    vfs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct SimMig {
+    enabled: bool,
+    profiles: Vec<SimProfile>,
+    gpu_instances: Vec<SimInstance>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct SimProfile {
+    name: String,
+    index: u32,
+    id: u32,
+    slices: u32,
+    instance_count: u32,
+    memory_mib: u64,
+    placement_size: u32,
+    placement_starts: Vec<u32>,
+    remaining: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct SimInstance {
+    id: u32,
+    profile: String,
+    start: u32,
+    size: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct SimType {
+    id: u32,
+    name: String,
+    framebuffer_mib: u64,
+    max_instances: u32,
+    gpu_instance_profile: Option<String>,
+}
+
+/// One VF of a GPU as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SimVf {
+    address: String,
+    current: u32,
+    gpu_instance: Option<u32>,
+    creatable: Vec<u32>,
+}
+
+/// An error reading the simulator: the path and what went wrong.
+fn failed(path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// The simulator's GPUs, in address order.
+fn read_gpus(root: &Path) -> Result<Vec<SimGpu>, String> {
+    let dir = root.join(".vgpu-sim/nvidia");
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| failed(&dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| failed(p, e))?;
+            serde_json::from_str(&text).map_err(|e| failed(p, e))
+        })
+        .collect()
+}
+
+/// A decimal number in a sysfs file, or `None` when the file cannot be read (`ENXIO` for an
+/// unset `gpu_instance_id`).
+fn read_number(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The type ids of a `creatable_vgpu_types` text: `ID    : vGPU Name`, then `%-5d : %s`.
+pub(crate) fn parse_creatable(text: &str) -> Vec<u32> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split(':').next()?.trim().parse().ok())
+        .collect()
+}
+
+/// What a call reads from the VFs' `nvidia/` files, beyond the GPUs' state files: sysfs
+/// reads are many, so each call reads only what it answers from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Need {
+    /// The running vGPUs: each VF's `current_vgpu_type` and `gpu_instance_id`.
+    pub(crate) vgpus: bool,
+    /// The creatable types: each VF's `creatable_vgpu_types`.
+    pub(crate) creatable: bool,
+}
+
+impl Need {
+    /// What NVML function `function` answers from.
+    pub(crate) fn of(function: &str) -> Self {
+        let vgpus = function.starts_with("nvmlVgpuInstance")
+            || matches!(
+                function,
+                "nvmlDeviceGetActiveVgpus"
+                    | "nvmlDeviceGetVgpuUtilization"
+                    | "nvmlDeviceSetVgpuSchedulerState"
+                    | "nvmlDeviceSetMigMode"
+                    | "nvmlGpuInstanceDestroy"
+            );
+        Self {
+            vgpus,
+            creatable: function == "nvmlDeviceGetCreatableVgpus",
+        }
+    }
+}
+
+/// The VFs `vfs` with what `need` asks for: those without `nvidia/` (not bound to `nvidia`)
+/// are left out.
+fn read_vfs(root: &Path, vfs: &[String], need: Need) -> Vec<SimVf> {
+    let devices = root.join("sys/bus/pci/devices");
+    vfs.iter()
+        .filter_map(|address| {
+            let nv = devices.join(address).join("nvidia");
+            let current = read_number(&nv.join("current_vgpu_type"))?;
+            let creatable = if need.creatable {
+                std::fs::read_to_string(nv.join("creatable_vgpu_types"))
+                    .map(|t| parse_creatable(&t))
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let gpu_instance = if current != 0 {
+                read_number(&nv.join("gpu_instance_id"))
+            } else {
+                None
+            };
+            Some(SimVf {
+                address: address.clone(),
+                current,
+                gpu_instance,
+                creatable,
+            })
+        })
+        .collect()
+}
+
+/// The parts of a PCI address `dddd:bb:ss.f`.
+fn pci_parts(address: &str) -> Option<(u32, u32, u32, u32)> {
+    let (domain, rest) = address.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (slot, function) = rest.split_once('.')?;
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u32::from_str_radix(bus, 16).ok()?,
+        u32::from_str_radix(slot, 16).ok()?,
+        u32::from_str_radix(function, 16).ok()?,
+    ))
+}
+
+/// The GPU UUID the fake gives a GPU the data does not name: its PCI address in the last
+/// group, `GPU-00000000-0000-4000-8000-000000410000` for `0000:41:00.0`.
+pub(crate) fn gpu_uuid(address: &str) -> String {
+    let (d, b, s, f) = pci_parts(address).unwrap_or_default();
+    format!("GPU-00000000-0000-4000-8000-00{d:04x}{b:02x}{s:02x}{f:02x}")
+}
+
+/// The vGPU instance id of the vGPU on VF `address`, stable while the VF exists: its domain
+/// and routing id, `0x4104` for `0000:41:00.4`.
+pub(crate) fn vgpu_instance(address: &str) -> u32 {
+    let (d, b, s, f) = pci_parts(address).unwrap_or_default();
+    (d << 16) | (b << 8) | (s << 3) | f
+}
+
+/// The vGPU UUID of the vGPU on VF `address`: its PCI address in the last group.
+fn vgpu_uuid(address: &str) -> String {
+    let (d, b, s, f) = pci_parts(address).unwrap_or_default();
+    format!("00000000-0000-4000-8000-00{d:04x}{b:02x}{s:02x}{f:02x}")
+}
+
+/// NVML's class of a type, from its name's letter (`NVIDIA L40S-24Q`: `Quadro`).
+fn class_of(name: &str) -> String {
+    let tail = name.rsplit('-').next().unwrap_or_default();
+    let letter = tail
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .chars()
+        .next();
+    match letter {
+        Some('Q') => "Quadro",
+        Some('B') => "NVS",
+        Some('A') => "GRID",
+        _ => "Compute",
+    }
+    .to_owned()
+}
+
+/// A GPU the data does not name: [`update`] gives it the simulator's values and the defaults.
+fn default_gpu(address: &str) -> Gpu {
+    Gpu {
+        pci: address.to_owned(),
+        name: String::new(),
+        uuid: String::new(),
+        pci_device_id: 0,
+        virtualization_mode: "host-vgpu".to_owned(),
+        host_vgpu_mode: "sriov".to_owned(),
+        mig: None,
+        mig_reset_required: false,
+        ecc: None,
+        scheduler: None,
+        scheduler_capabilities: None,
+        creatable: Vec::new(),
+        functions: std::collections::BTreeMap::new(),
+        types: Vec::new(),
+        profiles: Vec::new(),
+        gpu_instances: Vec::new(),
+        vgpus: Vec::new(),
+        given: crate::data::Given::default(),
+        mig_pending: None,
+    }
+}
+
+/// Sets `g`'s live values from the simulator's `s`, and from the VFs `vfs` what `need` asks.
+fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
+    if !g.given.name {
+        g.name.clone_from(&s.name);
+    }
+    if g.uuid.is_empty() {
+        g.uuid = gpu_uuid(&s.address);
+    }
+    g.ecc.get_or_insert(Mode {
+        current: true,
+        pending: true,
+    });
+    g.scheduler.get_or_insert(Scheduler {
+        policy: 1,
+        arr_mode: 0,
+        timeslice_ns: 0,
+    });
+    if g.pci_device_id == 0 {
+        g.pci_device_id = s.pci_device_id;
+    }
+    let profile_id = |name: &str| {
+        s.mig
+            .as_ref()
+            .and_then(|m| m.profiles.iter().find(|p| p.name == name))
+            .map(|p| p.id)
+    };
+    g.mig = s.mig.as_ref().map(|m| Mode {
+        current: m.enabled,
+        pending: if g.mig_reset_required {
+            g.mig_pending.unwrap_or(m.enabled)
+        } else {
+            m.enabled
+        },
+    });
+    g.profiles = s
+        .mig
+        .as_ref()
+        .map(|m| {
+            m.profiles
+                .iter()
+                .map(|p| Profile {
+                    index: p.index,
+                    id: p.id,
+                    name: format!("MIG {}", p.name),
+                    slices: p.slices,
+                    instance_count: p.instance_count,
+                    memory_mib: p.memory_mib,
+                    placements: Some(ProfilePlacements {
+                        size: p.placement_size,
+                        starts: p.placement_starts.clone(),
+                    }),
+                    remaining: Some(p.remaining),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    g.gpu_instances = s
+        .mig
+        .as_ref()
+        .filter(|m| m.enabled)
+        .map(|m| {
+            m.gpu_instances
+                .iter()
+                .filter_map(|gi| {
+                    Some(GpuInstance {
+                        id: gi.id,
+                        profile_id: profile_id(&gi.profile)?,
+                        placement_start: gi.start,
+                        placement_size: gi.size,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let given: Vec<VgpuType> = std::mem::take(&mut g.given.types);
+    g.types = s
+        .supported_vgpu_types
+        .iter()
+        .map(|t| {
+            given
+                .iter()
+                .find(|d| d.id == t.id)
+                .cloned()
+                .unwrap_or_else(|| VgpuType {
+                    id: t.id,
+                    name: t.name.clone(),
+                    class: class_of(&t.name),
+                    framebuffer_mib: t.framebuffer_mib,
+                    max_instances: t.max_instances,
+                    max_instances_per_vm: 1,
+                    gpu_instance_profile_id: t.gpu_instance_profile.as_deref().and_then(profile_id),
+                    placements: None,
+                })
+        })
+        .collect();
+    g.given.types = given;
+    if need.creatable {
+        let mut creatable: Vec<u32> = vfs
+            .iter()
+            .flat_map(|v| v.creatable.iter().copied())
+            .collect();
+        creatable.sort_unstable();
+        creatable.dedup();
+        g.creatable = creatable;
+    }
+    if !need.vgpus {
+        return;
+    }
+    g.vgpus = vfs
+        .iter()
+        .filter(|v| v.current != 0)
+        .map(|v| Vgpu {
+            instance: vgpu_instance(&v.address),
+            type_id: v.current,
+            uuid: vgpu_uuid(&v.address),
+            mdev_uuid: None,
+            vm_id: None,
+            fb_usage_mib: 0,
+            encoder: None,
+            gpu_instance_id: v.gpu_instance,
+            utilization: Vec::new(),
+        })
+        .collect();
+}
+
+/// Makes `data`'s GPUs those of the simulated host at `root` now, in address order: a GPU the
+/// data names keeps its own values, the rest are the simulator's. The VFs are read as `need`
+/// says; what it leaves out keeps its last value and is not answered from.
+///
+/// # Errors
+/// The path that could not be read or parsed.
+pub(crate) fn refresh(data: &mut Data, root: &Path, need: Need) -> Result<(), String> {
+    let sim = read_gpus(root)?;
+    let mut old = std::mem::take(&mut data.gpus);
+    for s in &sim {
+        let mut g = match old.iter().position(|g| g.pci == s.address) {
+            Some(i) => old.swap_remove(i),
+            None => default_gpu(&s.address),
+        };
+        let vfs = if need.vgpus || need.creatable {
+            read_vfs(root, &s.vfs, need)
+        } else {
+            Vec::new()
+        };
+        update(&mut g, s, &vfs, need);
+        data.gpus.push(g);
+    }
+    Ok(())
+}
+
+/// Asks the simulator at `root` for a change with one control line, as NVIDIA's driver
+/// carries out NVML's request; its refusal is an errno.
+///
+/// # Errors
+/// The write's error (its errno is the simulator's answer).
+pub(crate) fn control(root: &Path, line: &str) -> std::io::Result<()> {
+    std::fs::write(root.join(".vgpu-sim/control"), format!("{line}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory laid out as a simulated host with one L40S and two VFs, the first running
+    /// an L40S-24Q: what `refresh` reads.
+    fn host(name: &str) -> std::path::PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("vgpu-nvml-fake-sim-{name}-{}", std::process::id()));
+        let state = root.join(".vgpu-sim/nvidia");
+        std::fs::create_dir_all(&state).expect("state directory");
+        std::fs::write(
+            state.join("0000:41:00.0.json"),
+            r#"{"address":"0000:41:00.0","name":"NVIDIA L40S","pci_device_id":649662686,
+               "mig":null,"supported_vgpu_types":[
+               {"id":1145,"name":"NVIDIA L40S-1B","framebuffer_mib":1024,"max_instances":32,
+                "gpu_instance_profile":null},
+               {"id":1155,"name":"NVIDIA L40S-24Q","framebuffer_mib":24576,"max_instances":2,
+                "gpu_instance_profile":null}],
+               "vfs":["0000:41:00.4","0000:41:00.5"]}"#,
+        )
+        .expect("state file");
+        let vf = |addr: &str, current: &str, creatable: &str| {
+            let nv = root.join("sys/bus/pci/devices").join(addr).join("nvidia");
+            std::fs::create_dir_all(&nv).expect("nvidia directory");
+            std::fs::write(nv.join("current_vgpu_type"), current).expect("type");
+            std::fs::write(nv.join("creatable_vgpu_types"), creatable).expect("creatable");
+        };
+        vf("0000:41:00.4", "1155\n", "ID    : vGPU Name\n");
+        vf(
+            "0000:41:00.5",
+            "0\n",
+            "ID    : vGPU Name\n1155  : NVIDIA L40S-24Q\n",
+        );
+        root
+    }
+
+    const ALL: Need = Need {
+        vgpus: true,
+        creatable: true,
+    };
+
+    #[test]
+    fn refresh_without_data_serves_the_gpu_with_defaults() {
+        let root = host("defaults");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        assert_eq!(
+            (
+                done,
+                g.name.as_str(),
+                g.uuid.as_str(),
+                g.pci_device_id,
+                g.ecc,
+                g.scheduler.map(|s| s.policy)
+            ),
+            (
+                Ok(()),
+                "NVIDIA L40S",
+                "GPU-00000000-0000-4000-8000-000000410000",
+                0x26b9_10de,
+                Some(Mode {
+                    current: true,
+                    pending: true
+                }),
+                Some(1)
+            )
+        );
+    }
+
+    #[test]
+    fn refresh_reads_the_running_vgpu_and_the_creatable_union() {
+        let root = host("vgpus");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        let vgpus: Vec<(u32, u32, Option<u32>)> = g
+            .vgpus
+            .iter()
+            .map(|v| (v.instance, v.type_id, v.gpu_instance_id))
+            .collect();
+        assert_eq!(
+            (done, vgpus, g.creatable.clone()),
+            (Ok(()), vec![(0x4104, 1155, None)], vec![1155])
+        );
+    }
+
+    #[test]
+    fn refresh_keeps_the_data_s_uuid_and_type_rows() {
+        let root = host("given");
+        let mut data: Data = toml::from_str(
+            "[[gpu]]\npci = \"0000:41:00.0\"\nuuid = \"GPU-1\"\n\
+             [[gpu.type]]\nid = 1155\nname = \"NVIDIA L40S-24Q\"\nclass = \"Quadro\"\n\
+             framebuffer_mib = 24576\nmax_instances = 2\n\
+             placements = { size = 24, ids = [0, 24] }\n",
+        )
+        .expect("data");
+        for g in &mut data.gpus {
+            g.given.types = g.types.clone();
+        }
+        let done = refresh(&mut data, &root, ALL);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        let g = &data.gpus[0];
+        let types: Vec<(u32, String, bool)> = g
+            .types
+            .iter()
+            .map(|t| (t.id, t.class.clone(), t.placements.is_some()))
+            .collect();
+        assert_eq!(
+            (done, g.uuid.as_str(), types),
+            (
+                Ok(()),
+                "GPU-1",
+                vec![
+                    (1145, "NVS".to_owned(), false),
+                    (1155, "Quadro".to_owned(), true)
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn refresh_of_a_root_without_a_simulator_names_the_path() {
+        let root =
+            std::env::temp_dir().join(format!("vgpu-nvml-fake-nosim-{}", std::process::id()));
+        let mut data: Data = toml::from_str("").expect("no data");
+        assert!(refresh(&mut data, &root, ALL).is_err_and(|e| {
+            e.starts_with(&format!("{}", root.join(".vgpu-sim/nvidia").display()))
+        }));
+    }
+
+    #[test]
+    fn parse_creatable_reads_the_ids_after_the_header() {
+        assert_eq!(
+            parse_creatable("ID    : vGPU Name\n1145  : NVIDIA L40S-1B\n1155  : NVIDIA L40S-24Q\n"),
+            vec![1145, 1155]
+        );
+    }
+
+    #[test]
+    fn parse_creatable_header_only_is_empty() {
+        assert_eq!(parse_creatable("ID    : vGPU Name\n"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn gpu_uuid_names_the_pci_address() {
+        assert_eq!(
+            gpu_uuid("0000:41:00.0"),
+            "GPU-00000000-0000-4000-8000-000000410000"
+        );
+    }
+
+    #[test]
+    fn vgpu_instance_is_domain_and_routing_id() {
+        assert_eq!(vgpu_instance("0001:41:01.2"), 0x0001_410a);
+    }
+
+    #[test]
+    fn class_of_quadro_type_is_quadro() {
+        assert_eq!(class_of("NVIDIA L40S-24Q"), "Quadro");
+    }
+
+    #[test]
+    fn class_of_mig_backed_type_is_compute() {
+        assert_eq!(class_of("NVIDIA H200X-1-18C"), "Compute");
+    }
+}
