@@ -439,40 +439,47 @@ fn supported_types(mig: &Mig) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// MIG-backed to time-sliced and back, each one apply (the time-sliced type implies MIG mode
-/// off); `types` lists the same supported set at every step.
+/// NVIDIA's single-type configs for the H200, one after the other (vgpu-device-manager's
+/// format): MIG-backed types on four profiles, time-sliced types, and back. Each is one apply
+/// (a time-sliced type implies MIG mode off); `types` lists the same supported set throughout.
 #[test]
-fn mig_backed_to_time_sliced_and_back_is_one_apply_each_with_the_same_supported_types() {
+fn h200_single_type_configs_in_sequence_each_reach_their_config_in_one_apply() {
     let mig = Mig::new();
-    let file = mig.file(
-        "vgpu.yaml",
-        "version: v1\nvgpu-configs:\n  seven:\n  - devices: all\n    vgpu-devices:\n      \"H200X-1-18C\": 7\n  whole:\n  - devices: all\n    vgpu-devices:\n      \"H200X-141C\": 1\n",
-    );
+    let sequence = [
+        ("H200X-1-18C", 7),
+        ("H200X-141C", 1),
+        ("H200X-2-35C", 3),
+        ("H200X-3-71C", 2),
+        ("H200X-7-141C", 1),
+        ("H200X-14C", 10),
+        ("H200X-1-18C", 7),
+    ];
+    let mut yaml = String::from("version: v1\nvgpu-configs:\n");
+    for (name, count) in &sequence[..6] {
+        yaml.push_str(&format!(
+            "  {name}:\n  - devices: all\n    vgpu-devices:\n      \"{name}\": {count}\n"
+        ));
+    }
+    let file = mig.file("vgpu.yaml", &yaml);
     let supported = supported_types(&mig);
-    let mut steps = Vec::new();
 
-    for config in ["seven", "whole", "seven"] {
+    let mut steps = Vec::new();
+    for (config, _) in &sequence {
         let applied = mig.vgpuctl(&["apply", "-f", &file, "-c", config]);
         let asserted = mig.vgpuctl(&["assert", "-f", &file, "-c", config]);
         steps.push((
-            config,
+            *config,
             applied.status.code(),
             asserted.status.code(),
             supported_types(&mig) == supported,
         ));
     }
 
-    assert_eq!(
-        (steps, supported.len()),
-        (
-            vec![
-                ("seven", Some(0), Some(0), true),
-                ("whole", Some(0), Some(0), true),
-                ("seven", Some(0), Some(0), true)
-            ],
-            3
-        )
-    );
+    let reached: Vec<(&str, Option<i32>, Option<i32>, bool)> = sequence
+        .iter()
+        .map(|(config, _)| (*config, Some(0), Some(0), true))
+        .collect();
+    assert_eq!((steps, supported.len()), (reached, 16));
 }
 
 /// The same change back, from an explicit geometry and types in host.toml.
