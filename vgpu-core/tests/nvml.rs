@@ -513,6 +513,19 @@ fn read_h200_mig_backed_type_names_its_profile_id() {
             (1414, Fact::Value(Some(19))),
             (1415, Fact::Value(Some(14))),
             (1428, Fact::Value(None)),
+            (1416, Fact::Value(Some(15))),
+            (1417, Fact::Value(Some(9))),
+            (1418, Fact::Value(Some(5))),
+            (1419, Fact::Value(Some(0))),
+            (1420, Fact::Value(Some(20))),
+            (1421, Fact::Value(None)),
+            (1422, Fact::Value(None)),
+            (1423, Fact::Value(None)),
+            (1424, Fact::Value(None)),
+            (1425, Fact::Value(None)),
+            (1426, Fact::Value(None)),
+            (1427, Fact::Value(None)),
+            (1429, Fact::Value(None)),
         ]
     );
 }
