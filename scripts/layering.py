@@ -33,8 +33,8 @@ import tempfile
 
 # vgpu-core and what is built on it.
 CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu"}
-# The model and the planner, and everything built on them.
-MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan"} | CORE_AND_ABOVE
+# The model, the planner, libvirt's domains as data, and everything built on them.
+MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan", "vgpu-domain"} | CORE_AND_ABOVE
 # What only the host-facing crates may touch: the kernel (nix, udev), an async runtime,
 # libvirt and NVML.
 HOST_IO = {"nix", "libc", "udev", "tokio", "virt", "nvml-wrapper", "vgpu-nvml-ext", "tempfile"}
@@ -45,6 +45,9 @@ FORBIDDEN = {
     "vgpu-model": (MODEL_AND_ABOVE - {"vgpu-model"}) | HOST_IO | {"vgpu-sim"},
     # Pure planning over the model: the model only, no host I/O.
     "vgpu-plan": CORE_AND_ABOVE | HOST_IO | {"vgpu-sim"},
+    # libvirt's domains as data (domain XML, hostdevs, owners): the model only, no host I/O,
+    # so that vgpuctl reads what vgpuctl-libvirt prints without libvirt.
+    "vgpu-domain": CORE_AND_ABOVE | HOST_IO | {"vgpu-plan", "vgpu-sim"},
     # The library: no printing, no libvirt (ARCHITECTURE.md, code map).
     "vgpu-core": {"vgpu-cli", "vgpu-libvirt", "virt"},
     "vgpu-libvirt": {"vgpu-cli"},

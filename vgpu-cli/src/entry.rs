@@ -208,6 +208,10 @@ pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
                     .map(vgpu_core::plan::Error::kind)
             })
             .or_else(|| {
+                c.downcast_ref::<vgpu_domain::Error>()
+                    .map(vgpu_domain::Error::kind)
+            })
+            .or_else(|| {
                 c.downcast_ref::<vgpu_libvirt::Error>()
                     .map(vgpu_libvirt::Error::kind)
             })

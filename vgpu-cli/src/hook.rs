@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use vgpu_core::{HookConfig, HookDomain, HostPaths};
-use vgpu_libvirt::xml::{self, DomainXml};
+use vgpu_domain::xml::{self, DomainXml};
 
 use crate::mutate::emit;
 use crate::{Cli, EXIT_ERROR, EXIT_OK, HookCommand};

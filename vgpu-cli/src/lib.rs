@@ -106,7 +106,7 @@ pub struct Cli {
         help_heading = GLOBAL,
         env = "VGPU_CONNECT",
         value_name = "URI",
-        default_value = vgpu_libvirt::DEFAULT_URI
+        default_value = vgpu_domain::DEFAULT_URI
     )]
     pub connect: String,
     /// Load NVML (NVIDIA's management library) from PATH instead of the driver's

@@ -1,5 +1,5 @@
 //! What libvirt knows that commands other than the domain commands use: which domains
-//! reference which vGPU, and each domain's tenant ([`vgpu_libvirt::Owners`]).
+//! reference which vGPU, and each domain's tenant ([`vgpu_domain::Owners`]).
 //!
 //! libvirt is an optional source of facts, as NVML is. `vgpuctl` does not link libvirt: it asks
 //! `vgpuctl-libvirt owners --json` ([`from_helper`]), and `vgpuctl-libvirt` asks libvirt itself
@@ -19,7 +19,8 @@ use std::path::Path;
 use std::process::Command;
 
 use vgpu_core::{DomainReferences, HostPaths, Inventory, VgpuHandle};
-use vgpu_libvirt::{Connection, Owners};
+use vgpu_domain::Owners;
+use vgpu_libvirt::Connection;
 
 use crate::{Cli, LIBVIRT_HELPER};
 

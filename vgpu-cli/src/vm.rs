@@ -8,7 +8,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
-use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Scope};
+use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
+use vgpu_libvirt::Connection;
 
 use crate::mutate::{emit, handle};
 use crate::{Cli, EXIT_OK, VmCommand, render};
@@ -256,7 +257,7 @@ fn attach_new(
     manager: Manager,
     paths: &HostPaths,
     cli: &Cli,
-    domain: &vgpu_libvirt::Domain,
+    domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {

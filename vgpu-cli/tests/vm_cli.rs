@@ -20,7 +20,7 @@ struct Host {
 
 impl Host {
     fn uri(&self) -> String {
-        vgpu_libvirt::embedded_uri(self.libvirt.path())
+        vgpu_domain::embedded_uri(self.libvirt.path())
     }
 
     /// Defines domain `name`.
