@@ -6,16 +6,14 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use common::*;
 
 /// The file the dynamic loader takes libvirt from, as `ldd` shows it for `vgpuctl-libvirt`.
 fn libvirt_library() -> String {
-    let ldd = Command::new("ldd")
-        .arg(env!("CARGO_BIN_EXE_vgpuctl-libvirt"))
-        .output()
-        .unwrap();
+    let ldd = Command::new("ldd").arg(helper()).output().unwrap();
     String::from_utf8_lossy(&ldd.stdout)
         .lines()
         .find(|l| l.contains("libvirt.so"))
@@ -26,7 +24,7 @@ fn libvirt_library() -> String {
 
 /// Runs `program args` with libvirt's library unloadable and `/run/libvirt` empty, or holding
 /// a libvirt socket's name when `socket`.
-fn without_libvirt(program: &str, args: &[String], socket: bool) -> Output {
+fn without_libvirt(program: &Path, args: &[String], socket: bool) -> Output {
     let mut script = format!(
         "set -e; mount --bind /dev/null {}; mkdir -p /run/libvirt; \
          mount -t tmpfs none /run/libvirt; ",
@@ -61,7 +59,7 @@ fn vgpuctl_without(h: &Host, args: &[&str], socket: bool) -> Output {
         h.state.path().to_str().unwrap().to_owned(),
     ];
     all.extend(args.iter().map(|a| (*a).to_owned()));
-    without_libvirt(env!("CARGO_BIN_EXE_vgpuctl"), &all, socket)
+    without_libvirt(vgpuctl_exe(), &all, socket)
 }
 
 const T4S: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"T4\"\ntypes = { \"T4-1Q\" = 2 }\n";
@@ -81,11 +79,7 @@ fn out(output: &Output) -> String {
 
 #[test]
 fn the_helper_really_cannot_load_libvirt_there() {
-    let output = without_libvirt(
-        env!("CARGO_BIN_EXE_vgpuctl-libvirt"),
-        &["--version".to_owned()],
-        false,
-    );
+    let output = without_libvirt(helper(), &["--version".to_owned()], false);
     assert_eq!(
         (
             output.status.code(),
