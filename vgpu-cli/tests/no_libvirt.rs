@@ -1,6 +1,7 @@
-//! `vgpuctl` on a host without libvirt's library: each command runs in a private mount
-//! namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted over it), so
-//! `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
+//! `vgpuctl` without libvirt. At build time: `vgpu-cli` does not depend on libvirt's binding,
+//! as `cargo tree` shows. At run time, on a host without libvirt's library: each command runs
+//! in a private mount namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted
+//! over it), so `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -75,6 +76,61 @@ fn t4_host() -> (Host, String) {
 
 fn out(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The packages in `package`'s tree of normal dependencies (`cargo tree -e normal`), itself
+/// included, by name.
+fn normal_dependencies(package: &str) -> Vec<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let tree = Command::new(cargo)
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(tree.status.success(), "{tree:?}");
+    String::from_utf8(tree.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn cargo_tree_of_vgpu_cli_has_neither_libvirt_binding() {
+    let deps = normal_dependencies("vgpu-cli");
+
+    let has = |name: &str| deps.iter().any(|d| d == name);
+    assert_eq!(
+        (
+            has("vgpu-cli"),
+            has("vgpu-core"),
+            has("vgpu-domain"),
+            has("vgpu-libvirt"),
+            has("virt"),
+            has("virt-sys"),
+        ),
+        (true, true, true, false, false, false),
+        "{deps:?}"
+    );
+}
+
+#[test]
+fn cargo_tree_of_the_helper_has_the_libvirt_binding() {
+    let deps = normal_dependencies("vgpu-cli-libvirt");
+
+    let has = |name: &str| deps.iter().any(|d| d == name);
+    assert_eq!(
+        (
+            has("vgpu-cli"),
+            has("vgpu-libvirt"),
+            has("virt"),
+            has("virt-sys")
+        ),
+        (true, true, true, true),
+        "{deps:?}"
+    );
 }
 
 #[test]
