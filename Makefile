@@ -13,8 +13,9 @@ BINDIR ?= $(PREFIX)/bin
 UDEVRULESDIR ?= /etc/udev/rules.d
 SYSTEMDUNITDIR ?= /etc/systemd/system
 # The vgpuctl to install, with the vgpuctl-libvirt beside it (and examples/gen-docs, when there,
-# for the man pages and completions); empty: `cargo build --release` makes
-# target/release/vgpuctl, target/release/vgpuctl-libvirt and target/release/examples/gen-docs.
+# for the man pages and completions); empty: `cargo build --release` of vgpu-cli and
+# vgpu-cli-libvirt makes target/release/vgpuctl, target/release/vgpuctl-libvirt and
+# target/release/examples/gen-docs.
 VGPUCTL_BUILD ?=
 # The man pages (section 8) and the bash, zsh and fish completions, generated from the
 # command-line definition by gen-docs (vgpu-cli/examples/gen-docs) built with vgpuctl.
@@ -96,7 +97,7 @@ bench: deps
 ## systemctl daemon-reload && systemctl enable vgpu-restore.service && udevadm control --reload
 install:
 	@bin='$(VGPUCTL_BUILD)'; \
-	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli --bins --example gen-docs && bin=target/release/vgpuctl; fi; \
+	if [ -z "$$bin" ]; then $(CARGO) build --release -p vgpu-cli -p vgpu-cli-libvirt --bins --example gen-docs && bin=target/release/vgpuctl; fi; \
 	install -D -m 0755 "$$bin" '$(DESTDIR)$(BINDIR)/vgpuctl'; \
 	install -D -m 0755 "$$(dirname "$$bin")/vgpuctl-libvirt" '$(DESTDIR)$(BINDIR)/vgpuctl-libvirt'
 	install -d '$(DESTDIR)$(UDEVRULESDIR)' '$(DESTDIR)$(SYSTEMDUNITDIR)'

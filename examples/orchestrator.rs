@@ -1,5 +1,5 @@
-//! A private cloud's node agent, in miniature: it embeds `vgpu` and `vgpu-libvirt` to give a
-//! VM a vGPU and take it back.
+//! A private cloud's node agent, in miniature: it embeds `vgpu`, `vgpu-domain` and `vgpu-libvirt`
+//! to give a VM a vGPU and take it back.
 //!
 //! 1. discover the host's GPUs and pick one with room for the type asked;
 //! 2. create the vGPU, with a definition so it comes back after a reboot;
@@ -22,7 +22,8 @@ use std::error::Error as StdError;
 use std::path::PathBuf;
 
 use vgpu::{Created, ErrorKind, HostPaths, Manager, Placement, Start, VgpuHandle, discover};
-use vgpu_libvirt::{Connection, Hostdev, Scope};
+use vgpu_domain::{Hostdev, Scope};
+use vgpu_libvirt::Connection;
 
 /// What to do, from the command line.
 struct Options {
@@ -146,7 +147,7 @@ fn main() -> std::process::ExitCode {
         let uri = options
             .connect
             .clone()
-            .unwrap_or_else(|| vgpu_libvirt::embedded_uri(&scratch.path().join("libvirt")));
+            .unwrap_or_else(|| vgpu_domain::embedded_uri(&scratch.path().join("libvirt")));
         println!("host: {}  libvirt: {uri}", paths.root().display());
         let conn = Connection::open(&uri)?;
         run(&paths, &conn, &options.type_name)

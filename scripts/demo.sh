@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${PROFILE:-mixed}
 
-cargo build --quiet --release -p vgpu-sim -p vgpu-cli -p vgpu-nvml-fake
+cargo build --quiet --release -p vgpu-sim -p vgpu-cli -p vgpu-cli-libvirt -p vgpu-nvml-fake
 sim=target/release/vgpu-sim
 vgpuctl=target/release/vgpuctl
 

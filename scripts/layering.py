@@ -32,9 +32,9 @@ import sys
 import tempfile
 
 # vgpu-core and what is built on it.
-CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu"}
-# The model and the planner, and everything built on them.
-MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan"} | CORE_AND_ABOVE
+CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu-cli-libvirt", "vgpu"}
+# The model, the planner, libvirt's domains as data, and everything built on them.
+MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan", "vgpu-domain"} | CORE_AND_ABOVE
 # What only the host-facing crates may touch: the kernel (nix, udev), an async runtime,
 # libvirt and NVML.
 HOST_IO = {"nix", "libc", "udev", "tokio", "virt", "nvml-wrapper", "vgpu-nvml-ext", "tempfile"}
@@ -45,10 +45,15 @@ FORBIDDEN = {
     "vgpu-model": (MODEL_AND_ABOVE - {"vgpu-model"}) | HOST_IO | {"vgpu-sim"},
     # Pure planning over the model: the model only, no host I/O.
     "vgpu-plan": CORE_AND_ABOVE | HOST_IO | {"vgpu-sim"},
+    # libvirt's domains as data (domain XML, hostdevs, owners): the model only, no host I/O,
+    # so that vgpuctl reads what vgpuctl-libvirt prints without libvirt.
+    "vgpu-domain": CORE_AND_ABOVE | HOST_IO | {"vgpu-plan", "vgpu-sim"},
     # The library: no printing, no libvirt (ARCHITECTURE.md, code map).
-    "vgpu-core": {"vgpu-cli", "vgpu-libvirt", "virt"},
-    "vgpu-libvirt": {"vgpu-cli"},
-    "vgpu-cli": set(),
+    "vgpu-core": {"vgpu-cli", "vgpu-cli-libvirt", "vgpu-libvirt", "virt"},
+    "vgpu-libvirt": {"vgpu-cli", "vgpu-cli-libvirt"},
+    # vgpuctl: no libvirt, not even for its tests; vgpuctl-libvirt runs what needs it.
+    "vgpu-cli": {"vgpu-libvirt", "vgpu-cli-libvirt", "virt"},
+    "vgpu-cli-libvirt": set(),
     "vgpu": set(),
     # An independent kernel model, sharing no code with vgpu-core (ARCHITECTURE.md, code map).
     "vgpu-sim": MODEL_AND_ABOVE,
@@ -63,6 +68,8 @@ FORBIDDEN = {
 ONLY_FOR = {
     # libvirt's binding links libvirt at build time: only vgpu-libvirt may pull it in.
     "virt": {"vgpu-libvirt"},
+    # What reaches libvirt: vgpuctl-libvirt, and the orchestrator example of the facade.
+    "vgpu-libvirt": {"vgpu-cli-libvirt", "vgpu"},
     # NVML is reached through vgpu-core's `nvml` module and vgpu-nvml-ext only.
     "nvml-wrapper": {"vgpu-core", "vgpu-nvml-ext"},
 }
@@ -783,18 +790,35 @@ def self_test():
             if not any(expected in line for line in out):
                 failures.append(f"no {expected!r} in: " + "; ".join(out))
     metadata = {
-        "workspace_members": ["core", "sim", "new", "cli"],
+        "workspace_members": ["core", "sim", "new", "cli", "domain", "helper"],
         "packages": [
             {"id": "core", "name": "vgpu-core", "dependencies": [{"name": "virt", "kind": None}]},
             {"id": "sim", "name": "vgpu-sim", "dependencies": [{"name": "vgpu-core", "kind": "dev"}]},
             {"id": "new", "name": "vgpu-new", "dependencies": []},
-            {"id": "cli", "name": "vgpu-cli", "dependencies": [{"name": "vgpu-core", "kind": None}]},
+            {
+                "id": "cli",
+                "name": "vgpu-cli",
+                "dependencies": [
+                    {"name": "vgpu-core", "kind": None},
+                    {"name": "vgpu-libvirt", "kind": "dev"},
+                ],
+            },
+            {"id": "domain", "name": "vgpu-domain", "dependencies": [{"name": "nix", "kind": None}]},
+            {
+                "id": "helper",
+                "name": "vgpu-cli-libvirt",
+                "dependencies": [
+                    {"name": "vgpu-cli", "kind": None},
+                    {"name": "vgpu-libvirt", "kind": None},
+                ],
+            },
         ],
     }
     out = []
     # vgpu-core -> virt breaks FORBIDDEN and ONLY_FOR; vgpu-sim -> vgpu-core (dev) FORBIDDEN;
-    # vgpu-new has no entry; vgpu-cli -> vgpu-core is fine.
-    if check_dependencies(metadata, out) != 4:
+    # vgpu-new has no entry; vgpu-cli -> vgpu-core is fine, vgpu-cli -> vgpu-libvirt (dev)
+    # breaks FORBIDDEN and ONLY_FOR; vgpu-domain -> nix FORBIDDEN; vgpu-cli-libvirt's are fine.
+    if check_dependencies(metadata, out) != 7:
         failures.append("crate rules: " + "; ".join(out))
     for failure in failures:
         print(f"layering self-test: {failure}", file=sys.stderr)

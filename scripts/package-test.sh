@@ -24,8 +24,8 @@ fi
 start=$SECONDS
 # Each line of the build log with the seconds since the start.
 ts_lines() { while IFS= read -r line; do echo "$((SECONDS - start)) $line"; done; }
-# Nothing to do after `cargo test` (or a release build): it built these.
-cargo build --quiet --profile "$profile" -p vgpu-cli --bins --example gen-docs
+# Little to do after `cargo test` (or a release build): it built these, or most of them.
+cargo build --quiet --profile "$profile" -p vgpu-cli -p vgpu-cli-libvirt --bins --example gen-docs
 
 out="$target/debian"
 rm -rf "$out" && mkdir -p "$out"

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vgpu_libvirt::xml;
+use vgpu_domain::xml;
 
 fuzz_target!(|data: &[u8]| {
     let hostdevs = xml::hostdevs_in_bytes(data);

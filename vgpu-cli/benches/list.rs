@@ -10,7 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use vgpu_cli::{Cli, run};
+use vgpu_cli::libvirt_facts::from_helper;
+use vgpu_cli::{Cli, run_local};
 use vgpu_core::testing::{FakeHost, scenarios};
 
 const GPUS: u32 = 8;
@@ -35,7 +36,7 @@ fn ours(root: &str) -> Duration {
     for _ in 0..RUNS {
         let mut out = Vec::with_capacity(1 << 20);
         let start = Instant::now();
-        run(&cli, &mut out).unwrap();
+        run_local(&cli, &mut out, from_helper).unwrap();
         samples.push(start.elapsed());
     }
     median(samples)

@@ -15,9 +15,37 @@ use crate::Cli;
 /// ([`crate::Command::uses_libvirt`]): the same command line, linked with libvirt.
 pub const LIBVIRT_HELPER: &str = "vgpuctl-libvirt";
 
+/// How the error report reads the errors of a library that one executable links and this
+/// crate does not: `vgpuctl-libvirt` links `vgpu-libvirt`, `vgpuctl` none
+/// ([`LinkedErrors::NONE`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LinkedErrors {
+    /// The kind of `cause`, when it is such an error.
+    pub kind: fn(&(dyn std::error::Error + 'static)) -> Option<vgpu_core::ErrorKind>,
+    /// The `vgpu-core` error that `cause` carries, when it is such an error.
+    pub core: for<'a> fn(&'a (dyn std::error::Error + 'static)) -> Option<&'a vgpu_core::Error>,
+}
+
+impl LinkedErrors {
+    /// No library beyond this crate's.
+    pub const NONE: LinkedErrors = LinkedErrors {
+        kind: no_kind,
+        core: no_core,
+    };
+}
+
+fn no_kind(_: &(dyn std::error::Error + 'static)) -> Option<vgpu_core::ErrorKind> {
+    None
+}
+
+fn no_core<'a>(_: &'a (dyn std::error::Error + 'static)) -> Option<&'a vgpu_core::Error> {
+    None
+}
+
 /// Parses the command line, runs it with `run` and reports the outcome: the output, an error
-/// chain once on stderr (and as JSON on stdout with `--json`), the exit code.
-pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
+/// chain once on stderr (and as JSON on stdout with `--json`), the exit code. `linked` reads
+/// the errors of the libraries only this executable links.
+pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>, linked: LinkedErrors) -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -66,7 +94,7 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
             if cli.json {
                 // Programs reading --json get the error as JSON too (the text goes to stderr).
                 let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
-                let kind = crate::error_kind(&err);
+                let kind = crate::error_kind(&err, linked);
                 let value = serde_json::json!({ "error": chain.join(": "), "kind": kind });
                 // stdout may be the very thing that failed; stderr still says it.
                 let _printed = writeln!(out, "{value}");
@@ -75,7 +103,7 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>) -> ExitCode {
             let _flushed = out.flush();
             let mut stderr = io::stderr().lock();
             // Nothing more can be done if stderr is gone.
-            let _written = crate::write_error(&mut stderr, &err);
+            let _written = crate::write_error(&mut stderr, &err, linked);
             ExitCode::from(interrupted.map_or(crate::EXIT_ERROR, stopped_code))
         }
     }
@@ -171,35 +199,39 @@ pub fn exec_libvirt_helper() -> anyhow::Error {
 }
 
 /// Writes `err` with its causes once, and a hint when one applies.
-pub fn write_error(w: &mut dyn Write, err: &anyhow::Error) -> std::io::Result<()> {
+pub fn write_error(
+    w: &mut dyn Write,
+    err: &anyhow::Error,
+    linked: LinkedErrors,
+) -> std::io::Result<()> {
     write!(w, "vgpuctl: error: {err}")?;
     for cause in err.chain().skip(1) {
         write!(w, ": {cause}")?;
     }
     writeln!(w)?;
-    if let Some(hint) = hint(err) {
+    if let Some(hint) = hint(err, linked) {
         writeln!(w, "hint: {hint}")?;
     }
     Ok(())
 }
 
 /// The `vgpu_core::Error` behind `err`, if there is one.
-pub fn core_error(err: &anyhow::Error) -> Option<&vgpu_core::Error> {
-    err.chain().find_map(core_error_of)
+pub fn core_error(err: &anyhow::Error, linked: LinkedErrors) -> Option<&vgpu_core::Error> {
+    err.chain().find_map(|cause| core_error_of(cause, linked))
 }
 
-/// `cause` as a `vgpu-core` error, or the one a `vgpu-libvirt` error carries.
-fn core_error_of<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a vgpu_core::Error> {
-    cause.downcast_ref::<vgpu_core::Error>().or_else(|| {
-        match cause.downcast_ref::<vgpu_libvirt::Error>() {
-            Some(vgpu_libvirt::Error::Core(core)) => Some(core),
-            _ => None,
-        }
-    })
+/// `cause` as a `vgpu-core` error, or the one an error of a linked library carries.
+fn core_error_of<'a>(
+    cause: &'a (dyn std::error::Error + 'static),
+    linked: LinkedErrors,
+) -> Option<&'a vgpu_core::Error> {
+    cause
+        .downcast_ref::<vgpu_core::Error>()
+        .or_else(|| (linked.core)(cause))
 }
 
 /// What a caller can do about `err`: the kind of the library error behind it, if any.
-pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
+pub fn error_kind(err: &anyhow::Error, linked: LinkedErrors) -> Option<vgpu_core::ErrorKind> {
     err.chain().find_map(|c| {
         c.downcast_ref::<vgpu_core::Error>()
             .map(vgpu_core::Error::kind)
@@ -208,18 +240,19 @@ pub fn error_kind(err: &anyhow::Error) -> Option<vgpu_core::ErrorKind> {
                     .map(vgpu_core::plan::Error::kind)
             })
             .or_else(|| {
-                c.downcast_ref::<vgpu_libvirt::Error>()
-                    .map(vgpu_libvirt::Error::kind)
+                c.downcast_ref::<vgpu_domain::Error>()
+                    .map(vgpu_domain::Error::kind)
             })
+            .or_else(|| (linked.kind)(c))
     })
 }
 
 /// The planning error behind `err`, if any: returned by `vgpu-plan` itself, or carried by a
 /// `vgpu-core` error.
-fn plan_error(err: &anyhow::Error) -> Option<&vgpu_core::plan::Error> {
+fn plan_error(err: &anyhow::Error, linked: LinkedErrors) -> Option<&vgpu_core::plan::Error> {
     err.chain().find_map(|c| {
         c.downcast_ref::<vgpu_core::plan::Error>()
-            .or_else(|| match core_error_of(c) {
+            .or_else(|| match core_error_of(c, linked) {
                 Some(vgpu_core::Error::Plan(plan)) => Some(plan),
                 _ => None,
             })
@@ -233,7 +266,7 @@ const NO_CAPACITY: &str = "`vgpuctl types GPU` shows what each GPU can still tak
 pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, name one in the \
      domain's metadata, or give the domain a Nova flavor that the hook's [flavors] maps";
 
-fn hint(err: &anyhow::Error) -> Option<&'static str> {
+fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
     if err.downcast_ref::<HelperNotRun>().is_some() {
         return Some(
@@ -241,7 +274,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
              vgpuctl (`make install` puts both in BINDIR)",
         );
     }
-    if let Some(plan) = plan_error(err) {
+    if let Some(plan) = plan_error(err, linked) {
         return match plan {
             vgpu_core::plan::Error::WrongType { .. } => {
                 Some("ask for the type the vGPU has, or give the domain another vGPU (`--index N`)")
@@ -251,7 +284,7 @@ fn hint(err: &anyhow::Error) -> Option<&'static str> {
             _ => None,
         };
     }
-    if let Some(core) = core_error(err) {
+    if let Some(core) = core_error(err, linked) {
         // The hook's error about one of a domain's devices: what to do is the device's.
         let core = match core {
             Error::HookDevice { source, .. } => source.as_ref(),

@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use vgpu_core::{HookConfig, HookDomain, HostPaths};
-use vgpu_libvirt::xml::{self, DomainXml};
+use vgpu_domain::xml::{self, DomainXml};
 
 use crate::mutate::emit;
 use crate::{Cli, EXIT_ERROR, EXIT_OK, HookCommand};
@@ -63,7 +63,7 @@ fn qemu(cli: &Cli, paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
         Err(err) => {
             let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
             // The device's error, under the domain's (`HookDevice`) where it has one.
-            let device_error = match crate::core_error(&err) {
+            let device_error = match crate::core_error(&err, crate::LinkedErrors::NONE) {
                 Some(vgpu_core::Error::HookDevice { source, .. }) => Some(source.as_ref()),
                 other => other,
             };

@@ -7,8 +7,10 @@
 //!
 //! Two executables share this command line. `vgpuctl` (`src/main.rs`) calls only `run_local`.
 //! For the commands that need libvirt (`Command::uses_libvirt`) it execs `vgpuctl-libvirt`
-//! (`src/bin/vgpuctl-libvirt.rs`, calling `run`) from its own directory, with the same
-//! arguments; the others ask it only what libvirt knows ([`libvirt_facts`]). Each command builds one struct and renders it either as a table
+//! (crate `vgpu-cli-libvirt`, which links libvirt and runs the domain commands) from its own
+//! directory, with the same arguments; the others ask it only what libvirt knows
+//! ([`libvirt_facts`]). This crate does not depend on libvirt. Each command builds one struct
+//! and renders it either as a table
 //! (`render::*_table`) or as JSON (`render::json`). `plans` shows `apply`'s progress with
 //! indicatif bars on a terminal, lines otherwise. The `/metrics` server uses hyper's `http1`
 //! connection and hyper-util's `GracefulShutdown` rather than axum, whose router, extractors and
@@ -37,17 +39,18 @@ mod list;
 mod mutate;
 mod nova;
 mod plans;
-mod render;
+pub mod render;
 mod sched;
 mod telemetry;
 mod top;
-mod vm;
 mod watch;
 
 pub use entry::{
-    LIBVIRT_HELPER, core_error, error_kind, exec_libvirt_helper, init_logging, main, write_error,
+    LIBVIRT_HELPER, LinkedErrors, core_error, error_kind, exec_libvirt_helper, init_logging, main,
+    write_error,
 };
 pub use hook::DEFAULT_HOOKS_DIR;
+pub use mutate::{emit, handle};
 pub use plans::PolicyArg;
 
 /// Success.
@@ -106,7 +109,7 @@ pub struct Cli {
         help_heading = GLOBAL,
         env = "VGPU_CONNECT",
         value_name = "URI",
-        default_value = vgpu_libvirt::DEFAULT_URI
+        default_value = vgpu_domain::DEFAULT_URI
     )]
     pub connect: String,
     /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
@@ -561,14 +564,14 @@ impl Cli {
 }
 
 /// The manager for a command: the host at `paths`, NVML from where `cli` says.
-pub(crate) fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
+pub fn manager(cli: &Cli, paths: &HostPaths) -> vgpu_core::Manager {
     vgpu_core::Manager::new(paths, mutate::command_line()).with_nvml(cli.nvml_source())
 }
 
 impl Command {
     /// Whether the command needs libvirt: the domain commands ([`VmCommand`]). `vgpuctl` runs
     /// these in `vgpuctl-libvirt` ([`LIBVIRT_HELPER`]) and the others itself. This is the one
-    /// list: [`run`] dispatches on it.
+    /// list: `vgpuctl` dispatches on it, and [`run_local`] refuses what it names.
     ///
     /// The plan commands, `top`, `metrics` and the changes that take a device away use what
     /// libvirt knows (which domains reference which vGPU) but run without it
@@ -578,7 +581,8 @@ impl Command {
     }
 }
 
-fn host_paths(cli: &Cli) -> HostPaths {
+/// Where the host and `vgpu`'s own files are: `--root`, and `--state-root` when given.
+pub fn host_paths(cli: &Cli) -> HostPaths {
     let paths = HostPaths::new(&cli.root);
     match &cli.state_root {
         Some(state) => paths.with_state_root(state),
@@ -586,22 +590,15 @@ fn host_paths(cli: &Cli) -> HostPaths {
     }
 }
 
-/// Runs `cli`, writing its output to `out`; returns the exit code. libvirt's facts come from
-/// the library this executable links ([`libvirt_facts::linked`]).
-pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    match &cli.command {
-        Command::Vm(command) => vm::run(cli, &host_paths(cli), command, out),
-        _ => run_local(cli, out, libvirt_facts::linked),
-    }
-}
-
-/// [`run`] for a command that does not need libvirt ([`Command::uses_libvirt`]), with
-/// libvirt's facts from `facts`; fails for one that does.
+/// Runs `cli`, a command that does not need libvirt ([`Command::uses_libvirt`]), writing its
+/// output to `out`, with libvirt's facts from `facts`; returns the exit code. Fails for a
+/// command that needs libvirt.
 ///
-/// `vgpuctl` calls only this, with [`libvirt_facts::from_helper`], so that nothing it runs
-/// reaches libvirt and the linker leaves `libvirt.so` out of it (`--as-needed` drops a library
-/// no live code uses). So `vgpuctl` runs on a host without libvirt's library. Loading libvirt
-/// and the fifty libraries it needs also took 8 of the 10 ms of CPU `vgpuctl --version` took.
+/// `vgpuctl` calls it with [`libvirt_facts::from_helper`]. `vgpuctl-libvirt` calls it with the
+/// facts of the libvirt it links, and runs the domain commands itself. This crate does not
+/// depend on libvirt's binding, so `vgpuctl` cannot link libvirt and runs on a host without
+/// libvirt's library. Loading libvirt and the fifty libraries it needs also took 8 of the
+/// 10 ms of CPU `vgpuctl --version` took.
 pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u8> {
     if cli.command.uses_libvirt() {
         anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it");

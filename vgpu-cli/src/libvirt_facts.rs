@@ -1,9 +1,9 @@
 //! What libvirt knows that commands other than the domain commands use: which domains
-//! reference which vGPU, and each domain's tenant ([`vgpu_libvirt::Owners`]).
+//! reference which vGPU, and each domain's tenant ([`vgpu_domain::Owners`]).
 //!
 //! libvirt is an optional source of facts, as NVML is. `vgpuctl` does not link libvirt: it asks
 //! `vgpuctl-libvirt owners --json` ([`from_helper`]), and `vgpuctl-libvirt` asks libvirt itself
-//! ([`linked`]). Three answers are possible ([`LibvirtFacts`]):
+//! (its own [`Facts`]). Three answers are possible ([`LibvirtFacts`]):
 //!
 //! | answer | when | what the commands do |
 //! |---|---|---|
@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 
 use vgpu_core::{DomainReferences, HostPaths, Inventory, VgpuHandle};
-use vgpu_libvirt::{Connection, Owners};
+use vgpu_domain::Owners;
 
 use crate::{Cli, LIBVIRT_HELPER};
 
@@ -45,13 +45,13 @@ pub trait Facts: Send {
     fn owners(&mut self, inventory: &Inventory) -> LibvirtFacts;
 }
 
-/// How an executable gets its [`Facts`]: [`from_helper`] in `vgpuctl`, [`linked`] in
+/// How an executable gets its [`Facts`]: [`from_helper`] in `vgpuctl`, libvirt itself in
 /// `vgpuctl-libvirt`.
 pub type FactsSource = fn(&Cli) -> Box<dyn Facts>;
 
 /// Whether `uri` names the local system or session daemon and no libvirt socket exists: a host
 /// without libvirt, where no domain can hold a device.
-fn libvirt_absent(uri: &str) -> bool {
+pub fn libvirt_absent(uri: &str) -> bool {
     const SOCKETS: &[&str] = &[
         "/run/libvirt/libvirt-sock",
         "/run/libvirt/virtqemud-sock",
@@ -59,44 +59,6 @@ fn libvirt_absent(uri: &str) -> bool {
     ];
     let local = matches!(uri, "qemu:///system" | "qemu:///session" | "");
     local && !SOCKETS.iter().any(|s| Path::new(s).exists())
-}
-
-/// Facts from libvirt itself, through the library this executable links; the connection is
-/// kept while it answers and opened again after it stopped.
-pub fn linked(cli: &Cli) -> Box<dyn Facts> {
-    Box::new(Linked {
-        uri: cli.connect.clone(),
-        conn: None,
-    })
-}
-
-struct Linked {
-    uri: String,
-    conn: Option<Connection>,
-}
-
-impl Facts for Linked {
-    fn owners(&mut self, inventory: &Inventory) -> LibvirtFacts {
-        let unanswered = |reason: String| LibvirtFacts::Unanswered {
-            uri: self.uri.clone(),
-            reason,
-        };
-        let conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => match Connection::open(&self.uri) {
-                Ok(conn) => conn,
-                Err(_) if libvirt_absent(&self.uri) => return LibvirtFacts::Absent,
-                Err(err) => return unanswered(format!("{err:#}")),
-            },
-        };
-        match conn.owners(inventory) {
-            Ok(owners) => {
-                self.conn = Some(conn);
-                LibvirtFacts::Answered(owners)
-            }
-            Err(err) => unanswered(format!("{err:#}")),
-        }
-    }
 }
 
 /// Facts from `vgpuctl-libvirt owners --json`, run from this executable's directory with the
@@ -198,8 +160,13 @@ pub(crate) fn domain_references(facts: &LibvirtFacts) -> DomainReferences {
     }
 }
 
-/// [`domain_references`] for the host at `paths`, asked now.
-pub(crate) fn references_now(
+/// The core's removal policy input for the host at `paths`, with `facts` asked now: each
+/// device with the domains that reference it.
+///
+/// # Errors
+///
+/// When the host cannot be read.
+pub fn references_now(
     facts: &mut dyn Facts,
     paths: &HostPaths,
 ) -> anyhow::Result<DomainReferences> {

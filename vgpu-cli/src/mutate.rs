@@ -22,7 +22,7 @@ fn start(auto: bool) -> Start {
 
 /// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
 /// `bb:dd.f` form (see `vgpu_core::resolve_address`).
-pub(crate) fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::VgpuHandle> {
+pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::VgpuHandle> {
     if let Ok(uuid) = uuid::Uuid::try_parse(text) {
         return Ok(vgpu_core::VgpuHandle::Mdev(uuid));
     }
@@ -35,12 +35,7 @@ pub(crate) fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::VgpuHan
 }
 
 /// Writes `value` as JSON, or `line` for people.
-pub(crate) fn emit(
-    cli: &Cli,
-    out: &mut dyn Write,
-    value: &impl Serialize,
-    line: &str,
-) -> Result<()> {
+pub fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
     if cli.json {
         render::json(out, value)?;
     } else {

@@ -42,7 +42,7 @@ pub(crate) struct TypesListJson<'a> {
 }
 
 /// Writes `value` as pretty JSON and a newline.
-pub(crate) fn json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
+pub fn json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)
 }
@@ -350,7 +350,7 @@ pub(crate) fn type_label(type_id: &str, name: Option<&str>) -> String {
 
 /// `owners` as a table: one row per vGPU and holder, orphans with `-`, then the references to
 /// devices that are not on this host.
-pub(crate) fn owners_table(out: &mut dyn Write, owners: &vgpu_libvirt::Owners) -> io::Result<()> {
+pub fn owners_table(out: &mut dyn Write, owners: &vgpu_domain::Owners) -> io::Result<()> {
     let mut table = Table::new(&["VGPU", "GPU", "TYPE", "DOMAIN", "STATE", "LIVE", "CONFIG"]);
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
     for owned in &owners.vgpus {

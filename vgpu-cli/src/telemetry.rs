@@ -2,7 +2,7 @@
 //! format, once to stdout or served at `/metrics`; and the sampling `top` shares.
 //!
 //! A sample is discovery (with NVML filling in types), NVML's usage of the running vGPUs, and
-//! libvirt's ownership (`vgpu_libvirt::Owners`, with each domain's tenant, from
+//! libvirt's ownership (`vgpu_domain::Owners`, with each domain's tenant, from
 //! [`crate::libvirt_facts`]); when libvirt does not answer, or the host has none, vGPUs are
 //! reported without a domain and `vgpu_libvirt_up` is 0.
 //!
@@ -25,7 +25,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
 use vgpu_core::{HostPaths, Inventory, Nvml, NvmlStatus, Owner, Telemetry, VgpuHandle};
-use vgpu_libvirt::Owners;
+use vgpu_domain::Owners;
 
 use crate::libvirt_facts::{Facts, LibvirtFacts};
 use crate::{Cli, render};

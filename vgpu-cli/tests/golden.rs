@@ -9,7 +9,8 @@ mod common;
 
 use clap::Parser;
 use common::assert_golden;
-use vgpu_cli::{Cli, run};
+use vgpu_cli::libvirt_facts::from_helper;
+use vgpu_cli::{Cli, run_local};
 use vgpu_core::testing::{FakeHost, scenarios};
 
 /// Runs `vgpuctl <args>` against `host`; returns the exit code and the output.
@@ -20,7 +21,7 @@ fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
         .chain(args.iter().copied());
     let cli = Cli::try_parse_from(argv).expect("arguments parse");
     let mut out = Vec::new();
-    let code = run(&cli, &mut out).expect("command succeeds");
+    let code = run_local(&cli, &mut out, from_helper).expect("command succeeds");
     // Paths under the temporary root differ between runs; golden files show them as <root>.
     let text = String::from_utf8(out)
         .expect("UTF-8 output")

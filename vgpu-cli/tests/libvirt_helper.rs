@@ -9,12 +9,19 @@ use std::process::{Command, Output};
 
 use vgpu_core::testing::{FakeHost, scenarios};
 
-const VGPUCTL: &str = env!("CARGO_BIN_EXE_vgpuctl");
-const HELPER: &str = env!("CARGO_BIN_EXE_vgpuctl-libvirt");
+mod common;
+
+fn vgpuctl() -> &'static Path {
+    common::vgpuctl_exe()
+}
+
+fn helper() -> &'static Path {
+    common::helper()
+}
 
 /// The shared objects the dynamic loader maps for `exe`, as `ldd` lists them (the loader
 /// prints them and exits when `LD_TRACE_LOADED_OBJECTS` is set).
-fn loaded_objects(exe: &str) -> String {
+fn loaded_objects(exe: &Path) -> String {
     let out = Command::new(exe)
         .env("LD_TRACE_LOADED_OBJECTS", "1")
         .output()
@@ -38,7 +45,7 @@ fn run(exe: &Path, root: &Path, args: &[&str]) -> Output {
 fn vgpuctl_alone() -> (tempfile::TempDir, std::path::PathBuf) {
     let alone = tempfile::tempdir().unwrap();
     let exe = alone.path().join("vgpuctl");
-    std::fs::copy(VGPUCTL, &exe).unwrap();
+    std::fs::copy(vgpuctl(), &exe).unwrap();
     (alone, exe)
 }
 
@@ -50,7 +57,7 @@ fn every_interface() -> FakeHost {
 
 #[test]
 fn vgpuctl_loads_libudev_but_not_libvirt() {
-    let objects = loaded_objects(VGPUCTL);
+    let objects = loaded_objects(vgpuctl());
     assert_eq!(
         (
             objects.contains("libudev.so.1"),
@@ -64,9 +71,9 @@ fn vgpuctl_loads_libudev_but_not_libvirt() {
 #[test]
 fn helper_loads_libvirt() {
     assert!(
-        loaded_objects(HELPER).contains("libvirt.so.0"),
+        loaded_objects(helper()).contains("libvirt.so.0"),
         "{}",
-        loaded_objects(HELPER)
+        loaded_objects(helper())
     );
 }
 
@@ -74,8 +81,8 @@ fn helper_loads_libvirt() {
 fn owners_through_vgpuctl_matches_the_helper_run_directly() {
     let host = every_interface();
     let args = ["--json", "--connect", "test:///default", "owners"];
-    let through = run(Path::new(VGPUCTL), host.root(), &args);
-    let direct = run(Path::new(HELPER), host.root(), &args);
+    let through = run(vgpuctl(), host.root(), &args);
+    let direct = run(helper(), host.root(), &args);
     assert_eq!(
         (through.status.code(), &through.stdout, &through.stderr),
         (Some(0), &direct.stdout, &direct.stderr)
@@ -86,7 +93,7 @@ fn owners_through_vgpuctl_matches_the_helper_run_directly() {
 fn owners_json_through_vgpuctl_lists_every_vgpu_unheld() {
     let host = every_interface();
     let out = run(
-        Path::new(VGPUCTL),
+        vgpuctl(),
         host.root(),
         &["--json", "--connect", "test:///default", "owners"],
     );
@@ -178,8 +185,8 @@ fn plan_through_vgpuctl_asks_the_helper_what_libvirt_knows() {
     let dir = tempfile::tempdir().unwrap();
     let file = empty_plan(dir.path());
     let args = ["--connect", "test:///default", "plan", "-f", &file];
-    let through = run(Path::new(VGPUCTL), host.root(), &args);
-    let direct = run(Path::new(HELPER), host.root(), &args);
+    let through = run(vgpuctl(), host.root(), &args);
+    let direct = run(helper(), host.root(), &args);
     assert_eq!(
         (through.status.code(), &through.stdout, &through.stderr),
         (Some(0), &direct.stdout, &direct.stderr)
@@ -218,7 +225,7 @@ fn local_command_without_helper_runs() {
     let host = every_interface();
     let (_alone, exe) = vgpuctl_alone();
     let without = run(&exe, host.root(), &["--json", "list"]);
-    let with = run(Path::new(VGPUCTL), host.root(), &["--json", "list"]);
+    let with = run(vgpuctl(), host.root(), &["--json", "list"]);
     assert_eq!(
         (without.status.code(), &without.stdout),
         (Some(0), &with.stdout)

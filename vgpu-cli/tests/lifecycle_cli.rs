@@ -672,7 +672,7 @@ fn create_with_a_relative_state_root_not_there_yet_creates_it() {
     let h = host("t4-legacy");
     let cwd = tempfile::tempdir().unwrap();
 
-    let made = std::process::Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+    let made = std::process::Command::new(common::vgpuctl_exe())
         .current_dir(cwd.path())
         .arg("--root")
         .arg(h.sim.root())

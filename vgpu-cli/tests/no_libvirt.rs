@@ -1,21 +1,20 @@
-//! `vgpuctl` on a host without libvirt's library: each command runs in a private mount
-//! namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted over it), so
-//! `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
+//! `vgpuctl` without libvirt. At build time: `vgpu-cli` does not depend on libvirt's binding,
+//! as `cargo tree` shows. At run time, on a host without libvirt's library: each command runs
+//! in a private mount namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted
+//! over it), so `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use common::*;
 
 /// The file the dynamic loader takes libvirt from, as `ldd` shows it for `vgpuctl-libvirt`.
 fn libvirt_library() -> String {
-    let ldd = Command::new("ldd")
-        .arg(env!("CARGO_BIN_EXE_vgpuctl-libvirt"))
-        .output()
-        .unwrap();
+    let ldd = Command::new("ldd").arg(helper()).output().unwrap();
     String::from_utf8_lossy(&ldd.stdout)
         .lines()
         .find(|l| l.contains("libvirt.so"))
@@ -26,7 +25,7 @@ fn libvirt_library() -> String {
 
 /// Runs `program args` with libvirt's library unloadable and `/run/libvirt` empty, or holding
 /// a libvirt socket's name when `socket`.
-fn without_libvirt(program: &str, args: &[String], socket: bool) -> Output {
+fn without_libvirt(program: &Path, args: &[String], socket: bool) -> Output {
     let mut script = format!(
         "set -e; mount --bind /dev/null {}; mkdir -p /run/libvirt; \
          mount -t tmpfs none /run/libvirt; ",
@@ -61,7 +60,7 @@ fn vgpuctl_without(h: &Host, args: &[&str], socket: bool) -> Output {
         h.state.path().to_str().unwrap().to_owned(),
     ];
     all.extend(args.iter().map(|a| (*a).to_owned()));
-    without_libvirt(env!("CARGO_BIN_EXE_vgpuctl"), &all, socket)
+    without_libvirt(vgpuctl_exe(), &all, socket)
 }
 
 const T4S: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"T4\"\ntypes = { \"T4-1Q\" = 2 }\n";
@@ -79,13 +78,64 @@ fn out(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// The packages in `package`'s tree of normal dependencies (`cargo tree -e normal`), itself
+/// included, by name.
+fn normal_dependencies(package: &str) -> Vec<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let tree = Command::new(cargo)
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(tree.status.success(), "{tree:?}");
+    String::from_utf8(tree.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn cargo_tree_of_vgpu_cli_has_neither_libvirt_binding() {
+    let deps = normal_dependencies("vgpu-cli");
+
+    let has = |name: &str| deps.iter().any(|d| d == name);
+    assert_eq!(
+        (
+            has("vgpu-cli"),
+            has("vgpu-core"),
+            has("vgpu-domain"),
+            has("vgpu-libvirt"),
+            has("virt"),
+            has("virt-sys"),
+        ),
+        (true, true, true, false, false, false),
+        "{deps:?}"
+    );
+}
+
+#[test]
+fn cargo_tree_of_the_helper_has_the_libvirt_binding() {
+    let deps = normal_dependencies("vgpu-cli-libvirt");
+
+    let has = |name: &str| deps.iter().any(|d| d == name);
+    assert_eq!(
+        (
+            has("vgpu-cli"),
+            has("vgpu-libvirt"),
+            has("virt"),
+            has("virt-sys")
+        ),
+        (true, true, true, true),
+        "{deps:?}"
+    );
+}
+
 #[test]
 fn the_helper_really_cannot_load_libvirt_there() {
-    let output = without_libvirt(
-        env!("CARGO_BIN_EXE_vgpuctl-libvirt"),
-        &["--version".to_owned()],
-        false,
-    );
+    let output = without_libvirt(helper(), &["--version".to_owned()], false);
     assert_eq!(
         (
             output.status.code(),

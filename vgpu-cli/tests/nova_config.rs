@@ -27,7 +27,7 @@ impl Host {
     }
 
     fn vgpuctl(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        Command::new(common::vgpuctl_exe())
             .arg("--root")
             .arg(self.sim.root())
             .arg("--state-root")

@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
+mod common;
+
 struct Host {
     sim: SimHost,
     state: tempfile::TempDir,
@@ -23,7 +25,7 @@ fn host(profile: &str) -> Host {
 }
 
 fn vgpuctl(host: &Host, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+    Command::new(common::vgpuctl_exe())
         .arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")
@@ -601,7 +603,7 @@ fn device_manager_yaml(configs: &[(&str, &str, u32)]) -> String {
 
 /// `vgpuctl` without libvirt: no domain holds anything, and no helper runs for each command.
 fn local(host: &Host, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+    Command::new(common::vgpuctl_exe())
         .arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use vgpu_core::testing::udevd::{Udevd, first_pci_function, run, wait_for};
 
+mod common;
+
 /// The workspace root, where the Makefile is.
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -26,7 +28,7 @@ fn make_install(vars: &[String]) {
         .arg("-C")
         .arg(workspace())
         .arg("install")
-        .arg(format!("VGPUCTL_BUILD={}", env!("CARGO_BIN_EXE_vgpuctl")))
+        .arg(format!("VGPUCTL_BUILD={}", common::vgpuctl_exe().display()))
         .args(vars)
         .output()
         .unwrap();
@@ -101,7 +103,7 @@ fn make_install_puts_vgpuctl_libvirt_beside_vgpuctl() {
     let copied = std::fs::read(&installed).unwrap();
     assert_eq!(
         (
-            copied == std::fs::read(env!("CARGO_BIN_EXE_vgpuctl-libvirt")).unwrap(),
+            copied == std::fs::read(common::helper()).unwrap(),
             installed.metadata().unwrap().permissions().mode() & 0o777
         ),
         (true, 0o755)

@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
+mod common;
+
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
 const UUID: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
@@ -20,7 +22,7 @@ struct Host {
 
 impl Host {
     fn uri(&self) -> String {
-        vgpu_libvirt::embedded_uri(self.libvirt.path())
+        vgpu_domain::embedded_uri(self.libvirt.path())
     }
 
     /// Defines domain `name`.
@@ -67,7 +69,7 @@ fn host() -> Host {
 }
 
 fn vgpuctl(host: &Host, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+    Command::new(common::vgpuctl_exe())
         .arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")
@@ -566,7 +568,7 @@ fn stop_while_libvirt_does_not_answer_is_refused_until_forced() {
     create(&h, T4, "T4-2Q", Some(UUID));
     let silent = "qemu+unix:///system?socket=/nonexistent/libvirt-sock";
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        Command::new(common::vgpuctl_exe())
             .arg("--root")
             .arg(h.sim.root())
             .arg("--state-root")

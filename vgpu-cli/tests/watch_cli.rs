@@ -258,7 +258,7 @@ fn watch_sigint_after_an_event_ends_with_exit_0() {
 #[test]
 fn watch_on_a_root_without_uevents_fails_naming_the_log() {
     let root = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+    let out = std::process::Command::new(common::vgpuctl_exe())
         .arg("--root")
         .arg(root.path())
         .arg("watch")

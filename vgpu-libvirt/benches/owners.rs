@@ -36,7 +36,8 @@ use nix::sys::resource::{UsageWho, getrusage};
 use nix::unistd::Pid;
 use uuid::Uuid;
 use vgpu_core::{Backend, Gpu, Inventory, PciAddress, Vf, Vgpu, VgpuHandle};
-use vgpu_libvirt::{Connection, Hostdev, embedded_uri, xml};
+use vgpu_domain::{Hostdev, embedded_uri, xml};
+use vgpu_libvirt::Connection;
 
 const DOMAINS: usize = 200;
 const MDEV_GPUS: usize = 8;

@@ -1,68 +1,31 @@
 //! A connection to a libvirt hypervisor driver and the domain operations this crate needs.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::fmt;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use vgpu_core::{Inventory, VgpuHandle};
+use vgpu_domain::xml::{self, HostdevElement, Tenant};
+use vgpu_domain::{Attached, Domain, DomainDevices, Hostdev, Owners, Scope, embedded_root};
 
 use crate::error::{Error, Result, is_no_domain};
-use crate::hostdev::{Attached, Hostdev, Scope};
-use crate::owners::{Domain, DomainDevices, Owners, build};
-use crate::xml::{self, HostdevElement, Tenant};
-
-/// The system QEMU driver, through `libvirtd` or `virtqemud`.
-pub const DEFAULT_URI: &str = "qemu:///system";
-
-const EMBED_PREFIX: &str = "qemu:///embed?";
 
 /// What [`Connection::open`] writes to `<root>/etc/qemu.conf` of an embedded driver that has
 /// none: QEMU's output goes to plain files, so domains start without `virtlogd`.
 const EMBED_QEMU_CONF: &str = "stdio_handler = \"file\"\n";
 
-/// The URI of libvirt's embedded QEMU driver keeping all its state under `root`:
-/// `qemu:///embed?root=<root>`, with bytes other than letters, digits and `/._~-`
-/// percent-encoded.
-pub fn embedded_uri(root: &Path) -> String {
-    let mut uri = format!("{EMBED_PREFIX}root=");
-    for &b in root.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/._~-".contains(&b) {
-            uri.push(char::from(b));
-        } else {
-            uri.push_str(&format!("%{b:02X}"));
-        }
+/// libvirt's `virDomainModificationImpact` flags for `scope`.
+fn flags(scope: Scope) -> u32 {
+    let mut flags = 0;
+    if scope.live {
+        flags |= virt::sys::VIR_DOMAIN_AFFECT_LIVE;
     }
-    uri
-}
-
-/// The `root` of an embedded driver's URI, percent-decoded.
-fn embed_root(uri: &str) -> Option<PathBuf> {
-    let query = uri.strip_prefix(EMBED_PREFIX)?;
-    let value = query.split('&').find_map(|p| p.strip_prefix("root="))?;
-    let bytes = value.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                decoded.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                decoded.push(b);
-                i += 1;
-            }
-        }
+    if scope.config {
+        flags |= virt::sys::VIR_DOMAIN_AFFECT_CONFIG;
     }
-    Some(PathBuf::from(OsString::from_vec(decoded)))
+    flags
 }
 
 /// A connection to a libvirt hypervisor driver.
@@ -233,8 +196,8 @@ fn find(elements: &[HostdevElement], device: VgpuHandle) -> Option<&HostdevEleme
 }
 
 impl Connection {
-    /// Opens a connection to `uri` ([`DEFAULT_URI`], or [`embedded_uri`] for libvirt's QEMU
-    /// driver run inside this process).
+    /// Opens a connection to `uri` ([`vgpu_domain::DEFAULT_URI`], or
+    /// [`vgpu_domain::embedded_uri`] for libvirt's QEMU driver run inside this process).
     ///
     /// For an embedded driver (`qemu:///embed?root=DIR`), `DIR/etc/qemu.conf` is created with
     /// `stdio_handler = "file"` when it is missing (an existing file is never overwritten), so
@@ -258,11 +221,11 @@ impl Connection {
             }
             .into());
         }
-        if let Some(root) = embed_root(uri) {
+        if let Some(root) = embedded_root(uri) {
             ensure_embed_config(&root)?;
         }
         init_libvirt()?;
-        let conn = if embed_root(uri).is_some() {
+        let conn = if embedded_root(uri).is_some() {
             open_embedded(uri)?
         } else {
             virt::connect::Connect::open(Some(uri))
@@ -372,7 +335,7 @@ impl Connection {
     ///
     /// # Errors
     ///
-    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Xml`] when its XML is refused.
+    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Domain`] when its XML is refused.
     pub fn hostdevs(&self, domain: &str) -> Result<Vec<Attached>> {
         let dom = self.lookup(domain, "read")?;
         self.assigned(&dom, domain)
@@ -396,7 +359,7 @@ impl Connection {
     /// [`Error::HeldElsewhere`] naming the other domain (the first by name);
     /// [`Error::NoSuchDomain`]; [`Error::Libvirt`] with libvirt's refusal (the domain does
     /// not run and `live` was asked; the host cannot assign the device);
-    /// [`Error::Xml`] when a domain's XML is refused.
+    /// [`Error::Domain`] when a domain's XML is refused.
     pub fn attach(&self, domain: &str, hostdev: &Hostdev, scope: Scope) -> Result<()> {
         let device = hostdev.device;
         let target = self.lookup(domain, "attach")?;
@@ -432,7 +395,7 @@ impl Connection {
         }
         tracing::info!(uri = %self.uri, domain, %device, live = needed.live, config = needed.config, "attaching");
         target
-            .attach_device_flags(&hostdev.to_xml(), needed.flags())
+            .attach_device_flags(&hostdev.to_xml(), flags(needed))
             .map_err(|err| Error::libvirt("attach", Some(domain), Some(device.to_string()), &err))
     }
 
@@ -449,7 +412,7 @@ impl Connection {
     /// # Errors
     ///
     /// [`Error::NotAttached`] when `domain` holds the device in none of the scopes asked;
-    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Xml`].
+    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Domain`].
     pub fn detach(&self, domain: &str, device: VgpuHandle, scope: Scope) -> Result<()> {
         let target = self.lookup(domain, "detach")?;
         let mine = self.assigned(&target, domain)?;
@@ -470,7 +433,7 @@ impl Connection {
         };
         tracing::info!(uri = %self.uri, domain, %device, live = needed.live, config = needed.config, "detaching");
         target
-            .detach_device_flags(&element.text, needed.flags())
+            .detach_device_flags(&element.text, flags(needed))
             .map_err(|err| Error::libvirt("detach", Some(domain), Some(device.to_string()), &err))
     }
 
@@ -482,7 +445,7 @@ impl Connection {
     ///
     /// # Errors
     ///
-    /// [`Error::Libvirt`]; [`Error::Xml`] when a domain's XML is refused.
+    /// [`Error::Libvirt`]; [`Error::Domain`] when a domain's XML is refused.
     pub fn owners(&self, inventory: &Inventory) -> Result<Owners> {
         let mut domains = Vec::new();
         for (name, dom) in self.all_domains()? {
@@ -498,7 +461,7 @@ impl Connection {
                 Err(err) => return Err(err),
             }
         }
-        Ok(build(inventory, &domains))
+        Ok(Owners::build(inventory, &domains))
     }
 
     /// Every domain with its name, by name.
@@ -549,7 +512,7 @@ impl Connection {
         let persistent = dom.is_persistent().map_err(fail)?;
         let parse = |flags: u32| -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
             let text = dom.xml_desc(flags).map_err(fail)?;
-            xml::hostdevs_and_tenant(&text).map_err(|err| err.in_domain(name))
+            xml::hostdevs_and_tenant(&text).map_err(|err| err.in_domain(name).into())
         };
         let (live, live_tenant) = if running {
             parse(0)?
@@ -589,8 +552,8 @@ fn describe(dom: &virt::domain::Domain, name: &str, operation: &'static str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hostdev::HostdevKind;
     use uuid::Uuid;
+    use vgpu_domain::HostdevKind;
 
     fn element(n: u128) -> HostdevElement {
         HostdevElement {
@@ -646,30 +609,16 @@ mod tests {
     }
 
     #[test]
-    fn embedded_uri_plain_path() {
+    fn flags_are_libvirts() {
+        let scope = |live, config| Scope { live, config };
         assert_eq!(
-            embedded_uri(Path::new("/var/tmp/vgpu-1")),
-            "qemu:///embed?root=/var/tmp/vgpu-1"
+            (
+                flags(scope(true, false)),
+                flags(scope(false, true)),
+                flags(scope(true, true))
+            ),
+            (1, 2, 3)
         );
-    }
-
-    #[test]
-    fn embedded_uri_escapes_space_and_ampersand() {
-        assert_eq!(
-            embedded_uri(Path::new("/tmp/a b&c")),
-            "qemu:///embed?root=/tmp/a%20b%26c"
-        );
-    }
-
-    #[test]
-    fn embed_root_decodes_what_embedded_uri_encodes() {
-        let root = Path::new("/tmp/a b&c%d");
-        assert_eq!(embed_root(&embedded_uri(root)).as_deref(), Some(root));
-    }
-
-    #[test]
-    fn embed_root_of_system_uri_is_none() {
-        assert_eq!(embed_root(DEFAULT_URI), None);
     }
 
     #[test]

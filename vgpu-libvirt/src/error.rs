@@ -46,22 +46,10 @@ pub enum Error {
         /// The domain.
         domain: String,
     },
-    /// A domain's XML was refused: malformed, too large, too deep, with a DTD, not UTF-8, or
-    /// with a hostdev this crate cannot read.
-    #[error("{}{reason}", domain.as_deref().map(|d| format!("XML of domain {d:?}: ")).unwrap_or_else(|| "XML: ".to_owned()))]
-    Xml {
-        /// The domain whose XML it is, when known.
-        domain: Option<String>,
-        /// What is wrong, in one line.
-        reason: String,
-    },
-    /// The device is not a vGPU on this host: not a mediated device, not a VF holding an
-    /// NVIDIA vendor-VFIO type, not a plain SR-IOV VF bound to `vfio-pci`.
-    #[error("{device} is not a vGPU on this host")]
-    NotAVgpu {
-        /// The device named.
-        device: String,
-    },
+    /// A domain's XML was refused, or a device is not a vGPU on this host (`vgpu-domain`'s
+    /// error).
+    #[error(transparent)]
+    Domain(#[from] vgpu_domain::Error),
     /// An error of `vgpu-core` (reading the host, a malformed name).
     #[error(transparent)]
     Core(#[from] vgpu_core::Error),
@@ -117,7 +105,7 @@ impl Error {
         match self {
             Error::NoSuchDomain { .. } | Error::NotAttached { .. } => ErrorKind::NotFound,
             Error::HeldElsewhere { .. } => ErrorKind::Conflict,
-            Error::Xml { .. } | Error::NotAVgpu { .. } => ErrorKind::BadInput,
+            Error::Domain(err) => err.kind(),
             Error::Core(err) => err.kind(),
             Error::Libvirt { code, .. } => libvirt_kind(*code),
         }
@@ -136,20 +124,6 @@ impl Error {
             device,
             code: i32::try_from(err.code().to_raw()).unwrap_or(i32::MAX),
             message: err.message().to_owned(),
-        }
-    }
-
-    /// An [`Error::Xml`] about `domain`'s XML.
-    pub(crate) fn in_domain(self, domain: &str) -> Self {
-        match self {
-            Error::Xml {
-                domain: None,
-                reason,
-            } => Error::Xml {
-                domain: Some(domain.to_owned()),
-                reason,
-            },
-            other => other,
         }
     }
 }
@@ -269,8 +243,7 @@ mod tests {
             | Error::Libvirt { .. }
             | Error::HeldElsewhere { .. }
             | Error::NotAttached { .. }
-            | Error::Xml { .. }
-            | Error::NotAVgpu { .. } => false,
+            | Error::Domain(_) => false,
         };
         let text = "distinctive-source-text-7f3a";
         let err = Error::Core(vgpu_core::Error::Read {

@@ -11,7 +11,8 @@ mod common;
 
 use common::{TestDomain, addr, connect, domain_xml, inventory, mdev};
 use vgpu_core::{ErrorKind, VgpuHandle};
-use vgpu_libvirt::{Attached, Domain, Error, Hostdev, HostdevKind, Scope};
+use vgpu_domain::{Attached, Domain, Hostdev, HostdevKind, Scope};
+use vgpu_libvirt::Error;
 
 const BINARY: &str = "attach";
 const CONFIG: Scope = Scope {

@@ -8,7 +8,7 @@ mod common;
 
 use common::{TestDomain, addr, connect};
 use vgpu_core::{HostPaths, Manager, VgpuHandle, discover};
-use vgpu_libvirt::{Hostdev, HostdevKind, Scope};
+use vgpu_domain::{Hostdev, HostdevKind, Scope};
 use vgpu_sim::SimHost;
 
 const BINARY: &str = "discovered";

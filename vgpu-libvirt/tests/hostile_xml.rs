@@ -9,8 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{TestDomain, connect, inventory};
-use vgpu_libvirt::Error;
-use vgpu_libvirt::xml::{
+use vgpu_domain::xml::{
     MAX_ATTRIBUTES, MAX_BYTES, MAX_DEPTH, MAX_NAMESPACES, MAX_NODES, hostdevs, hostdevs_in_bytes,
 };
 
@@ -27,7 +26,7 @@ fn refusal(xml: &[u8]) -> (String, Duration) {
     let took = started.elapsed();
     println!("{} bytes: {took:?}", xml.len());
     match result {
-        Err(Error::Xml {
+        Err(vgpu_domain::Error::Xml {
             domain: None,
             reason,
         }) => (reason, took),
@@ -205,7 +204,7 @@ fn metadata_deeper_than_libxml2_allows_is_libvirts_refusal() {
     let err = conn
         .define(&minimal_with_metadata("deep-255", &deep_metadata(255)))
         .unwrap_err();
-    let Error::Libvirt { code, message, .. } = &err else {
+    let vgpu_libvirt::Error::Libvirt { code, message, .. } = &err else {
         panic!("{err:?}")
     };
     assert_eq!(

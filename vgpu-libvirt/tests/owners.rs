@@ -12,8 +12,8 @@ mod common;
 
 use common::{TestDomain, addr, connect, inventory, mdev};
 use vgpu_core::VgpuHandle;
-use vgpu_libvirt::xml::{METADATA_NAMESPACE, Tenant, TenantSource};
-use vgpu_libvirt::{Holder, Hostdev, Owned, Owners, Reference, Scope};
+use vgpu_domain::xml::{METADATA_NAMESPACE, Tenant, TenantSource};
+use vgpu_domain::{Holder, Hostdev, Owned, Owners, Reference, Scope};
 
 const BINARY: &str = "owners";
 const CONFIG: Scope = Scope {

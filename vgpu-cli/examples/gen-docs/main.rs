@@ -3,7 +3,7 @@
 //! `make install` and the Debian package.
 //!
 //! Why an example, not `build.rs` (as mdevctl does) nor a binary: a build script cannot see the
-//! command-line definition without compiling `vgpu-core` and `vgpu-libvirt` a second time, for
+//! command-line definition without compiling `vgpu-core` and `vgpu-domain` a second time, for
 //! the host, at every build of `vgpu-cli`; a binary would be built and installed with
 //! `vgpuctl`. An example is built only by `cargo test` (which checks it) and by whoever asks for
 //! the pages; it uses `clap_mangen` as a dev-dependency, so `vgpuctl` does not depend on it.

@@ -1,10 +1,12 @@
-//! Helpers shared by the `vgpuctl` tests that change a simulated host.
+//! Helpers shared by the `vgpuctl` tests: a simulated host, `vgpuctl` with `vgpuctl-libvirt`
+//! beside it, golden files.
 
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use vgpu_sim::SimHost;
 
@@ -24,8 +26,56 @@ pub(crate) fn host(profile: &str) -> Host {
     Host { sim, state }
 }
 
+/// `vgpuctl`, with `vgpuctl-libvirt` built beside it ([`helper`]).
+pub(crate) fn vgpuctl_exe() -> &'static Path {
+    helper();
+    Path::new(env!("CARGO_BIN_EXE_vgpuctl"))
+}
+
+/// `vgpuctl-libvirt`, beside `vgpuctl`, where `vgpuctl` runs it from.
+///
+/// It is the binary of another package (`vgpu-cli-libvirt`, which depends on this one), so
+/// `cargo test -p vgpu-cli` does not build it. The first call in a test binary builds it with
+/// the cargo that runs the tests, in `vgpuctl`'s profile and target directory. So it is never
+/// older than its sources.
+pub(crate) fn helper() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let vgpuctl = Path::new(env!("CARGO_BIN_EXE_vgpuctl"));
+        let profile_dir = vgpuctl.parent().unwrap();
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev",
+            Some(other) => other,
+            None => panic!("{}: no profile directory", vgpuctl.display()),
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "vgpu-cli-libvirt",
+                "--bin",
+                "vgpuctl-libvirt",
+            ])
+            .args(["--profile", profile, "--target-dir"])
+            .arg(profile_dir.parent().unwrap())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "cargo build -p vgpu-cli-libvirt: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let helper = vgpuctl.with_file_name("vgpuctl-libvirt");
+        assert!(helper.is_file(), "{} was not built", helper.display());
+        helper
+    })
+}
+
 pub(crate) fn command(host: &Host, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vgpuctl"));
+    let mut cmd = Command::new(vgpuctl_exe());
     cmd.arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use uuid::Uuid;
 use vgpu_core::{Backend, Gpu, Inventory, PciAddress, Vf, Vgpu, VgpuHandle};
-use vgpu_libvirt::{Connection, embedded_uri};
+use vgpu_domain::embedded_uri;
+use vgpu_libvirt::Connection;
 
 const NEEDS: &str = "these tests run libvirt's embedded QEMU driver (qemu:///embed): they need \
      root, the packages libvirt-daemon-driver-qemu and qemu-system-x86, and the libvirt-qemu \

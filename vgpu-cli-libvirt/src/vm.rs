@@ -7,11 +7,10 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use uuid::Uuid;
 
+use vgpu_cli::{Cli, EXIT_OK, VmCommand, emit, handle, render};
 use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
-use vgpu_libvirt::{Connection, GuestAddress, Hostdev, HostdevKind, Scope};
-
-use crate::mutate::{emit, handle};
-use crate::{Cli, EXIT_OK, VmCommand, render};
+use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
+use vgpu_libvirt::Connection;
 
 /// Which scopes a change applies to: as asked, or both when the domain runs and its config
 /// alone when it does not.
@@ -88,7 +87,7 @@ pub(crate) fn run(
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
-                    crate::manager(cli, paths),
+                    vgpu_cli::manager(cli, paths),
                     paths,
                     cli,
                     &target,
@@ -138,11 +137,11 @@ pub(crate) fn run(
             if *destroy {
                 // Another domain, or another scope of this one, may still name it: the
                 // removal policy of every command that takes a device away decides.
-                let references = crate::libvirt_facts::references_now(
-                    &mut *crate::libvirt_facts::linked(cli),
+                let references = vgpu_cli::libvirt_facts::references_now(
+                    &mut *crate::linked::facts(cli),
                     paths,
                 )?;
-                crate::manager(cli, paths)
+                vgpu_cli::manager(cli, paths)
                     .with_force(*force)
                     .with_domain_references(references)
                     .destroy(id)
@@ -167,7 +166,7 @@ pub(crate) fn run(
             let conn = connect(cli)?;
             // Settled, as for `list`: each type has the name every command shows.
             let nvml = cli.nvml_source().load(paths);
-            let state = crate::manager(cli, paths)
+            let state = vgpu_cli::manager(cli, paths)
                 .capacity_state(&nvml)
                 .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
             let owners = conn.owners(&state.inventory)?;
@@ -256,7 +255,7 @@ fn attach_new(
     manager: Manager,
     paths: &HostPaths,
     cli: &Cli,
-    domain: &vgpu_libvirt::Domain,
+    domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {

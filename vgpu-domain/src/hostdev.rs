@@ -2,7 +2,8 @@
 //! can be assigned.
 
 use serde::Serialize;
-use vgpu_core::{Backend, Inventory, PLAIN_VF_TYPE, PciAddress, VgpuHandle};
+use vgpu_model::pci::PciAddress;
+use vgpu_model::{Backend, Inventory, PLAIN_VF_TYPE, VgpuHandle};
 
 use crate::error::{Error, Result};
 
@@ -53,18 +54,6 @@ impl Scope {
             live: running,
             config: true,
         }
-    }
-
-    /// libvirt's `virDomainModificationImpact` flags for this scope.
-    pub(crate) fn flags(self) -> u32 {
-        let mut flags = 0;
-        if self.live {
-            flags |= virt::sys::VIR_DOMAIN_AFFECT_LIVE;
-        }
-        if self.config {
-            flags |= virt::sys::VIR_DOMAIN_AFFECT_CONFIG;
-        }
-        flags
     }
 }
 
@@ -207,7 +196,7 @@ impl Hostdev {
 mod tests {
     use super::*;
     use uuid::Uuid;
-    use vgpu_core::{Gpu, Vf, Vgpu};
+    use vgpu_model::{Gpu, Vf, Vgpu};
 
     const MDEV: Uuid = Uuid::from_u128(0xc0ffee00_0000_4000_8000_000000000001);
 
@@ -447,30 +436,6 @@ mod tests {
                 live: true,
                 config: true
             }
-        );
-    }
-
-    #[test]
-    fn scope_flags_are_libvirts() {
-        assert_eq!(
-            (
-                Scope {
-                    live: true,
-                    config: false
-                }
-                .flags(),
-                Scope {
-                    live: false,
-                    config: true
-                }
-                .flags(),
-                Scope {
-                    live: true,
-                    config: true
-                }
-                .flags()
-            ),
-            (1, 2, 3)
         );
     }
 }

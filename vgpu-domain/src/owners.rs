@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-use vgpu_core::{Inventory, PciAddress, VgpuHandle};
+use vgpu_model::pci::PciAddress;
+use vgpu_model::{Inventory, VgpuHandle};
 
 use crate::hostdev::{Attached, host_vgpus};
 use crate::xml::Tenant;
@@ -22,7 +23,8 @@ pub struct Domain {
     pub running: bool,
 }
 
-/// The answer of [`Connection::owners`](crate::Connection::owners).
+/// Who holds which vGPU: the answer of `vgpu_libvirt::Connection::owners`, and what
+/// `vgpuctl-libvirt owners --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     /// Every vGPU of the inventory, by GPU then id, with the domains that hold it (none for an
@@ -44,8 +46,7 @@ pub struct Owned {
     /// Its type id (`nvidia-222`, `1145`, `vf` for a plain VF).
     #[serde(rename = "type")]
     pub type_id: String,
-    /// Its type's name, as the inventory given to
-    /// [`Connection::owners`](crate::Connection::owners) states it
+    /// Its type's name, as the inventory given to [`Owners::build`] states it
     /// ([`Inventory::type_name`]); `None` when no source names it.
     pub type_name: Option<String>,
     /// The domains that reference it, by name; empty for an orphan.
@@ -85,62 +86,68 @@ pub struct Reference {
 
 /// What one domain holds.
 #[derive(Debug, Clone)]
-pub(crate) struct DomainDevices {
-    pub(crate) domain: Domain,
-    pub(crate) devices: Vec<Attached>,
-    pub(crate) tenant: Option<Tenant>,
+pub struct DomainDevices {
+    /// The domain.
+    pub domain: Domain,
+    /// Its hostdevs, live and persistent merged per device.
+    pub devices: Vec<Attached>,
+    /// The tenant its metadata names.
+    pub tenant: Option<Tenant>,
 }
 
-/// Maps every vGPU of `inventory` to the domains that hold it.
-pub(crate) fn build(inventory: &Inventory, domains: &[DomainDevices]) -> Owners {
-    let mut vgpus: Vec<Owned> = host_vgpus(inventory)
-        .into_iter()
-        .map(|v| Owned {
-            id: v.id,
-            gpu: v.gpu,
-            type_name: inventory.type_name(v.gpu, &v.type_id).map(str::to_owned),
-            type_id: v.type_id,
-            holders: Vec::new(),
-        })
-        .collect();
-    vgpus.sort_by_key(|v| (v.gpu, v.id));
-    let index: BTreeMap<VgpuHandle, usize> =
-        vgpus.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
+impl Owners {
+    /// Maps every vGPU of `inventory` to the domains that hold it; the hostdevs that are not
+    /// vGPUs of `inventory` are its `missing`.
+    pub fn build(inventory: &Inventory, domains: &[DomainDevices]) -> Owners {
+        let mut vgpus: Vec<Owned> = host_vgpus(inventory)
+            .into_iter()
+            .map(|v| Owned {
+                id: v.id,
+                gpu: v.gpu,
+                type_name: inventory.type_name(v.gpu, &v.type_id).map(str::to_owned),
+                type_id: v.type_id,
+                holders: Vec::new(),
+            })
+            .collect();
+        vgpus.sort_by_key(|v| (v.gpu, v.id));
+        let index: BTreeMap<VgpuHandle, usize> =
+            vgpus.iter().enumerate().map(|(i, v)| (v.id, i)).collect();
 
-    let mut missing = Vec::new();
-    for entry in domains {
-        for device in &entry.devices {
-            match index.get(&device.device) {
-                Some(&i) => vgpus[i].holders.push(Holder {
-                    domain: entry.domain.name.clone(),
-                    uuid: entry.domain.uuid,
-                    running: entry.domain.running,
-                    live: device.live,
-                    config: device.config,
-                    tenant: entry.tenant.clone(),
-                }),
-                None => missing.push(Reference {
-                    domain: entry.domain.name.clone(),
-                    device: device.device,
-                    live: device.live,
-                    config: device.config,
-                }),
+        let mut missing = Vec::new();
+        for entry in domains {
+            for device in &entry.devices {
+                match index.get(&device.device) {
+                    Some(&i) => vgpus[i].holders.push(Holder {
+                        domain: entry.domain.name.clone(),
+                        uuid: entry.domain.uuid,
+                        running: entry.domain.running,
+                        live: device.live,
+                        config: device.config,
+                        tenant: entry.tenant.clone(),
+                    }),
+                    None => missing.push(Reference {
+                        domain: entry.domain.name.clone(),
+                        device: device.device,
+                        live: device.live,
+                        config: device.config,
+                    }),
+                }
             }
         }
+        for vgpu in &mut vgpus {
+            vgpu.holders
+                .sort_by(|a, b| (&a.domain, a.uuid).cmp(&(&b.domain, b.uuid)));
+        }
+        missing.sort_by(|a, b| (&a.domain, a.device).cmp(&(&b.domain, b.device)));
+        Owners { vgpus, missing }
     }
-    for vgpu in &mut vgpus {
-        vgpu.holders
-            .sort_by(|a, b| (&a.domain, a.uuid).cmp(&(&b.domain, b.uuid)));
-    }
-    missing.sort_by(|a, b| (&a.domain, a.device).cmp(&(&b.domain, b.device)));
-    Owners { vgpus, missing }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::hostdev::HostdevKind;
-    use vgpu_core::{Backend, Gpu, Vgpu};
+    use vgpu_model::{Backend, Gpu, Vgpu};
 
     const A: Uuid = Uuid::from_u128(0xa);
     const B: Uuid = Uuid::from_u128(0xb);
@@ -205,7 +212,7 @@ mod tests {
 
     #[test]
     fn build_orphan_has_no_holders_and_vgpus_are_sorted() {
-        let owners = build(&inventory(), &[]);
+        let owners = Owners::build(&inventory(), &[]);
         assert_eq!(
             owners
                 .vgpus
@@ -218,7 +225,7 @@ mod tests {
 
     #[test]
     fn build_holders_are_sorted_by_domain() {
-        let owners = build(
+        let owners = Owners::build(
             &inventory(),
             &[
                 domain("zeta", true, &[(A, true, false)]),
@@ -250,7 +257,7 @@ mod tests {
 
     #[test]
     fn build_reference_to_absent_device_is_missing() {
-        let owners = build(&inventory(), &[domain("vm", false, &[(GONE, false, true)])]);
+        let owners = Owners::build(&inventory(), &[domain("vm", false, &[(GONE, false, true)])]);
         assert_eq!(
             owners.missing,
             vec![Reference {

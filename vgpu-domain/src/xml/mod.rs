@@ -25,7 +25,8 @@
 
 use roxmltree::{Document, Node, ParsingOptions};
 use uuid::Uuid;
-use vgpu_core::{PciAddress, VgpuHandle};
+use vgpu_model::VgpuHandle;
+use vgpu_model::pci::PciAddress;
 
 use crate::error::{Error, Result};
 use crate::hostdev::HostdevKind;
@@ -208,7 +209,11 @@ pub fn tenant(xml: &str) -> Result<Option<Tenant>> {
 }
 
 /// [`hostdevs`] and [`tenant`] of one document, parsed once.
-pub(crate) fn hostdevs_and_tenant(xml: &str) -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
+///
+/// # Errors
+///
+/// [`Error::Xml`] as for [`hostdevs`].
+pub fn hostdevs_and_tenant(xml: &str) -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
     let doc = parse(xml)?;
     let root = doc.root_element();
     Ok((
