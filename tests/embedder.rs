@@ -227,8 +227,8 @@ fn provision_count_past_a_definitions_room_is_refused_and_makes_nothing() {
         (
             Some(ErrorKind::NoCapacity),
             Some(
-                "GPU 0000:41:00.0 has room for 1 more vGPU(s) of type 1155 (NVIDIA L40S-24Q), \
-                 not 2 (1 held for defined vGPUs)"
+                "GPU 0000:41:00.0 has room for 1 more vGPU(s) of type 1155, not 2 \
+                 (1 held for defined vGPUs)"
             ),
             vec![],
             vec![]

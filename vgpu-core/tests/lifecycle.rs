@@ -127,7 +127,6 @@ fn t4_second_type_refused_while_one_in_use() {
     let Error::NoCapacity {
         gpu,
         type_id,
-        type_name,
         asked,
         available,
         reserved,
@@ -147,7 +146,6 @@ fn t4_second_type_refused_while_one_in_use() {
         (
             *gpu,
             type_id.as_str(),
-            type_name.as_deref(),
             *asked,
             *available,
             *reserved,
@@ -156,8 +154,7 @@ fn t4_second_type_refused_while_one_in_use() {
         ),
         (
             addr(T4),
-            "nvidia-222",
-            Some("GRID T4-1B"),
+            "nvidia-222 (GRID T4-1B)",
             1,
             0,
             0,
@@ -504,7 +501,6 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
     let Error::NoCapacity {
         gpu,
         type_id,
-        type_name,
         asked,
         available,
         reserved,
@@ -519,7 +515,6 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
         (
             *gpu,
             type_id.as_str(),
-            type_name.as_deref(),
             *asked,
             *available,
             *reserved,
@@ -528,8 +523,7 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
         ),
         (
             addr(T4),
-            "nvidia-234",
-            Some("GRID T4-16Q"),
+            "nvidia-234 (GRID T4-16Q)",
             1,
             0,
             0,

@@ -75,7 +75,6 @@ pub(crate) fn create(
         return Err(Error::NoCapacity {
             gpu: parent,
             type_id: type_id.to_owned(),
-            type_name: mdev_type.name()?,
             asked: 1,
             available: 0,
             reserved: 0,

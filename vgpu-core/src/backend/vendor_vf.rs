@@ -105,7 +105,6 @@ pub(crate) fn set_type(
         return Err(Error::NoCapacity {
             gpu: vf,
             type_id: type_id.to_string(),
-            type_name: name,
             asked: 1,
             available: 0,
             reserved: 0,

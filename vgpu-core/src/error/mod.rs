@@ -168,8 +168,7 @@ pub enum Error {
     },
     /// The GPU has no room for as many vGPUs of this type as asked: try another GPU or type.
     #[error(
-        "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}{}, not {asked}{}",
-        type_name.as_ref().map(|name| format!(" ({name})")).unwrap_or_default(),
+        "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}, not {asked}{}",
         match limit {
             Some(crate::model::limit::Limit::Definitions { .. }) | None if *reserved > 0 => {
                 format!(" ({reserved} held for defined vGPUs)")
@@ -181,10 +180,8 @@ pub enum Error {
     NoCapacity {
         /// The physical GPU (or the mdev parent).
         gpu: PciAddress,
-        /// The type asked for, by id.
+        /// The type asked for: its id, with its name where known (`1155 (NVIDIA L40S-24Q)`).
         type_id: String,
-        /// Its name, where known (`NVIDIA L40S-24Q`).
-        type_name: Option<String>,
         /// How many were asked for.
         asked: u32,
         /// How many more fit.
