@@ -285,7 +285,7 @@ fn prepare_leaves_room_for_defined_vgpus_that_are_not_running() {
         (
             Some(1),
             format!(
-                "vgpu hook: vm1 prepare: domain vm1: cannot make 0000:5e:01.0 ready (type \"L40S-12Q\" from the domain's metadata): GPU {L40S} has room for 0 more vGPU(s) of type 1153 (NVIDIA L40S-12Q), not 1 (4 held for defined vGPUs)\n"
+                "vgpu hook: vm1 prepare: domain vm1: cannot make 0000:5e:01.0 ready (type \"L40S-12Q\" from the domain's metadata): GPU {L40S} has room for 0 more vGPU(s) of type 1153, not 1 (4 held for defined vGPUs)\n"
             ),
             "0".to_owned()
         )

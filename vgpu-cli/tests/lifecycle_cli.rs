@@ -619,7 +619,7 @@ fn create_other_type_on_vendor_vfio_gpu_holding_one_is_no_capacity_naming_the_ty
             Some(1),
             serde_json::json!({
                 "error": "cannot create a L40S-24Q vGPU on 5e:00.0: GPU 0000:5e:00.0 has room \
-                          for 0 more vGPU(s) of type 1155 (NVIDIA L40S-24Q), not 1: NVIDIA \
+                          for 0 more vGPU(s) of type 1155, not 1: NVIDIA \
                           L40S-12Q runs on the GPU or is defined for it, and the type cannot \
                           share a GPU with it",
                 "kind": "no-capacity"

@@ -154,7 +154,7 @@ fn t4_second_type_refused_while_one_in_use() {
         ),
         (
             addr(T4),
-            "nvidia-222 (GRID T4-1B)",
+            "nvidia-222",
             1,
             0,
             0,
@@ -523,7 +523,7 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
         ),
         (
             addr(T4),
-            "nvidia-234 (GRID T4-16Q)",
+            "nvidia-234",
             1,
             0,
             0,

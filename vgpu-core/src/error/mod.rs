@@ -180,7 +180,7 @@ pub enum Error {
     NoCapacity {
         /// The physical GPU (or the mdev parent).
         gpu: PciAddress,
-        /// The type asked for: its id, with its name where known (`1155 (NVIDIA L40S-24Q)`).
+        /// The type asked for.
         type_id: String,
         /// How many were asked for.
         asked: u32,

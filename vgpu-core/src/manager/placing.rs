@@ -31,18 +31,9 @@ impl GpuRoom {
     /// [`Error::NoCapacity`] for `asked` vGPUs where `available` fit.
     pub(crate) fn refusal(&self, asked: u32, available: u32) -> Error {
         let gpu = self.gpu();
-        // The type as the operator reads it in `types`: its id and its name.
-        let name = gpu
-            .types
-            .iter()
-            .find(|t| t.id == self.type_id)
-            .and_then(|t| t.name.as_deref());
         Error::NoCapacity {
             gpu: gpu.address,
-            type_id: match name {
-                Some(name) => format!("{} ({name})", self.type_id),
-                None => self.type_id.clone(),
-            },
+            type_id: self.type_id.clone(),
             asked,
             available,
             reserved: self.room.held,
