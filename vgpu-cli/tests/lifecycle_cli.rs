@@ -578,30 +578,12 @@ fn provision_naming_a_gpu_twice_is_refused() {
     );
 }
 
-/// Each type of `gpu` as `types --json` gives it, without the columns that move with what the
-/// GPU holds (available, in use, limit) or with where the name was read.
-fn supported_types(h: &Host, gpu: &str) -> Vec<serde_json::Value> {
-    let types = json(&vgpuctl(h, &["types", gpu, "--json"]));
-    types["gpus"][0]["types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let mut t = t.clone();
-            for moving in ["available", "in_use", "limit", "name_source"] {
-                t.as_object_mut().unwrap().remove(moving);
-            }
-            t
-        })
-        .collect()
-}
-
 /// A vendor-VFIO GPU lists in sysfs only what fits beside its vGPUs; `types` still lists
 /// every type it supports, and another type has no room, saying why.
 #[test]
 fn create_other_type_on_vendor_vfio_gpu_holding_one_is_no_capacity_naming_the_type_held() {
     let h = host("mixed");
-    let before = supported_types(&h, "5e:00.0");
+    let before = supported_types(&vgpuctl(&h, &["types", "5e:00.0", "--json"]));
     let made = vgpuctl(&h, &["create", "5e:00.0", "--type", "L40S-12Q"]);
 
     let refused = vgpuctl(&h, &["--json", "create", "5e:00.0", "--type", "L40S-24Q"]);
@@ -612,7 +594,7 @@ fn create_other_type_on_vendor_vfio_gpu_holding_one_is_no_capacity_naming_the_ty
             refused.status.code(),
             json(&refused),
             before.len(),
-            supported_types(&h, "5e:00.0") == before,
+            supported_types(&vgpuctl(&h, &["types", "5e:00.0", "--json"])) == before,
         ),
         (
             Some(0),

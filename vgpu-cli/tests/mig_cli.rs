@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{Host, command, host, json, vgpu_ids};
+use common::{Host, command, host, json, supported_types, vgpu_ids};
 use vgpu_core::testing::fake_nvml::FakeNvml;
 
 const H200: &str = "0000:18:00.0";
@@ -421,24 +421,6 @@ fn a_vgpu_device_manager_type_change_to_another_profile_is_one_apply() {
     );
 }
 
-/// Every type of the H200 as `types --json` lists it, without the columns that move with
-/// what the GPU holds.
-fn supported_types(mig: &Mig) -> Vec<serde_json::Value> {
-    let types = json(&mig.vgpuctl(&["types", H200, "--json"]));
-    types["gpus"][0]["types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let mut t = t.clone();
-            for moving in ["available", "in_use", "limit", "name_source"] {
-                t.as_object_mut().unwrap().remove(moving);
-            }
-            t
-        })
-        .collect()
-}
-
 /// NVIDIA's single-type configs for the H200, one after the other (vgpu-device-manager's
 /// format): MIG-backed types on four profiles, time-sliced types, and back. Each is one apply
 /// (a time-sliced type implies MIG mode off); `types` lists the same supported set throughout.
@@ -461,7 +443,7 @@ fn h200_single_type_configs_in_sequence_each_reach_their_config_in_one_apply() {
         ));
     }
     let file = mig.file("vgpu.yaml", &yaml);
-    let supported = supported_types(&mig);
+    let supported = supported_types(&mig.vgpuctl(&["types", H200, "--json"]));
 
     let mut steps = Vec::new();
     for (config, _) in &sequence {
@@ -471,7 +453,7 @@ fn h200_single_type_configs_in_sequence_each_reach_their_config_in_one_apply() {
             *config,
             applied.status.code(),
             asserted.status.code(),
-            supported_types(&mig) == supported,
+            supported_types(&mig.vgpuctl(&["types", H200, "--json"])) == supported,
         ));
     }
 

@@ -352,7 +352,7 @@ fn create_mig_type_with_mig_off_exits_1_with_hint() {
         (
             Some(1),
             "vgpuctl: error: cannot create a H200X-1-18C vGPU on 0000:18:00.0: vGPU type \
-             H200X-1-18C is MIG-backed (GPU-instance profile 1g.18gb), but MIG mode is \
+             NVIDIA H200X-1-18C is MIG-backed (GPU-instance profile 1g.18gb), but MIG mode is \
              off on 0000:18:00.0\n\
              hint: enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
              instances (nvidia-smi mig -cgi PROFILE)\n"

@@ -24,12 +24,22 @@ fn host(profile: &str) -> Host {
     }
 }
 
-fn vgpuctl(host: &Host, args: &[&str]) -> Output {
-    Command::new(common::vgpuctl_exe())
+/// `vgpuctl` on `host`, with none of its settings from the environment.
+fn base(host: &Host) -> Command {
+    let mut command = Command::new(common::vgpuctl_exe());
+    command
         .arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")
         .arg(host.state.path())
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .env_remove("VGPU_CONNECT");
+    command
+}
+
+fn vgpuctl(host: &Host, args: &[&str]) -> Output {
+    base(host)
         // An embedded libvirt with no domains: nothing holds a vGPU.
         .arg("--connect")
         .arg(format!(
@@ -37,9 +47,6 @@ fn vgpuctl(host: &Host, args: &[&str]) -> Output {
             host.state.path().display()
         ))
         .args(args)
-        .env_remove("VGPU_ROOT")
-        .env_remove("VGPU_STATE_ROOT")
-        .env_remove("VGPU_CONNECT")
         .output()
         .unwrap()
 }
@@ -603,17 +610,7 @@ fn device_manager_yaml(configs: &[(&str, &str, u32)]) -> String {
 
 /// `vgpuctl` without libvirt: no domain holds anything, and no helper runs for each command.
 fn local(host: &Host, args: &[&str]) -> Output {
-    Command::new(common::vgpuctl_exe())
-        .arg("--root")
-        .arg(host.sim.root())
-        .arg("--state-root")
-        .arg(host.state.path())
-        .args(args)
-        .env_remove("VGPU_ROOT")
-        .env_remove("VGPU_STATE_ROOT")
-        .env_remove("VGPU_CONNECT")
-        .output()
-        .unwrap()
+    base(host).args(args).output().unwrap()
 }
 
 /// The vGPUs on `gpu`: (id, type id), in the order `list` gives them.
@@ -674,9 +671,10 @@ proptest::proptest! {
         ..proptest::test_runner::Config::default()
     })]
 
-    /// Random pairs of single-type partitions of an L40S, without NVML, some asking for more
-    /// than the type holds, with a fault at a random VF or none: `plan` accepts exactly what
-    /// `apply` reaches, in one run; a fault that fires leaves the old partition intact.
+    /// Random pairs of single-type partitions of an L40S, with the test NVML as a view of the
+    /// simulator or without NVML, some asking for more than the type holds, with a fault at a
+    /// random VF or none: `plan` accepts exactly what `apply` reaches, in one run; a fault
+    /// that fires leaves the old partition intact.
     #[test]
     fn l40s_partition_change_is_planned_exactly_when_apply_reaches_it(
         from in 0usize..30,
@@ -684,8 +682,19 @@ proptest::proptest! {
         to in 0usize..30,
         to_pick in 0u32..1000,
         fault in proptest::option::of(0usize..32),
+        nvml in proptest::bool::ANY,
     ) {
         let host = host("l40s-vendor-vfio");
+        let fake = nvml.then(|| {
+            vgpu_core::testing::fake_nvml::FakeNvml::on_sim("", host.sim.root()).unwrap()
+        });
+        let run = |args: &[&str]| {
+            let mut command = base(&host);
+            if let Some(fake) = &fake {
+                command.arg("--nvml-library").arg(fake.library());
+            }
+            command.args(args).output().unwrap()
+        };
         let types = l40s_types(&host);
         let (from_name, from_max) = &types[from];
         let (to_name, to_max) = &types[to];
@@ -698,7 +707,7 @@ proptest::proptest! {
         ]);
         let file = write(&host, "pair.yaml", &yaml);
         proptest::prop_assert_eq!(
-            local(&host, &["apply", "-f", &file, "-c", "from"]).status.code(),
+            run(&["apply", "-f", &file, "-c", "from"]).status.code(),
             Some(0)
         );
         let before = partition(&host, L40S);
@@ -711,9 +720,9 @@ proptest::proptest! {
                 .unwrap();
         }
 
-        let planned = local(&host, &["plan", "-f", &file, "-c", "to"]).status.code();
-        let applied = local(&host, &["apply", "-f", &file, "-c", "to"]).status.code();
-        let asserted = local(&host, &["assert", "-f", &file, "-c", "to"]).status.code();
+        let planned = run(&["plan", "-f", &file, "-c", "to"]).status.code();
+        let applied = run(&["apply", "-f", &file, "-c", "to"]).status.code();
+        let asserted = run(&["assert", "-f", &file, "-c", "to"]).status.code();
         let after = partition(&host, L40S);
         let control = std::fs::read_to_string(host.sim.root().join(".vgpu-sim/control")).unwrap();
         let fired = fault.is_some() && !control.contains("fail-next");

@@ -161,3 +161,21 @@ pub(crate) fn assert_golden(name: &str, expected_code: u8, (code, actual): (u8, 
         path.display()
     );
 }
+
+/// The types of the first GPU of `types --json` output, without the fields that move with
+/// what the GPU holds (available, in use, limit) or with where a name was read: what a GPU
+/// supports, which no partition changes.
+pub(crate) fn supported_types(types: &Output) -> Vec<serde_json::Value> {
+    json(types)["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            for moving in ["available", "in_use", "limit", "name_source"] {
+                t.as_object_mut().unwrap().remove(moving);
+            }
+            t
+        })
+        .collect()
+}
