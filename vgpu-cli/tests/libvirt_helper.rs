@@ -41,11 +41,15 @@ fn run(exe: &Path, root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A copy of `vgpuctl` in a directory of its own, without `vgpuctl-libvirt` beside it.
+/// `vgpuctl` in a directory of its own, without `vgpuctl-libvirt` beside it: a hard link
+/// beside the build, not a copy. A copy is a file open for writing, which a process another
+/// test forks at that moment inherits until it execs; running the copy then fails with
+/// `ETXTBSY`.
 fn vgpuctl_alone() -> (tempfile::TempDir, std::path::PathBuf) {
-    let alone = tempfile::tempdir().unwrap();
+    let built = vgpuctl();
+    let alone = tempfile::tempdir_in(built.parent().unwrap()).unwrap();
     let exe = alone.path().join("vgpuctl");
-    std::fs::copy(vgpuctl(), &exe).unwrap();
+    std::fs::hard_link(built, &exe).unwrap();
     (alone, exe)
 }
 
