@@ -205,24 +205,7 @@ mod tests {
     }
 
     fn gpu(addr: &str, backend: Backend) -> Gpu {
-        Gpu {
-            address: address(addr),
-            vendor_id: None,
-            device_id: None,
-            subsystem_vendor_id: None,
-            subsystem_device_id: None,
-            class: None,
-            vendor: None,
-            model: None,
-            driver: None,
-            numa_node: None,
-            iommu_group: None,
-            backend,
-            sriov: None,
-            vfs: Vec::new(),
-            types: Vec::new(),
-            vgpus: Vec::new(),
-        }
+        Gpu::new(address(addr), backend)
     }
 
     fn vf(addr: &str, driver: &str) -> Vf {

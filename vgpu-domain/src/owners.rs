@@ -169,22 +169,8 @@ mod tests {
             .collect();
         Inventory {
             gpus: vec![Gpu {
-                address: parent,
-                vendor_id: None,
-                device_id: None,
-                subsystem_vendor_id: None,
-                subsystem_device_id: None,
-                class: None,
-                vendor: None,
-                model: None,
-                driver: None,
-                numa_node: None,
-                iommu_group: None,
-                backend: Backend::Mdev,
-                sriov: None,
-                vfs: Vec::new(),
-                types: Vec::new(),
                 vgpus,
+                ..Gpu::new(parent, Backend::Mdev)
             }],
             warnings: Vec::new(),
         }

@@ -54,24 +54,7 @@ fn address(domain: u32, bus: u8, index: usize) -> PciAddress {
 }
 
 fn gpu(address: PciAddress, backend: Backend) -> Gpu {
-    Gpu {
-        address,
-        vendor_id: None,
-        device_id: None,
-        subsystem_vendor_id: None,
-        subsystem_device_id: None,
-        class: None,
-        vendor: None,
-        model: None,
-        driver: None,
-        numa_node: None,
-        iommu_group: None,
-        backend,
-        sriov: None,
-        vfs: Vec::new(),
-        types: Vec::new(),
-        vgpus: Vec::new(),
-    }
+    Gpu::new(address, backend)
 }
 
 fn vf(address: PciAddress, driver: &str) -> Vf {

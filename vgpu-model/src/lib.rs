@@ -262,6 +262,30 @@ impl<'de> serde::Deserialize<'de> for VgpuHandle {
 }
 
 impl Gpu {
+    /// A GPU of which only the address and the backend are known: no ids, driver, NUMA node
+    /// or IOMMU group, no VFs, types or vGPUs. The start of a GPU built by hand (an embedder's
+    /// inventory, a test); set the fields that matter after.
+    pub fn new(address: PciAddress, backend: Backend) -> Self {
+        Gpu {
+            address,
+            vendor_id: None,
+            device_id: None,
+            subsystem_vendor_id: None,
+            subsystem_device_id: None,
+            class: None,
+            vendor: None,
+            model: None,
+            driver: None,
+            numa_node: None,
+            iommu_group: None,
+            backend,
+            sriov: None,
+            vfs: Vec::new(),
+            types: Vec::new(),
+            vgpus: Vec::new(),
+        }
+    }
+
     /// The VFs of a plain SR-IOV GPU ([`Backend::Sriov`]) that are bound to `vfio-pci`: each
     /// is given to a guest whole, as a vGPU of type `vf` (discovery lists each in
     /// [`Gpu::vgpus`] too).

@@ -124,22 +124,10 @@ pub fn mdev(n: u128) -> Uuid {
 
 pub fn gpu(address: &str, backend: Backend) -> Gpu {
     Gpu {
-        address: addr(address),
         vendor_id: Some(0x10de),
-        device_id: None,
-        subsystem_vendor_id: None,
-        subsystem_device_id: None,
         class: Some(0x030200),
-        vendor: None,
-        model: None,
         driver: Some("nvidia".to_owned()),
-        numa_node: None,
-        iommu_group: None,
-        backend,
-        sriov: None,
-        vfs: Vec::new(),
-        types: Vec::new(),
-        vgpus: Vec::new(),
+        ..Gpu::new(addr(address), backend)
     }
 }
 
