@@ -58,7 +58,7 @@ lint: deps
 ## fuzz target for 15 s (a crash fails the suite and leaves its input under fuzz/artifacts/).
 test: lint
 	$(CARGO) test --workspace
-	$(CARGO) run --quiet --example orchestrator
+	$(CARGO) run --quiet -p vgpu-libvirt --example orchestrator
 	$(MAKE) package-test
 	$(MAKE) fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 

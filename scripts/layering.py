@@ -14,8 +14,9 @@ those before it. ALLOWED_EDGES lists the references both checks leave out, each 
 
 Crates. `cargo metadata --format-version 1 --no-deps` gives each workspace crate's declared
 dependencies, of every kind (normal, dev, build). FORBIDDEN says which crates each workspace
-crate must not depend on; ONLY_FOR says which crates alone may depend on a given one. Every
-workspace crate needs a FORBIDDEN entry, so that a new crate is placed on purpose.
+crate must not depend on; ONLY_FOR says which crates alone may depend on a given one; DEV_ONLY
+names the crates that may only be dev-dependencies. Every workspace crate needs a FORBIDDEN
+entry, so that a new crate is placed on purpose.
 
 Usage: scripts/layering.py [--self-test] [--root DIR]
 
@@ -32,7 +33,7 @@ import sys
 import tempfile
 
 # vgpu-core and what is built on it.
-CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu-cli-libvirt", "vgpu"}
+CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu-cli-libvirt", "vgpu-testing"}
 # The model, the planner, libvirt's domains as data, and everything built on them.
 MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan", "vgpu-domain"} | CORE_AND_ABOVE
 # What only the host-facing crates may touch: the kernel (nix, udev), an async runtime,
@@ -54,7 +55,6 @@ FORBIDDEN = {
     # vgpuctl: no libvirt, not even for its tests; vgpuctl-libvirt runs what needs it.
     "vgpu-cli": {"vgpu-libvirt", "vgpu-cli-libvirt", "virt"},
     "vgpu-cli-libvirt": set(),
-    "vgpu": set(),
     # An independent kernel model, sharing no code with vgpu-core (ARCHITECTURE.md, code map).
     "vgpu-sim": MODEL_AND_ABOVE,
     # The layer under vgpu-core's `nvml` module.
@@ -62,14 +62,19 @@ FORBIDDEN = {
     # Test NVML libraries, standing in for the driver's under vgpu-core's tests.
     "vgpu-nvml-fake": MODEL_AND_ABOVE,
     "vgpu-nvml-fake-legacy": MODEL_AND_ABOVE,
+    # Fake host trees and test set-up over the library: nothing above it, no simulator.
+    "vgpu-testing": {"vgpu-libvirt", "vgpu-cli", "vgpu-cli-libvirt", "virt", "vgpu-sim"},
 }
+
+# Crates that may only be dev-dependencies: test scaffolding never ships in a library or binary.
+DEV_ONLY = {"vgpu-testing"}
 
 # Crates only the named workspace crates may depend on.
 ONLY_FOR = {
     # libvirt's binding links libvirt at build time: only vgpu-libvirt may pull it in.
     "virt": {"vgpu-libvirt"},
-    # What reaches libvirt: vgpuctl-libvirt, and the orchestrator example of the facade.
-    "vgpu-libvirt": {"vgpu-cli-libvirt", "vgpu"},
+    # What reaches libvirt: vgpuctl-libvirt only.
+    "vgpu-libvirt": {"vgpu-cli-libvirt"},
     # NVML is reached through vgpu-core's `nvml` module and vgpu-nvml-ext only.
     "nvml-wrapper": {"vgpu-core", "vgpu-nvml-ext"},
 }
@@ -112,7 +117,6 @@ LAYERS = {
         "tenancy",
         "manager",
         "fuzzing",
-        "testing",
     ],
 }
 
@@ -646,6 +650,9 @@ def check_dependencies(metadata, out):
                     f"(it does, as a {kind} dependency)"
                 )
                 found += 1
+            if dep_name in DEV_ONLY and kind != "dev":
+                out.append(f"{name} must depend on {dep_name} only for tests (it does, as a {kind} dependency)")
+                found += 1
     return found
 
 
@@ -790,11 +797,16 @@ def self_test():
             if not any(expected in line for line in out):
                 failures.append(f"no {expected!r} in: " + "; ".join(out))
     metadata = {
-        "workspace_members": ["core", "sim", "new", "cli", "domain", "helper"],
+        "workspace_members": ["core", "sim", "new", "plan", "cli", "domain", "helper"],
         "packages": [
             {"id": "core", "name": "vgpu-core", "dependencies": [{"name": "virt", "kind": None}]},
             {"id": "sim", "name": "vgpu-sim", "dependencies": [{"name": "vgpu-core", "kind": "dev"}]},
             {"id": "new", "name": "vgpu-new", "dependencies": []},
+            {
+                "id": "plan",
+                "name": "vgpu-plan",
+                "dependencies": [{"name": "vgpu-testing", "kind": None}],
+            },
             {
                 "id": "cli",
                 "name": "vgpu-cli",
@@ -817,8 +829,9 @@ def self_test():
     out = []
     # vgpu-core -> virt breaks FORBIDDEN and ONLY_FOR; vgpu-sim -> vgpu-core (dev) FORBIDDEN;
     # vgpu-new has no entry; vgpu-cli -> vgpu-core is fine, vgpu-cli -> vgpu-libvirt (dev)
-    # breaks FORBIDDEN and ONLY_FOR; vgpu-domain -> nix FORBIDDEN; vgpu-cli-libvirt's are fine.
-    if check_dependencies(metadata, out) != 7:
+    # breaks FORBIDDEN and ONLY_FOR; vgpu-domain -> nix FORBIDDEN; vgpu-cli-libvirt's are fine;
+    # vgpu-plan -> vgpu-testing (normal) breaks FORBIDDEN (it is above the plan) and DEV_ONLY.
+    if check_dependencies(metadata, out) != 9:
         failures.append("crate rules: " + "; ".join(out))
     for failure in failures:
         print(f"layering self-test: {failure}", file=sys.stderr)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use vgpu_cli::libvirt_facts::from_helper;
 use vgpu_cli::{Cli, run_local};
-use vgpu_core::testing::{FakeHost, scenarios};
+use vgpu_testing::{FakeHost, scenarios};
 
 const GPUS: u32 = 8;
 const VFS: u32 = 32;

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use vgpu_core::testing::{FakeHost, PciSpec, addr, scenarios};
+use vgpu_testing::{FakeHost, PciSpec, addr, scenarios};
 
 fn vgpuctl(root: &std::path::Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vgpuctl"))

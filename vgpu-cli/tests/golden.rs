@@ -11,7 +11,7 @@ use clap::Parser;
 use common::assert_golden;
 use vgpu_cli::libvirt_facts::from_helper;
 use vgpu_cli::{Cli, run_local};
-use vgpu_core::testing::{FakeHost, scenarios};
+use vgpu_testing::{FakeHost, scenarios};
 
 /// Runs `vgpuctl <args>` against `host`; returns the exit code and the output.
 fn vgpuctl(host: &FakeHost, args: &[&str]) -> (u8, String) {
@@ -96,7 +96,7 @@ fn no_iommu() -> FakeHost {
     scenarios::t4_legacy(
         &host,
         &scenarios::T4Legacy {
-            address: vgpu_core::testing::addr("0000:3b:00.0"),
+            address: vgpu_testing::addr("0000:3b:00.0"),
             group: 12,
             numa: 0,
             used: &[],

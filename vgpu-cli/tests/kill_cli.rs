@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use vgpu_sim::{KernelOp, LatencyOp};
@@ -46,12 +46,11 @@ fn driver_of(h: &Host, address: &str) -> Option<String> {
 }
 
 /// Polls until `ready` holds, with a deadline.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "{what} did not happen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn wait_until(what: &str, ready: impl FnMut() -> bool) {
+    assert!(
+        vgpu_testing::wait_for(Duration::from_secs(20), ready),
+        "{what} did not happen"
+    );
 }
 
 fn kill(mut child: Child) {

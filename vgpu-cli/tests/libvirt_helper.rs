@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use vgpu_core::testing::{FakeHost, scenarios};
+use vgpu_testing::{FakeHost, scenarios};
 
 mod common;
 

@@ -10,7 +10,7 @@ mod common;
 use std::process::Output;
 
 use common::{Host, command, host, json, supported_types, vgpu_ids};
-use vgpu_core::testing::fake_nvml::FakeNvml;
+use vgpu_testing::fake_nvml::FakeNvml;
 
 const H200: &str = "0000:18:00.0";
 const H200_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
@@ -77,7 +77,7 @@ impl Mig {
 
 /// The test NVML's data, a view of `host`'s simulator.
 fn data_for(host: &Host) -> String {
-    vgpu_core::testing::fake_nvml::with_sim_root(H200_DATA, host.sim.root())
+    vgpu_testing::fake_nvml::with_sim_root(H200_DATA, host.sim.root())
 }
 
 fn one_g(starts: &[u64]) -> Vec<(String, u64)> {

@@ -9,7 +9,7 @@ mod common;
 use std::process::Output;
 
 use common::{Host, assert_golden, command, host, json, stderr};
-use vgpu_core::testing::fake_nvml::FakeNvml;
+use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:41:00.0";
 const H200: &str = "0000:18:00.0";
@@ -469,10 +469,8 @@ fn list_json_after_mig_create_nvml_reports_the_vgpu_on_its_gpu_instance() {
 #[test]
 fn list_json_with_only_the_sim_env_serves_every_gpu_with_defaults() {
     let host = host("l40s-vendor-vfio");
-    let library = vgpu_core::testing::fake_nvml::built_library(
-        vgpu_core::testing::fake_nvml::FakeBuild::Full,
-    )
-    .unwrap();
+    let library =
+        vgpu_testing::fake_nvml::built_library(vgpu_testing::fake_nvml::FakeBuild::Full).unwrap();
     let empty = host.state.path().join("no-data.toml");
     let output = command(&host, &["list", "--json"])
         .arg("--nvml-library")

@@ -9,7 +9,7 @@ mod common;
 use std::process::Output;
 
 use common::{Host, command, host, json, stderr, vgpuctl};
-use vgpu_core::testing::fake_nvml::FakeNvml;
+use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:41:00.0";
 const L40S_B: &str = "0000:c1:00.0";

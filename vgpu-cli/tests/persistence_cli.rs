@@ -7,21 +7,17 @@ mod common;
 
 use std::path::Path;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
 /// Polls until `path` exists (the killed command got that far), with a deadline.
 fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not appear",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        vgpu_testing::wait_for(Duration::from_secs(20), || path.exists()),
+        "{} did not appear",
+        path.display()
+    );
 }
 
 #[test]
@@ -274,18 +270,16 @@ fn sigkill_inside_nvidia_sequence_then_restore_finishes_it() {
         .join("sys/bus/pci/devices")
         .join(L40S)
         .join("driver");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_link(&driver)
-        .ok()
-        .and_then(|t| t.file_name().map(|n| n.to_os_string()))
-        != Some("pci-pf-stub".into())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the PF never reached pci-pf-stub"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let on_stub = || {
+        std::fs::read_link(&driver)
+            .ok()
+            .and_then(|t| t.file_name().map(|n| n.to_os_string()))
+            == Some("pci-pf-stub".into())
+    };
+    assert!(
+        vgpu_testing::wait_for(Duration::from_secs(20), on_stub),
+        "the PF never reached pci-pf-stub"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,

@@ -686,7 +686,7 @@ proptest::proptest! {
     ) {
         let host = host("l40s-vendor-vfio");
         let fake = nvml.then(|| {
-            vgpu_core::testing::fake_nvml::FakeNvml::on_sim("", host.sim.root()).unwrap()
+            vgpu_testing::fake_nvml::FakeNvml::on_sim("", host.sim.root()).unwrap()
         });
         let run = |args: &[&str]| {
             let mut command = base(&host);

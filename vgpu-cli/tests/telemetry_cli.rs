@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Host, T4, UUID, host, stderr};
-use vgpu_core::testing::fake_nvml::FakeNvml;
+use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:5e:00.0";
 const FLEX: &str = "0001:03:00.0";

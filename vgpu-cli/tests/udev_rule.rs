@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use vgpu_core::testing::udevd::{Udevd, first_pci_function, run, wait_for};
+use vgpu_testing::udevd::{Udevd, first_pci_function, run};
+use vgpu_testing::wait_for;
 
 mod common;
 
@@ -216,7 +217,7 @@ fn udev_runs_restore_device_from_the_installed_rule() {
     );
     let log = state.join("var/log/vgpu/audit.jsonl");
     let done = |e: &vgpu_core::AuditEntry| e.action == "restore" && e.result != "started";
-    let finished = wait_for(Duration::from_secs(30), || Ok(audit(&log).iter().any(done))).unwrap();
+    let finished = wait_for(Duration::from_secs(30), || audit(&log).iter().any(done));
     drop(rule);
     assert!(finished, "no restore in {}", log.display());
     let entries: Vec<(String, String, String, String)> = audit(&log)

@@ -111,8 +111,6 @@ mod nvml;
 mod state;
 mod telemetry;
 pub mod tenancy;
-#[cfg(any(test, feature = "test-support"))]
-pub mod testing;
 
 pub use backend::{Placement, Running};
 pub use capacity::{

@@ -3,10 +3,10 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use vgpu_core::checks::{Report, Status};
-use vgpu_core::testing::scenarios::{self, L40sVendorVfio, NVIDIA, T4Legacy};
-use vgpu_core::testing::{FakeHost, PciSpec, addr};
 use vgpu_core::{Check, check_host};
 use vgpu_core::{PciAddress, discover};
+use vgpu_testing::scenarios::{self, L40sVendorVfio, NVIDIA, T4Legacy};
+use vgpu_testing::{FakeHost, PciSpec, addr};
 
 fn report(host: &FakeHost) -> Report {
     let inventory = discover(&host.paths()).expect("discovery");

@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use uuid::Uuid;
-use vgpu_core::testing::scenarios::{
+use vgpu_core::{Backend, Inventory, VgpuHandle, discover};
+use vgpu_testing::scenarios::{
     self, A40VfMdev, INTEL, L40sVendorVfio, NVIDIA, T4Legacy, vf_address,
 };
-use vgpu_core::testing::{FakeHost, PciSpec, addr};
-use vgpu_core::{Backend, Inventory, VgpuHandle, discover};
+use vgpu_testing::{FakeHost, PciSpec, addr};
 
 const UUID_A: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0001);
 const UUID_B: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0002);

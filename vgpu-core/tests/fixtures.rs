@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use vgpu_core::testing::scenarios::{
+use vgpu_core::{Backend, Inventory, PciAddress, discover};
+use vgpu_testing::scenarios::{
     self, A40VfMdev, L40sVendorVfio, LARGE_MAX_GPUS, LARGE_MAX_VFS, Large, T4Legacy, vf_address,
 };
-use vgpu_core::testing::{FakeHost, addr};
-use vgpu_core::{Backend, Inventory, PciAddress, discover};
+use vgpu_testing::{FakeHost, addr};
 
 fn inventory(host: &FakeHost) -> Inventory {
     discover(&host.paths()).expect("discovery")

@@ -3,16 +3,17 @@
 //! instance to the VF before the type, and refuses, naming what is missing, when MIG mode is
 //! off, no instance of the profile is free, or NVML is not there to say.
 
+#![cfg(feature = "nvml")] // the NVML path (a default feature)
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 mod common;
 
 use common::{addr, manager, paths};
-use vgpu_core::testing::fake_nvml::FakeNvml;
 use vgpu_core::{
     Error, ErrorKind, MigBacking, NvmlError, NvmlSource, Placement, VgpuHandle, discover,
 };
 use vgpu_sim::{Profile, SimHost};
+use vgpu_testing::fake_nvml::FakeNvml;
 
 const H200: &str = "0000:18:00.0";
 const VF0: &str = "0000:18:00.4";

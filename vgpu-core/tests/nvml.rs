@@ -4,16 +4,17 @@
 //! symbol, NVML not initialised, initialisation failing). The GPUs of the `l40s-vendor-vfio`
 //! and `h200-mig` hosts are read from a mounted simulator (`sim_root`).
 
+#![cfg(feature = "nvml")] // the NVML path (a default feature)
 #![allow(clippy::unwrap_used)]
 
 use uuid::Uuid;
-use vgpu_core::testing::fake_nvml::{FakeBuild, FakeNvml};
 use vgpu_core::{
     ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, Nvml, NvmlGpu,
     NvmlVgpu, NvmlVgpuType, PciAddress, Placements, SchedulerCapabilities, SchedulerPolicy,
     SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
 };
 use vgpu_sim::{Profile, SimHost};
+use vgpu_testing::fake_nvml::{FakeBuild, FakeNvml};
 
 const L40S: &str = include_str!("../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");
 const H200_MIG: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");

@@ -2,16 +2,17 @@
 //! library: what it asks NVML (the library logs the exact call), what it refuses before
 //! asking, and NVML's refusals passed on. NVML reads the GPUs from the simulator (`sim_root`).
 
+#![cfg(feature = "nvml")] // the NVML path (a default feature)
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 mod common;
 
 use common::{addr, audit, manager, paths, record};
-use vgpu_core::testing::fake_nvml::{FakeBuild, FakeNvml};
 use vgpu_core::{
     Cause, Error, NvmlError, NvmlSource, SchedulerPolicy, SchedulerRequest, Unavailable,
 };
 use vgpu_sim::SimHost;
+use vgpu_testing::fake_nvml::{FakeBuild, FakeNvml};
 
 const L40S: &str = "0000:41:00.0";
 const NVML_DATA: &str = include_str!("../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");

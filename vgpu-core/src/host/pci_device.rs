@@ -300,7 +300,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::testing::{FakeHost, PciSpec, addr};
+    use vgpu_testing::{FakeHost, PciSpec, addr};
 
     /// Two functions with the short address `03:00.0` in two domains, one `3b:00.0`.
     fn two_domains() -> (FakeHost, HostPaths) {
@@ -367,7 +367,7 @@ mod tests {
             "2147483648\n",
         )
         .unwrap();
-        let device = PciDevice::new(&host.paths(), pf);
+        let device = PciDevice::new(&HostPaths::new(host.root()), pf);
         (host, device)
     }
 
@@ -401,7 +401,7 @@ mod tests {
         let pf = addr("0000:4d:00.0");
         host.pci(&PciSpec::new(pf, 0x8086, 0x56c0, 0x038000))
             .unwrap();
-        let device = PciDevice::new(&host.paths(), pf);
+        let device = PciDevice::new(&HostPaths::new(host.root()), pf);
         assert_eq!(device.lmem_total(0).unwrap(), None);
     }
 

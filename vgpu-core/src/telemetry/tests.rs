@@ -7,7 +7,7 @@ use crate::model::Vgpu;
 use crate::model::nvml::NvmlStatus;
 use crate::model::nvml::{Cause, EncoderStats, Fact, NvmlGpu, NvmlVgpu, UtilizationSample, VmId};
 use crate::plan::testing::fleet::{Model, enable_vfs, gpu};
-use crate::testing::addr;
+use vgpu_testing::addr;
 
 const T4: &str = "0000:3b:00.0";
 const FLEX: &str = "0001:03:00.0";

@@ -6,7 +6,7 @@ use super::*;
 use crate::checks::{Check, DeviceIsolation, GroupMember, Status as CheckStatus};
 use crate::model::{Gpu, MigBacking, Vgpu, VgpuHandle};
 use crate::plan::testing::fleet::{Model, enable_vfs, gpu};
-use crate::testing::addr;
+use vgpu_testing::addr;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";

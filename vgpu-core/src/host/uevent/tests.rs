@@ -217,7 +217,7 @@ mod real_udev {
     use super::super::wait::{Settle, wait_until};
     use super::*;
     use crate::host::sysfs::write_attr;
-    use crate::testing::udevd::{Udevd, first_pci_function, run};
+    use vgpu_testing::udevd::{Udevd, first_pci_function, run};
 
     /// The first PCI function of this machine: its address and devpath.
     fn some_device() -> (String, String) {

@@ -15,9 +15,9 @@ use super::store::{
 };
 use crate::error::Error;
 use crate::host::paths::HostPaths;
-use crate::testing::addr;
 use tempfile::TempDir;
 use uuid::Uuid;
+use vgpu_testing::addr;
 
 const UUID_A: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0001);
 const UUID_B: Uuid = Uuid::from_u128(0x6a8f_0a3c_1111_4d2e_9b7a_0000_0000_0002);

@@ -1,4 +1,4 @@
-//! A private cloud's node agent, in miniature: it embeds `vgpu`, `vgpu-domain` and `vgpu-libvirt`
+//! A private cloud's node agent, in miniature: it embeds `vgpu-core`, `vgpu-domain` and `vgpu-libvirt`
 //! to give a VM a vGPU and take it back.
 //!
 //! 1. discover the host's GPUs and pick one with room for the type asked;
@@ -11,9 +11,9 @@
 //! errno, or libvirt's own message and code).
 //!
 //! ```sh
-//! cargo run --example orchestrator                      # on the simulated `mixed` host,
-//!                                                       # with libvirt's QEMU driver embedded
-//! cargo run --example orchestrator -- --root / --connect qemu:///system --type L40S-12Q
+//! cargo run -p vgpu-libvirt --example orchestrator   # on the simulated `mixed` host,
+//!                                                   # with libvirt's QEMU driver embedded
+//! cargo run -p vgpu-libvirt --example orchestrator -- --root / --connect qemu:///system --type L40S-12Q
 //! ```
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -21,7 +21,7 @@
 use std::error::Error as StdError;
 use std::path::PathBuf;
 
-use vgpu::{Created, ErrorKind, HostPaths, Manager, Placement, Start, VgpuHandle, discover};
+use vgpu_core::{Created, ErrorKind, HostPaths, Manager, Placement, Start, VgpuHandle, discover};
 use vgpu_domain::{Hostdev, Scope};
 use vgpu_libvirt::Connection;
 

@@ -2,7 +2,7 @@
 //! hardware or FUSE:
 //!
 //! ```text
-//! cargo run --example example_host -- /tmp/host [every-interface|large]
+//! cargo run -p vgpu-testing --example example_host -- /tmp/host [every-interface|large]
 //! vgpuctl --root /tmp/host list
 //! ```
 
@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use vgpu_core::testing::{FakeHost, scenarios};
+use vgpu_testing::{FakeHost, scenarios};
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);

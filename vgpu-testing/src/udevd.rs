@@ -11,9 +11,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::host::paths::HostPaths;
-use crate::host::sysfs::poll_until;
-use crate::host::uevent::udevd_running;
+use crate::wait_for;
 
 /// Where Debian (and merged-/usr distributions) install the daemon.
 const DAEMONS: [&str; 2] = [
@@ -55,8 +53,9 @@ fn udevadm_ok(args: &[&str]) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether a daemon answers on its control socket (`udevadm control --ping`, one second).
 fn answering() -> bool {
-    udevd_running(&HostPaths::default())
+    udevadm_ok(&["control", "--ping", "--timeout=1"])
 }
 
 impl Udevd {
@@ -90,10 +89,7 @@ impl Udevd {
         run(daemon, &["--daemon"]);
         // Listening is not answering yet: `udevadm control` fails with EAGAIN until udevd's
         // event loop accepts connections.
-        let up = poll_until(START_STOP, || {
-            Ok(answering() && udevadm_ok(&["control", "--ping"]))
-        })
-        .unwrap_or(false);
+        let up = wait_for(START_STOP, answering);
         assert!(
             up,
             "{daemon} --daemon did not answer udevadm control --ping"
@@ -116,10 +112,9 @@ impl Drop for Udevd {
         if !self.started {
             return;
         }
-        let down = poll_until(START_STOP, || {
-            Ok(!answering() || (udevadm_ok(&["control", "--exit"]) && !answering()))
-        })
-        .unwrap_or(false);
+        let down = wait_for(START_STOP, || {
+            !answering() || (udevadm_ok(&["control", "--exit"]) && !answering())
+        });
         if !std::thread::panicking() {
             assert!(
                 down,
@@ -135,17 +130,13 @@ impl Drop for Udevd {
 /// # Panics
 /// When the machine lists none.
 pub fn first_pci_function() -> String {
-    crate::host::sysfs::dir_names(&HostPaths::default().pci_devices())
-        .ok()
-        .and_then(|names| names.into_iter().next())
+    let mut names: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+        .expect("/sys/bus/pci/devices")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .next()
         .expect("a PCI function in /sys/bus/pci/devices")
-}
-
-/// Polls `done` until it returns true or `timeout` passes, as the library's own waits do
-/// (1 ms, growing to 50 ms); `Ok(false)` on timeout.
-pub fn wait_for(
-    timeout: Duration,
-    done: impl FnMut() -> crate::Result<bool>,
-) -> crate::Result<bool> {
-    poll_until(timeout, done)
 }

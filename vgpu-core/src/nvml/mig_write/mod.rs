@@ -15,6 +15,9 @@
 //! [`MigModeOutcome::ResetPending`], not an error.
 //!
 //! Each method is one change as NVML makes it: nothing is recorded, audited or undone here.
+//! So the methods are private to the crate. An embedder changes MIG through the `Manager`
+//! (`apply`, `restore`), which takes the host lock, writes the audit log and undoes a change
+//! that fails part-way.
 
 use serde::Serialize;
 
@@ -105,7 +108,7 @@ impl Nvml {
     /// refusal otherwise. When only the read-back fails the instance exists, and the error
     /// names `nvmlGpuInstanceGetInfo`.
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
-    pub fn create_gpu_instance(
+    pub(crate) fn create_gpu_instance(
         &self,
         gpu: PciAddress,
         profile_id: u32,
@@ -125,7 +128,7 @@ impl Nvml {
     /// [`Cause::NotFound`](crate::Cause::NotFound); an instance something runs on is
     /// [`Cause::InUse`](crate::Cause::InUse).
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
-    pub fn destroy_gpu_instance(&self, gpu: PciAddress, id: u32) -> Result<(), NvmlError> {
+    pub(crate) fn destroy_gpu_instance(&self, gpu: PciAddress, id: u32) -> Result<(), NvmlError> {
         #[cfg(feature = "nvml")]
         if let Some(nvml) = self.wrapper() {
             return device::destroy(nvml, gpu, id);
@@ -139,7 +142,11 @@ impl Nvml {
     /// ([`Cause::InUse`](crate::Cause::InUse)); a change that waits for a GPU reset is
     /// [`MigModeOutcome::ResetPending`].
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
-    pub fn set_mig_mode(&self, gpu: PciAddress, on: bool) -> Result<MigModeChange, NvmlError> {
+    pub(crate) fn set_mig_mode(
+        &self,
+        gpu: PciAddress,
+        on: bool,
+    ) -> Result<MigModeChange, NvmlError> {
         #[cfg(feature = "nvml")]
         if let Some(nvml) = self.wrapper() {
             return device::set_mig_mode(nvml, gpu, on);
@@ -302,3 +309,6 @@ mod device {
         })
     }
 }
+
+#[cfg(all(test, feature = "nvml"))]
+mod tests;

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use vgpu::{
+use vgpu_core::{
     Backend, ErrorKind, HostPaths, Manager, PciAddress, Placement, Start, Target, VgpuHandle,
     check_host, discover,
 };
@@ -191,7 +191,7 @@ const L40S_CARD: &str = "0000:41:00.0";
 /// The first VF of `L40S_CARD`, where the first definition goes.
 const L40S_VF0: &str = "0000:41:00.4";
 
-fn provision_one(host: &Host, target: Target) -> vgpu::GpuReport {
+fn provision_one(host: &Host, target: Target) -> vgpu_core::GpuReport {
     let mut reports = Manager::new(&host.paths, "embedder test")
         .provision(vec![target])
         .unwrap();
@@ -298,7 +298,7 @@ fn create_past_a_definitions_room_is_no_capacity_naming_the_reservation() {
     assert!(
         matches!(
             &err,
-            vgpu::Error::NoCapacity { gpu, type_id, asked: 1, available: 0, reserved: 1, .. }
+            vgpu_core::Error::NoCapacity { gpu, type_id, asked: 1, available: 0, reserved: 1, .. }
                 if *gpu == addr(L40S_CARD) && type_id == "1155"
         ),
         "{err:?}"
@@ -335,11 +335,11 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
     assert!(
         matches!(
             &err,
-            vgpu::Error::NoCapacity {
+            vgpu_core::Error::NoCapacity {
                 type_id,
                 asked: 1,
                 available: 0,
-                limit: Some(vgpu::Limit::Mixing { with }),
+                limit: Some(vgpu_core::Limit::Mixing { with }),
                 ..
             } if type_id == "nvidia-233" && with == "GRID T4-2Q"
         ),

@@ -9,14 +9,16 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use vgpu_core::testing::fake_nvml::FakeNvml;
-use vgpu_core::{
-    Cause, CreatedGpuInstance, ErrorKind, Fact, GpuInstancePlacement, MigMode, MigModeChange,
-    MigModeOutcome, Nvml, NvmlError, PciAddress, Unavailable,
-};
 use vgpu_sim::{Profile, SimHost};
+use vgpu_testing::fake_nvml::FakeNvml;
 
-const NVML_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+use super::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
+use crate::error::{ErrorKind, NvmlError};
+use crate::model::nvml::{Cause, Fact, MigMode, Unavailable};
+use crate::model::pci::PciAddress;
+use crate::nvml::Nvml;
+
+const NVML_DATA: &str = include_str!("../../../../vgpu-nvml-fake/data/h200-mig.toml");
 
 /// `MIG 1g.18gb`.
 const P1G: u32 = 19;

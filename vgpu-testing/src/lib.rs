@@ -1,4 +1,5 @@
-//! Fake host trees for tests, examples and benchmarks (feature `test-support`).
+//! Fake host trees for vgpu's tests, examples and benchmarks: a dev-dependency, never a
+//! dependency of the library or the command line.
 //!
 //! [`FakeHost`] lays files and links out as the kernel does: devices live under
 //! `sys/devices/pci<domain>:<bus>/…`, `sys/bus/pci/devices/<addr>` are relative links to them,
@@ -9,11 +10,12 @@
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::host::paths::HostPaths;
-use crate::model::pci::PciAddress;
+use vgpu_core::HostPaths;
+use vgpu_model::pci::PciAddress;
 
 /// A host tree under a directory, removed on drop when it is a temporary one.
 #[derive(Debug)]
@@ -128,6 +130,23 @@ pub fn addr(text: &str) -> PciAddress {
     }
 }
 
+/// Polls `done` until it returns true or `timeout` passes; false on timeout. The interval
+/// grows from 1 ms to 50 ms, so a fast change is seen fast and a slow one costs little.
+pub fn wait_for(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut interval = Duration::from_millis(1);
+    loop {
+        if done() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(interval.min(deadline - now));
+        interval = (interval * 2).min(Duration::from_millis(50));
+    }
+}
 /// The relative path from directory `from` to `to` (both absolute, inside one tree).
 fn relative(from: &Path, to: &Path) -> PathBuf {
     let from: Vec<Component<'_>> = from.components().collect();
