@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vgpu_core::plan::Error;
-use vgpu_core::{DesiredFile, Format};
+use vgpu_core::plan::desired::{DesiredFile, Format};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -4,7 +4,7 @@
 
 use vgpu_cli::Cli;
 use vgpu_cli::libvirt_facts::{Facts, LibvirtFacts, libvirt_absent};
-use vgpu_core::Inventory;
+use vgpu_core::model::Inventory;
 use vgpu_libvirt::Connection;
 
 /// Facts from libvirt itself; the connection is kept while it answers and opened again after

@@ -8,7 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use vgpu_cli::{Cli, EXIT_OK, VmCommand, emit, handle, render};
-use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
+use vgpu_core::{HostPaths, Manager, discover, model::VgpuHandle, state::Start};
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Connection;
 
@@ -193,7 +193,7 @@ struct Shape {
 }
 
 /// The guest PCI address `address` names (libvirt's guest PCI domains have 16 bits).
-fn guest(address: vgpu_core::PciAddress) -> Result<GuestAddress> {
+fn guest(address: vgpu_core::model::pci::PciAddress) -> Result<GuestAddress> {
     let domain = u16::try_from(address.domain())
         .with_context(|| format!("guest address {address}: the domain must fit 16 bits"))?;
     Ok(GuestAddress {
@@ -264,17 +264,17 @@ fn attach_new(
         .capacity_state(&cli.nvml_source().load(paths))
         .with_context(|| format!("cannot read the host at {}", paths.root().display()))?
         .inventory;
-    let gpu = vgpu_core::find_gpu(&inventory, new.gpu, paths)?;
+    let gpu = vgpu_core::discovery::find_gpu(&inventory, new.gpu, paths)?;
     let attached = conn.hostdevs(&domain.name)?;
     let mdev_backend = matches!(
         gpu.backend,
-        vgpu_core::Backend::Mdev | vgpu_core::Backend::VfMdev
+        vgpu_core::model::Backend::Mdev | vgpu_core::model::Backend::VfMdev
     );
     // A vGPU runs on the host when discovery lists it, or, for a plain VF, when the VF is on
     // vfio-pci (plain VFs are assigned whole, discovery lists no vGPU for them).
     let running = |id: VgpuHandle| {
         gpu.vgpus.iter().any(|v| v.id == id)
-            || matches!(id, VgpuHandle::Vf(vf) if gpu.backend == vgpu_core::Backend::Sriov
+            || matches!(id, VgpuHandle::Vf(vf) if gpu.backend == vgpu_core::model::Backend::Sriov
                 && gpu.vfs.iter().any(|v| v.address == vf && v.driver.as_deref() == Some("vfio-pci")))
     };
     // The vGPU this request names, when it exists already.
@@ -305,7 +305,7 @@ fn attach_new(
             None => defined_type(&manager, id)?,
         };
         if let Some(type_id) = type_id {
-            vgpu_core::check_handout(gpu, id, &type_id, new.type_name)?;
+            vgpu_core::plan::capacity::check_handout(gpu, id, &type_id, new.type_name)?;
         }
     }
     let (id, made) = match existing {
@@ -362,7 +362,7 @@ fn defined_type(manager: &Manager, id: VgpuHandle) -> Result<Option<String>> {
             Some(def) => Some(def.type_id.to_string()),
             None => store
                 .binding(vf)?
-                .map(|_| vgpu_core::PLAIN_VF_TYPE.to_owned()),
+                .map(|_| vgpu_core::model::PLAIN_VF_TYPE.to_owned()),
         },
     })
 }

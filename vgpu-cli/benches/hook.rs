@@ -19,7 +19,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
-use vgpu_core::{HookConfig, HookDomain, HostPaths, Manager, Start, VgpuHandle};
+use vgpu_core::{
+    HostPaths, Manager,
+    manager::HookDomain,
+    model::VgpuHandle,
+    state::{HookConfig, Start},
+};
 use vgpu_sim::{Profile, SimHost};
 
 const RUNS: usize = 30;
@@ -184,6 +189,6 @@ fn main() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -15,7 +15,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vgpu_core::{HostPaths, Manager, PciAddress, Target, discover};
+use vgpu_core::{HostPaths, Manager, discover, manager::Target, model::pci::PciAddress};
 use vgpu_sim::{Profile, SimHost};
 
 const TYPE: &str = "NVIDIA L40S-1B";

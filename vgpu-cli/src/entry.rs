@@ -75,7 +75,7 @@ pub fn main(run: fn(&Cli, &mut dyn Write) -> anyhow::Result<u8>, linked: LinkedE
     // flush themselves.
     let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let result = run(&cli, &mut out);
-    let interrupted = vgpu_core::stop_requested();
+    let interrupted = vgpu_core::manager::stop_requested();
     let result = match (result, interrupted) {
         // A stopped command exits as a signal-stopped one does: 130 for SIGINT, 143 for
         // SIGTERM, after saying what it did.
@@ -114,7 +114,7 @@ fn stopped_code(signal: i32) -> u8 {
     u8::try_from(128 + signal).unwrap_or(crate::EXIT_ERROR)
 }
 
-/// Turns the first SIGINT or SIGTERM into [`vgpu_core::request_stop`]: the step in flight
+/// Turns the first SIGINT or SIGTERM into [`vgpu_core::manager::request_stop`]: the step in flight
 /// finishes, no new one starts, and each unfinished operation is undone. A second signal ends
 /// the process at once. The signals are blocked in every thread and taken by one of its own
 /// (`sigwait`), so nothing runs in a signal handler.
@@ -142,7 +142,7 @@ fn stop_on_signals() {
                     std::process::exit(128 + number);
                 }
                 stopping = true;
-                vgpu_core::request_stop(number);
+                vgpu_core::manager::request_stop(number);
                 let _written = writeln!(
                     io::stderr().lock(),
                     "vgpuctl: {signal}: stopping after the step in flight and undoing what this command did ({signal} again aborts at once)"
@@ -298,7 +298,7 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             Error::NotGpu { .. } => "--force binds a device that is not a GPU",
             Error::NotOwned { .. } => "--force gives it to its default driver instead",
             Error::NotFound {
-                what: vgpu_core::Object::Gpu,
+                what: vgpu_core::error::Object::Gpu,
                 ..
             }
             | Error::Ambiguous { .. } => "run `vgpuctl list` to see the GPUs on this host",
@@ -319,18 +319,18 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }
-            Error::Nvml(vgpu_core::NvmlError::NotLoaded { .. }) => {
+            Error::Nvml(vgpu_core::error::NvmlError::NotLoaded { .. }) => {
                 "is the NVIDIA vGPU manager installed? --nvml-library names another NVML"
             }
-            Error::Nvml(vgpu_core::NvmlError::MigModeOff { .. }) => {
+            Error::Nvml(vgpu_core::error::NvmlError::MigModeOff { .. }) => {
                 "enable MIG mode (nvidia-smi -i GPU -mig 1, then reset the GPU) and make GPU \
                  instances (nvidia-smi mig -cgi PROFILE)"
             }
-            Error::Nvml(vgpu_core::NvmlError::NoFreeGpuInstance { .. }) => {
+            Error::Nvml(vgpu_core::error::NvmlError::NoFreeGpuInstance { .. }) => {
                 "make a GPU instance of that profile (nvidia-smi mig -cgi PROFILE), or destroy \
                  a vGPU that uses one"
             }
-            Error::Nvml(vgpu_core::NvmlError::VgpusRunning { .. }) => {
+            Error::Nvml(vgpu_core::error::NvmlError::VgpusRunning { .. }) => {
                 "shut down the VMs using the GPU's vGPUs and destroy them first"
             }
             _ => match core.kind() {

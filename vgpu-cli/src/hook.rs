@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use vgpu_core::{HookConfig, HookDomain, HostPaths};
+use vgpu_core::{HostPaths, manager::HookDomain, state::HookConfig};
 use vgpu_domain::xml::{self, DomainXml};
 
 use crate::mutate::emit;

@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use vgpu_core::checks::Status;
-use vgpu_core::{DomainReferences, HostPaths};
+use vgpu_core::{HostPaths, manager::DomainReferences};
 
 use libvirt_facts::FactsSource;
 
@@ -301,7 +301,7 @@ pub enum ChangeCommand {
     /// Bind a PCI function to a driver (vfio-pci by default) with driver_override.
     Bind {
         /// The function's PCI address.
-        address: vgpu_core::PciAddress,
+        address: vgpu_core::model::pci::PciAddress,
         /// The driver.
         #[arg(long, default_value = "vfio-pci")]
         driver: String,
@@ -318,7 +318,7 @@ pub enum ChangeCommand {
     /// Give a PCI function back to the driver it had before `bind`.
     Unbind {
         /// The function's PCI address.
-        address: vgpu_core::PciAddress,
+        address: vgpu_core::model::pci::PciAddress,
         /// Reprobe a device `vgpuctl bind` did not bind (it goes to its default driver), and
         /// unbind it even while a process holds its VFIO device open.
         #[arg(long)]
@@ -407,7 +407,7 @@ pub enum VmCommand {
         display: bool,
         /// The PCI address the guest sees it at (dddd:bb:ss.f); libvirt picks one otherwise.
         #[arg(long, value_name = "ADDRESS")]
-        guest_address: Option<vgpu_core::PciAddress>,
+        guest_address: Option<vgpu_core::model::pci::PciAddress>,
     },
     /// Take a vGPU away from a libvirt domain.
     Detach {
@@ -556,8 +556,8 @@ pub struct VgpuArgs {
 
 impl Cli {
     /// Where NVML comes from: `--nvml-library`, or the driver's library on the local host.
-    pub fn nvml_source(&self) -> vgpu_core::NvmlSource {
-        vgpu_core::NvmlSource {
+    pub fn nvml_source(&self) -> vgpu_core::nvml::NvmlSource {
+        vgpu_core::nvml::NvmlSource {
             library: self.nvml_library.clone(),
         }
     }
@@ -604,15 +604,15 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it");
     }
     let paths = host_paths(cli);
-    // Every command that shows a GPU's types shows capacity's answer (`vgpu_core::room`).
-    let discover_with_nvml = || -> Result<(vgpu_core::Inventory, vgpu_core::Nvml)> {
+    // Every command that shows a GPU's types shows capacity's answer (`vgpu_core::plan::capacity::room`).
+    let discover_with_nvml = || -> Result<(vgpu_core::model::Inventory, vgpu_core::nvml::Nvml)> {
         let nvml = cli.nvml_source().load(&paths);
         let state = manager(cli, &paths)
             .capacity_state(&nvml)
             .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
         Ok((state.inventory, nvml))
     };
-    let discover = || -> Result<(vgpu_core::Inventory, vgpu_core::NvmlStatus)> {
+    let discover = || -> Result<(vgpu_core::model::Inventory, vgpu_core::model::nvml::NvmlStatus)> {
         let (inventory, nvml) = discover_with_nvml()?;
         Ok((inventory, nvml.status().clone()))
     };
@@ -632,7 +632,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             }
             let mut inventory = state.inventory;
             if let Some(name) = gpu {
-                let address = vgpu_core::find_gpu(&inventory, name, &paths)?.address;
+                let address = vgpu_core::discovery::find_gpu(&inventory, name, &paths)?.address;
                 inventory.gpus.retain(|g| g.address == address);
             }
             if cli.json {
@@ -667,13 +667,13 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
                 let (inventory, nvml) = discover_with_nvml()?;
                 sched::show(
                     cli,
-                    vgpu_core::find_gpu(&inventory, gpu, &paths)?,
+                    vgpu_core::discovery::find_gpu(&inventory, gpu, &paths)?,
                     &nvml,
                     out,
                 )
             }
             Some(policy) => {
-                let request = vgpu_core::SchedulerRequest {
+                let request = vgpu_core::nvml::SchedulerRequest {
                     policy: (*policy).into(),
                     timeslice_ms: *timeslice,
                 };
@@ -683,7 +683,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Types { gpu } => {
             let (inventory, _nvml) = discover()?;
             let gpus = match gpu {
-                Some(name) => vec![vgpu_core::find_gpu(&inventory, name, &paths)?],
+                Some(name) => vec![vgpu_core::discovery::find_gpu(&inventory, name, &paths)?],
                 None => inventory.gpus.iter().collect(),
             };
             if cli.json {
@@ -727,9 +727,9 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             let inventory = vgpu_core::discover(&paths).with_context(|| {
                 format!("cannot discover GPUs on the host at {}", cli.root.display())
             })?;
-            let mut report = vgpu_core::check_host(&paths, &inventory);
+            let mut report = vgpu_core::checks::check_host(&paths, &inventory);
             if let Some(name) = gpu {
-                let target = vgpu_core::find_gpu(&inventory, name, &paths)?;
+                let target = vgpu_core::discovery::find_gpu(&inventory, name, &paths)?;
                 let mine: Vec<_> = std::iter::once(target.address)
                     .chain(target.vfs.iter().map(|v| v.address))
                     .collect();

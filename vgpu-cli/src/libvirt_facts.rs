@@ -18,7 +18,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use vgpu_core::{DomainReferences, HostPaths, Inventory, VgpuHandle};
+use vgpu_core::{
+    HostPaths,
+    manager::DomainReferences,
+    model::{Inventory, VgpuHandle},
+};
 use vgpu_domain::Owners;
 
 use crate::{Cli, LIBVIRT_HELPER};

@@ -6,7 +6,10 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_core::{HostState, Inventory, VgpuHandle};
+use vgpu_core::{
+    model::{Inventory, VgpuHandle},
+    plan::capacity::HostState,
+};
 
 use crate::render;
 
@@ -36,7 +39,7 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
             .iter()
             .any(|g| g.vgpus.iter().any(|v| v.id == id))
     };
-    let type_label = |gpu: vgpu_core::PciAddress, type_id: &str| {
+    let type_label = |gpu: vgpu_core::model::pci::PciAddress, type_id: &str| {
         render::type_label(type_id, inventory.type_name(gpu, type_id))
     };
     let defs = &state.definitions;

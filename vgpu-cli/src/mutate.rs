@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use vgpu_core::{DomainReferences, HostPaths, Start};
+use vgpu_core::{HostPaths, manager::DomainReferences, state::Start};
 
 use crate::render;
 use crate::{ChangeCommand, Cli, EXIT_ERROR, EXIT_OK, VgpuArgs};
@@ -21,14 +21,14 @@ fn start(auto: bool) -> Start {
 }
 
 /// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
-/// `bb:dd.f` form (see `vgpu_core::resolve_address`).
-pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::VgpuHandle> {
+/// `bb:dd.f` form (see `vgpu_core::discovery::resolve_address`).
+pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::model::VgpuHandle> {
     if let Ok(uuid) = uuid::Uuid::try_parse(text) {
-        return Ok(vgpu_core::VgpuHandle::Mdev(uuid));
+        return Ok(vgpu_core::model::VgpuHandle::Mdev(uuid));
     }
     // A VF's address, in full or as `bb:dd.f` where one function of the host has it.
-    match vgpu_core::resolve_address(paths, text) {
-        Ok(address) => Ok(vgpu_core::VgpuHandle::Vf(address)),
+    match vgpu_core::discovery::resolve_address(paths, text) {
+        Ok(address) => Ok(vgpu_core::model::VgpuHandle::Vf(address)),
         Err(vgpu_core::Error::BadName { .. }) => Ok(text.parse()?),
         Err(err) => Err(err.into()),
     }
@@ -67,13 +67,13 @@ pub(crate) fn run(
             autoprobe,
             define,
         } => {
-            let options = vgpu_core::SriovOptions {
+            let options = vgpu_core::host::SriovOptions {
                 force: *force,
                 ..Default::default()
             };
             let autoprobe = autoprobe.map(|a| a == crate::OnOff::On);
             let manager = manager.with_sriov_options(options).with_force(*force);
-            let change = vgpu_core::resolve_gpu(paths, gpu)
+            let change = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|pf| manager.set_vfs(pf, *vfs, autoprobe, *define))
                 .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
             let line = format!(
@@ -93,7 +93,7 @@ pub(crate) fn run(
             auto,
         } => {
             let define = define.then(|| start(*auto));
-            let created = vgpu_core::resolve_gpu(paths, gpu)
+            let created = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.create(address, type_name, *uuid, define))
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &created, &created.id.to_string())?;
@@ -107,7 +107,7 @@ pub(crate) fn run(
                 },
             auto,
         } => {
-            let defined = vgpu_core::resolve_gpu(paths, gpu)
+            let defined = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.define(address, type_name, *uuid, start(*auto)))
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
             emit(cli, out, &defined, &defined.id.to_string())?;
@@ -143,7 +143,7 @@ pub(crate) fn run(
                 .with_context(|| format!("cannot undefine {id}"))?;
             if !removed {
                 anyhow::bail!(vgpu_core::Error::NotFound {
-                    what: vgpu_core::Object::Definition,
+                    what: vgpu_core::error::Object::Definition,
                     id: id.clone(),
                     path: paths.etc(),
                 });
@@ -243,7 +243,7 @@ pub(crate) fn run(
         }
         ChangeCommand::Restore { device } => {
             let report = match device {
-                Some(device) => vgpu_core::resolve_address(paths, device)
+                Some(device) => vgpu_core::discovery::resolve_address(paths, device)
                     .and_then(|address| manager.restore_device(address))
                     .with_context(|| format!("cannot restore the definitions of {device}"))?,
                 None => manager
@@ -269,7 +269,7 @@ pub(crate) fn run(
             auto,
         } => {
             let define = define.then(|| start(*auto));
-            let addresses: Vec<vgpu_core::PciAddress> = if *all {
+            let addresses: Vec<vgpu_core::model::pci::PciAddress> = if *all {
                 vgpu_core::discover(paths)?
                     .gpus
                     .iter()
@@ -278,12 +278,14 @@ pub(crate) fn run(
             } else {
                 let inventory = vgpu_core::discover(paths)?;
                 gpus.iter()
-                    .map(|name| vgpu_core::find_gpu(&inventory, name, paths).map(|g| g.address))
+                    .map(|name| {
+                        vgpu_core::discovery::find_gpu(&inventory, name, paths).map(|g| g.address)
+                    })
                     .collect::<Result<_, _>>()?
             };
             let targets = addresses
                 .into_iter()
-                .map(|gpu| vgpu_core::Target {
+                .map(|gpu| vgpu_core::manager::Target {
                     gpu,
                     vfs: *vfs,
                     type_name: type_name.clone(),

@@ -32,7 +32,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use vgpu_core::{
-    Backend, Gpu, HookConfig, HostPaths, Inventory, MdevDefinition, PciAddress, Store, VgpuHandle,
+    HostPaths,
+    model::{Backend, Gpu, Inventory, VgpuHandle, pci::PciAddress},
+    state::{HookConfig, MdevDefinition, Store},
 };
 
 /// The Nova releases whose vGPU inventory code the configuration is written for.

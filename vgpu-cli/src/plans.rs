@@ -12,8 +12,15 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use vgpu_core::{
-    ApplyEvent, ApplyOutcome, ApplyReport, DomainReferences, GpuPlan, HostPaths, HostState,
-    Manager, PciAddress, Pick, PlaceRequest, PlaceWant, Plan, Policy, Start, Step,
+    HostPaths, Manager,
+    manager::{ApplyEvent, ApplyOutcome, ApplyReport, DomainReferences},
+    model::pci::PciAddress,
+    plan::{
+        capacity::HostState,
+        place::{Pick, PlaceRequest, PlaceWant, Policy},
+        steps::{GpuPlan, Plan, Step},
+    },
+    state::Start,
 };
 
 use crate::libvirt_facts::{Facts, LibvirtFacts, domain_references};
@@ -118,7 +125,7 @@ pub(crate) fn run(
             }
             let want = match (framebuffer, type_name) {
                 (Some(size), None) => PlaceWant::Framebuffer {
-                    mib: vgpu_core::parse_framebuffer(size)?,
+                    mib: vgpu_core::plan::desired::parse_framebuffer(size)?,
                     series: series.to_ascii_uppercase(),
                     round_up: *round_up,
                 },
@@ -136,7 +143,7 @@ pub(crate) fn run(
             };
             let (state, references) = host_state(cli, paths, &manager, facts)?;
             let manager = manager.with_domain_references(references);
-            let picks = vgpu_core::place(&state, &request, policy)
+            let picks = vgpu_core::plan::place::place(&state, &request, policy)
                 .with_context(|| format!("cannot place {count} vGPU(s)"))?;
             if !*create {
                 if cli.json {
@@ -146,7 +153,7 @@ pub(crate) fn run(
                 }
                 return Ok(EXIT_OK);
             }
-            let plan = vgpu_core::plan_picks(&state, &picks, Start::Auto);
+            let plan = vgpu_core::plan::place::plan_picks(&state, &picks, Start::Auto);
             let report = apply(cli, &manager, &plan, out)?;
             Ok(if report.succeeded() {
                 EXIT_OK
@@ -170,7 +177,7 @@ fn host_state(
         .host_state()
         .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
     let nvml = cli.nvml_source().load(paths);
-    vgpu_core::add_nvml_facts(&mut state, paths, &nvml);
+    vgpu_core::nvml::add_nvml_facts(&mut state, paths, &nvml);
     let facts = facts.owners(&state.inventory);
     match &facts {
         LibvirtFacts::Absent => {}
@@ -207,17 +214,17 @@ fn plan_file(
     config: Option<&str>,
     facts: &mut dyn Facts,
 ) -> Result<(Plan, DomainReferences)> {
-    let desired = vgpu_core::read_desired(file)?;
+    let desired = vgpu_core::state::read_desired(file)?;
     let config = desired.config(config)?;
     let (state, references) = host_state(cli, paths, manager, facts)?;
-    Ok((vgpu_core::plan(&state, config), references))
+    Ok((vgpu_core::plan::planner::plan(&state, config), references))
 }
 
 /// Carries `plan` out, showing progress: bars on a terminal, a line per step otherwise, nothing
 /// with `--json` (which gets the report). The apply runs on a thread of its own (its GPUs on
 /// theirs) and sends each event over a channel; this thread shows them as they come, and the
 /// channel ends when the apply has returned. A signal stops the apply between steps
-/// ([`vgpu_core::request_stop`]), whose events are still shown.
+/// ([`vgpu_core::manager::request_stop`]), whose events are still shown.
 fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Result<ApplyReport> {
     let terminal = !cli.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bars = Bars::new(terminal, plan);
@@ -478,7 +485,7 @@ fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> Result<()> {
                 .map(|mib| format!(" ({})", size_text(mib)))
                 .unwrap_or_default();
             match w.type_id.as_deref() {
-                Some(vgpu_core::PLAIN_VF_TYPE) => format!("each on vfio-pci{size}"),
+                Some(vgpu_core::model::PLAIN_VF_TYPE) => format!("each on vfio-pci{size}"),
                 _ => {
                     let name = type_text(w.type_id.as_deref(), w.type_name.as_deref());
                     format!("{} x {name}{size}", w.count)
@@ -493,7 +500,7 @@ fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> Result<()> {
             let on_vfio = gpu
                 .want
                 .iter()
-                .any(|w| w.type_id.as_deref() == Some(vgpu_core::PLAIN_VF_TYPE));
+                .any(|w| w.type_id.as_deref() == Some(vgpu_core::model::PLAIN_VF_TYPE));
             format!(
                 "{vfs} VFs of {}{}",
                 sizes.join(", "),
@@ -548,7 +555,7 @@ fn grouped(steps: &[Step]) -> Vec<(&Step, usize)> {
 
 fn type_text(type_id: Option<&str>, type_name: Option<&str>) -> String {
     match (type_name, type_id) {
-        (_, Some(vgpu_core::PLAIN_VF_TYPE)) => "VF on vfio-pci".to_owned(),
+        (_, Some(vgpu_core::model::PLAIN_VF_TYPE)) => "VF on vfio-pci".to_owned(),
         (Some(name), _) => name.to_owned(),
         (None, Some(id)) => id.to_owned(),
         (None, None) => "?".to_owned(),
@@ -606,7 +613,10 @@ fn step_text(step: &Step) -> String {
 }
 
 /// A scheduler state asked for, in words: `equal-share, time slice 2 ms`.
-fn scheduler_text(policy: vgpu_core::SchedulerPolicy, timeslice_ms: Option<u32>) -> String {
+fn scheduler_text(
+    policy: vgpu_core::model::nvml::SchedulerPolicy,
+    timeslice_ms: Option<u32>,
+) -> String {
     match timeslice_ms {
         Some(ms) => format!("{policy}, time slice {ms} ms"),
         None => policy.to_string(),
@@ -633,9 +643,9 @@ struct Difference<'a> {
     gpu: String,
     difference: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    refused: Option<&'a vgpu_core::Refused>,
+    refused: Option<&'a vgpu_core::plan::steps::Refused>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    unmatched: Option<&'a vgpu_core::Unmatched>,
+    unmatched: Option<&'a vgpu_core::plan::steps::Unmatched>,
     #[serde(skip_serializing_if = "Option::is_none")]
     step: Option<&'a Step>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,16 +6,16 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use vgpu_core::GroupMember;
+use vgpu_core::checks::GroupMember;
 use vgpu_core::checks::Report;
-use vgpu_core::{Backend, Gpu, Inventory, PciAddress, VgpuType, Warning};
+use vgpu_core::model::{Backend, Gpu, Inventory, VgpuType, Warning, pci::PciAddress};
 
 /// `list --json`.
 #[derive(Serialize)]
 pub(crate) struct ListJson<'a> {
     pub(crate) gpus: Vec<GpuJson<'a>>,
     pub(crate) warnings: &'a [Warning],
-    pub(crate) nvml: &'a vgpu_core::NvmlStatus,
+    pub(crate) nvml: &'a vgpu_core::model::nvml::NvmlStatus,
 }
 
 /// One GPU in `list --json`: what discovery found, and what NVML says about it (`null` when
@@ -24,7 +24,7 @@ pub(crate) struct ListJson<'a> {
 pub(crate) struct GpuJson<'a> {
     #[serde(flatten)]
     pub(crate) gpu: &'a Gpu,
-    pub(crate) nvml: Option<&'a vgpu_core::NvmlGpu>,
+    pub(crate) nvml: Option<&'a vgpu_core::model::nvml::NvmlGpu>,
 }
 
 /// One GPU in `types --json`.
@@ -124,7 +124,7 @@ fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
 pub(crate) fn list_table(
     out: &mut dyn Write,
     inventory: &Inventory,
-    nvml: &vgpu_core::NvmlStatus,
+    nvml: &vgpu_core::model::nvml::NvmlStatus,
 ) -> io::Result<()> {
     let mut table = Table::new(&[
         "ADDRESS", "IDS", "MODEL", "DRIVER", "NUMA", "GROUP", "BACKEND", "VFS", "TYPES", "VGPUS",
@@ -177,7 +177,7 @@ pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> 
     for gpu in gpus {
         for t in &gpu.types {
             // A name only the catalog gives is marked: its id can differ between drivers.
-            let catalog = t.name_source == Some(vgpu_core::NameSource::Catalog);
+            let catalog = t.name_source == Some(vgpu_core::model::NameSource::Catalog);
             from_catalog |= catalog;
             let name = match (&t.name, catalog) {
                 (Some(name), true) => format!("{name}*"),
@@ -192,7 +192,10 @@ pub(crate) fn types_table(out: &mut dyn Write, gpus: &[&Gpu]) -> io::Result<()> 
                 t.available.to_string(),
                 t.in_use.to_string(),
                 opt(t.mig.as_ref().map(|m| m.gpu_instance_profile.as_str())),
-                opt(t.limit.as_ref().map(vgpu_core::Limit::short)),
+                opt(t
+                    .limit
+                    .as_ref()
+                    .map(vgpu_core::plan::capacity::Limit::short)),
             ]);
         }
     }
@@ -294,7 +297,7 @@ pub(crate) fn size_text(mib: u64) -> String {
 /// `restore` as a table of steps; a quota step says what the VF had and gets.
 pub(crate) fn restore_table(
     out: &mut dyn Write,
-    report: &vgpu_core::RestoreReport,
+    report: &vgpu_core::manager::RestoreReport,
 ) -> io::Result<()> {
     if report.steps.is_empty() {
         return writeln!(out, "Nothing is defined.");
@@ -323,7 +326,7 @@ pub(crate) fn restore_table(
 /// `provision` as a table, one row per GPU.
 pub(crate) fn provision_table(
     out: &mut dyn Write,
-    reports: &[vgpu_core::GpuReport],
+    reports: &[vgpu_core::manager::GpuReport],
 ) -> io::Result<()> {
     let mut table = Table::new(&["GPU", "VFS", "CREATED", "SECONDS", "ERROR"]);
     for r in reports {
@@ -339,7 +342,7 @@ pub(crate) fn provision_table(
 }
 
 /// How a table names a vGPU type: its id, with its name when one is known
-/// ([`vgpu_core::Inventory::type_name`]): `nvidia-231 (GRID T4-2Q)`. Every table that names
+/// ([`vgpu_core::model::Inventory::type_name`]): `nvidia-231 (GRID T4-2Q)`. Every table that names
 /// a type by its id and name shows this label.
 pub(crate) fn type_label(type_id: &str, name: Option<&str>) -> String {
     match name {

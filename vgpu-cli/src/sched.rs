@@ -7,8 +7,14 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use vgpu_core::{
-    ArrMode, Fact, Gpu, HostPaths, Nvml, NvmlError, PciAddress, SchedulerCapabilities,
-    SchedulerChange, SchedulerPolicy, SchedulerRequest, SchedulerState, ns_as_ms,
+    HostPaths,
+    error::NvmlError,
+    model::{
+        Gpu,
+        nvml::{ArrMode, Fact, SchedulerCapabilities, SchedulerPolicy, SchedulerState},
+        pci::PciAddress,
+    },
+    nvml::{Nvml, SchedulerChange, SchedulerRequest, ns_as_ms},
 };
 
 use crate::{Cli, EXIT_OK, render};
@@ -186,7 +192,7 @@ pub(crate) fn set(
     out: &mut dyn Write,
 ) -> Result<u8> {
     let manager = crate::manager(cli, paths);
-    let change: SchedulerChange = vgpu_core::resolve_gpu(paths, gpu)
+    let change: SchedulerChange = vgpu_core::discovery::resolve_gpu(paths, gpu)
         .and_then(|address| manager.set_scheduler(address, request))
         .with_context(|| {
             format!(

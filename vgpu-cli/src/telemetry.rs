@@ -24,7 +24,12 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
-use vgpu_core::{HostPaths, Inventory, Nvml, NvmlStatus, Owner, Telemetry, VgpuHandle};
+use vgpu_core::{
+    HostPaths,
+    model::{Inventory, VgpuHandle, nvml::NvmlStatus},
+    nvml::Nvml,
+    telemetry::{Owner, Telemetry},
+};
 use vgpu_domain::Owners;
 
 use crate::libvirt_facts::{Facts, LibvirtFacts};
@@ -84,9 +89,9 @@ impl Sampler {
             .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
             .inventory;
         let (owners, libvirt) = self.owners(&inventory);
-        let usage = vgpu_core::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
+        let usage = vgpu_core::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         Ok(Snapshot {
-            telemetry: vgpu_core::telemetry(&inventory, &usage, &owners),
+            telemetry: vgpu_core::telemetry::telemetry(&inventory, &usage, &owners),
             nvml: self.nvml.status().clone(),
             libvirt,
         })

@@ -2,11 +2,11 @@
 //! change it made to the inventory, one line (or one JSON object) per event, until SIGINT or
 //! SIGTERM.
 //!
-//! Events come from `vgpu_core::UeventSource`: udev's monitor (or the kernel's, where no
+//! Events come from `vgpu_core::host::UeventSource`: udev's monitor (or the kernel's, where no
 //! udev daemon runs) on a real host, the simulator's uevent log on a simulated one. The
 //! inventory is read once when the watch starts listening; each event names a device, whose
-//! GPU is read again (`vgpu_core::discover_gpu`) and compared with what was known
-//! (`vgpu_core::InventoryDelta`). Events that concern no GPU (a NIC's driver binding) are not
+//! GPU is read again (`vgpu_core::discovery::discover_gpu`) and compared with what was known
+//! (`vgpu_core::model::delta::InventoryDelta`). Events that concern no GPU (a NIC's driver binding) are not
 //! shown. When several events arrive together (a VF count written, which adds and binds each
 //! VF), the first one read carries the whole change and the others none.
 
@@ -20,8 +20,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::Serialize;
 
 use vgpu_core::{
-    ErrorKind, Gpu, HostPaths, InventoryDelta, PciAddress, Uevent, UeventAction, UeventSource,
-    Warning,
+    ErrorKind, HostPaths,
+    host::{Uevent, UeventAction, UeventSource},
+    model::{Gpu, Warning, delta::InventoryDelta, pci::PciAddress},
 };
 
 use crate::EXIT_OK;
@@ -152,7 +153,7 @@ fn apply(
     let Some(gpu) = affected_gpu(paths, known, event)? else {
         return Ok(None);
     };
-    let (now, warnings) = match vgpu_core::discover_gpu(paths, gpu) {
+    let (now, warnings) = match vgpu_core::discovery::discover_gpu(paths, gpu) {
         Ok((now, warnings)) => (Some(now), warnings),
         Err(err) if err.kind() == ErrorKind::NotFound => (None, Vec::new()),
         Err(err) => return Err(err).with_context(|| format!("cannot read GPU {gpu}")),
@@ -238,11 +239,11 @@ fn write_line(
     Ok(())
 }
 
-fn kind(kind: vgpu_core::DeltaKind) -> &'static str {
+fn kind(kind: vgpu_core::model::delta::DeltaKind) -> &'static str {
     match kind {
-        vgpu_core::DeltaKind::Gpu => "gpu",
-        vgpu_core::DeltaKind::Vf => "vf",
-        vgpu_core::DeltaKind::Vgpu => "vgpu",
+        vgpu_core::model::delta::DeltaKind::Gpu => "gpu",
+        vgpu_core::model::delta::DeltaKind::Vf => "vf",
+        vgpu_core::model::delta::DeltaKind::Vgpu => "vgpu",
     }
 }
 
@@ -257,8 +258,8 @@ mod tests {
     #[test]
     fn write_line_vf_bind_shows_driver_change() {
         let delta = InventoryDelta {
-            changed: vec![vgpu_core::DeltaChange {
-                kind: vgpu_core::DeltaKind::Vf,
+            changed: vec![vgpu_core::model::delta::DeltaChange {
+                kind: vgpu_core::model::delta::DeltaKind::Vf,
                 id: "0000:4d:00.1".to_owned(),
                 field: "driver",
                 from: None,

@@ -149,7 +149,7 @@ impl Drop for RuntimeRule {
 }
 
 /// The audit log's entries, or none while it does not exist.
-fn audit(path: &Path) -> Vec<vgpu_core::AuditEntry> {
+fn audit(path: &Path) -> Vec<vgpu_core::state::AuditEntry> {
     match std::fs::read_to_string(path) {
         Ok(text) => text
             .lines()
@@ -216,7 +216,7 @@ fn udev_runs_restore_device_from_the_installed_rule() {
         ],
     );
     let log = state.join("var/log/vgpu/audit.jsonl");
-    let done = |e: &vgpu_core::AuditEntry| e.action == "restore" && e.result != "started";
+    let done = |e: &vgpu_core::state::AuditEntry| e.action == "restore" && e.result != "started";
     let finished = wait_for(Duration::from_secs(30), || audit(&log).iter().any(done));
     drop(rule);
     assert!(finished, "no restore in {}", log.display());

@@ -5,7 +5,7 @@
 //!
 //! A GPU physical function (PF) is a PCI function (`sys/bus/pci/devices/<dddd:bb:dd.f>`) of
 //! class `0x03xxxx` (display) or `0x12xxxx` (accelerator). It offers virtual GPUs through one
-//! of four interfaces ([`Backend`]):
+//! of four interfaces ([`Backend`](model::Backend)):
 //!
 //! - **mediated devices on the PF** (`mdev_supported_types/` under the PF): NVIDIA up to
 //!   Turing, Intel GVT-g. Writing a UUID to a type's `create` makes a vGPU (the kernel's
@@ -18,33 +18,44 @@
 //!   assigned whole: Intel Flex, AMD MxGPU.
 //!
 //! Devices are assigned to guests through VFIO, whose unit of isolation is the IOMMU group
-//! (`Documentation/driver-api/vfio.rst`): [`check_host`] verifies the firmware tables, the
+//! (`Documentation/driver-api/vfio.rst`): [`checks::check_host`] verifies the firmware tables, the
 //! kernel, interrupt remapping and each group.
 //!
 //! # The API
 //!
-//! - **Discovery**: [`discover`] reads the host into an [`Inventory`] of [`Gpu`]s, each with
-//!   its [`Vf`]s, [`VgpuType`]s counted per physical GPU, and [`Vgpu`]s. It never fails
-//!   because of one device: problems become [`Warning`]s.
-//! - **Checks**: [`check_host`] and [`isolation`] report [`Check`]s with a [`checks::Status`].
+//! The crate root holds the names an embedder starts from: [`discover`], [`Manager`],
+//! [`HostPaths`], [`Error`], [`ErrorKind`] and [`Result`]. Everything else lives in the module
+//! named for what it is:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`model`] | the host as data (crate `vgpu-model`): [`Gpu`](model::Gpu), [`Vf`](model::Vf), [`VgpuType`](model::VgpuType), [`Vgpu`](model::Vgpu), PCI addresses, NVML facts |
+//! | [`plan`] | pure planning (crate `vgpu-plan`): desired state, capacity, the planner, placement |
+//! | [`discovery`] | reading the host into an [`Inventory`](model::Inventory); finding a GPU by name |
+//! | [`checks`] | the IOMMU and VFIO checks, and one device's group isolation |
+//! | [`manager`] | what [`Manager`]'s changes take and return: where a vGPU goes, what was created, applied, restored, prepared for a domain |
+//! | [`state`] | what `vgpu` keeps on the host: definitions, the audit log, the hook's records and configuration |
+//! | [`nvml`] | NVIDIA's management library, loaded at run time, and the vGPU scheduler |
+//! | [`host`] | SR-IOV options and uevents |
+//! | [`error`] | [`Error`], its [`ErrorKind`], and the NVML errors inside it |
+//! | [`telemetry`], [`tenancy`] | reports over the model: usage per vGPU and tenant, what isolation each device kind gives |
+//!
+//! - **Discovery**: [`discover`] reads the host. It never fails because of one device: problems
+//!   become [`Warning`](model::Warning)s.
+//! - **Checks**: [`checks::check_host`] and [`checks::isolation`] report
+//!   [`Check`](checks::Check)s.
 //! - **Changes**: every change goes through a [`Manager`], which takes the host lock, writes
 //!   the audit log, honours persistent definitions (it never gives away room a defined vGPU
-//!   is owed) and undoes a change that fails part-way. [`Manager::definitions`] reads them.
-//! - **Plans**: a desired state for a whole host, in frame buffer, types or VF counts
-//!   ([`DesiredFile`]: `host.toml`, or NVIDIA vgpu-device-manager's v1 YAML), is turned by
-//!   [`plan()`] (pure, over a [`HostState`] from [`Manager::host_state`]) into steps per GPU or
-//!   the reasons it cannot be done ([`Plan`]); [`Manager::apply`] carries it out, one
-//!   operation per GPU. [`place`] chooses GPUs for new vGPUs ([`Policy::Pack`] or
-//!   [`Policy::Spread`]).
-//! - **The libvirt hook**: [`Manager::prepare_domain`] makes the vGPUs a starting domain's XML
-//!   names ([`HookDomain`]) from their definitions, its metadata or its Nova flavor
-//!   ([`HookConfig`]); [`Manager::release_domain`] takes back what it made ([`Made`]).
-//! - **NVML** (NVIDIA's management library, loaded at run time): [`Nvml::load`] (the
-//!   driver's library, local host only) or [`Nvml::load_from`] (a library named, for any
-//!   root); [`Nvml::read`] gives an [`NvmlHost`] of [`NvmlGpu`]s, every fact a [`Fact`] with
-//!   the reason when it is [`Unavailable`]. [`Manager::set_scheduler`] sets a GPU's vGPU
-//!   scheduler ([`SchedulerRequest`]); MIG-backed types ([`MigBacking`]) get a free GPU instance
-//!   from NVML when they are made ([`Manager::with_nvml`] says where NVML comes from).
+//!   is owed) and undoes a change that fails part-way. MIG changes too: NVML's writes are
+//!   private to the crate.
+//! - **Plans**: a desired state ([`plan::desired::DesiredFile`]: `host.toml`, or NVIDIA
+//!   vgpu-device-manager's v1 YAML) is turned by [`plan::planner::plan`] (pure, over the
+//!   [`HostState`](plan::capacity::HostState) of [`Manager::host_state`]) into steps per GPU;
+//!   [`Manager::apply`] carries them out. [`plan::place::place`] chooses GPUs for new vGPUs.
+//! - **The libvirt hook**: [`Manager::prepare_domain`] makes the vGPUs a starting domain names;
+//!   [`Manager::release_domain`] takes back what it made.
+//! - **NVML**: [`nvml::Nvml::load`] (the driver's library) or [`nvml::Nvml::load_from`] (a
+//!   library named); [`Manager::with_nvml`] says where the manager's NVML comes from.
 //! - **Errors**: [`Error`] has one variant per failure with its facts (path, errno, device);
 //!   [`Error::kind`] gives the [`ErrorKind`] a caller acts on.
 //!
@@ -100,72 +111,22 @@ use vgpu_plan::capacity;
 
 mod backend;
 pub mod checks;
-mod discovery;
-mod error;
+pub mod discovery;
+pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-mod host;
-mod manager;
-mod nvml;
-mod state;
-mod telemetry;
+pub mod host;
+pub mod manager;
+pub mod nvml;
+pub mod state;
+#[cfg(test)]
+mod surface_tests;
+pub mod telemetry;
 pub mod tenancy;
 
-pub use backend::{Placement, Running};
-pub use capacity::{
-    DefinitionSet, HostState, KnownType, Limit, MigFacts, MigFitError, PlacedGpuInstance, Room,
-    check_handout, fit_gpu_instances, room,
-};
-pub use checks::{Check, DeviceIsolation, GroupMember, check_host, isolation};
-pub use discovery::{discover, discover_gpu, find_gpu, resolve_gpu};
-pub use error::{Error, ErrorKind, NvmlError, Object, Result};
-pub use host::paths::HostPaths;
-pub use host::pci_device::resolve_address;
-pub use host::sriov::{SriovChange, SriovOptions};
-pub use host::uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};
-pub use manager::{
-    ApplyEvent, ApplyOutcome, ApplyReport, Created, Defined, Destroyed, DomainReferences, GpuApply,
-    GpuReport, HookDomain, Left, Manager, Prepared, Progress, Released, RestoreOutcome,
-    RestoreQuota, RestoreReport, RestoreStep, Target, request_stop, stop_requested,
-};
-pub use model::delta::{DeltaChange, DeltaItem, DeltaKind, InventoryDelta};
-pub use model::nvml::{
-    ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
-    NvmlHost, NvmlStatus, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities,
-    SchedulerPolicy, SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
-};
-pub use model::pci::{PciAddress, PciAddressError, SriovCapability};
-pub use model::{
-    Backend, Gpu, Inventory, MigBacking, NameSource, PLAIN_VF_TYPE, Vf, Vgpu, VgpuHandle, VgpuType,
-    Warning,
-};
-pub use nvml::host_state::add_nvml_facts;
-pub use nvml::mig_write::{
-    CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome,
-};
-pub use nvml::sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
-pub use nvml::{DEFAULT_LIBRARY, Nvml, NvmlSource};
-pub use parse::ParseError;
-pub use plan::desired::{
-    Desired, DesiredFile, Entry, Format, Location, MigGeometry, MigRequest, Partition, Selection,
-    SizeItem, TypeItem, VfDriver, parse_framebuffer,
-};
-pub use plan::place::{Pick, PlaceRequest, PlaceWant, Policy, place, plan_picks};
-pub use plan::planner::plan;
-pub use plan::steps::{GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Want};
-pub use state::audit::AuditEntry;
-pub use state::desired::read_desired;
-pub use state::hook::{HookConfig, Made};
-pub use state::store::{
-    BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
-    SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
-};
-pub use telemetry::{
-    GpuTelemetry, MatchedBy, Owner, Telemetry, TenantUsage, Usage, Utilization, VgpuTelemetry,
-    VgpuUsage, telemetry, usage_from_nvml,
-};
-pub use tenancy::{
-    Assessment, DeviceKind, Dimension, IsolationReport, KindReport, NvmlFacts, NvmlHostFacts,
-    isolation_report,
-};
+// The names an embedder starts from; everything else is in the module named for what it is.
+pub use discovery::discover;
+pub use error::{Error, ErrorKind, Result};
+pub use host::HostPaths;
+pub use manager::Manager;

@@ -2,9 +2,9 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
+use vgpu_core::checks::{Check, check_host};
 use vgpu_core::checks::{Report, Status};
-use vgpu_core::{Check, check_host};
-use vgpu_core::{PciAddress, discover};
+use vgpu_core::{discover, model::pci::PciAddress};
 use vgpu_testing::scenarios::{self, L40sVendorVfio, NVIDIA, T4Legacy};
 use vgpu_testing::{FakeHost, PciSpec, addr};
 
@@ -308,7 +308,7 @@ fn shared_group_host() -> FakeHost {
     host
 }
 
-fn device(report: &Report, address: PciAddress) -> &vgpu_core::DeviceIsolation {
+fn device(report: &Report, address: PciAddress) -> &vgpu_core::checks::DeviceIsolation {
     report
         .devices
         .iter()

@@ -10,8 +10,11 @@ use std::path::PathBuf;
 
 use uuid::Uuid;
 use vgpu_core::{
-    Created, Error, ErrorKind, MdevDefinition, Placement, Start, Target, VfVgpuDefinition,
-    VgpuHandle,
+    Error, ErrorKind,
+    manager::Placement,
+    manager::{Created, Target},
+    model::VgpuHandle,
+    state::{MdevDefinition, Start, VfVgpuDefinition},
 };
 mod common;
 
@@ -310,6 +313,6 @@ fn provision_skips_a_vf_refused_as_full_and_fills_the_next() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -3,7 +3,10 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use uuid::Uuid;
-use vgpu_core::{Backend, Inventory, VgpuHandle, discover};
+use vgpu_core::{
+    discover,
+    model::{Backend, Inventory, VgpuHandle},
+};
 use vgpu_testing::scenarios::{
     self, A40VfMdev, INTEL, L40sVendorVfio, NVIDIA, T4Legacy, vf_address,
 };
@@ -293,7 +296,7 @@ fn l40s_vendor_vfio_full_card_type_is_named_by_the_catalog() {
         (ty.name.as_deref(), ty.name_source, ty.framebuffer_mib),
         (
             Some("NVIDIA L40S-8Q"),
-            Some(vgpu_core::NameSource::Catalog),
+            Some(vgpu_core::model::NameSource::Catalog),
             Some(8192)
         )
     );
@@ -566,7 +569,7 @@ fn short_address_resolves_unique_gpu() {
     let host = t4_host();
     let inv = inventory(&host);
     assert_eq!(
-        vgpu_core::find_gpu(&inv, "3b:00.0", &host.paths())
+        vgpu_core::discovery::find_gpu(&inv, "3b:00.0", &host.paths())
             .map(|g| g.address)
             .ok(),
         Some(addr("0000:3b:00.0"))
@@ -592,7 +595,7 @@ fn short_address_in_two_domains_is_ambiguous() {
     .unwrap();
     let inv = inventory(&host);
     assert!(matches!(
-        vgpu_core::find_gpu(&inv, "81:00.0", &host.paths()),
+        vgpu_core::discovery::find_gpu(&inv, "81:00.0", &host.paths()),
         Err(vgpu_core::Error::Ambiguous { .. })
     ));
 }
@@ -601,12 +604,12 @@ fn short_address_in_two_domains_is_ambiguous() {
 fn unknown_gpu_is_not_found_naming_it_and_the_device_list() {
     let host = t4_host();
     let inv = inventory(&host);
-    let err = vgpu_core::find_gpu(&inv, "0000:99:00.0", &host.paths()).unwrap_err();
+    let err = vgpu_core::discovery::find_gpu(&inv, "0000:99:00.0", &host.paths()).unwrap_err();
     let expected = host.paths().pci_devices();
     assert!(
         matches!(
             &err,
-            vgpu_core::Error::NotFound { what: vgpu_core::Object::Gpu, id, path }
+            vgpu_core::Error::NotFound { what: vgpu_core::error::Object::Gpu, id, path }
                 if id == "0000:99:00.0" && *path == expected
         ) && err.kind() == vgpu_core::ErrorKind::NotFound,
         "{err:?}"
@@ -630,7 +633,8 @@ fn short_gpu_name_on_two_domains_is_ambiguous_listing_both() {
         0x030200,
     ))
     .unwrap();
-    let err = vgpu_core::find_gpu(&inventory(&host), "41:00.0", &host.paths()).unwrap_err();
+    let err =
+        vgpu_core::discovery::find_gpu(&inventory(&host), "41:00.0", &host.paths()).unwrap_err();
     assert!(
         matches!(
             &err,

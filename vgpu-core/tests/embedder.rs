@@ -4,8 +4,13 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use vgpu_core::{
-    Backend, ErrorKind, HostPaths, Manager, PciAddress, Placement, Start, Target, VgpuHandle,
-    check_host, discover,
+    ErrorKind, HostPaths, Manager,
+    checks::check_host,
+    discover,
+    manager::Placement,
+    manager::Target,
+    model::{Backend, VgpuHandle, pci::PciAddress},
+    state::Start,
 };
 use vgpu_sim::SimHost;
 
@@ -191,7 +196,7 @@ const L40S_CARD: &str = "0000:41:00.0";
 /// The first VF of `L40S_CARD`, where the first definition goes.
 const L40S_VF0: &str = "0000:41:00.4";
 
-fn provision_one(host: &Host, target: Target) -> vgpu_core::GpuReport {
+fn provision_one(host: &Host, target: Target) -> vgpu_core::manager::GpuReport {
     let mut reports = Manager::new(&host.paths, "embedder test")
         .provision(vec![target])
         .unwrap();
@@ -339,7 +344,7 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
                 type_id,
                 asked: 1,
                 available: 0,
-                limit: Some(vgpu_core::Limit::Mixing { with }),
+                limit: Some(vgpu_core::plan::capacity::Limit::Mixing { with }),
                 ..
             } if type_id == "nvidia-233" && with == "GRID T4-2Q"
         ),
@@ -348,6 +353,6 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

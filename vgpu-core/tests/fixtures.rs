@@ -6,7 +6,10 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use vgpu_core::{Backend, Inventory, PciAddress, discover};
+use vgpu_core::{
+    discover,
+    model::{Backend, Inventory, pci::PciAddress},
+};
 use vgpu_testing::scenarios::{
     self, A40VfMdev, L40sVendorVfio, LARGE_MAX_GPUS, LARGE_MAX_VFS, Large, T4Legacy, vf_address,
 };

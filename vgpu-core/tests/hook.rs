@@ -7,7 +7,11 @@ mod common;
 
 use common::{addr, audit, manager, paths, record};
 use uuid::Uuid;
-use vgpu_core::{HookConfig, HookDomain, Left, Made, Start, VgpuHandle};
+use vgpu_core::{
+    manager::{HookDomain, Left},
+    model::VgpuHandle,
+    state::{HookConfig, Made, Start},
+};
 use vgpu_sim::SimHost;
 
 const L40S: &str = "0000:41:00.0";
@@ -261,6 +265,6 @@ fn prepare_domain_takes_a_running_vgpu_of_its_type() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

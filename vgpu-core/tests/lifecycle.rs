@@ -8,8 +8,12 @@ use std::path::PathBuf;
 
 use uuid::Uuid;
 use vgpu_core::{
-    Backend, Created, Destroyed, Error, ErrorKind, Object, Placement, Running, Start, Vgpu,
-    VgpuHandle,
+    Error, ErrorKind,
+    error::Object,
+    manager::{Created, Destroyed},
+    manager::{Placement, Running},
+    model::{Backend, Vgpu, VgpuHandle},
+    state::Start,
 };
 mod common;
 
@@ -138,7 +142,7 @@ fn t4_second_type_refused_while_one_in_use() {
     };
     assert_eq!(
         limit,
-        &Some(vgpu_core::Limit::Mixing {
+        &Some(vgpu_core::plan::capacity::Limit::Mixing {
             with: "GRID T4-2Q".to_owned()
         })
     );
@@ -510,7 +514,10 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
     else {
         panic!("{err:?}")
     };
-    assert_eq!(limit, &Some(vgpu_core::Limit::Max { max: 1 }));
+    assert_eq!(
+        limit,
+        &Some(vgpu_core::plan::capacity::Limit::Max { max: 1 })
+    );
     assert_eq!(
         (
             *gpu,
@@ -720,6 +727,6 @@ fn flex_plain_vf_without_vfs_says_enable_first() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -7,7 +7,11 @@
 use std::path::Path;
 
 use uuid::Uuid;
-use vgpu_core::{Error, ErrorKind, HostPaths, Manager, PciAddress, SriovChange, SriovOptions};
+use vgpu_core::{
+    Error, ErrorKind, HostPaths, Manager,
+    host::{SriovChange, SriovOptions},
+    model::pci::PciAddress,
+};
 mod common;
 
 use common::{NONE_PENDING, addr, audit, gpu, inventory, manager, paths, pending, record};
@@ -648,6 +652,6 @@ fn vfs_without_quotas_have_no_memory() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

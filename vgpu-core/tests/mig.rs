@@ -10,7 +10,11 @@ mod common;
 
 use common::{addr, manager, paths};
 use vgpu_core::{
-    Error, ErrorKind, MigBacking, NvmlError, NvmlSource, Placement, VgpuHandle, discover,
+    Error, ErrorKind, discover,
+    error::NvmlError,
+    manager::Placement,
+    model::{MigBacking, VgpuHandle},
+    nvml::NvmlSource,
 };
 use vgpu_sim::{Profile, SimHost};
 use vgpu_testing::fake_nvml::FakeNvml;
@@ -246,6 +250,6 @@ fn destroy_mig_vgpu_frees_its_instance_for_the_next() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -9,9 +9,15 @@
 
 use uuid::Uuid;
 use vgpu_core::{
-    ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, Nvml, NvmlGpu,
-    NvmlVgpu, NvmlVgpuType, PciAddress, Placements, SchedulerCapabilities, SchedulerPolicy,
-    SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
+    model::{
+        nvml::{
+            ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode,
+            NvmlGpu, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy,
+            SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
+        },
+        pci::PciAddress,
+    },
+    nvml::Nvml,
 };
 use vgpu_sim::{Profile, SimHost};
 use vgpu_testing::fake_nvml::{FakeBuild, FakeNvml};

@@ -9,8 +9,15 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 use uuid::Uuid;
 use vgpu_core::{
-    ApplyOutcome, ApplyReport, DesiredFile, Error, ErrorKind, Format, HostPaths, Manager, Plan,
-    Start, Step, VgpuHandle, discover, plan,
+    Error, ErrorKind, HostPaths, Manager, discover,
+    manager::{ApplyOutcome, ApplyReport},
+    model::VgpuHandle,
+    plan::planner::plan,
+    plan::{
+        desired::{DesiredFile, Format},
+        steps::{Plan, Step},
+    },
+    state::Start,
 };
 use vgpu_sim::SimHost;
 
@@ -43,7 +50,7 @@ fn plan_of(host: &Host, text: &str, config: Option<&str>) -> Plan {
 }
 
 fn plan_file(host: &Host, path: &Path, config: Option<&str>) -> Plan {
-    let file = vgpu_core::read_desired(path).unwrap();
+    let file = vgpu_core::state::read_desired(path).unwrap();
     let state = manager(host).host_state().unwrap();
     plan(&state, file.config(config).unwrap())
 }
@@ -277,12 +284,12 @@ fn apply_fault_half_way_leaves_the_host_as_it_was() {
     let mut state = manager.host_state().unwrap();
     state.supported_types.insert(
         "0000:41:00.0".parse().unwrap(),
-        vec![vgpu_core::KnownType {
+        vec![vgpu_core::plan::capacity::KnownType {
             id: "1153".to_owned(),
             name: "NVIDIA L40S-12Q".to_owned(),
             framebuffer_mib: None,
             max_instances: None,
-            source: vgpu_core::NameSource::Nvml,
+            source: vgpu_core::model::NameSource::Nvml,
         }],
     );
     let file = DesiredFile::parse(
@@ -580,6 +587,6 @@ fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -13,8 +13,14 @@ use std::collections::BTreeMap;
 
 use common::{addr, audit, manager, paths, reboot, record};
 use vgpu_core::{
-    ApplyOutcome, ApplyReport, DesiredFile, ErrorKind, Format, Plan, Refusal, RestoreOutcome,
-    RestoreQuota, RestoreReport, SriovDefinition, Step, plan,
+    ErrorKind,
+    manager::{ApplyOutcome, ApplyReport, RestoreOutcome, RestoreQuota, RestoreReport},
+    plan::planner::plan,
+    plan::{
+        desired::{DesiredFile, Format},
+        steps::{Plan, Refusal, Step},
+    },
+    state::SriovDefinition,
 };
 use vgpu_sim::{Profile, SimHost};
 
@@ -278,7 +284,7 @@ fn plan_quota_on_a_flex_without_quota_files_is_refused() {
 fn apply_mixed_desktops_example_gives_the_flex_one_large_vf() {
     let host = SimHost::mount_for_test("mixed");
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/host.toml");
-    let file = vgpu_core::read_desired(&example).unwrap();
+    let file = vgpu_core::state::read_desired(&example).unwrap();
     let state = manager(&host).host_state().unwrap();
     let plan = plan(&state, file.config(Some("desktops")).unwrap());
 
@@ -621,6 +627,6 @@ fn set_vfs_defining_another_count_drops_the_recorded_quotas() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

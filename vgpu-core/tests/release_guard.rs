@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{addr, gpu, manager, paths};
 use uuid::Uuid;
-use vgpu_core::{Error, ErrorKind, Manager, SriovOptions, Start, VgpuHandle};
+use vgpu_core::{Error, ErrorKind, Manager, host::SriovOptions, model::VgpuHandle, state::Start};
 use vgpu_sim::SimHost;
 
 const T4: &str = "0000:3b:00.0";
@@ -307,7 +307,7 @@ fn stop_of_a_vendor_vf_open_through_its_cdev_is_refused() {
 }
 
 /// A plain VF given to a guest: neither `unbind` nor disabling the VFs takes it away.
-fn flex_vf_open_by_qemu(host: &SimHost) -> (Manager, vgpu_core::PciAddress, String) {
+fn flex_vf_open_by_qemu(host: &SimHost) -> (Manager, vgpu_core::model::pci::PciAddress, String) {
     let manager = manager(host);
     manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
     let created = manager.create(pci(FLEX), "vf", None, None).unwrap();
@@ -403,7 +403,7 @@ fn bind_of_a_plain_vf_open_by_a_process_to_another_driver_is_refused() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }
 

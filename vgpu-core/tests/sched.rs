@@ -9,7 +9,10 @@ mod common;
 
 use common::{addr, audit, manager, paths, record};
 use vgpu_core::{
-    Cause, Error, NvmlError, NvmlSource, SchedulerPolicy, SchedulerRequest, Unavailable,
+    Error,
+    error::NvmlError,
+    model::nvml::{Cause, SchedulerPolicy, Unavailable},
+    nvml::{NvmlSource, SchedulerRequest},
 };
 use vgpu_sim::SimHost;
 use vgpu_testing::fake_nvml::{FakeBuild, FakeNvml};
@@ -209,6 +212,6 @@ fn set_scheduler_on_intel_gpu_is_not_nvidia() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{addr, gpu, manager};
-use vgpu_core::{Error, SriovChange};
+use vgpu_core::{Error, host::SriovChange};
 use vgpu_sim::{Profile, SimHost};
 
 const FLEX: &str = "0000:4d:00.0";
@@ -138,6 +138,6 @@ fn bind_vfio_pci_to_pf_with_vfs_is_not_bound_and_pf_goes_back() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

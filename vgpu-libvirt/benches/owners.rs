@@ -35,7 +35,7 @@ use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::unistd::Pid;
 use uuid::Uuid;
-use vgpu_core::{Backend, Gpu, Inventory, PciAddress, Vf, Vgpu, VgpuHandle};
+use vgpu_core::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, pci::PciAddress};
 use vgpu_domain::{Hostdev, embedded_uri, xml};
 use vgpu_libvirt::Connection;
 

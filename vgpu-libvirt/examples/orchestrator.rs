@@ -21,7 +21,10 @@
 use std::error::Error as StdError;
 use std::path::PathBuf;
 
-use vgpu_core::{Created, ErrorKind, HostPaths, Manager, Placement, Start, VgpuHandle, discover};
+use vgpu_core::{
+    ErrorKind, HostPaths, Manager, discover, manager::Created, manager::Placement,
+    model::VgpuHandle, state::Start,
+};
 use vgpu_domain::{Hostdev, Scope};
 use vgpu_libvirt::Connection;
 

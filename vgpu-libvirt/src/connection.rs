@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use vgpu_core::{Inventory, VgpuHandle};
+use vgpu_core::model::{Inventory, VgpuHandle};
 use vgpu_domain::xml::{self, HostdevElement, Tenant};
 use vgpu_domain::{Attached, Domain, DomainDevices, Hostdev, Owners, Scope, embedded_root};
 

@@ -19,7 +19,7 @@
 //! tool added to it (an `<alias>`, a `<rom>`, a guest `<address>`) is matched and kept.
 //!
 //! [`Connection::owners`] reads every domain's live and persistent XML once and maps each vGPU
-//! of a `vgpu_core::Inventory` to the domains that hold it (`vgpu_domain::Owners`).
+//! of a `vgpu_core::model::Inventory` to the domains that hold it (`vgpu_domain::Owners`).
 //!
 //! # Errors
 //!

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{TestDomain, addr, connect, domain_xml, inventory, mdev};
-use vgpu_core::{ErrorKind, VgpuHandle};
+use vgpu_core::{ErrorKind, model::VgpuHandle};
 use vgpu_domain::{Attached, Domain, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Error;
 

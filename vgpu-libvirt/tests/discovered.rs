@@ -7,7 +7,7 @@
 mod common;
 
 use common::{TestDomain, addr, connect};
-use vgpu_core::{HostPaths, Manager, VgpuHandle, discover};
+use vgpu_core::{HostPaths, Manager, discover, model::VgpuHandle};
 use vgpu_domain::{Hostdev, HostdevKind, Scope};
 use vgpu_sim::SimHost;
 
@@ -83,6 +83,6 @@ fn each_kind_of_discovered_vgpu_is_attached_and_owned() {
 }
 
 /// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::PciAddress {
+fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
     text.parse().expect("a PCI address")
 }

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{TestDomain, addr, connect, inventory, mdev};
-use vgpu_core::VgpuHandle;
+use vgpu_core::model::VgpuHandle;
 use vgpu_domain::xml::{METADATA_NAMESPACE, Tenant, TenantSource};
 use vgpu_domain::{Holder, Hostdev, Owned, Owners, Reference, Scope};
 

@@ -7,6 +7,8 @@
 
 pub(crate) use crate::model::catalog::{self, set_name};
 
+pub use crate::host::pci_device::resolve_address;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -188,7 +188,7 @@ pub enum Error {
         available: u32,
         /// How many of the free places definitions hold for vGPUs that are not running.
         reserved: u32,
-        /// What bounds the room, as [`room`](crate::room) says; `None` where the kernel's
+        /// What bounds the room, as [`room`](crate::plan::capacity::room) says; `None` where the kernel's
         /// files alone said.
         limit: Option<crate::model::limit::Limit>,
         /// The device directory whose attributes say so.

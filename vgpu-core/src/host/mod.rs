@@ -2,7 +2,7 @@
 //! writes, and the typed handles of the sysfs objects `vgpu` drives (PCI functions, mdev
 //! parents and types, NVIDIA's vendor VFIO attributes), with driver binding and SR-IOV, and the
 //! uevents that say when they change; and the durable updates of `vgpu`'s own files under the
-//! same root ([`durable`]).
+//! same root (`durable`). Public here: [`HostPaths`], the SR-IOV options and the uevents.
 
 pub(crate) mod driver;
 pub(crate) mod durable;
@@ -14,3 +14,7 @@ pub(crate) mod sriov;
 pub(crate) mod sysfs;
 pub(crate) mod uevent;
 pub(crate) mod vfio;
+
+pub use paths::HostPaths;
+pub use sriov::{SriovChange, SriovOptions};
+pub use uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};

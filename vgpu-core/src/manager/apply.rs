@@ -122,13 +122,13 @@ pub enum ApplyEvent {
 /// thread receives them, as `vgpuctl apply` does:
 ///
 /// ```no_run
-/// # fn example(manager: &vgpu_core::Manager, plan: &vgpu_core::Plan) -> vgpu_core::Result<()> {
+/// # fn example(manager: &vgpu_core::Manager, plan: &vgpu_core::plan::steps::Plan) -> vgpu_core::Result<()> {
 /// use std::sync::mpsc;
 ///
-/// let (sender, events) = mpsc::channel::<vgpu_core::ApplyEvent>();
+/// let (sender, events) = mpsc::channel::<vgpu_core::manager::ApplyEvent>();
 /// let report = std::thread::scope(|scope| {
 ///     let applying = scope.spawn(move || {
-///         let tell = move |event: &vgpu_core::ApplyEvent| {
+///         let tell = move |event: &vgpu_core::manager::ApplyEvent| {
 ///             // The receiver is there until the events end: the send does not fail.
 ///             let _sent = sender.send(event.clone());
 ///         };

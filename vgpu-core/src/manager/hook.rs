@@ -350,7 +350,7 @@ fn vf_type<'a>(
 }
 
 /// The id of type `wanted` on VF `vf` of GPU `pf`, when the GPU has room for it after what
-/// definitions hold and what this run planned: [`capacity::room`](crate::room), as for every
+/// definitions hold and what this run planned: [`capacity::room`](crate::plan::capacity::room), as for every
 /// command that makes vGPUs.
 fn pick(
     op: &Operation<'_>,

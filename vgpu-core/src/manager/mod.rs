@@ -1,7 +1,7 @@
 //! Host mutations as an operator runs them: each under the host lock, recorded in the audit
 //! log, persisted where asked, and undone when they fail part-way.
 //!
-//! Every change goes through [`session`]: `Manager`'s operations, [`Manager::provision`] and
+//! Every change goes through one session (`session`): `Manager`'s operations, [`Manager::provision`] and
 //! [`Manager::restore`] are its callers. Persistent changes are written *before* the host is
 //! changed and removed again if the change fails: a process killed in between leaves a
 //! definition that [`Manager::restore`] carries out, never a device that nothing describes.
@@ -28,7 +28,8 @@ pub use hook::{HookDomain, Left, Prepared, Released};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 
-use crate::backend::{self, NewVgpu, Placement, Running};
+use crate::backend::{self, NewVgpu};
+pub use crate::backend::{Placement, Running};
 use crate::discovery::discover;
 use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
@@ -455,7 +456,7 @@ impl Manager {
         result
     }
 
-    /// What capacity reads ([`room`](crate::room)): the inventory, every definition, and what
+    /// What capacity reads ([`room`](crate::plan::capacity::room)): the inventory, every definition, and what
     /// `nvml` says (a [`Nvml`] not loaded says nothing), settled. The vGPUs guests hold are
     /// not read: capacity does not depend on them ([`Manager::host_state`] reads them).
     pub fn capacity_state(&self, nvml: &Nvml) -> Result<HostState> {
@@ -496,7 +497,7 @@ impl Manager {
     /// vGPUs a process holds open (named `process <pid> (<command>)`), settled
     /// ([`HostState::settle`]). Callers that know more holders (libvirt domains) add them to
     /// [`HostState::holds`]; callers with NVML add what it says with
-    /// [`add_nvml_facts`](crate::add_nvml_facts).
+    /// [`add_nvml_facts`](crate::nvml::add_nvml_facts).
     pub fn host_state(&self) -> Result<HostState> {
         let inventory = discover(&self.paths)?;
         let definitions = self.definition_set()?;
@@ -623,7 +624,7 @@ impl Manager {
     /// parent not registered, a VF its driver has not bound) is
     /// [`RestoreOutcome::Waiting`], not a failure: run this again when udev says it changed
     /// (`contrib/udev/60-vgpu.rules` does). A device that is not on the host is
-    /// [`Error::NotFound`] ([`resolve_address`](crate::resolve_address) reads udev's name).
+    /// [`Error::NotFound`] ([`resolve_address`](crate::discovery::resolve_address) reads udev's name).
     pub fn restore_device(&self, address: PciAddress) -> Result<RestoreReport> {
         PciDevice::existing(&self.paths, address)?;
         let session = self.session()?;

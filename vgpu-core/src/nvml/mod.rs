@@ -5,7 +5,7 @@
 //! what the vGPU scheduler does; NVML can. Everything here is optional: a host without an
 //! NVIDIA driver, a host tree under another root, an older driver without a function, or a
 //! GPU that does not support one, degrade to what sysfs says, with the reason kept
-//! ([`NvmlStatus::reason`], [`Unavailable`]). Built without the `nvml` cargo feature, NVML is
+//! ([`NvmlStatus::reason`](crate::model::nvml::NvmlStatus::reason), [`Unavailable`](crate::model::nvml::Unavailable)). Built without the `nvml` cargo feature, NVML is
 //! never loaded and the status says so.
 //!
 //! `nvml-wrapper` does the loading and the calls; the few NVML functions it does not wrap go
@@ -23,6 +23,10 @@ pub(crate) mod mig_write;
 mod read;
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod sched;
+
+pub use host_state::add_nvml_facts;
+pub use mig_write::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
+pub use sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
-//! What `vgpu` keeps on the host itself: persistent definitions ([`store`]), the host lock,
+//! What `vgpu` keeps on the host itself: persistent definitions ([`Store`]), the host lock,
 //! the audit log and the hook's records, each written with the durable file updates of
-//! [`crate::host::durable`].
+//! `host::durable`.
 
 pub(crate) mod audit;
 pub(crate) mod desired;
@@ -8,6 +8,14 @@ pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod lock;
 pub(crate) mod store;
+
+pub use audit::AuditEntry;
+pub use desired::read_desired;
+pub use hook::{HookConfig, Made};
+pub use store::{
+    BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
+    SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
+};
 
 #[cfg(test)]
 // A failed fixture step is a failed test.

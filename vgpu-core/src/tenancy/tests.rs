@@ -528,7 +528,7 @@ fn nvml_facts_of_a_gpu_read_mode_scheduler_ecc_and_cc() {
 
 #[test]
 fn nvml_host_facts_without_nvml_say_why_it_is_missing() {
-    let host = crate::Nvml::absent("no driver").read();
+    let host = crate::nvml::Nvml::absent("no driver").read();
     assert_eq!(
         NvmlHostFacts::of(&host),
         NvmlHostFacts {

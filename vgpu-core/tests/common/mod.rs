@@ -5,7 +5,11 @@
 
 use std::path::Path;
 
-use vgpu_core::{AuditEntry, Gpu, HostPaths, Inventory, Manager, PciAddress, discover};
+use vgpu_core::{
+    HostPaths, Manager, discover,
+    model::{Gpu, Inventory, pci::PciAddress},
+    state::AuditEntry,
+};
 use vgpu_sim::SimHost;
 
 pub(crate) fn addr(text: &str) -> PciAddress {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use uuid::Uuid;
-use vgpu_core::{Backend, Gpu, Inventory, PciAddress, Vf, Vgpu, VgpuHandle};
+use vgpu_core::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, pci::PciAddress};
 use vgpu_domain::embedded_uri;
 use vgpu_libvirt::Connection;
 

@@ -9,8 +9,8 @@
 //! NVML refuses an instance over another (`NVML_ERROR_INSUFFICIENT_RESOURCES`), the
 //! destruction of one something runs on, and a MIG-mode change while the GPU is busy
 //! (`NVML_ERROR_IN_USE`); those come back as [`NvmlError::Call`] with
-//! [`Cause::InsufficientResources`](crate::Cause::InsufficientResources) or
-//! [`Cause::InUse`](crate::Cause::InUse). A MIG-mode change may wait for a GPU reset
+//! [`Cause::InsufficientResources`](crate::model::nvml::Cause::InsufficientResources) or
+//! [`Cause::InUse`](crate::model::nvml::Cause::InUse). A MIG-mode change may wait for a GPU reset
 //! (`NVML_ERROR_RESET_REQUIRED` as its activation status): that is
 //! [`MigModeOutcome::ResetPending`], not an error.
 //!
@@ -125,8 +125,8 @@ impl Nvml {
 
     /// Destroys GPU instance `id` of the GPU at `gpu` (`nvmlDeviceGetGpuInstanceById`, then
     /// `nvmlGpuInstanceDestroy`). An id the GPU has no instance with is
-    /// [`Cause::NotFound`](crate::Cause::NotFound); an instance something runs on is
-    /// [`Cause::InUse`](crate::Cause::InUse).
+    /// [`Cause::NotFound`](crate::model::nvml::Cause::NotFound); an instance something runs on is
+    /// [`Cause::InUse`](crate::model::nvml::Cause::InUse).
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
     pub(crate) fn destroy_gpu_instance(&self, gpu: PciAddress, id: u32) -> Result<(), NvmlError> {
         #[cfg(feature = "nvml")]
@@ -139,7 +139,7 @@ impl Nvml {
     /// Turns MIG mode of the GPU at `gpu` on or off (`nvmlDeviceSetMigMode`) and reads it back.
     /// Nothing is asked of NVML when the GPU already is, and will stay, in that mode. NVML
     /// refuses a change while the GPU has GPU instances or runs vGPUs
-    /// ([`Cause::InUse`](crate::Cause::InUse)); a change that waits for a GPU reset is
+    /// ([`Cause::InUse`](crate::model::nvml::Cause::InUse)); a change that waits for a GPU reset is
     /// [`MigModeOutcome::ResetPending`].
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
     pub(crate) fn set_mig_mode(
