@@ -17,6 +17,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use vgpu_testing::addr;
 
 use uuid::Uuid;
 use vgpu_core::{
@@ -104,7 +105,7 @@ fn main() {
     let mdevs: Vec<Uuid> = (1..=4u128).map(Uuid::from_u128).collect();
     for uuid in &mdevs {
         manager
-            .define(pci(T4), "T4-2Q", Some(*uuid), Start::Manual)
+            .define(addr(T4), "T4-2Q", Some(*uuid), Start::Manual)
             .unwrap();
     }
     let mdev_domain = HookDomain {
@@ -186,9 +187,4 @@ fn main() {
         "release as libvirt runs it (process, env -i, 4 VFs)",
         &mut process.release,
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

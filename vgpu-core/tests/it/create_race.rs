@@ -84,7 +84,7 @@ fn create_refused_as_full_on_first_vf_lands_on_next_vf() {
     let manager = manager(&host);
 
     let created = manager
-        .create(pci(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
+        .create(addr(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
         .unwrap();
 
     assert_eq!(
@@ -125,7 +125,7 @@ fn create_refused_as_full_audits_the_retry_and_the_undone_definition() {
     );
 
     manager(&host)
-        .create(pci(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
+        .create(addr(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
         .unwrap();
 
     assert_eq!(
@@ -151,7 +151,7 @@ fn create_refused_on_last_free_vf_is_the_kernels_refusal_without_definition() {
     let manager = manager(&host);
 
     let err = manager
-        .create(pci(A40), "A40-1Q", Some(FIXED), Some(Start::Auto))
+        .create(addr(A40), "A40-1Q", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
 
     let Error::NoSpace { path, .. } = &err else {
@@ -184,7 +184,7 @@ fn create_on_gpu_another_tool_filled_is_no_capacity_without_definition() {
     let manager = manager(&host);
 
     let err = manager
-        .create(pci(A40), "A40-1Q", Some(FIXED), Some(Start::Auto))
+        .create(addr(A40), "A40-1Q", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
 
     let Error::NoCapacity { gpu, available, .. } = &err else {
@@ -203,7 +203,7 @@ fn create_write_failing_with_eio_is_not_retried() {
     let manager = manager(&host);
 
     let err = manager
-        .create(pci(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
+        .create(addr(A40), "A40-2Q", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
 
     assert_eq!(
@@ -224,7 +224,7 @@ fn vendor_type_refused_as_full_on_first_vf_lands_on_next_vf() {
     let manager = manager(&host);
 
     let created = manager
-        .create(pci(L40S), "L40S-8Q", None, Some(Start::Auto))
+        .create(addr(L40S), "L40S-8Q", None, Some(Start::Auto))
         .unwrap();
 
     assert_eq!(
@@ -257,7 +257,7 @@ fn vendor_type_refused_on_vf_that_still_lists_it_is_not_retried() {
     let manager = manager(&host);
 
     let err = manager
-        .create(pci(L40S), "L40S-8Q", None, Some(Start::Auto))
+        .create(addr(L40S), "L40S-8Q", None, Some(Start::Auto))
         .unwrap_err();
 
     assert_eq!(
@@ -309,9 +309,4 @@ fn provision_skips_a_vf_refused_as_full_and_fills_the_next() {
             vec!["skip".to_owned()]
         )
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

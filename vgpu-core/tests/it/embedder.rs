@@ -9,10 +9,11 @@ use vgpu_core::{
     discover,
     manager::Placement,
     manager::Target,
-    model::{Backend, VgpuHandle, pci::PciAddress},
+    model::{Backend, VgpuHandle},
     state::Start,
 };
 use vgpu_sim::SimHost;
+use vgpu_testing::addr;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
@@ -37,10 +38,6 @@ fn mount(profile: &str) -> Host {
         _state: state,
         paths,
     }
-}
-
-fn addr(text: &str) -> PciAddress {
-    text.parse().unwrap()
 }
 
 fn vgpus(host: &Host, gpu: &str) -> Vec<VgpuHandle> {
@@ -167,7 +164,7 @@ fn defined_vgpu_survives_loss_and_destroy_cleans_up() {
     let host = mixed();
     let manager = Manager::new(&host.paths, "embedder test");
     let created = manager
-        .create(pci(T4), "T4-2Q", None, Some(Start::Auto))
+        .create(addr(T4), "T4-2Q", None, Some(Start::Auto))
         .unwrap();
     std::fs::write(
         host.sim
@@ -219,7 +216,7 @@ fn provision_count_past_a_definitions_room_is_refused_and_makes_nothing() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
+        .define(addr(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     let report = provision_one(&host, l40s_24q(Some(2)));
     assert_eq!(
@@ -246,7 +243,7 @@ fn provision_fill_never_places_on_a_reserved_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     let defined = manager
-        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
+        .define(addr(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     let report = provision_one(&host, l40s_24q(None));
     assert_eq!(
@@ -266,7 +263,7 @@ fn restore_after_provision_starts_the_defined_vgpu_on_its_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
+        .define(addr(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     provision_one(&host, l40s_24q(None));
     let report = manager.restore().unwrap();
@@ -292,13 +289,13 @@ fn create_past_a_definitions_room_is_no_capacity_naming_the_reservation() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
+        .define(addr(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     manager
-        .create(pci(L40S_CARD), "L40S-24Q", None, None)
+        .create(addr(L40S_CARD), "L40S-24Q", None, None)
         .unwrap();
     let err = manager
-        .create(pci(L40S_CARD), "L40S-24Q", None, None)
+        .create(addr(L40S_CARD), "L40S-24Q", None, None)
         .unwrap_err();
     assert!(
         matches!(
@@ -315,10 +312,10 @@ fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
     let host = mount("l40s-vendor-vfio");
     let manager = Manager::new(&host.paths, "embedder test");
     manager
-        .define(pci(L40S_CARD), "L40S-24Q", None, Start::Auto)
+        .define(addr(L40S_CARD), "L40S-24Q", None, Start::Auto)
         .unwrap();
     let created = manager
-        .create(pci(L40S_CARD), "L40S-24Q", None, None)
+        .create(addr(L40S_CARD), "L40S-24Q", None, None)
         .unwrap();
     assert_eq!(
         created.placement,
@@ -335,8 +332,10 @@ fn create_on_a_gpu_with_a_definition_skips_the_reserved_vf() {
 fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
     let host = mount("t4-legacy");
     let manager = Manager::new(&host.paths, "embedder test");
-    manager.define(pci(T4), "T4-2Q", None, Start::Auto).unwrap();
-    let err = manager.create(pci(T4), "T4-8Q", None, None).unwrap_err();
+    manager
+        .define(addr(T4), "T4-2Q", None, Start::Auto)
+        .unwrap();
+    let err = manager.create(addr(T4), "T4-8Q", None, None).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -350,9 +349,4 @@ fn create_of_another_type_on_an_nvidia_gpu_with_a_definition_is_no_capacity() {
         ),
         "{err:?}"
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

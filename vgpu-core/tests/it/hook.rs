@@ -167,7 +167,9 @@ fn prepare_domain_takes_over_the_claim_of_a_stopped_domain() {
 fn release_domain_keeps_the_definition_of_what_it_stops() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let m = manager(&host);
-    let defined = m.define(pci(L40S), "L40S-6Q", None, Start::Manual).unwrap();
+    let defined = m
+        .define(addr(L40S), "L40S-6Q", None, Start::Manual)
+        .unwrap();
     m.prepare_domain(&domain(DOMAIN, &[VF], None), &HookConfig::default())
         .unwrap();
     let released = m.release_domain(DOMAIN, "vm").unwrap();
@@ -262,9 +264,4 @@ fn prepare_domain_takes_a_running_vgpu_of_its_type() {
         .unwrap();
 
     assert_eq!(again.running, vec![VgpuHandle::Vf(addr(VF))]);
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -54,7 +54,7 @@ fn create_path(host: &SimHost, parent: &str, type_id: &str) -> PathBuf {
 fn t4_create_by_name_makes_mdev_on_pf() {
     let host = SimHost::mount_for_test("t4-legacy");
     let created = manager(&host)
-        .create(pci(T4), "GRID T4-2Q", Some(FIXED), None)
+        .create(addr(T4), "GRID T4-2Q", Some(FIXED), None)
         .unwrap();
     assert_eq!(
         created,
@@ -74,7 +74,7 @@ fn t4_create_by_name_makes_mdev_on_pf() {
 fn t4_create_lowers_available_instances() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "nvidia-231", None, None)
+        .create(addr(T4), "nvidia-231", None, None)
         .unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (7, 1));
 }
@@ -83,7 +83,7 @@ fn t4_create_lowers_available_instances() {
 fn t4_create_shows_in_mdev_bus() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(FIXED), None)
+        .create(addr(T4), "T4-2Q", Some(FIXED), None)
         .unwrap();
     let device = std::fs::canonicalize(paths(&host).mdev_devices().join(FIXED_TEXT)).unwrap();
     let parent = std::fs::canonicalize(paths(&host).pci_device(&addr(T4))).unwrap();
@@ -95,7 +95,7 @@ fn t4_destroy_removes_mdev() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap();
     assert_eq!(available(&host, T4, "nvidia-231"), (8, 0));
@@ -106,7 +106,7 @@ fn t4_destroy_reports_the_stopped_mdev() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     let destroyed = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap();
     assert_eq!(
@@ -123,9 +123,9 @@ fn t4_destroy_reports_the_stopped_mdev() {
 fn t4_second_type_refused_while_one_in_use() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
-    manager.create(pci(T4), "nvidia-231", None, None).unwrap();
+    manager.create(addr(T4), "nvidia-231", None, None).unwrap();
     let err = manager
-        .create(pci(T4), "nvidia-222", None, None)
+        .create(addr(T4), "nvidia-222", None, None)
         .unwrap_err();
     let Error::NoCapacity {
         gpu,
@@ -171,10 +171,10 @@ fn t4_second_type_refused_while_one_in_use() {
 fn t4_full_type_is_refused_and_creates_nothing() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
-    manager.create(pci(T4), "GRID T4-16Q", None, None).unwrap();
+    manager.create(addr(T4), "GRID T4-16Q", None, None).unwrap();
     let before = inventory(&host);
     let err = manager
-        .create(pci(T4), "GRID T4-16Q", None, None)
+        .create(addr(T4), "GRID T4-16Q", None, None)
         .unwrap_err();
     assert_eq!(
         (err.kind(), inventory(&host)),
@@ -187,10 +187,10 @@ fn t4_duplicate_uuid_is_refused() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     let err = manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
     let Error::AlreadyExists { what, id } = &err else {
         panic!("{err:?}")
@@ -206,10 +206,10 @@ fn t4_create_of_defined_uuid_is_refused_as_defined() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .define(pci(T4), "nvidia-231", Some(FIXED), Start::Manual)
+        .define(addr(T4), "nvidia-231", Some(FIXED), Start::Manual)
         .unwrap();
     let err = manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
     let Error::DefinitionExists { id, path } = &err else {
         panic!("{err:?}")
@@ -233,10 +233,10 @@ fn t4_definition_holds_its_room_from_create() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .define(pci(T4), "GRID T4-16Q", Some(FIXED), Start::Manual)
+        .define(addr(T4), "GRID T4-16Q", Some(FIXED), Start::Manual)
         .unwrap();
     let err = manager
-        .create(pci(T4), "GRID T4-16Q", None, None)
+        .create(addr(T4), "GRID T4-16Q", None, None)
         .unwrap_err();
     let Error::NoCapacity {
         available,
@@ -256,7 +256,7 @@ fn t4_definition_holds_its_room_from_create() {
 fn t4_unknown_type_names_what_is_offered() {
     let host = SimHost::mount_for_test("t4-legacy");
     let err = manager(&host)
-        .create(pci(T4), "T4-3Q", None, None)
+        .create(addr(T4), "T4-3Q", None, None)
         .unwrap_err();
     let Error::UnknownType {
         gpu,
@@ -304,7 +304,7 @@ fn t4_unknown_type_names_what_is_offered() {
 fn t4_path_like_type_is_rejected() {
     let host = SimHost::mount_for_test("t4-legacy");
     let err = manager(&host)
-        .create(pci(T4), "../x", None, None)
+        .create(addr(T4), "../x", None, None)
         .unwrap_err();
     let Error::BadName { value, expected } = &err else {
         panic!("{err:?}")
@@ -320,7 +320,7 @@ fn t4_injected_create_failure_keeps_errno_and_path() {
     let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, EIO, "*/nvidia-231/create");
     let err = manager(&host)
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
     let Error::Write { path, value, .. } = &err else {
         panic!("{err:?}")
@@ -349,7 +349,7 @@ fn t4_injected_create_failure_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/nvidia-231/create");
     let err = manager(&host)
-        .create(pci(T4), "nvidia-231", None, None)
+        .create(addr(T4), "nvidia-231", None, None)
         .unwrap_err();
     assert_eq!(
         (err.errno(), err.kind(), pending(&host), inventory(&host)),
@@ -363,7 +363,7 @@ fn t4_injected_create_failure_with_define_removes_the_definition() {
     host.fail_next(1, EIO, "*/nvidia-231/create");
     let manager = manager(&host);
     let err = manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), Some(Start::Auto))
+        .create(addr(T4), "nvidia-231", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
     assert_eq!(
         (
@@ -380,7 +380,7 @@ fn t4_injected_create_failure_with_define_audits_the_undo() {
     let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, EIO, "*/nvidia-231/create");
     let err = manager(&host)
-        .create(pci(T4), "nvidia-231", Some(FIXED), Some(Start::Auto))
+        .create(addr(T4), "nvidia-231", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), audit(&paths(&host))),
@@ -403,7 +403,7 @@ fn t4_injected_remove_failure_is_busy() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     host.fail_next(1, EBUSY, "*/remove");
     let err = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap_err();
@@ -454,7 +454,7 @@ fn mdev_remove_failing_keeps_the_mdev() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     let before = inventory(&host);
     host.fail_next(1, ENODEV, "*/remove");
@@ -470,7 +470,7 @@ fn mdev_create_refused_for_capacity_is_no_space() {
     let host = SimHost::mount_for_test("t4-legacy");
     host.fail_next(1, ENOSPC, "*/nvidia-231/create");
     let err = manager(&host)
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
     let Error::NoSpace { path, value, .. } = &err else {
         panic!("{err:?}")
@@ -497,9 +497,9 @@ fn mdev_create_refused_for_capacity_is_no_space() {
 fn no_capacity_is_its_own_error_naming_gpu_and_type() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
-    manager.create(pci(T4), "GRID T4-16Q", None, None).unwrap();
+    manager.create(addr(T4), "GRID T4-16Q", None, None).unwrap();
     let err = manager
-        .create(pci(T4), "GRID T4-16Q", None, None)
+        .create(addr(T4), "GRID T4-16Q", None, None)
         .unwrap_err();
     let Error::NoCapacity {
         gpu,
@@ -545,7 +545,7 @@ fn no_capacity_is_its_own_error_naming_gpu_and_type() {
 fn a40_create_goes_on_first_free_vf() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
     let created = manager(&host)
-        .create(pci(A40), "NVIDIA A40-2Q", None, None)
+        .create(addr(A40), "NVIDIA A40-2Q", None, None)
         .unwrap();
     assert_eq!(
         created.placement,
@@ -560,8 +560,8 @@ fn a40_create_goes_on_first_free_vf() {
 fn a40_second_create_skips_used_vf() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
     let manager = manager(&host);
-    manager.create(pci(A40), "nvidia-558", None, None).unwrap();
-    let created = manager.create(pci(A40), "nvidia-558", None, None).unwrap();
+    manager.create(addr(A40), "nvidia-558", None, None).unwrap();
+    let created = manager.create(addr(A40), "nvidia-558", None, None).unwrap();
     assert_eq!(
         created.placement,
         Placement::Mdev {
@@ -575,7 +575,7 @@ fn a40_second_create_skips_used_vf() {
 fn a40_capacity_counts_per_gpu() {
     let host = SimHost::mount_for_test("a40-vf-mdev");
     manager(&host)
-        .create(pci(A40), "nvidia-558", None, None)
+        .create(addr(A40), "nvidia-558", None, None)
         .unwrap();
     assert_eq!(available(&host, A40, "nvidia-558"), (23, 1));
 }
@@ -586,7 +586,7 @@ fn a40_capacity_counts_per_gpu() {
 fn l40s_create_sets_vf_type() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created = manager(&host)
-        .create(pci(L40S), "NVIDIA L40S-8Q", None, None)
+        .create(addr(L40S), "NVIDIA L40S-8Q", None, None)
         .unwrap();
     assert_eq!(
         created,
@@ -606,7 +606,7 @@ fn l40s_create_sets_vf_type() {
 fn l40s_created_vgpu_runs_as_vendor_vf() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     manager(&host)
-        .create(pci(L40S), "L40S-8Q", None, None)
+        .create(addr(L40S), "L40S-8Q", None, None)
         .unwrap();
     assert_eq!(
         gpu(&host, L40S).vgpus,
@@ -622,7 +622,7 @@ fn l40s_created_vgpu_runs_as_vendor_vf() {
 fn l40s_destroy_reports_the_stopped_vendor_vgpu() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    let created = manager.create(pci(L40S), "L40S-8Q", None, None).unwrap();
+    let created = manager.create(addr(L40S), "L40S-8Q", None, None).unwrap();
     let destroyed = manager.destroy(created.id).unwrap();
     assert_eq!(destroyed.stopped, Some(Running::VendorVf { type_id: 1152 }));
 }
@@ -631,7 +631,7 @@ fn l40s_destroy_reports_the_stopped_vendor_vgpu() {
 fn l40s_uuid_for_vf_vgpu_is_refused() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let err = manager(&host)
-        .create(pci(L40S), "L40S-8Q", Some(FIXED), None)
+        .create(addr(L40S), "L40S-8Q", Some(FIXED), None)
         .unwrap_err();
     let Error::UuidNotApplicable { device } = &err else {
         panic!("{err:?}")
@@ -644,7 +644,7 @@ fn l40s_destroy_clears_vf_type() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let before = inventory(&host);
     let manager = manager(&host);
-    let created = manager.create(pci(L40S), "L40S-8Q", None, None).unwrap();
+    let created = manager.create(addr(L40S), "L40S-8Q", None, None).unwrap();
     manager.destroy(created.id).unwrap();
     assert_eq!(inventory(&host), before);
 }
@@ -655,7 +655,7 @@ fn l40s_injected_type_write_failure_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, EIO, "*/current_vgpu_type");
     let err = manager(&host)
-        .create(pci(L40S), "L40S-8Q", None, None)
+        .create(addr(L40S), "L40S-8Q", None, None)
         .unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), inventory(&host)),
@@ -667,7 +667,7 @@ fn l40s_injected_type_write_failure_leaves_host_unchanged() {
 fn vendor_vf_destroy_failing_keeps_the_vgpu() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    let created = manager.create(pci(L40S), "L40S-8Q", None, None).unwrap();
+    let created = manager.create(addr(L40S), "L40S-8Q", None, None).unwrap();
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/current_vgpu_type");
     let err = manager.destroy(created.id).unwrap_err();
@@ -683,8 +683,8 @@ fn vendor_vf_destroy_failing_keeps_the_vgpu() {
 fn flex_plain_vf_create_binds_vfio() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
-    let created = manager.create(pci(FLEX), "vf", None, None).unwrap();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
+    let created = manager.create(addr(FLEX), "vf", None, None).unwrap();
     assert_eq!(
         (created, gpu(&host, FLEX).vfs[0].driver.clone()),
         (
@@ -703,9 +703,9 @@ fn flex_plain_vf_create_binds_vfio() {
 fn flex_plain_vf_destroy_returns_default_driver() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
     let before = inventory(&host);
-    let created = manager.create(pci(FLEX), "vf", None, None).unwrap();
+    let created = manager.create(addr(FLEX), "vf", None, None).unwrap();
     manager.destroy(created.id).unwrap();
     assert_eq!(inventory(&host), before);
 }
@@ -714,7 +714,7 @@ fn flex_plain_vf_destroy_returns_default_driver() {
 fn flex_plain_vf_without_vfs_says_enable_first() {
     let host = SimHost::mount_for_test("flex-sriov");
     let err = manager(&host)
-        .create(pci(FLEX), "vf", None, None)
+        .create(addr(FLEX), "vf", None, None)
         .unwrap_err();
     let Error::NoVfs { gpu, backend } = &err else {
         panic!("{err:?}")
@@ -723,9 +723,4 @@ fn flex_plain_vf_without_vfs_says_enable_first() {
         (*gpu, *backend, err.kind()),
         (addr(FLEX), Backend::Sriov, ErrorKind::Conflict)
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

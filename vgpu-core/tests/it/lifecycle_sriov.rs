@@ -41,7 +41,7 @@ fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "nvidia-231", Some(FIXED), None)
+        .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     let err = manager.bind(addr(T4), "vfio-pci", None, false).unwrap_err();
     let Error::UnbindLockRefused { path } = &err else {
@@ -78,7 +78,7 @@ fn binding_an_idle_nvidia_gpu_away_takes_its_unbind_lock() {
 #[test]
 fn l40s_disable_vfs_through_nvidia_sequence() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    let change = manager(&host).set_vfs(pci(L40S), 0, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(L40S), 0, None, false).unwrap();
     assert_eq!(
         change,
         SriovChange {
@@ -95,8 +95,8 @@ fn l40s_disable_vfs_through_nvidia_sequence() {
 fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    manager.set_vfs(pci(L40S), 0, None, false).unwrap();
-    manager.set_vfs(pci(L40S), 32, None, false).unwrap();
+    manager.set_vfs(addr(L40S), 0, None, false).unwrap();
+    manager.set_vfs(addr(L40S), 32, None, false).unwrap();
     let gpu = gpu(&host, L40S);
     let drivers: Vec<Option<String>> = gpu.vfs.iter().map(|v| v.driver.clone()).collect();
     assert_eq!(
@@ -112,8 +112,8 @@ fn l40s_reenable_vfs_rebinds_pf_and_vfs_to_nvidia() {
 fn l40s_partial_vf_count_is_refused_for_nvidia() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    manager.set_vfs(pci(L40S), 0, None, false).unwrap();
-    let err = manager.set_vfs(pci(L40S), 4, None, false).unwrap_err();
+    manager.set_vfs(addr(L40S), 0, None, false).unwrap();
+    let err = manager.set_vfs(addr(L40S), 4, None, false).unwrap_err();
     let Error::BadVfCount {
         pf,
         asked,
@@ -133,8 +133,8 @@ fn l40s_partial_vf_count_is_refused_for_nvidia() {
 fn l40s_vf_in_use_blocks_disable_without_force() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    manager.create(pci(L40S), "L40S-8Q", None, None).unwrap();
-    let err = manager.set_vfs(pci(L40S), 0, None, false).unwrap_err();
+    manager.create(addr(L40S), "L40S-8Q", None, None).unwrap();
+    let err = manager.set_vfs(addr(L40S), 0, None, false).unwrap_err();
     let Error::InUse { device, by } = &err else {
         panic!("{err:?}")
     };
@@ -148,9 +148,9 @@ fn l40s_vf_in_use_blocks_disable_without_force() {
 fn l40s_failed_numvfs_write_rebinds_nvidia() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    manager.set_vfs(pci(L40S), 0, None, false).unwrap();
+    manager.set_vfs(addr(L40S), 0, None, false).unwrap();
     host.fail_next(1, EIO, "*/sriov_numvfs");
-    let err = manager.set_vfs(pci(L40S), 32, None, false).unwrap_err();
+    let err = manager.set_vfs(addr(L40S), 32, None, false).unwrap_err();
     let gpu = gpu(&host, L40S);
     assert_eq!(
         (err.errno(), pending(&host), gpu.driver, gpu.vfs.len()),
@@ -163,7 +163,7 @@ fn l40s_failed_numvfs_write_rebinds_nvidia() {
 /// The L40S host with its VFs disabled: the start of NVIDIA's enable sequence.
 fn l40s_without_vfs() -> SimHost {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
-    manager(&host).set_vfs(pci(L40S), 0, None, false).unwrap();
+    manager(&host).set_vfs(addr(L40S), 0, None, false).unwrap();
     host
 }
 
@@ -184,7 +184,7 @@ fn nvidia_enable_failing_at_unbind_lock_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, EPERM, "*/unbindLock");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (err.errno(), err.kind(), pending(&host), inventory(&host)),
@@ -198,7 +198,7 @@ fn nvidia_enable_failing_at_driver_override_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), inventory(&host)),
@@ -212,7 +212,7 @@ fn nvidia_enable_failing_at_unbind_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, EBUSY, "*/drivers/nvidia/unbind");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (
@@ -231,7 +231,7 @@ fn nvidia_enable_failing_at_probe_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, ENODEV, "*drivers_probe");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (
@@ -250,7 +250,7 @@ fn nvidia_enable_failing_at_numvfs_leaves_host_unchanged() {
     let before = inventory(&host);
     host.fail_next(1, EIO, "*/sriov_numvfs");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (
@@ -268,7 +268,7 @@ fn nvidia_enable_failing_at_stub_bind_releases_unbind_lock() {
     let host = l40s_without_vfs();
     host.fail_next(1, ENOSPC, "*/0000:41:00.0/driver_override");
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, None, false)
+        .set_vfs(addr(L40S), 32, None, false)
         .unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), unbind_lock(&host)),
@@ -282,7 +282,7 @@ fn nvidia_enable_failing_at_vf_rebind_puts_count_back() {
     host.fail_next(1, EIO, "*/0000:41:00.5/driver_override");
     // Without autoprobe the VFs come up unbound, and each is bound to nvidia in turn.
     let err = manager(&host)
-        .set_vfs(pci(L40S), 32, Some(false), false)
+        .set_vfs(addr(L40S), 32, Some(false), false)
         .unwrap_err();
     let gpu = gpu(&host, L40S);
     assert_eq!(
@@ -311,7 +311,7 @@ fn nvidia_pf_left_on_stub_is_finished() {
     manager
         .bind(addr(L40S), "pci-pf-stub", None, false)
         .unwrap();
-    let change = manager.set_vfs(pci(L40S), 32, None, false).unwrap();
+    let change = manager.set_vfs(addr(L40S), 32, None, false).unwrap();
     let gpu = gpu(&host, L40S);
     assert_eq!(
         (
@@ -328,7 +328,7 @@ fn nvidia_pf_left_on_stub_is_finished() {
 #[test]
 fn flex_enable_vfs_appear() {
     let host = SimHost::mount_for_test("flex-sriov");
-    let change = manager(&host).set_vfs(pci(FLEX), 4, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(FLEX), 4, None, false).unwrap();
     assert_eq!(
         change,
         SriovChange {
@@ -350,8 +350,8 @@ fn flex_enable_vfs_appear() {
 fn flex_change_count_goes_through_zero() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 4, None, false).unwrap();
-    let change = manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 4, None, false).unwrap();
+    let change = manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
     assert_eq!(
         (change.before, change.enabled, change.vfs),
         (4, 2, vec![addr("0000:4d:00.1"), addr("0000:4d:00.2")])
@@ -362,7 +362,7 @@ fn flex_change_count_goes_through_zero() {
 fn flex_count_above_total_is_refused() {
     let host = SimHost::mount_for_test("flex-sriov");
     let err = manager(&host)
-        .set_vfs(pci(FLEX), 17, None, false)
+        .set_vfs(addr(FLEX), 17, None, false)
         .unwrap_err();
     let Error::BadVfCount {
         pf,
@@ -384,7 +384,7 @@ fn flex_count_above_total_writes_nothing() {
     let host = SimHost::mount_for_test("flex-sriov");
     host.reset_counters();
     manager(&host)
-        .set_vfs(pci(FLEX), 17, None, false)
+        .set_vfs(addr(FLEX), 17, None, false)
         .unwrap_err();
     assert_eq!(host.counters().get(FsOp::Write), 0);
 }
@@ -393,9 +393,9 @@ fn flex_count_above_total_writes_nothing() {
 fn flex_injected_disable_failure_keeps_vfs_and_errno() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 4, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 4, None, false).unwrap();
     host.fail_next(1, EIO, "*/sriov_numvfs");
-    let err = manager.set_vfs(pci(FLEX), 2, None, false).unwrap_err();
+    let err = manager.set_vfs(addr(FLEX), 2, None, false).unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), gpu(&host, FLEX).vfs.len()),
         (Some(EIO), NONE_PENDING, 4)
@@ -407,7 +407,7 @@ fn flex_injected_enable_failure_puts_autoprobe_back() {
     let host = SimHost::mount_for_test("flex-sriov");
     host.fail_next(1, EIO, "*/sriov_numvfs");
     let err = manager(&host)
-        .set_vfs(pci(FLEX), 2, Some(false), false)
+        .set_vfs(addr(FLEX), 2, Some(false), false)
         .unwrap_err();
     assert_eq!(
         (
@@ -424,7 +424,7 @@ fn flex_injected_enable_failure_audits_the_undo() {
     let host = SimHost::mount_for_test("flex-sriov");
     host.fail_next(1, EIO, "*/sriov_numvfs");
     let err = manager(&host)
-        .set_vfs(pci(FLEX), 2, Some(false), false)
+        .set_vfs(addr(FLEX), 2, Some(false), false)
         .unwrap_err();
     assert_eq!(
         (err.errno(), pending(&host), audit(&paths(&host))),
@@ -446,9 +446,9 @@ fn flex_injected_enable_failure_audits_the_undo() {
 fn flex_vf_for_guest_blocks_count_change_without_force() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
-    manager.create(pci(FLEX), "vf", None, None).unwrap();
-    let err = manager.set_vfs(pci(FLEX), 0, None, false).unwrap_err();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
+    manager.create(addr(FLEX), "vf", None, None).unwrap();
+    let err = manager.set_vfs(addr(FLEX), 0, None, false).unwrap_err();
     let Error::InUse { device, by } = &err else {
         panic!("{err:?}")
     };
@@ -465,9 +465,9 @@ fn flex_vf_for_guest_is_taken_away_with_force() {
         force: true,
         ..Default::default()
     });
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
-    manager.create(pci(FLEX), "vf", None, None).unwrap();
-    let change = manager.set_vfs(pci(FLEX), 0, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
+    manager.create(addr(FLEX), "vf", None, None).unwrap();
+    let change = manager.set_vfs(addr(FLEX), 0, None, false).unwrap();
     assert_eq!((change.enabled, gpu(&host, FLEX).vfs.len()), (0, 0));
 }
 
@@ -475,7 +475,7 @@ fn flex_vf_for_guest_is_taken_away_with_force() {
 fn flex_injected_probe_failure_rebinds_previous_driver() {
     let host = SimHost::mount_for_test("flex-sriov");
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 1, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 1, None, false).unwrap();
     let vf = gpu(&host, FLEX).vfs[0].clone();
     host.fail_next(1, EIO, "*drivers_probe");
     let err = manager
@@ -495,7 +495,7 @@ fn flex_injected_probe_failure_rebinds_previous_driver() {
 fn autoprobe_off_leaves_new_vfs_unbound() {
     let host = SimHost::mount_for_test("flex-sriov");
     manager(&host)
-        .set_vfs(pci(FLEX), 1, Some(false), false)
+        .set_vfs(addr(FLEX), 1, Some(false), false)
         .unwrap();
     assert_eq!(gpu(&host, FLEX).vfs[0].driver, None);
 }
@@ -504,7 +504,7 @@ fn autoprobe_off_leaves_new_vfs_unbound() {
 fn sriov_slow_enable_is_waited_for() {
     let host = SimHost::mount_for_test("flex-sriov");
     host.control("latency sriov-enable 300").unwrap();
-    let change = manager(&host).set_vfs(pci(FLEX), 2, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(FLEX), 2, None, false).unwrap();
     assert_eq!(change.vfs, vec![addr("0000:4d:00.1"), addr("0000:4d:00.2")]);
 }
 
@@ -512,7 +512,7 @@ fn sriov_slow_enable_is_waited_for() {
 
 fn flex_with_vf() -> (SimHost, PciAddress) {
     let host = SimHost::mount_for_test("flex-sriov");
-    let change = manager(&host).set_vfs(pci(FLEX), 1, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(FLEX), 1, None, false).unwrap();
     (host, change.vfs[0])
 }
 
@@ -598,7 +598,7 @@ fn vfs_that_never_appear_time_out() {
         force: false,
         timeout: std::time::Duration::from_millis(50),
     });
-    let err = manager.set_vfs(pci(FLEX), 2, None, false).unwrap_err();
+    let err = manager.set_vfs(addr(FLEX), 2, None, false).unwrap_err();
     let Error::Timeout {
         what,
         path,
@@ -627,7 +627,7 @@ fn vfs_that_never_appear_count_is_put_back() {
         force: false,
         timeout: std::time::Duration::from_millis(50),
     });
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap_err();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap_err();
     let numvfs =
         std::fs::read_to_string(paths.pci_device(&addr(FLEX)).join("sriov_numvfs")).unwrap();
     assert_eq!(numvfs, "0\n");
@@ -639,7 +639,7 @@ fn vfs_that_never_appear_count_is_put_back() {
 fn flex_vfs_show_their_local_memory_quota() {
     let host = SimHost::mount_for_test("flex-sriov");
     assert!(gpu(&host, FLEX).vfs.is_empty());
-    manager(&host).set_vfs(pci(FLEX), 2, None, false).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 2, None, false).unwrap();
     let quotas: Vec<Option<u64>> = gpu(&host, FLEX).vfs.iter().map(|v| v.memory_mib).collect();
     assert_eq!(quotas, vec![Some(8192), Some(8192)]);
 }
@@ -648,9 +648,4 @@ fn flex_vfs_show_their_local_memory_quota() {
 fn vfs_without_quotas_have_no_memory() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     assert!(gpu(&host, L40S).vfs.iter().all(|v| v.memory_mib.is_none()));
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -87,7 +87,7 @@ fn create_mig_type_writes_free_gpu_instance_before_type() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let created = manager(&host)
         .with_nvml(source(&fake))
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap();
     assert_eq!(
         (
@@ -112,10 +112,10 @@ fn create_second_mig_vgpu_takes_the_next_free_instance() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap();
     manager
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap();
     assert_eq!(nv(&host, VF1, "gpu_instance_id"), Ok("10".to_owned()));
 }
@@ -126,10 +126,10 @@ fn create_mig_type_without_free_instance_names_profile_and_instances() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap();
     let err = manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -144,10 +144,10 @@ fn create_mig_type_without_free_instance_is_no_capacity() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap();
     let err = manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoCapacity);
 }
@@ -157,7 +157,7 @@ fn create_mig_type_with_mig_off_is_mig_mode_off() {
     let (host, fake) = mig_off();
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert!(
         matches!(
@@ -174,7 +174,7 @@ fn create_time_sliced_type_with_mig_off_writes_no_instance() {
     let (host, fake) = mig_off();
     manager(&host)
         .with_nvml(source(&fake))
-        .create(pci(H200), "H200X-141C", None, None)
+        .create(addr(H200), "H200X-141C", None, None)
         .unwrap();
     assert_eq!(
         (
@@ -189,7 +189,7 @@ fn create_time_sliced_type_with_mig_off_writes_no_instance() {
 fn create_mig_type_without_nvml_is_refused_before_writing() {
     let host = SimHost::mount_for_test("h200-mig");
     let err = manager(&host)
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert_eq!(
         (
@@ -217,7 +217,7 @@ fn create_mig_type_that_fails_puts_back_the_vf_s_instance() {
     host.fail_next(1, EIO, &format!("*/{VF0}/nvidia/current_vgpu_type"));
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .create(pci(H200), "H200X-1-18C", None, None)
+        .create(addr(H200), "H200X-1-18C", None, None)
         .unwrap_err();
     assert_eq!(
         (
@@ -235,19 +235,14 @@ fn destroy_mig_vgpu_frees_its_instance_for_the_next() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
     manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap();
     manager.destroy(VgpuHandle::Vf(addr(VF0))).unwrap();
     let again = manager
-        .create(pci(H200), "H200X-2-35C", None, None)
+        .create(addr(H200), "H200X-2-35C", None, None)
         .unwrap();
     assert_eq!(
         (again.id, nv(&host, VF0, "gpu_instance_id")),
         (VgpuHandle::Vf(addr(VF0)), Ok("3".to_owned()))
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -9,17 +9,15 @@
 
 use uuid::Uuid;
 use vgpu_core::{
-    model::{
-        nvml::{
-            ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode,
-            NvmlGpu, NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy,
-            SchedulerState, Unavailable, UtilizationSample, VirtualizationMode, VmId,
-        },
-        pci::PciAddress,
+    model::nvml::{
+        ArrMode, Cause, EccMode, EncoderStats, Fact, GpuInstance, HostVgpuMode, MigMode, NvmlGpu,
+        NvmlVgpu, NvmlVgpuType, Placements, SchedulerCapabilities, SchedulerPolicy, SchedulerState,
+        Unavailable, UtilizationSample, VirtualizationMode, VmId,
     },
     nvml::Nvml,
 };
 use vgpu_sim::{Profile, SimHost};
+use vgpu_testing::addr;
 use vgpu_testing::fake_nvml::{FakeBuild, FakeNvml};
 
 const L40S: &str = include_str!("../../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");
@@ -65,10 +63,6 @@ utilization = [
 
 /// The mdev UUID of `ONE_VGPU`'s vGPU.
 const MDEV_UUID: Uuid = Uuid::from_u128(0x5a0c7d2e_3b4f_4e61_9a8b_7c6d5e4f3a2b);
-
-fn addr(text: &str) -> PciAddress {
-    text.parse().unwrap()
-}
 
 fn load(fake: &FakeNvml) -> Nvml {
     Nvml::load_from(fake.library())

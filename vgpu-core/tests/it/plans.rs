@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::path::{Path, PathBuf};
+use vgpu_testing::addr;
 
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -273,10 +274,10 @@ fn apply_fault_half_way_leaves_the_host_as_it_was() {
     let host = mount("l40s-vendor-vfio");
     let manager = manager(&host);
     manager
-        .create(pci("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
+        .create(addr("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
         .unwrap();
     manager
-        .create(pci("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
+        .create(addr("0000:41:00.0"), "L40S-24Q", None, Some(Start::Auto))
         .unwrap();
     let vgpus_before = in_use(&host);
     let definitions_before = manager.definitions().vf_vgpus().unwrap();
@@ -332,7 +333,7 @@ fn apply_fault_half_way_restarts_the_same_mdevs() {
     let manager = manager(&host);
     let made = manager
         .create(
-            pci("0000:3b:00.0"),
+            addr("0000:3b:00.0"),
             "T4-8Q",
             Some(Uuid::from_u128(1)),
             Some(Start::Manual),
@@ -373,7 +374,7 @@ fn apply_fault_half_way_restarts_the_same_mdevs() {
 fn apply_skips_gpu_whose_vgpu_a_guest_holds_and_does_the_others() {
     let host = mount("t4-legacy");
     let held = manager(&host)
-        .create(pci("0000:3b:00.0"), "T4-8Q", None, None)
+        .create(addr("0000:3b:00.0"), "T4-8Q", None, None)
         .unwrap();
     let VgpuHandle::Mdev(uuid) = held.id else {
         panic!("a T4 vGPU is a mediated device");
@@ -501,7 +502,7 @@ fn apply_stale_plan_is_refused_for_that_gpu() {
         None,
     );
     manager(&host)
-        .create(pci("0000:3b:00.0"), "T4-4Q", None, None)
+        .create(addr("0000:3b:00.0"), "T4-4Q", None, None)
         .unwrap();
 
     let report = apply(&host, &plan).unwrap();
@@ -519,7 +520,12 @@ fn apply_stale_plan_is_refused_for_that_gpu() {
 fn apply_plan_steps_are_in_destroy_then_create_order() {
     let host = mount("t4-legacy");
     manager(&host)
-        .create(pci("0000:3b:00.0"), "T4-8Q", Some(Uuid::from_u128(3)), None)
+        .create(
+            addr("0000:3b:00.0"),
+            "T4-8Q",
+            Some(Uuid::from_u128(3)),
+            None,
+        )
         .unwrap();
 
     let plan = plan_of(
@@ -549,7 +555,7 @@ fn apply_plan_steps_are_in_destroy_then_create_order() {
 fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
     let host = mount("l40s-vendor-vfio");
     manager(&host)
-        .set_vfs(pci("0000:41:00.0"), 0, None, false)
+        .set_vfs(addr("0000:41:00.0"), 0, None, false)
         .unwrap();
     let plan = plan_of(
         &host,
@@ -584,9 +590,4 @@ fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
             vec![("0000:41:00.0".to_owned(), 32)]
         )
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -104,7 +104,7 @@ fn apply_mixed_sizes_sets_quotas_in_vf_order() {
 #[test]
 fn apply_mixed_sizes_on_enabled_vfs_lowers_before_raising() {
     let host = SimHost::mount_for_test("flex-sriov");
-    manager(&host).set_vfs(pci(FLEX), 3, None, true).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 3, None, true).unwrap();
     let plan = plan_of(
         &host,
         &flex_entry("default", "[\"8GiB\", \"4GiB\", \"4GiB\"]"),
@@ -182,7 +182,7 @@ fn plan_wrong_quota_is_one_step_naming_the_vf_wanted_and_found() {
 #[test]
 fn apply_fault_on_the_second_quota_puts_the_first_back() {
     let host = SimHost::mount_for_test("flex-sriov");
-    manager(&host).set_vfs(pci(FLEX), 4, None, true).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 4, None, true).unwrap();
     let plan = plan_of(&host, &flex_entry("default", "\"4x2GiB\""));
     host.fail_next(1, EIO, "*/iov/vf2/gt0/lmem_quota");
 
@@ -372,7 +372,7 @@ fn apply_quota_plan_records_each_quota_in_the_sriov_definition() {
 #[test]
 fn apply_fault_on_a_quota_puts_the_sriov_definition_back() {
     let host = SimHost::mount_for_test("flex-sriov");
-    manager(&host).set_vfs(pci(FLEX), 4, None, true).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 4, None, true).unwrap();
     let before = manager(&host).definitions().sriov().unwrap();
     host.fail_next(1, EIO, "*/iov/vf2/gt0/lmem_quota");
 
@@ -524,7 +524,7 @@ fn restore_fault_on_a_quota_fails_that_vf_and_leaves_it_off_vfio_pci() {
 fn desktops_rebooted_with_vf1_on_vfio_pci() -> SimHost {
     let host = desktops_rebooted();
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 5, None, false).unwrap();
+    manager.set_vfs(addr(FLEX), 5, None, false).unwrap();
     manager.bind(addr(VF1), "vfio-pci", None, false).unwrap();
     host
 }
@@ -597,7 +597,7 @@ fn set_vfs_defining_the_same_count_keeps_the_recorded_quotas() {
     apply(&host, &plan_of(&host, DESKTOPS));
     let before = manager(&host).definitions().sriov().unwrap();
 
-    manager(&host).set_vfs(pci(FLEX), 5, None, true).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 5, None, true).unwrap();
 
     assert_eq!(manager(&host).definitions().sriov().unwrap(), before);
 }
@@ -610,7 +610,7 @@ fn set_vfs_defining_another_count_drops_the_recorded_quotas() {
         &plan_of(&host, &flex_entry("default", "[\"8GiB\", \"4x2GiB\"]")),
     );
 
-    manager(&host).set_vfs(pci(FLEX), 4, None, true).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 4, None, true).unwrap();
 
     assert_eq!(
         (manager(&host).definitions().sriov().unwrap(), quotas(&host)),
@@ -624,9 +624,4 @@ fn set_vfs_defining_another_count_drops_the_recorded_quotas() {
             vec![4 * GIB; 4]
         )
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -80,7 +80,7 @@ fn held_open(err: &Error) -> Option<(&str, u32, &str, &str)> {
 fn destroy_of_an_mdev_open_by_a_process_is_refused_naming_it() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();
@@ -106,7 +106,7 @@ fn destroy_of_an_mdev_open_by_a_process_is_refused_naming_it() {
 fn destroy_with_force_of_an_mdev_held_open_times_out_naming_what_it_waited_for() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();
@@ -139,7 +139,7 @@ fn destroy_with_force_of_an_mdev_held_open_times_out_naming_what_it_waited_for()
 fn destroy_with_force_timed_out_removal_takes_effect_when_the_holder_exits() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     host.hold(QEMU, "qemu-system-x86", &group_node(&mdev_dir(&host, UUID)))
         .unwrap();
@@ -156,7 +156,7 @@ fn destroy_with_force_timed_out_removal_takes_effect_when_the_holder_exits() {
 fn destroy_with_force_goes_through_when_the_holder_exits_in_time() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     host.hold(QEMU, "qemu-system-x86", &group_node(&mdev_dir(&host, UUID)))
         .unwrap();
@@ -178,7 +178,7 @@ fn destroy_with_force_goes_through_when_the_holder_exits_in_time() {
 fn stop_with_force_of_a_vendor_vf_held_open_times_out() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created = manager(&host)
-        .create(pci(L40S), "L40S-24Q", None, None)
+        .create(addr(L40S), "L40S-24Q", None, None)
         .unwrap();
     let VgpuHandle::Vf(vf) = created.id else {
         panic!("a vendor-VFIO vGPU is named by its VF: {:?}", created.id);
@@ -237,7 +237,7 @@ fn disabling_vfs_with_force_while_one_is_held_open_times_out() {
             force: true,
             timeout: Duration::from_millis(200),
         })
-        .set_vfs(pci(FLEX), 0, None, false)
+        .set_vfs(addr(FLEX), 0, None, false)
         .unwrap_err();
     assert_eq!(
         (
@@ -258,7 +258,7 @@ fn disabling_vfs_with_force_while_one_is_held_open_times_out() {
 fn destroy_after_the_holder_exits_goes_through() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();
@@ -271,7 +271,7 @@ fn destroy_after_the_holder_exits_goes_through() {
 fn a_process_holding_another_device_does_not_block_destroy() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     host.hold(QEMU, "qemu-system-x86", "/dev/vfio/999").unwrap();
     manager(&host).destroy(VgpuHandle::Mdev(UUID)).unwrap();
@@ -282,7 +282,7 @@ fn a_process_holding_another_device_does_not_block_destroy() {
 fn stop_of_a_vendor_vf_open_through_its_cdev_is_refused() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let created = manager(&host)
-        .create(pci(L40S), "L40S-24Q", None, None)
+        .create(addr(L40S), "L40S-24Q", None, None)
         .unwrap();
     let VgpuHandle::Vf(vf) = created.id else {
         panic!("a vendor-VFIO vGPU is named by its VF: {:?}", created.id);
@@ -307,8 +307,8 @@ fn stop_of_a_vendor_vf_open_through_its_cdev_is_refused() {
 /// A plain VF given to a guest: neither `unbind` nor disabling the VFs takes it away.
 fn flex_vf_open_by_qemu(host: &SimHost) -> (Manager, vgpu_core::model::pci::PciAddress, String) {
     let manager = manager(host);
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
-    let created = manager.create(pci(FLEX), "vf", None, None).unwrap();
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
+    let created = manager.create(addr(FLEX), "vf", None, None).unwrap();
     let VgpuHandle::Vf(vf) = created.id else {
         panic!("a plain VF is named by its address: {:?}", created.id);
     };
@@ -340,7 +340,7 @@ fn unbind_of_a_plain_vf_open_by_a_process_is_refused() {
 fn disabling_vfs_while_one_is_open_by_a_process_is_refused() {
     let host = SimHost::mount_for_test("flex-sriov");
     let (manager, vf, node) = flex_vf_open_by_qemu(&host);
-    let err = manager.set_vfs(pci(FLEX), 0, None, false).unwrap_err();
+    let err = manager.set_vfs(addr(FLEX), 0, None, false).unwrap_err();
     assert_eq!(
         (held_open(&err), gpu(&host, FLEX).vfs.len()),
         (
@@ -359,7 +359,7 @@ fn disabling_vfs_while_one_is_open_by_a_process_is_refused() {
 fn guard_reads_the_holders_command_name() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), None)
+        .create(addr(T4), "T4-2Q", Some(UUID), None)
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(7, "crosvm", "/dev/null").unwrap();
@@ -400,11 +400,6 @@ fn bind_of_a_plain_vf_open_by_a_process_to_another_driver_is_refused() {
     );
 }
 
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
-}
-
 /// Undefining takes the vGPU away at the next boot: refused while a process holds it open,
 /// and the definition stays.
 #[test]
@@ -412,7 +407,7 @@ fn undefine_of_a_defined_mdev_open_by_a_process_is_refused_naming_it() {
     let host = SimHost::mount_for_test("t4-legacy");
     let manager = manager(&host);
     manager
-        .create(pci(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
+        .create(addr(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();
@@ -443,7 +438,7 @@ fn undefine_of_a_defined_mdev_open_by_a_process_is_refused_naming_it() {
 fn undefine_with_force_of_a_defined_mdev_open_by_a_process_removes_only_its_definition() {
     let host = SimHost::mount_for_test("t4-legacy");
     manager(&host)
-        .create(pci(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
+        .create(addr(T4), "T4-2Q", Some(UUID), Some(Start::Manual))
         .unwrap();
     let node = group_node(&mdev_dir(&host, UUID));
     host.hold(QEMU, "qemu-system-x86", &node).unwrap();

@@ -37,7 +37,7 @@ fn set_scheduler_asks_nvml_for_policy_and_timeslice() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(Some(2)))
+        .set_scheduler(addr(L40S), equal_share(Some(2)))
         .unwrap();
     assert_eq!(
         fake.calls().unwrap(),
@@ -52,7 +52,7 @@ fn set_scheduler_reads_the_new_state_back() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let change = manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(Some(2)))
+        .set_scheduler(addr(L40S), equal_share(Some(2)))
         .unwrap();
     assert_eq!(
         (
@@ -77,7 +77,7 @@ fn set_scheduler_already_so_asks_nothing() {
     let change = manager(&host)
         .with_nvml(source(&fake))
         .set_scheduler(
-            pci(L40S),
+            addr(L40S),
             SchedulerRequest {
                 policy: SchedulerPolicy::BestEffort,
                 timeslice_ms: None,
@@ -96,7 +96,7 @@ fn set_scheduler_is_audited_under_the_lock() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(None))
+        .set_scheduler(addr(L40S), equal_share(None))
         .unwrap();
     assert_eq!(
         audit(&paths(&host)),
@@ -113,9 +113,9 @@ fn set_scheduler_with_vgpu_running_is_refused_before_nvml() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let manager = manager(&host).with_nvml(source(&fake));
-    manager.create(pci(L40S), "L40S-24Q", None, None).unwrap();
+    manager.create(addr(L40S), "L40S-24Q", None, None).unwrap();
     let err = manager
-        .set_scheduler(pci(L40S), equal_share(None))
+        .set_scheduler(addr(L40S), equal_share(None))
         .unwrap_err();
     assert_eq!(
         (err.to_string(), fake.calls().unwrap()),
@@ -136,7 +136,7 @@ fn set_scheduler_nvml_refusal_is_passed_on_with_its_reason() {
     let fake = FakeNvml::on_sim(&data, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(None))
+        .set_scheduler(addr(L40S), equal_share(None))
         .unwrap_err();
     assert!(
         matches!(
@@ -156,7 +156,7 @@ fn set_scheduler_timeslice_out_of_range_is_refused_before_nvml() {
     let fake = FakeNvml::on_sim(NVML_DATA, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(Some(40)))
+        .set_scheduler(addr(L40S), equal_share(Some(40)))
         .unwrap_err();
     assert_eq!(
         (err.to_string(), fake.calls().unwrap()),
@@ -173,7 +173,7 @@ fn set_scheduler_on_legacy_driver_is_function_not_found() {
     let fake = FakeNvml::build_on_sim(FakeBuild::Legacy, NVML_DATA, host.root()).unwrap();
     let err = manager(&host)
         .with_nvml(source(&fake))
-        .set_scheduler(pci(L40S), equal_share(None))
+        .set_scheduler(addr(L40S), equal_share(None))
         .unwrap_err();
     assert!(
         matches!(
@@ -188,7 +188,7 @@ fn set_scheduler_on_legacy_driver_is_function_not_found() {
 fn set_scheduler_without_nvml_is_not_loaded() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let err = manager(&host)
-        .set_scheduler(pci(L40S), equal_share(None))
+        .set_scheduler(addr(L40S), equal_share(None))
         .unwrap_err();
     assert!(
         matches!(&err, Error::Nvml(NvmlError::NotLoaded { needed_for, .. })
@@ -201,15 +201,10 @@ fn set_scheduler_without_nvml_is_not_loaded() {
 fn set_scheduler_on_intel_gpu_is_not_nvidia() {
     let host = SimHost::mount_for_test("mixed");
     let err = manager(&host)
-        .set_scheduler(pci("0001:03:00.0"), equal_share(None))
+        .set_scheduler(addr("0001:03:00.0"), equal_share(None))
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "0001:03:00.0 is not an NVIDIA GPU: the vGPU scheduler applies to NVIDIA GPUs only"
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

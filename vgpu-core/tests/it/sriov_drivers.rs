@@ -28,7 +28,7 @@ fn flex_with(edit: impl FnOnce(&mut vgpu_sim::profile::SriovSpec)) -> SimHost {
 #[test]
 fn set_vfs_partial_enable_reports_requested_and_enabled() {
     let host = flex_with(|s| s.driver_enables_at_most = Some(3));
-    let change = manager(&host).set_vfs(pci(FLEX), 4, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(FLEX), 4, None, false).unwrap();
     assert_eq!(
         change,
         SriovChange {
@@ -49,7 +49,7 @@ fn set_vfs_partial_enable_reports_requested_and_enabled() {
 fn set_vfs_above_driver_lowered_total_is_refused_with_that_total() {
     let host = flex_with(|s| s.driver_max_vfs = Some(7));
     let err = manager(&host)
-        .set_vfs(pci(FLEX), 8, None, false)
+        .set_vfs(addr(FLEX), 8, None, false)
         .unwrap_err();
     let Error::BadVfCount { asked, total, .. } = &err else {
         panic!("{err:?}")
@@ -60,7 +60,7 @@ fn set_vfs_above_driver_lowered_total_is_refused_with_that_total() {
 #[test]
 fn set_vfs_up_to_driver_lowered_total_enables_them() {
     let host = flex_with(|s| s.driver_max_vfs = Some(7));
-    let change = manager(&host).set_vfs(pci(FLEX), 7, None, false).unwrap();
+    let change = manager(&host).set_vfs(addr(FLEX), 7, None, false).unwrap();
     assert_eq!((change.requested, change.enabled), (7, 7));
 }
 
@@ -76,7 +76,7 @@ fn flex_probing_late() -> SimHost {
 #[test]
 fn set_vfs_waits_for_the_new_vfs_driver() {
     let host = flex_probing_late();
-    manager(&host).set_vfs(pci(FLEX), 2, None, false).unwrap();
+    manager(&host).set_vfs(addr(FLEX), 2, None, false).unwrap();
     let drivers: Vec<Option<String>> = gpu(&host, FLEX).vfs.into_iter().map(|v| v.driver).collect();
     assert_eq!(
         drivers,
@@ -90,8 +90,8 @@ fn set_vfs_waits_for_the_new_vfs_driver() {
 fn vf_given_to_a_guest_right_after_set_vfs_goes_back_to_i915() {
     let host = flex_probing_late();
     let manager = manager(&host);
-    manager.set_vfs(pci(FLEX), 1, None, false).unwrap();
-    let created = manager.create(pci(FLEX), "vf", None, None).unwrap();
+    manager.set_vfs(addr(FLEX), 1, None, false).unwrap();
+    let created = manager.create(addr(FLEX), "vf", None, None).unwrap();
     manager.destroy(created.id).unwrap();
     assert_eq!(
         (
@@ -107,9 +107,9 @@ fn vf_given_to_a_guest_right_after_set_vfs_goes_back_to_i915() {
 fn nvidia_set_vfs_with_late_probe_leaves_every_vf_on_nvidia() {
     let host = SimHost::mount_for_test("l40s-vendor-vfio");
     let manager = manager(&host);
-    manager.set_vfs(pci(L40S), 0, None, false).unwrap();
+    manager.set_vfs(addr(L40S), 0, None, false).unwrap();
     host.control("latency async-probe 300").unwrap();
-    manager.set_vfs(pci(L40S), 32, None, false).unwrap();
+    manager.set_vfs(addr(L40S), 32, None, false).unwrap();
     let vfs = gpu(&host, L40S).vfs;
     let on_nvidia = vfs
         .iter()
@@ -133,9 +133,4 @@ fn bind_vfio_pci_to_pf_with_vfs_is_not_bound_and_pf_goes_back() {
         (wanted.as_str(), found.clone(), gpu(&host, L40S).driver),
         ("vfio-pci", None, Some("nvidia".to_owned()))
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

@@ -20,13 +20,13 @@ fn each_kind_of_discovered_vgpu_is_attached_and_owned() {
     let state = tempfile::tempdir().unwrap();
     let paths = HostPaths::new(sim.root()).with_state_root(state.path());
     let manager = Manager::new(&paths, "vgpu-libvirt test");
-    let mdev = manager.create(pci(T4), "T4-2Q", None, None).unwrap().id;
+    let mdev = manager.create(addr(T4), "T4-2Q", None, None).unwrap().id;
     let vendor_vf = manager
-        .create(pci(L40S), "L40S-24Q", None, None)
+        .create(addr(L40S), "L40S-24Q", None, None)
         .unwrap()
         .id;
-    manager.set_vfs(pci(FLEX), 2, None, false).unwrap();
-    let plain_vf = manager.create(pci(FLEX), "vf", None, None).unwrap().id;
+    manager.set_vfs(addr(FLEX), 2, None, false).unwrap();
+    let plain_vf = manager.create(addr(FLEX), "vf", None, None).unwrap().id;
     let inventory = discover(&paths).unwrap();
 
     let conn = connect(BINARY);
@@ -78,9 +78,4 @@ fn each_kind_of_discovered_vgpu_is_attached_and_owned() {
             (plain_vf, FLEX.to_owned(), vec!["discovered-1".to_owned()]),
         ]
     );
-}
-
-/// The PCI address `text` spells.
-fn pci(text: &str) -> vgpu_core::model::pci::PciAddress {
-    text.parse().expect("a PCI address")
 }

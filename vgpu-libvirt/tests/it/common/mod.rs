@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use uuid::Uuid;
-use vgpu_core::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle, pci::PciAddress};
+use vgpu_core::model::{Backend, Gpu, Inventory, Vf, Vgpu, VgpuHandle};
 use vgpu_domain::embedded_uri;
 use vgpu_libvirt::Connection;
 
@@ -114,9 +114,7 @@ impl Drop for TestDomain<'_> {
     }
 }
 
-pub fn addr(text: &str) -> PciAddress {
-    text.parse().unwrap()
-}
+pub use vgpu_testing::addr;
 
 pub fn mdev(n: u128) -> Uuid {
     Uuid::from_u128(0xc0ffee00_0000_4000_8000_000000000000 | n)
