@@ -26,23 +26,7 @@ pub fn read_desired(path: &Path) -> Result<DesiredFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MIG_PARTED: &str = "version: v1
-mig-configs:
-  custom:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2]
-      device-filter: \"0x233510DE\"
-      mig-enabled: true
-      mig-devices:
-        \"1g.18gb\": 3
-        \"2g.35gb\": 2
-  all-enabled:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {}
-";
+    use crate::plan::testing::MIG_PARTED;
 
     #[test]
     fn desired_file_read_detects_mig_parted() {

@@ -1,6 +1,7 @@
 //! MIG geometry in desired-state files: `host.toml`'s `mig`, the geometry vgpu-device-manager
 //! types imply, and mig-parted's format; every bad input located.
 
+use crate::testing::MIG_PARTED;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -343,23 +344,6 @@ fn device_manager_no_types_implies_no_geometry() {
 
     assert_eq!(yaml(text, "none").entries[0].mig, None);
 }
-
-const MIG_PARTED: &str = "version: v1
-mig-configs:
-  custom:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2]
-      device-filter: \"0x233510DE\"
-      mig-enabled: true
-      mig-devices:
-        \"1g.18gb\": 3
-        \"2g.35gb\": 2
-  all-enabled:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {}
-";
 
 fn nvidia(indices: Option<Vec<u32>>, device_ids: Vec<(u16, u16)>) -> Selection {
     Selection {
