@@ -103,6 +103,7 @@ LAYERS = {
         "geometry",
         "planner",
         "place",
+        "tenants",
         "testing",
     ],
     "vgpu-core": [

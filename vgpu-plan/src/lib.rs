@@ -35,6 +35,7 @@ pub mod offers;
 pub mod place;
 pub mod planner;
 pub mod steps;
+pub mod tenants;
 pub mod testing;
 
 pub use capacity::{
