@@ -114,6 +114,7 @@ fn main() {
         devices: mdevs.iter().map(|u| VgpuHandle::Mdev(*u)).collect(),
         vgpu_type: None,
         flavor: None,
+        tenant: String::new(),
     };
     let mut mdev = run(&sim, &manager, &mdev_domain, &config);
 
@@ -126,6 +127,7 @@ fn main() {
             .collect(),
         vgpu_type: Some("L40S-12Q".to_owned()),
         flavor: None,
+        tenant: String::new(),
     };
     let mut vf = run(&sim, &manager, &vf_domain, &config);
 

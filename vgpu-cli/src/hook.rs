@@ -105,6 +105,7 @@ fn prepare(cli: &Cli, paths: &HostPaths) -> Result<()> {
         devices: domain.hostdevs.iter().map(|h| h.device).collect(),
         vgpu_type: domain.vgpu_type,
         flavor: domain.nova_flavor,
+        tenant: domain.tenant.map(|t| t.name).unwrap_or_default(),
     };
     let prepared = crate::manager(cli, paths).prepare_domain(&request, &config)?;
     tracing::info!(

@@ -412,6 +412,8 @@ pub enum ErrorKind {
     HostFault,
     /// A signal stopped the command; what it had done was undone.
     Interrupted,
+    /// The tenant policy (`tenants.toml`) forbids it: another GPU, or another tenant's quota.
+    Policy,
 }
 
 impl fmt::Display for ErrorKind {
@@ -425,6 +427,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::BadInput => "bad-input",
             ErrorKind::HostFault => "host-fault",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Policy => "policy",
         })
     }
 }

@@ -504,6 +504,18 @@ pub enum Error {
         /// The hook's configuration file.
         path: PathBuf,
     },
+    /// The tenant policy forbids what a domain would hold: the first rule it breaks.
+    #[error("domain {domain:?} of tenant {tenant:?}: refused by {}: {violation}", path.display())]
+    PolicyRefused {
+        /// The domain's name.
+        domain: String,
+        /// Its tenant (`""` for none).
+        tenant: String,
+        /// The policy file.
+        path: PathBuf,
+        /// The rule broken, with the tenants and the GPU or quota.
+        violation: Box<crate::plan::tenants::Violation>,
+    },
     /// The libvirt hook could not make one of a domain's devices ready.
     #[error("domain {domain}: cannot make {device} ready{}", from.as_deref().map(|f| format!(" ({f})")).unwrap_or_default())]
     HookDevice {
@@ -618,6 +630,7 @@ impl Error {
             | Error::MigResetPending { .. } => ErrorKind::Conflict,
             Error::NoGpuInstance { .. } => ErrorKind::NotFound,
             Error::Interrupted { .. } => ErrorKind::Interrupted,
+            Error::PolicyRefused { .. } => ErrorKind::Policy,
             Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::MigNoFit { .. } => {
                 ErrorKind::NoCapacity
             }

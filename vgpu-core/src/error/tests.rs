@@ -125,6 +125,7 @@ fn has_source(err: &Error) -> bool {
         | Error::NotOwned { .. }
         | Error::HoldersUnknown { .. }
         | Error::Interrupted { .. }
+        | Error::PolicyRefused { .. }
         | Error::InUse { .. }
         | Error::HeldOpen { .. }
         | Error::AlreadyExists { .. }

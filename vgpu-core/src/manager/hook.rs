@@ -16,6 +16,11 @@
 //! - anything else (a device of no GPU, a whole GPU, a plain VF libvirt binds itself) is not
 //!   the hook's, and is left to libvirt.
 //!
+//! Under a tenant policy (`etc/vgpu/tenants.toml`), what the domain would then hold is checked
+//! against what other domains' records hold ([`check`](crate::plan::tenants::check)) before
+//! anything is made. A domain that breaks a rule is refused, naming it; a policy file that
+//! cannot be read refuses every domain with GPU devices.
+//!
 //! What it is about to make is recorded first (`run/vgpu/hook/<domain-uuid>`), then made; if
 //! one device cannot be made, everything this run made and recorded is undone.
 //!
@@ -37,9 +42,15 @@ use crate::discovery::discover_gpu;
 use crate::error::{Error, Object, Result};
 use crate::host::nvidia::NvidiaVf;
 use crate::host::pci_device::PciDevice;
+use crate::model::Inventory;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::plan::tenants::{Holding, check};
 use crate::state::hook::{HookConfig, Made, Record, other_records, read_record, record_path};
+
+use super::policy::{
+    self, holding_of, planned_holding, policy_path, read_policy, settled_inventory,
+};
 use crate::state::store::MdevDefinition;
 
 /// A domain as libvirt hands it to the hook: what its XML names.
@@ -56,6 +67,9 @@ pub struct HookDomain {
     pub vgpu_type: Option<String>,
     /// Its Nova flavor's name (`<nova:flavor name="…">`).
     pub flavor: Option<String>,
+    /// Its tenant (`<vgpu:vgpu tenant="…">`, else Nova's project); `""` for none. The tenant
+    /// policy (`etc/vgpu/tenants.toml`) applies to it.
+    pub tenant: String,
 }
 
 /// What `prepare` did.
@@ -164,7 +178,11 @@ pub(super) fn prepare(
             None => prepared.ignored.push(id),
         }
     }
-    if plans.is_empty() && prepared.adopted.is_empty() {
+    if plans.is_empty() && prepared.adopted.is_empty() && prepared.running.is_empty() {
+        return Ok(prepared);
+    }
+    let holds_changed = keep_policy(op, domain, &mut record, &plans, &prepared, others)?;
+    if plans.is_empty() && prepared.adopted.is_empty() && !holds_changed {
         return Ok(prepared);
     }
     // Recorded first: a hook killed half-way leaves a record naming what it may have made.
@@ -184,6 +202,81 @@ pub(super) fn prepare(
         prepared.made.push(made);
     }
     Ok(prepared)
+}
+
+/// Refuses `domain` when what it would hold (its record's devices, what it found running, and
+/// `plans`) breaks the tenant policy beside what other domains' records hold. Sets the record's
+/// tenant, and its `holds` to the running devices not made for it; returns whether `holds`
+/// changed. Without a policy file nothing is read.
+fn keep_policy(
+    op: &Operation<'_>,
+    domain: &HookDomain,
+    record: &mut Record,
+    plans: &[Plan],
+    prepared: &Prepared,
+    others: Option<Vec<(PathBuf, Record)>>,
+) -> Result<bool> {
+    record.tenant.clone_from(&domain.tenant);
+    let paths = op.paths();
+    let Some(policy) = read_policy(paths)? else {
+        return Ok(false);
+    };
+    let inventory = settled_inventory(paths, op.store())?;
+    let others = match others {
+        Some(others) => others,
+        None => other_records(paths, domain.uuid)?,
+    };
+    let held = policy::held(&inventory, others.iter().map(|(_, r)| r));
+    let holds: Vec<VgpuHandle> = prepared
+        .running
+        .iter()
+        .copied()
+        .filter(|id| !record.made.iter().any(|m| m.handle() == *id))
+        .filter(|id| holding_of(&inventory, "", "", *id).is_some())
+        .collect();
+    let (tenant, name) = (domain.tenant.as_str(), domain.name.as_str());
+    let mut new: Vec<Holding> = record
+        .made
+        .iter()
+        .map(Made::handle)
+        .chain(holds.iter().copied())
+        .filter_map(|id| holding_of(&inventory, tenant, name, id))
+        .collect();
+    for plan in plans {
+        let planned = match plan {
+            Plan::Mdev(def) => def.parent.parse::<PciAddress>().ok().and_then(|parent| {
+                let gpu = physical_gpu(&inventory, parent)?;
+                planned_holding(&inventory, tenant, name, gpu, &def.mdev_type)
+            }),
+            Plan::VendorType { vf, type_id } => physical_gpu(&inventory, *vf).and_then(|gpu| {
+                planned_holding(&inventory, tenant, name, gpu, &type_id.to_string())
+            }),
+            Plan::Binding { address, .. } => {
+                holding_of(&inventory, tenant, name, VgpuHandle::Vf(*address))
+            }
+        };
+        new.extend(planned);
+    }
+    if let Some(violation) = check(&policy, &held, &new).into_iter().next() {
+        return Err(Error::PolicyRefused {
+            domain: domain.name.clone(),
+            tenant: domain.tenant.clone(),
+            path: policy_path(paths),
+            violation: Box::new(violation),
+        });
+    }
+    let changed = record.holds != holds;
+    record.holds = holds;
+    Ok(changed)
+}
+
+/// The physical GPU of `inventory` that `address` is, or is a VF of.
+fn physical_gpu(inventory: &Inventory, address: PciAddress) -> Option<PciAddress> {
+    inventory
+        .gpus
+        .iter()
+        .find(|g| g.address == address || g.vfs.iter().any(|vf| vf.address == address))
+        .map(|g| g.address)
 }
 
 /// Takes over another domain's claim on the running device `id`, unless a process holds it open
@@ -398,6 +491,7 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
     let Some(record) = read_record(&path)? else {
         return Ok(released);
     };
+    let tenant = record.tenant;
     let mut kept = Vec::new();
     for made in record.made {
         let id = made.handle();
@@ -437,7 +531,11 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
     }
     let bytes = match kept.is_empty() {
         true => None,
-        false => Some(Record::new(name, kept).encode(&path)?),
+        false => {
+            let mut rewritten = Record::new(name, kept);
+            rewritten.tenant = tenant;
+            Some(rewritten.encode(&path)?)
+        }
     };
     op.replace_file(&path, bytes.as_deref())?;
     Ok(released)

@@ -21,8 +21,12 @@
 //!   {"version": 1, "domain": "vm1", "made": [
 //!     {"kind": "mdev", "uuid": "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c"},
 //!     {"kind": "vendor-type", "vf": "0000:5e:00.4", "type_id": 1151},
-//!     {"kind": "binding", "address": "0001:03:00.1", "driver": "vfio-pci"}]}
+//!     {"kind": "binding", "address": "0001:03:00.1", "driver": "vfio-pci"}],
+//!    "tenant": "acme", "holds": ["0000:5e:00.5"]}
 //!   ```
+//!
+//!   `tenant` is the domain's; `holds` lists devices it uses that it found running, which
+//!   `release` leaves alone. The tenant policy counts both lists for the tenant.
 //!
 //!   It lives under `run/` because what it names does not survive a reboot either.
 
@@ -91,6 +95,13 @@ pub(crate) struct Record {
     pub(crate) domain: String,
     /// What was made, in the order it was made.
     pub(crate) made: Vec<Made>,
+    /// The domain's tenant (`""` for none): what the tenant policy counts the devices for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) tenant: String,
+    /// The GPU devices the domain uses that were there before it started: counted for its
+    /// tenant, never taken back. Written only under a tenant policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) holds: Vec<VgpuHandle>,
 }
 
 impl Record {
@@ -99,6 +110,8 @@ impl Record {
             version: RECORD_VERSION,
             domain: domain.to_owned(),
             made,
+            tenant: String::new(),
+            holds: Vec::new(),
         }
     }
 

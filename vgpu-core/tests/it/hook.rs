@@ -27,6 +27,7 @@ fn domain(uuid: Uuid, devices: &[&str], vgpu_type: Option<&str>) -> HookDomain {
         devices: devices.iter().map(|d| d.parse().unwrap()).collect(),
         vgpu_type: vgpu_type.map(str::to_owned),
         flavor: None,
+        tenant: String::new(),
     }
 }
 
