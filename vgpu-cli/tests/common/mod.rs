@@ -179,3 +179,33 @@ pub(crate) fn supported_types(types: &Output) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The libvirt hook `vgpuctl hook install` writes for `host`, with the global options
+/// `global` (`--nvml-library`) passed on, in a temporary directory of its own.
+pub(crate) fn install_hook(host: &Host, global: &[&str]) -> tempfile::TempDir {
+    let hooks = tempfile::tempdir().unwrap();
+    let mut args = global.to_vec();
+    args.extend(["hook", "install", "--dir", hooks.path().to_str().unwrap()]);
+    let out = vgpuctl(host, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    hooks
+}
+
+/// Runs the hook installed in `hooks` as libvirt does: `env -i qemu.d/vgpu NAME OP SUBOP -`,
+/// the domain XML on stdin.
+pub(crate) fn run_hook(hooks: &Path, name: &str, op: &str, subop: &str, xml: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(hooks.join("qemu.d/vgpu"))
+        .args([name, op, subop, "-"])
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The hook may exit without reading all of a refused document, closing the pipe.
+    let _written = stdin.write_all(xml.as_bytes());
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}

@@ -1,0 +1,316 @@
+//! The tenant policy (`etc/vgpu/tenants.toml`) through the libvirt hook exactly as libvirt
+//! runs it, on simulated hosts: each rule in both directions where it has two, quotas crossed
+//! by a domain's second vGPU, a broken policy file refusing every vGPU domain, and 16 domains
+//! of two tenants kept apart starting at once.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{Host, host, install_hook, run_hook, stderr};
+
+/// The simulated `mixed` host's L40S (vendor-specific VFIO, 32 VFs).
+const L40S: &str = "0000:5e:00.0";
+/// The simulated `h200-mig` host's H200 (MIG mode, two free `1g.18gb` instances).
+const H200: &str = "0000:18:00.0";
+const NS: &str = "https://example.invalid/vgpu/1";
+
+/// The PCI address of VF `index` of the PF at bus `bus` (VF offset 4, stride 1).
+fn vf(bus: &str, index: u32) -> String {
+    let function = 4 + index;
+    format!("0000:{bus}:{:02x}.{}", function / 8, function % 8)
+}
+
+/// The L40S's VF `index`.
+fn l40s_vf(index: u32) -> String {
+    vf("5e", index)
+}
+
+fn hostdev(address: &str) -> String {
+    let (domain, rest) = address.split_once(':').unwrap();
+    let (bus, rest) = rest.split_once(':').unwrap();
+    let (slot, function) = rest.split_once('.').unwrap();
+    format!(
+        "    <hostdev mode='subsystem' type='pci' managed='no'><source><address \
+         domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/></source>\
+         </hostdev>\n"
+    )
+}
+
+/// Domain number `n`, named `vm<n>`, of `tenant`, asking for `vgpu_type` on each of `vfs`.
+fn domain(n: u32, tenant: &str, vgpu_type: &str, vfs: &[String]) -> String {
+    let devices: String = vfs.iter().map(|a| hostdev(a)).collect();
+    format!(
+        "<domain type='kvm'>\n  <name>vm{n}</name>\n  \
+         <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata><vgpu:vgpu \
+         xmlns:vgpu=\"{NS}\" type=\"{vgpu_type}\" tenant=\"{tenant}\"/></metadata>\n  \
+         <memory unit='KiB'>65536</memory>\n  <devices>\n{devices}  </devices>\n</domain>\n"
+    )
+}
+
+struct Tenants {
+    host: Host,
+    hooks: tempfile::TempDir,
+}
+
+impl Tenants {
+    /// `profile` with `policy` as its tenants.toml and the hook installed with `global`.
+    fn new(profile: &str, policy: &str, global: &[&str]) -> Self {
+        let host = host(profile);
+        let dir = host.state.path().join("etc/vgpu");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tenants.toml"), policy).unwrap();
+        let hooks = install_hook(&host, global);
+        Tenants { host, hooks }
+    }
+
+    /// `prepare begin` of domain `n`.
+    fn start(&self, n: u32, tenant: &str, vgpu_type: &str, vfs: &[String]) -> Output {
+        let xml = domain(n, tenant, vgpu_type, vfs);
+        run_hook(
+            self.hooks.path(),
+            &format!("vm{n}"),
+            "prepare",
+            "begin",
+            &xml,
+        )
+    }
+
+    /// The hook's exit code and stderr, with the state root shown as `<state>`.
+    fn outcome(&self, out: &Output) -> (Option<i32>, String) {
+        let state = self.host.state.path().to_str().unwrap();
+        (out.status.code(), stderr(out).replace(state, "<state>"))
+    }
+
+    /// The type id on `vf` now (`0`: none).
+    fn vf_type(&self, vf: &str) -> String {
+        let path = Path::new("sys/bus/pci/devices")
+            .join(vf)
+            .join("nvidia/current_vgpu_type");
+        std::fs::read_to_string(self.host.sim.root().join(path))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+/// The one line a refusal of `vm<n>` writes.
+fn refused(n: u32, tenant: &str, rule: &str) -> (Option<i32>, String) {
+    (
+        Some(1),
+        format!(
+            "vgpu hook: vm{n} prepare: domain \"vm{n}\" of tenant \"{tenant}\": refused by \
+             <state>/etc/vgpu/tenants.toml: {rule}\n"
+        ),
+    )
+}
+
+const OK: (Option<i32>, String) = (Some(0), String::new());
+
+#[test]
+fn exclusive_keeps_a_stranger_off_its_gpu_and_itself_off_a_strangers() {
+    let policy = "[tenant.acme]\nisolation = \"exclusive\"\n";
+    let exclusive = format!(
+        "exclusive: tenant \"acme\" shares no GPU, and {L40S} holds vGPUs of \"acme\" and \
+         \"globex\""
+    );
+    // The stranger comes second.
+    let t = Tenants::new("mixed", policy, &[]);
+    let first = t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)]);
+    let second = t.start(2, "globex", "L40S-12Q", &[l40s_vf(1)]);
+    assert_eq!(
+        (
+            t.outcome(&first),
+            t.outcome(&second),
+            t.vf_type(&l40s_vf(1))
+        ),
+        (OK, refused(2, "globex", &exclusive), "0".to_owned())
+    );
+    // The exclusive tenant comes second.
+    let t = Tenants::new("mixed", policy, &[]);
+    t.start(1, "globex", "L40S-12Q", &[l40s_vf(0)]);
+    let second = t.start(2, "acme", "L40S-12Q", &[l40s_vf(1)]);
+    assert_eq!(t.outcome(&second), refused(2, "acme", &exclusive));
+}
+
+#[test]
+fn hardware_refuses_a_time_sliced_vgpu_beside_another_tenant() {
+    let t = Tenants::new("mixed", "[tenant.initech]\nisolation = \"hardware\"\n", &[]);
+    t.start(1, "globex", "L40S-12Q", &[l40s_vf(0)]);
+    let second = t.start(2, "initech", "L40S-12Q", &[l40s_vf(1)]);
+    assert_eq!(
+        t.outcome(&second),
+        refused(
+            2,
+            "initech",
+            &format!(
+                "hardware: tenant \"initech\" takes only hardware partitions beside other \
+                 tenants, and {L40S} holds a time-sliced vGPU of \"initech\" beside \"globex\""
+            )
+        )
+    );
+}
+
+#[test]
+fn hardware_allows_a_mig_backed_vgpu_beside_another_tenant() {
+    let t = Tenants::new(
+        "h200-mig",
+        "[tenant.initech]\nisolation = \"hardware\"\n",
+        &[],
+    );
+    // The test NVML reads this host's simulator; the hook is given its library.
+    let data = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+    let fake = vgpu_testing::fake_nvml::FakeNvml::on_sim(data, t.host.sim.root()).unwrap();
+    let library = fake.library().to_str().unwrap().to_owned();
+    let hooks = install_hook(&t.host, &["--nvml-library", &library]);
+    let start = |n: u32, tenant: &str, index: u32| {
+        let xml = domain(n, tenant, "H200X-1-18C", &[vf("18", index)]);
+        run_hook(hooks.path(), &format!("vm{n}"), "prepare", "begin", &xml)
+    };
+    let first = start(1, "globex", 0);
+    let second = start(2, "initech", 1);
+    let types = (t.vf_type(&vf("18", 0)), t.vf_type(&vf("18", 1)));
+    assert_eq!((t.outcome(&first), t.outcome(&second)), (OK, OK), "{H200}");
+    // Both hold the MIG-backed type, each on a GPU instance of its own.
+    assert!(types.0 == types.1 && types.0 != "0", "{types:?}");
+}
+
+#[test]
+fn spread_refuses_two_of_a_tenants_vgpus_on_one_gpu_leaving_nothing_made() {
+    let t = Tenants::new("mixed", "[tenant.acme]\nspread = true\n", &[]);
+    let out = t.start(1, "acme", "L40S-12Q", &[l40s_vf(0), l40s_vf(1)]);
+    assert_eq!(
+        (
+            t.outcome(&out),
+            t.vf_type(&l40s_vf(0)),
+            t.vf_type(&l40s_vf(1))
+        ),
+        (
+            refused(
+                1,
+                "acme",
+                &format!(
+                    "spread: tenant \"acme\" has at most one vGPU per GPU, and {L40S} holds 2 of \
+                     its vGPUs"
+                )
+            ),
+            "0".to_owned(),
+            "0".to_owned()
+        )
+    );
+}
+
+#[test]
+fn apart_from_holds_both_ways() {
+    let policy = "[tenant.acme]\n\n[tenant.globex]\napart_from = [\"acme\"]\n";
+    let apart = format!(
+        "apart_from: tenant \"globex\" is kept apart from \"acme\", and {L40S} holds vGPUs of \
+         both"
+    );
+    for (first, second) in [("acme", "globex"), ("globex", "acme")] {
+        let t = Tenants::new("mixed", policy, &[]);
+        t.start(1, first, "L40S-12Q", &[l40s_vf(0)]);
+        let out = t.start(2, second, "L40S-12Q", &[l40s_vf(1)]);
+        assert_eq!(t.outcome(&out), refused(2, second, &apart), "{first} first");
+    }
+}
+
+#[test]
+fn quotas_refuse_the_domain_whose_second_vgpu_crosses_them() {
+    // max_vgpus: one domain with two vGPUs, nothing left made.
+    let t = Tenants::new("mixed", "[tenant.acme]\nmax_vgpus = 1\n", &[]);
+    let out = t.start(1, "acme", "L40S-12Q", &[l40s_vf(0), l40s_vf(1)]);
+    assert_eq!(
+        (t.outcome(&out), t.vf_type(&l40s_vf(0))),
+        (
+            refused(
+                1,
+                "acme",
+                "max_vgpus: tenant \"acme\" may hold 1 vGPUs, and would hold 2"
+            ),
+            "0".to_owned()
+        )
+    );
+    // max_framebuffer: a second domain crossing it.
+    let t = Tenants::new("mixed", "[tenant.acme]\nmax_framebuffer = \"12GiB\"\n", &[]);
+    let first = t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)]);
+    let second = t.start(2, "acme", "L40S-12Q", &[l40s_vf(1)]);
+    assert_eq!(
+        (t.outcome(&first), t.outcome(&second)),
+        (
+            OK,
+            refused(
+                2,
+                "acme",
+                "max_framebuffer: tenant \"acme\" may hold 12288 MiB of frame buffer, and would \
+                 hold 24576 MiB"
+            )
+        )
+    );
+}
+
+#[test]
+fn a_broken_policy_file_refuses_every_vgpu_domain_naming_the_file() {
+    let t = Tenants::new("mixed", "[tenant.acme]\nisolation = \"strict\"\n", &[]);
+    let vgpu_domain = t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)]);
+    let no_devices = t.start(2, "acme", "L40S-12Q", &[]);
+    assert_eq!(
+        (
+            t.outcome(&vgpu_domain),
+            t.outcome(&no_devices),
+            t.vf_type(&l40s_vf(0))
+        ),
+        (
+            (
+                Some(1),
+                "vgpu hook: vm1 prepare: <state>/etc/vgpu/tenants.toml:2:13: unknown isolation \
+                 \"strict\" of tenant \"acme\": expected \"shared\", \"exclusive\" or \
+                 \"hardware\"\n"
+                    .to_owned()
+            ),
+            OK,
+            "0".to_owned()
+        )
+    );
+}
+
+#[test]
+fn sixteen_domains_of_two_tenants_kept_apart_starting_at_once_never_share_a_gpu() {
+    let policy = "[tenant.acme]\n\n[tenant.globex]\napart_from = [\"acme\"]\n";
+    let t = Tenants::new("mixed", policy, &[]);
+    let outs: Vec<(u32, &str, Output)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..16u32)
+            .map(|n| {
+                let tenant = if n % 2 == 0 { "acme" } else { "globex" };
+                let t = &t;
+                scope.spawn(move || (n, tenant, t.start(n + 1, tenant, "L40S-1Q", &[l40s_vf(n)])))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let started: Vec<&str> = outs
+        .iter()
+        .filter(|(_, _, out)| out.status.success())
+        .map(|(_, tenant, _)| *tenant)
+        .collect();
+    // One tenant holds the L40S, all eight of its domains started; the other's eight were
+    // refused by the rule.
+    assert_eq!(started.len(), 8, "{started:?}");
+    assert!(started.iter().all(|t| *t == started[0]), "{started:?}");
+    for (n, tenant, out) in &outs {
+        if !out.status.success() {
+            assert!(
+                stderr(out).contains(&format!(
+                    "vm{} prepare: domain \"vm{}\" of tenant \"{tenant}\": refused by",
+                    n + 1,
+                    n + 1
+                )) && stderr(out).contains("apart_from: tenant \"globex\" is kept apart"),
+                "{}",
+                stderr(out)
+            );
+        }
+    }
+}
