@@ -8,7 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use vgpu_cli::{Cli, EXIT_OK, VmCommand, emit, handle, render};
-use vgpu_core::{HostPaths, Manager, discover, model::VgpuHandle, state::Start};
+use vgpu_core::{HostPaths, Manager, discover, manager::Claim, model::VgpuHandle, state::Start};
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Connection;
 
@@ -81,13 +81,23 @@ pub(crate) fn run(
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
+            let manager = vgpu_cli::manager(cli, paths);
+            let claim = Claim {
+                uuid: target.uuid,
+                name: target.name.clone(),
+                tenant: conn.tenant(domain)?.map(|t| t.name).unwrap_or_default(),
+            };
+            let to = Target {
+                conn: &conn,
+                manager: &manager,
+                claim: &claim,
+            };
             let done = match (id, gpu, type_name) {
                 (Some(id), None, None) => {
-                    attach_existing(&conn, paths, domain, handle(paths, id)?, scope, shape)?
+                    attach_existing(&to, paths, handle(paths, id)?, scope, shape)?
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
-                    &conn,
-                    vgpu_cli::manager(cli, paths),
+                    &to,
                     paths,
                     cli,
                     &target,
@@ -134,6 +144,10 @@ pub(crate) fn run(
                         .context(format!("cannot detach {id} from {domain}")));
                 }
             };
+            // Once the domain names it in no scope, its tenant holds it no more.
+            if changed && !conn.hostdevs(domain)?.iter().any(|a| a.device == id) {
+                vgpu_cli::manager(cli, paths).unhold(target.uuid, &[id])?;
+            }
             if *destroy {
                 // Another domain, or another scope of this one, may still name it: the
                 // removal policy of every command that takes a device away decides.
@@ -204,22 +218,39 @@ fn guest(address: vgpu_core::model::pci::PciAddress) -> Result<GuestAddress> {
     })
 }
 
-/// Attaches the existing vGPU `id`.
+/// The domain an `attach` gives a vGPU to, with what it is reached through.
+struct Target<'a> {
+    conn: &'a Connection,
+    manager: &'a Manager,
+    /// The domain as the tenant policy sees it.
+    claim: &'a Claim,
+}
+
+/// Attaches the existing vGPU `id`, when the tenant policy lets the domain hold it
+/// ([`Manager::admit`]).
 fn attach_existing(
-    conn: &Connection,
+    to: &Target<'_>,
     paths: &HostPaths,
-    domain: &str,
     id: VgpuHandle,
     scope: Scope,
     shape: Shape,
 ) -> Result<Attached> {
+    let (conn, domain) = (to.conn, to.claim.name.as_str());
     let inventory = discover(paths)?;
     let mut hostdev = Hostdev::for_vgpu(&inventory, id)?;
     hostdev.display = shape.display;
     hostdev.guest_address = shape.guest_address;
     let changed = !holds(conn, domain, id, scope)?;
-    conn.attach(domain, &hostdev, scope)
-        .with_context(|| format!("cannot attach {id} to {domain}"))?;
+    to.manager.admit(to.claim, &[id])?;
+    let attached = conn
+        .attach(domain, &hostdev, scope)
+        .with_context(|| format!("cannot attach {id} to {domain}"));
+    if let Err(err) = attached {
+        if let Err(undo) = to.manager.unhold(to.claim.uuid, &[id]) {
+            tracing::error!(%id, "cannot forget the vGPU after a failed attach: {undo:#}");
+        }
+        return Err(err);
+    }
     Ok(Attached {
         domain: domain.to_owned(),
         id,
@@ -251,14 +282,14 @@ struct NewVgpu<'a> {
 /// domain on `gpu`; finds it instead when an earlier run made it. A failed attach destroys the
 /// vGPU this run made.
 fn attach_new(
-    conn: &Connection,
-    manager: Manager,
+    to: &Target<'_>,
     paths: &HostPaths,
     cli: &Cli,
     domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {
+    let (conn, manager) = (to.conn, to.manager);
     // Settled, so that each type has its one identity at every fill level.
     let inventory = manager
         .capacity_state(&cli.nvml_source().load(paths))
@@ -302,7 +333,7 @@ fn attach_new(
     if let Some(id) = existing {
         let type_id = match gpu.vgpus.iter().find(|v| v.id == id) {
             Some(vgpu) => Some(vgpu.type_id.clone()),
-            None => defined_type(&manager, id)?,
+            None => defined_type(manager, id)?,
         };
         if let Some(type_id) = type_id {
             vgpu_core::plan::capacity::check_handout(gpu, id, &type_id, new.type_name)?;
@@ -328,7 +359,7 @@ fn attach_new(
             (made.id, Made::Created)
         }
     };
-    let result = attach_existing(conn, paths, &domain.name, id, scope, new.shape);
+    let result = attach_existing(to, paths, id, scope, new.shape);
     match (result, made) {
         (Ok(mut done), made) => {
             done.created = made == Made::Created;

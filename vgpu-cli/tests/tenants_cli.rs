@@ -314,3 +314,81 @@ fn sixteen_domains_of_two_tenants_kept_apart_starting_at_once_never_share_a_gpu(
         }
     }
 }
+
+/// Defines domain `name` of `tenant` on the embedded libvirt at `uri`, with `virsh` in a
+/// process of its own (libvirt embeds its QEMU driver at one root per process).
+fn define(uri: &str, dir: &Path, name: &str, tenant: &str) {
+    let xml = dir.join(format!("{name}.xml"));
+    std::fs::write(
+        &xml,
+        format!(
+            "<domain type='kvm'><name>{name}</name><memory unit='MiB'>64</memory>\
+             <metadata><vgpu:vgpu xmlns:vgpu=\"{NS}\" tenant=\"{tenant}\"/></metadata>\
+             <os><type arch='x86_64' machine='pc'>hvm</type></os>\
+             <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new("virsh")
+        .args(["-c", uri, "define"])
+        .arg(&xml)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "virsh define: {}", stderr(&out));
+}
+
+#[test]
+fn attach_refuses_what_the_policy_forbids_as_kind_policy_and_detach_frees_the_gpu() {
+    let t = Tenants::new("mixed", "[tenant.acme]\nisolation = \"exclusive\"\n", &[]);
+    let libvirt = tempfile::tempdir().unwrap();
+    let uri = vgpu_domain::embedded_uri(libvirt.path());
+    define(&uri, libvirt.path(), "vm-a", "acme");
+    define(&uri, libvirt.path(), "vm-g", "globex");
+    let attach = |domain: &str| {
+        common::vgpuctl(
+            &t.host,
+            &[
+                "--connect",
+                &uri,
+                "attach",
+                domain,
+                "--gpu",
+                L40S,
+                "--type",
+                "L40S-12Q",
+                "--json",
+            ],
+        )
+    };
+    let globex = attach("vm-g");
+    let vf = common::json(&globex)["id"].as_str().unwrap().to_owned();
+    let acme = attach("vm-a");
+    let refusal = common::json(&acme);
+    // Nothing was left for vm-a: its vGPU was created, refused, and destroyed again.
+    let made = (0..4).filter(|i| t.vf_type(&l40s_vf(*i)) != "0").count();
+    assert_eq!(
+        (
+            globex.status.code(),
+            acme.status.code(),
+            refusal["kind"].as_str(),
+            made
+        ),
+        (Some(0), Some(1), Some("policy"), 1),
+        "{refusal}"
+    );
+    assert!(
+        refusal["error"].as_str().unwrap().contains(&format!(
+            "domain \"vm-a\" of tenant \"acme\": refused by {}/etc/vgpu/tenants.toml: exclusive: \
+             tenant \"acme\" shares no GPU, and {L40S} holds vGPUs of \"acme\" and \"globex\"",
+            t.host.state.path().display()
+        )),
+        "{refusal}"
+    );
+    // Once vm-g lets its vGPU go, acme may have the GPU.
+    let detach = common::vgpuctl(
+        &t.host,
+        &["--connect", &uri, "detach", "vm-g", &vf, "--destroy"],
+    );
+    assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
+    assert_eq!(attach("vm-a").status.code(), Some(0));
+}

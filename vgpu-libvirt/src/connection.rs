@@ -342,6 +342,17 @@ impl Connection {
             .map(|assigned| assigned.merged())
     }
 
+    /// The tenant `domain`'s metadata names (its live XML when it runs, else its persistent
+    /// XML): `vgpu`'s own label, else Nova's project.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Domain`] when its XML is refused.
+    pub fn tenant(&self, domain: &str) -> Result<Option<vgpu_domain::xml::Tenant>> {
+        let dom = self.lookup(domain, "read")?;
+        Ok(self.assigned(&dom, domain)?.tenant)
+    }
+
     /// Attaches `hostdev` to `domain` in `scope` (`virDomainAttachDeviceFlags` with
     /// `VIR_DOMAIN_AFFECT_LIVE` and/or `VIR_DOMAIN_AFFECT_CONFIG`).
     ///

@@ -42,15 +42,11 @@ use crate::discovery::discover_gpu;
 use crate::error::{Error, Object, Result};
 use crate::host::nvidia::NvidiaVf;
 use crate::host::pci_device::PciDevice;
-use crate::model::Inventory;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::plan::tenants::{Holding, check};
 use crate::state::hook::{HookConfig, Made, Record, other_records, read_record, record_path};
 
-use super::policy::{
-    self, holding_of, planned_holding, policy_path, read_policy, settled_inventory,
-};
+use super::policy::{Claim, enforce, holding_of};
 use crate::state::store::MdevDefinition;
 
 /// A domain as libvirt hands it to the hook: what its XML names.
@@ -217,16 +213,29 @@ fn keep_policy(
     others: Option<Vec<(PathBuf, Record)>>,
 ) -> Result<bool> {
     record.tenant.clone_from(&domain.tenant);
-    let paths = op.paths();
-    let Some(policy) = read_policy(paths)? else {
+    let mut existing: Vec<VgpuHandle> = record.made.iter().map(Made::handle).collect();
+    existing.extend(prepared.running.iter().copied());
+    let mut planned = Vec::new();
+    for plan in plans {
+        match plan {
+            Plan::Mdev(def) => {
+                if let Ok(parent) = def.parent.parse::<PciAddress>() {
+                    planned.push((parent, def.mdev_type.clone()));
+                }
+            }
+            Plan::VendorType { vf, type_id } => planned.push((*vf, type_id.to_string())),
+            // A plain VF exists already: only its driver changes.
+            Plan::Binding { address, .. } => existing.push(VgpuHandle::Vf(*address)),
+        }
+    }
+    let claim = Claim {
+        uuid: domain.uuid,
+        name: domain.name.clone(),
+        tenant: domain.tenant.clone(),
+    };
+    let Some(inventory) = enforce(op, &claim, &existing, &planned, others)? else {
         return Ok(false);
     };
-    let inventory = settled_inventory(paths, op.store())?;
-    let others = match others {
-        Some(others) => others,
-        None => other_records(paths, domain.uuid)?,
-    };
-    let held = policy::held(&inventory, others.iter().map(|(_, r)| r));
     let holds: Vec<VgpuHandle> = prepared
         .running
         .iter()
@@ -234,49 +243,9 @@ fn keep_policy(
         .filter(|id| !record.made.iter().any(|m| m.handle() == *id))
         .filter(|id| holding_of(&inventory, "", "", *id).is_some())
         .collect();
-    let (tenant, name) = (domain.tenant.as_str(), domain.name.as_str());
-    let mut new: Vec<Holding> = record
-        .made
-        .iter()
-        .map(Made::handle)
-        .chain(holds.iter().copied())
-        .filter_map(|id| holding_of(&inventory, tenant, name, id))
-        .collect();
-    for plan in plans {
-        let planned = match plan {
-            Plan::Mdev(def) => def.parent.parse::<PciAddress>().ok().and_then(|parent| {
-                let gpu = physical_gpu(&inventory, parent)?;
-                planned_holding(&inventory, tenant, name, gpu, &def.mdev_type)
-            }),
-            Plan::VendorType { vf, type_id } => physical_gpu(&inventory, *vf).and_then(|gpu| {
-                planned_holding(&inventory, tenant, name, gpu, &type_id.to_string())
-            }),
-            Plan::Binding { address, .. } => {
-                holding_of(&inventory, tenant, name, VgpuHandle::Vf(*address))
-            }
-        };
-        new.extend(planned);
-    }
-    if let Some(violation) = check(&policy, &held, &new).into_iter().next() {
-        return Err(Error::PolicyRefused {
-            domain: domain.name.clone(),
-            tenant: domain.tenant.clone(),
-            path: policy_path(paths),
-            violation: Box::new(violation),
-        });
-    }
     let changed = record.holds != holds;
     record.holds = holds;
     Ok(changed)
-}
-
-/// The physical GPU of `inventory` that `address` is, or is a VF of.
-fn physical_gpu(inventory: &Inventory, address: PciAddress) -> Option<PciAddress> {
-    inventory
-        .gpus
-        .iter()
-        .find(|g| g.address == address || g.vfs.iter().any(|vf| vf.address == address))
-        .map(|g| g.address)
 }
 
 /// Takes over another domain's claim on the running device `id`, unless a process holds it open

@@ -7,16 +7,20 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::Result;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
+use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
 use crate::plan::capacity::HostState;
 use crate::plan::tenants::{Holding, Policy, TenantPolicy, Violation, check};
-use crate::state::hook::{Record, other_records};
+use crate::state::hook::{Record, other_records, read_record, record_path};
 use crate::state::store::{Store, add_recorded_offers};
 
 use super::Manager;
+use super::session::Operation;
 
 /// The largest policy file read.
 const FILE_LIMIT: usize = 256 * 1024;
@@ -102,7 +106,7 @@ pub(crate) fn planned_holding(
     inventory: &Inventory,
     tenant: &str,
     domain: &str,
-    gpu: crate::model::pci::PciAddress,
+    gpu: PciAddress,
     type_id: &str,
 ) -> Option<Holding> {
     let gpu = inventory.gpus.iter().find(|g| g.address == gpu)?;
@@ -115,6 +119,73 @@ pub(crate) fn planned_holding(
             hardware,
         }
     }))
+}
+
+/// The physical GPU of `inventory` that `address` is, or is a VF of.
+fn physical_gpu(inventory: &Inventory, address: PciAddress) -> Option<PciAddress> {
+    inventory
+        .gpus
+        .iter()
+        .find(|g| g.address == address || g.vfs.iter().any(|vf| vf.address == address))
+        .map(|g| g.address)
+}
+
+/// A domain as the tenant policy sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The domain's UUID, which names its record.
+    pub uuid: Uuid,
+    /// Its name.
+    pub name: String,
+    /// Its tenant; `""` for none.
+    pub tenant: String,
+}
+
+/// Refuses `claim` ([`Error::PolicyRefused`]) when it holding `existing` devices and new
+/// vGPUs of `planned` (device, type id) breaks the tenant policy beside what other domains'
+/// records hold (`others`, read when `None`). Returns the settled inventory it read, or
+/// `None` without a policy file (then nothing is read). A policy file that cannot be read is
+/// an error: the caller fails closed.
+pub(crate) fn enforce(
+    op: &Operation<'_>,
+    claim: &Claim,
+    existing: &[VgpuHandle],
+    planned: &[(PciAddress, String)],
+    others: Option<Vec<(PathBuf, Record)>>,
+) -> Result<Option<Inventory>> {
+    let paths = op.paths();
+    let Some(policy) = read_policy(paths)? else {
+        return Ok(None);
+    };
+    let inventory = settled_inventory(paths, op.store())?;
+    let others = match others {
+        Some(others) => others,
+        None => other_records(paths, claim.uuid)?,
+    };
+    let held = held(&inventory, others.iter().map(|(_, r)| r));
+    let (tenant, name) = (claim.tenant.as_str(), claim.name.as_str());
+    let mut seen = Vec::new();
+    let mut new = Vec::new();
+    for id in existing {
+        if !seen.contains(id) {
+            seen.push(*id);
+            new.extend(holding_of(&inventory, tenant, name, *id));
+        }
+    }
+    for (device, type_id) in planned {
+        let planned = physical_gpu(&inventory, *device)
+            .and_then(|gpu| planned_holding(&inventory, tenant, name, gpu, type_id));
+        new.extend(planned);
+    }
+    if let Some(violation) = check(&policy, &held, &new).into_iter().next() {
+        return Err(Error::PolicyRefused {
+            domain: claim.name.clone(),
+            tenant: claim.tenant.clone(),
+            path: policy_path(paths),
+            violation: Box::new(violation),
+        });
+    }
+    Ok(Some(inventory))
 }
 
 /// What every record gives its domain's tenant: the devices made for it and those it holds.
@@ -210,5 +281,62 @@ impl Manager {
             path.as_deref(),
             &holdings,
         ))
+    }
+}
+
+impl Manager {
+    /// Under the host lock: refuses `domain` the devices `ids` when holding them, beside what
+    /// its record and other domains' records hold, breaks the tenant policy
+    /// ([`Error::PolicyRefused`], kind `policy`); otherwise records them for the domain, so
+    /// that later checks count them. `attach` asks this before attaching. Without a policy
+    /// file nothing is read or written.
+    pub fn admit(&self, domain: &Claim, ids: &[VgpuHandle]) -> Result<()> {
+        if read_policy(&self.paths)?.is_none() {
+            return Ok(());
+        }
+        self.mutate("admit", &domain.name, |op| {
+            let path = record_path(op.paths(), domain.uuid);
+            let mut record =
+                read_record(&path)?.unwrap_or_else(|| Record::new(&domain.name, Vec::new()));
+            let mut existing: Vec<VgpuHandle> = record.made.iter().map(|m| m.handle()).collect();
+            existing.extend(record.holds.iter().copied());
+            existing.extend(ids.iter().copied());
+            let Some(inventory) = enforce(op, domain, &existing, &[], None)? else {
+                return Ok(());
+            };
+            record.tenant.clone_from(&domain.tenant);
+            for id in ids {
+                let made = record.made.iter().any(|m| m.handle() == *id);
+                let gpu = holding_of(&inventory, "", "", *id).is_some();
+                if !made && gpu && !record.holds.contains(id) {
+                    record.holds.push(*id);
+                }
+            }
+            op.replace_file(&path, Some(&record.encode(&path)?))
+        })
+    }
+
+    /// Forgets that `domain` (by UUID) holds `ids`: after a detach, or an attach that failed
+    /// after [`Manager::admit`]. What the hook made for it stays its own until `release`.
+    pub fn unhold(&self, domain: Uuid, ids: &[VgpuHandle]) -> Result<()> {
+        let path = record_path(&self.paths, domain);
+        if !path.exists() {
+            return Ok(());
+        }
+        self.mutate("unhold", &domain.to_string(), |op| {
+            let Some(mut record) = read_record(&path)? else {
+                return Ok(());
+            };
+            let before = record.holds.len();
+            record.holds.retain(|id| !ids.contains(id));
+            if record.holds.len() == before {
+                return Ok(());
+            }
+            let bytes = match record.made.is_empty() && record.holds.is_empty() {
+                true => None,
+                false => Some(record.encode(&path)?),
+            };
+            op.replace_file(&path, bytes.as_deref())
+        })
     }
 }
