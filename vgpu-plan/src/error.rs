@@ -48,6 +48,22 @@ pub enum Error {
         /// How many fit.
         fits: u32,
     },
+    /// Fewer vGPUs than asked fit on GPUs where the tenant policy lets the tenant have them;
+    /// nothing was chosen.
+    #[error(
+        "{asked} vGPU(s) asked for tenant {tenant:?}, the GPUs the tenant policy allows can \
+         take {fits}: {violation}"
+    )]
+    PolicyPlacement {
+        /// The tenant.
+        tenant: String,
+        /// How many were asked for.
+        asked: u32,
+        /// How many fit within the policy.
+        fits: u32,
+        /// The first rule that kept a GPU with room from the tenant.
+        violation: Box<crate::tenants::Violation>,
+    },
     /// A vGPU is not of the type a domain asked for: it is not handed out.
     #[error("{device} is a {has} vGPU, not the {wanted} asked for")]
     WrongType {
@@ -73,6 +89,7 @@ impl Error {
             Error::Desired { .. } | Error::BadName(_) => ErrorKind::BadInput,
             Error::NoConfig { .. } => ErrorKind::NotFound,
             Error::NoPlacement { .. } => ErrorKind::NoCapacity,
+            Error::PolicyPlacement { .. } => ErrorKind::Policy,
             Error::WrongType { .. } => ErrorKind::Conflict,
         }
     }

@@ -30,6 +30,7 @@ use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
 use crate::offers::{Rule, sriov_memory_mib};
 use crate::parse::strip_vendor_prefix;
 use crate::steps::{Before, GpuPlan, Plan, Step, Want};
+use crate::tenants::{self, Holding, Violation};
 use crate::{DefinitionSet, HostState};
 
 /// How to choose among GPUs that can take a vGPU.
@@ -98,10 +99,56 @@ struct Slot<'a> {
     taken: u32,
 }
 
+/// Whose new vGPUs are placed, under which tenant policy, beside what the host holds: only
+/// GPUs where each new vGPU keeps the policy are chosen ([`tenants::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenancy {
+    /// The tenant the vGPUs are for.
+    pub tenant: String,
+    /// The host's tenant policy.
+    pub policy: tenants::Policy,
+    /// What every domain holds now.
+    pub held: Vec<Holding>,
+}
+
 /// Chooses GPUs (and VFs) for `request.count` new vGPUs on the host `host` describes, under
 /// `policy`. Fails with [`Error::NoPlacement`] when fewer fit (saying how many), choosing
 /// nothing. Pure: reads and changes nothing.
 pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result<Vec<Pick>> {
+    place_with(host, request, policy, None)
+}
+
+/// [`place`] for a tenant: each pick keeps the tenant policy beside what is held and what the
+/// earlier picks take ([`tenants::check`], as the hook and `attach` ask). Fails with
+/// [`Error::PolicyPlacement`] naming the first rule that keeps a GPU with room from it when
+/// fewer fit.
+pub fn place_for_tenant(
+    host: &HostState,
+    request: &PlaceRequest,
+    policy: Policy,
+    tenancy: &Tenancy,
+) -> Result<Vec<Pick>> {
+    place_with(host, request, policy, Some(tenancy))
+}
+
+/// What a pick from `slot` would be for `tenancy`'s tenant.
+fn holding(tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
+    Holding {
+        tenant: tenancy.tenant.clone(),
+        domain: String::new(),
+        gpu: slot.gpu.address,
+        framebuffer_mib: slot.framebuffer_mib.unwrap_or(0),
+        // A whole plain VF, or a MIG-backed type: partitioned in hardware.
+        hardware: slot.ty.is_none_or(|t| t.mig.is_some()),
+    }
+}
+
+fn place_with(
+    host: &HostState,
+    request: &PlaceRequest,
+    policy: Policy,
+    tenancy: Option<&Tenancy>,
+) -> Result<Vec<Pick>> {
     let mut slots: Vec<Slot<'_>> = host
         .inventory
         .gpus
@@ -118,11 +165,27 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
         });
     }
     let mut picks = Vec::with_capacity(request.count as usize);
+    let mut held = tenancy.map(|t| t.held.clone()).unwrap_or_default();
+    // The first rule that kept a GPU with room from the tenant, for the error.
+    let mut refusal: Option<Violation> = None;
     for _ in 0..request.count {
+        let keeps = |slot: &Slot<'_>| match tenancy {
+            None => None,
+            Some(tenancy) => tenants::check(&tenancy.policy, &held, &[holding(tenancy, slot)])
+                .into_iter()
+                .next(),
+        };
         let best = slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.taken < s.room)
+            .filter(|(_, s)| match keeps(s) {
+                None => true,
+                Some(violation) => {
+                    refusal.get_or_insert(violation);
+                    false
+                }
+            })
             .min_by_key(|(_, s)| {
                 let left = s.room - s.taken - 1;
                 let load = s.in_use + s.taken;
@@ -132,7 +195,20 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
                 }
             })
             .map(|(i, _)| i);
-        let Some(i) = best else { break };
+        let Some(i) = best else {
+            let (Some(tenancy), Some(violation)) = (tenancy, refusal) else {
+                break;
+            };
+            return Err(Error::PolicyPlacement {
+                tenant: tenancy.tenant.clone(),
+                asked: request.count,
+                fits: picks.len() as u32,
+                violation: Box::new(violation),
+            });
+        };
+        if let Some(tenancy) = tenancy {
+            held.push(holding(tenancy, &slots[i]));
+        }
         let slot = &mut slots[i];
         let vf = match slot.on_vfs {
             true => {
@@ -332,5 +408,7 @@ fn series_of(name: &str) -> Option<char> {
         .filter(|c| digits > 0 && matches!(c, 'A' | 'B' | 'C' | 'Q'))
 }
 
+#[cfg(test)]
+mod tenant_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,200 @@
+//! Placement for a tenant: only GPUs where its new vGPUs keep the tenant policy, and an error
+//! naming the rule when too few do; as a property, every pick passes the one check.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+
+use crate::Error;
+use crate::HostState;
+use crate::model::pci::PciAddress;
+use crate::place::{Pick, PlaceRequest, PlaceWant, Policy, Tenancy, place, place_for_tenant};
+use crate::tenants::{self, Holding};
+use crate::testing::fleet::{self, Model};
+use crate::testing::unit::{addr, gpu, host};
+
+const A: &str = "0000:41:00.0";
+const B: &str = "0000:81:00.0";
+
+fn by_size(count: u32, gib: u64) -> PlaceRequest {
+    PlaceRequest {
+        count,
+        want: PlaceWant::Framebuffer {
+            mib: gib * 1024,
+            series: 'Q',
+            round_up: false,
+        },
+        numa_node: None,
+    }
+}
+
+fn two_l40s() -> HostState {
+    host(vec![gpu(Model::L40s, A), gpu(Model::L40s, B)])
+}
+
+fn tenancy(tenant: &str, policy: &str, held: Vec<Holding>) -> Tenancy {
+    Tenancy {
+        tenant: tenant.to_owned(),
+        policy: tenants::Policy::parse(Path::new("tenants.toml"), policy).unwrap(),
+        held,
+    }
+}
+
+/// A time-sliced 12 GiB vGPU of `tenant` on `gpu`.
+fn held(tenant: &str, gpu: &str) -> Holding {
+    Holding {
+        tenant: tenant.to_owned(),
+        domain: "vm".to_owned(),
+        gpu: addr(gpu),
+        framebuffer_mib: 12288,
+        hardware: false,
+    }
+}
+
+fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
+    picks.iter().map(|p| p.gpu).collect()
+}
+
+#[test]
+fn an_exclusive_tenant_is_placed_off_a_gpu_another_tenant_holds() {
+    let t = tenancy(
+        "acme",
+        "[tenant.acme]\nisolation = \"exclusive\"\n",
+        vec![held("globex", A)],
+    );
+    let picks = place_for_tenant(&two_l40s(), &by_size(2, 12), Policy::Pack, &t).unwrap();
+    assert_eq!(gpus(&picks), [addr(B), addr(B)]);
+}
+
+#[test]
+fn a_spread_tenant_gets_one_gpu_per_vgpu_even_when_packing() {
+    let t = tenancy("acme", "[tenant.acme]\nspread = true\n", Vec::new());
+    let picks = place_for_tenant(&two_l40s(), &by_size(2, 12), Policy::Pack, &t).unwrap();
+    assert_eq!(gpus(&picks), [addr(A), addr(B)]);
+}
+
+#[test]
+fn too_few_within_the_policy_is_an_error_naming_the_rule() {
+    let t = tenancy("acme", "[tenant.acme]\nmax_vgpus = 1\n", Vec::new());
+    let err = place_for_tenant(&two_l40s(), &by_size(2, 12), Policy::Pack, &t).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.to_string()),
+        (
+            vgpu_model::ErrorKind::Policy,
+            "2 vGPU(s) asked for tenant \"acme\", the GPUs the tenant policy allows can take 1: \
+             max_vgpus: tenant \"acme\" may hold 1 vGPUs, and would hold 2"
+                .to_owned()
+        )
+    );
+    assert!(matches!(err, Error::PolicyPlacement { fits: 1, .. }));
+}
+
+/// What a pick would hold for `tenant`, as the hook counts it.
+fn as_holding(state: &HostState, tenant: &str, pick: &Pick) -> Holding {
+    let mig = state
+        .inventory
+        .gpus
+        .iter()
+        .find(|g| g.address == pick.gpu)
+        .and_then(|g| g.types.iter().find(|t| t.id == pick.type_id))
+        .is_some_and(|t| t.mig.is_some());
+    Holding {
+        tenant: tenant.to_owned(),
+        domain: String::new(),
+        gpu: pick.gpu,
+        framebuffer_mib: pick.framebuffer_mib.unwrap_or(0),
+        hardware: mig,
+    }
+}
+
+const TENANTS: [&str; 3] = ["acme", "globex", ""];
+
+fn policy_text(isolation: [u8; 2], spread: bool, apart: bool, max: Option<u32>) -> String {
+    let class = |n: u8| ["shared", "exclusive", "hardware"][usize::from(n % 3)];
+    let mut text = format!(
+        "[tenant.acme]\nisolation = \"{}\"\nspread = {spread}\n",
+        class(isolation[0])
+    );
+    if let Some(max) = max {
+        text.push_str(&format!("max_vgpus = {max}\n"));
+    }
+    text.push_str(&format!(
+        "\n[tenant.globex]\nisolation = \"{}\"\n",
+        class(isolation[1])
+    ));
+    if apart {
+        text.push_str("apart_from = [\"acme\"]\n");
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every pick keeps the policy beside what is held and the earlier picks; a placement that
+    /// finds none leaves every GPU with room refused by the check.
+    #[test]
+    fn every_pick_passes_the_check_and_none_means_every_gpu_is_refused(
+        held_on in proptest::collection::vec((0usize..3, 0usize..4), 0..5),
+        isolation in proptest::array::uniform2(0u8..3),
+        spread in any::<bool>(),
+        apart in any::<bool>(),
+        max in proptest::option::of(1u32..4),
+        count in 1u32..4,
+        spread_order in any::<bool>(),
+    ) {
+        let addresses = ["0000:41:00.0", "0000:61:00.0", "0000:81:00.0", "0000:a1:00.0"];
+        let mut state = host(addresses.iter().map(|a| gpu(Model::L40s, a)).collect());
+        // Each held vGPU is a 12Q on its own VF: at most 4 per L40S (48 GiB).
+        let mut on_gpu = [0u32; 4];
+        let mut holdings = Vec::new();
+        for (tenant, at) in &held_on {
+            if on_gpu[*at] < 4 {
+                fleet::record_vgpus(&mut state.inventory, addr(addresses[*at]), "1153", 12288, on_gpu[*at], 1);
+                on_gpu[*at] += 1;
+                holdings.push(held(TENANTS[*tenant], addresses[*at]));
+            }
+        }
+        state.settle();
+        let t = Tenancy {
+            tenant: "acme".to_owned(),
+            policy: tenants::Policy::parse(
+                Path::new("tenants.toml"),
+                &policy_text(isolation, spread, apart, max),
+            ).unwrap(),
+            held: holdings.clone(),
+        };
+        let order = if spread_order { Policy::Spread } else { Policy::Pack };
+        match place_for_tenant(&state, &by_size(count, 12), order, &t) {
+            Ok(picks) => {
+                prop_assert_eq!(picks.len(), count as usize);
+                let mut so_far = holdings.clone();
+                for pick in &picks {
+                    let new = as_holding(&state, "acme", pick);
+                    prop_assert_eq!(tenants::check(&t.policy, &so_far, std::slice::from_ref(&new)), []);
+                    so_far.push(new);
+                }
+            }
+            Err(Error::PolicyPlacement { fits: 0, .. }) => {
+                let room: u32 = state
+                    .inventory
+                    .gpus
+                    .iter()
+                    .map(|g| crate::capacity::room(&state, g, "1153").available)
+                    .sum();
+                let every = place(&state, &by_size(room, 12), Policy::Pack).unwrap();
+                for pick in &every {
+                    let new = as_holding(&state, "acme", pick);
+                    prop_assert!(!tenants::check(&t.policy, &holdings, &[new]).is_empty());
+                }
+            }
+            Err(Error::PolicyPlacement { fits, .. }) => {
+                prop_assert!(fits < count);
+                // The first `fits` are placed within the policy.
+                prop_assert!(place_for_tenant(&state, &by_size(fits, 12), order, &t).is_ok());
+            }
+            Err(Error::NoPlacement { .. }) => {}
+            Err(other) => prop_assert!(false, "{other}"),
+        }
+    }
+}
