@@ -35,7 +35,7 @@ import tempfile
 # vgpu-core and what is built on it.
 CORE_AND_ABOVE = {"vgpu-core", "vgpu-libvirt", "vgpu-cli", "vgpu-cli-libvirt", "vgpu-testing"}
 # The model, the planner, libvirt's domains as data, and everything built on them.
-MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan", "vgpu-domain"} | CORE_AND_ABOVE
+MODEL_AND_ABOVE = {"vgpu-model", "vgpu-plan", "vgpu-domain", "vgpu-report"} | CORE_AND_ABOVE
 # What only the host-facing crates may touch: the kernel (nix, udev), an async runtime,
 # libvirt and NVML.
 HOST_IO = {"nix", "libc", "udev", "tokio", "virt", "nvml-wrapper", "vgpu-nvml-ext", "tempfile"}
@@ -49,6 +49,8 @@ FORBIDDEN = {
     # libvirt's domains as data (domain XML, hostdevs, owners): the model only, no host I/O,
     # so that vgpuctl reads what vgpuctl-libvirt prints without libvirt.
     "vgpu-domain": CORE_AND_ABOVE | HOST_IO | {"vgpu-plan", "vgpu-sim"},
+    # Reports over the model and the plan: no host I/O, nothing above them.
+    "vgpu-report": CORE_AND_ABOVE | HOST_IO | {"vgpu-domain", "vgpu-sim"},
     # The library: no printing, no libvirt (ARCHITECTURE.md, code map).
     "vgpu-core": {"vgpu-cli", "vgpu-cli-libvirt", "vgpu-libvirt", "virt"},
     "vgpu-libvirt": {"vgpu-cli", "vgpu-cli-libvirt"},
@@ -84,6 +86,7 @@ ONLY_FOR = {
 LAYERS = {
     "vgpu-model": [
         "pci",
+        "checks",
         "location",
         "limit",
         "serde_hex",
@@ -93,6 +96,8 @@ LAYERS = {
         "definition",
         "name",
         "catalog",
+        "kind",
+        "policy",
     ],
     "vgpu-plan": [
         "error",
@@ -102,8 +107,8 @@ LAYERS = {
         "offers",
         "geometry",
         "planner",
-        "place",
         "tenants",
+        "place",
         "testing",
     ],
     "vgpu-core": [
@@ -114,8 +119,6 @@ LAYERS = {
         "checks",
         "backend",
         "state",
-        "telemetry",
-        "tenancy",
         "manager",
         "fuzzing",
     ],

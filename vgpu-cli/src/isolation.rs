@@ -1,16 +1,14 @@
 //! `vgpuctl isolation [GPU]`: for each kind of device each GPU can give a VM now, the eight
 //! dimensions of isolation, what this host provides on each and on which facts, and the risk
-//! that remains (`vgpu_core::tenancy::isolation_report`).
+//! that remains (`vgpu_report::isolation::isolation_report`).
 
 use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use vgpu_core::tenancy::Fact as IsolationFact;
-use vgpu_core::{
-    HostPaths,
-    tenancy::{IsolationReport, NvmlHostFacts},
-};
+use vgpu_core::HostPaths;
+use vgpu_report::isolation::Fact as IsolationFact;
+use vgpu_report::isolation::{IsolationReport, NvmlHostFacts};
 
 use crate::{Cli, EXIT_OK, render};
 
@@ -30,7 +28,7 @@ pub(crate) fn run(
     }
     let checks = vgpu_core::checks::check_host(paths, &inventory);
     let facts = NvmlHostFacts::of(&nvml.read());
-    let mut report = vgpu_core::tenancy::isolation_report(&inventory, &checks, &facts);
+    let mut report = vgpu_report::isolation::isolation_report(&inventory, &checks, &facts);
     if let Some(name) = gpu {
         let address = vgpu_core::discovery::find_gpu(&inventory, name, paths)?.address;
         report.gpus.retain(|g| g.gpu == address);

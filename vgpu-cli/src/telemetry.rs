@@ -28,9 +28,9 @@ use vgpu_core::{
     HostPaths,
     model::{Inventory, VgpuHandle, nvml::NvmlStatus},
     nvml::Nvml,
-    telemetry::{Owner, Telemetry},
 };
 use vgpu_domain::Owners;
+use vgpu_report::telemetry::{Owner, Telemetry};
 
 use crate::libvirt_facts::{Facts, LibvirtFacts};
 use crate::{Cli, render};
@@ -89,9 +89,9 @@ impl Sampler {
             .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
             .inventory;
         let (owners, libvirt) = self.owners(&inventory);
-        let usage = vgpu_core::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
+        let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         Ok(Snapshot {
-            telemetry: vgpu_core::telemetry::telemetry(&inventory, &usage, &owners),
+            telemetry: vgpu_report::telemetry::telemetry(&inventory, &usage, &owners),
             nvml: self.nvml.status().clone(),
             libvirt,
         })

@@ -38,7 +38,6 @@
 //! | [`nvml`] | NVIDIA's management library, loaded at run time, and the vGPU scheduler |
 //! | [`host`] | SR-IOV options and uevents |
 //! | [`error`] | [`Error`], its [`ErrorKind`], and the NVML errors inside it |
-//! | [`telemetry`], [`tenancy`] | reports over the model: usage per vGPU and tenant, what isolation each device kind gives |
 //!
 //! - **Discovery**: [`discover`] reads the host. It never fails because of one device: problems
 //!   become [`Warning`](model::Warning)s.
@@ -122,8 +121,6 @@ pub mod nvml;
 pub mod state;
 #[cfg(test)]
 mod surface_tests;
-pub mod telemetry;
-pub mod tenancy;
 
 // The names an embedder starts from; everything else is in the module named for what it is.
 pub use discovery::discover;

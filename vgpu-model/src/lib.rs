@@ -14,14 +14,17 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod checks;
 pub mod definition;
 pub mod delta;
+pub mod kind;
 pub mod limit;
 pub mod location;
 pub mod name;
 pub mod nvml;
 pub mod parse;
 pub mod pci;
+pub mod policy;
 pub mod serde_hex;
 
 use std::fmt;

@@ -62,7 +62,7 @@ pub enum Error {
         /// How many fit within the policy.
         fits: u32,
         /// The first rule that kept a GPU with room from the tenant.
-        violation: Box<crate::tenants::Violation>,
+        violation: Box<crate::model::policy::Violation>,
     },
     /// A vGPU is not of the type a domain asked for: it is not handed out.
     #[error("{device} is a {has} vGPU, not the {wanted} asked for")]

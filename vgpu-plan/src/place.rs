@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
+use crate::model::kind::DeviceKind;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
 use crate::offers::{Rule, sriov_memory_mib};
@@ -138,8 +139,8 @@ fn holding(tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
         domain: String::new(),
         gpu: slot.gpu.address,
         framebuffer_mib: slot.framebuffer_mib.unwrap_or(0),
-        // A whole plain VF, or a MIG-backed type: partitioned in hardware.
-        hardware: slot.ty.is_none_or(|t| t.mig.is_some()),
+        // As the isolation report's kinds say: a whole plain VF or a MIG-backed type.
+        hardware: DeviceKind::of_type(slot.ty).partitioned_in_hardware(),
     }
 }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
+use crate::model::kind::DeviceKind;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
 use crate::plan::capacity::HostState;
@@ -80,24 +81,30 @@ pub(crate) fn holding_of(
             .then(|| gpu.vfs.iter().find(|vf| vf.address == address))
             .flatten();
         if let Some(vf) = plain_vf {
-            return Some(holding(gpu, vf.memory_mib, true));
+            let kind = DeviceKind::of_type(None);
+            return Some(holding(gpu, vf.memory_mib, kind.partitioned_in_hardware()));
         }
     }
     None
 }
 
-/// The holding of a vGPU of type `type_id` on `gpu`: a MIG-backed type is partitioned in
-/// hardware, any other vGPU type shares the GPU's engines in turns.
+/// The holding of a vGPU of type `type_id` on `gpu`, partitioned in hardware as its
+/// [`DeviceKind`] is (the isolation report's kinds).
 fn typed(
     gpu: &Gpu,
     type_id: &str,
     holding: impl Fn(&Gpu, Option<u64>, bool) -> Holding,
 ) -> Holding {
     let found = gpu.types.iter().find(|t| t.id == type_id);
+    let kind = match found {
+        Some(ty) => DeviceKind::of_type(Some(ty)),
+        // A type the GPU does not describe: counted as sharing the engines, the weaker kind.
+        None => DeviceKind::TimeSlicedVgpu,
+    };
     holding(
         gpu,
         found.and_then(|t| t.framebuffer_mib),
-        found.is_some_and(|t| t.mig.is_some()),
+        kind.partitioned_in_hardware(),
     )
 }
 

@@ -91,19 +91,18 @@ fn too_few_within_the_policy_is_an_error_naming_the_rule() {
 
 /// What a pick would hold for `tenant`, as the hook counts it.
 fn as_holding(state: &HostState, tenant: &str, pick: &Pick) -> Holding {
-    let mig = state
+    let ty = state
         .inventory
         .gpus
         .iter()
         .find(|g| g.address == pick.gpu)
-        .and_then(|g| g.types.iter().find(|t| t.id == pick.type_id))
-        .is_some_and(|t| t.mig.is_some());
+        .and_then(|g| g.types.iter().find(|t| t.id == pick.type_id));
     Holding {
         tenant: tenant.to_owned(),
         domain: String::new(),
         gpu: pick.gpu,
         framebuffer_mib: pick.framebuffer_mib.unwrap_or(0),
-        hardware: mig,
+        hardware: crate::model::kind::DeviceKind::of_type(ty).partitioned_in_hardware(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The facts about one GPU that its isolation rests on, read once from the check report,
 //! discovery's inventory and NVML's facts.
 
-use crate::checks::{DeviceIsolation, Report as CheckReport, Status as CheckStatus};
+use crate::model::checks::{DeviceIsolation, Report as CheckReport, Status as CheckStatus};
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
 
 use super::{Fact, NvmlFacts, NvmlHostFacts, Source};
@@ -76,7 +76,7 @@ fn check(report: &CheckReport, id: &'static str) -> Known<CheckStatus> {
     }
 }
 
-fn member(m: &crate::checks::GroupMember) -> String {
+fn member(m: &crate::model::checks::GroupMember) -> String {
     match &m.driver {
         Some(driver) => format!("{} ({driver})", m.address),
         None => m.address.to_string(),

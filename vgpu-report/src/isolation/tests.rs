@@ -3,10 +3,14 @@
 use uuid::Uuid;
 
 use super::*;
-use crate::checks::{Check, DeviceIsolation, GroupMember, Status as CheckStatus};
+use crate::model::checks::{Check, DeviceIsolation, GroupMember, Status as CheckStatus};
 use crate::model::{Gpu, MigBacking, Vgpu, VgpuHandle};
-use crate::plan::testing::fleet::{Model, enable_vfs, gpu};
-use vgpu_testing::addr;
+use vgpu_plan::testing::fleet::{Model, enable_vfs, gpu};
+
+/// The PCI address `text`; a test's own text, so a bad one is the test's mistake.
+fn addr(text: &str) -> crate::model::pci::PciAddress {
+    text.parse().expect("a PCI address")
+}
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
@@ -528,7 +532,20 @@ fn nvml_facts_of_a_gpu_read_mode_scheduler_ecc_and_cc() {
 
 #[test]
 fn nvml_host_facts_without_nvml_say_why_it_is_missing() {
-    let host = crate::nvml::Nvml::absent("no driver").read();
+    use crate::model::nvml::{Cause, Fact as NvmlFact, NvmlStatus};
+    let not_loaded = || NvmlFact::unknown(Cause::NotLoaded, "NVML is not loaded: no driver");
+    let host = NvmlHost {
+        status: NvmlStatus {
+            loaded: false,
+            driver_version: None,
+            reason: Some("no driver".to_owned()),
+            library: None,
+        },
+        nvml_version: not_loaded(),
+        gpus: Vec::new(),
+        device_count: NvmlFact::unknown(Cause::NotLoaded, "NVML is not loaded: no driver"),
+        unreadable: Vec::new(),
+    };
     assert_eq!(
         NvmlHostFacts::of(&host),
         NvmlHostFacts {

@@ -6,8 +6,12 @@ use super::*;
 use crate::model::Vgpu;
 use crate::model::nvml::NvmlStatus;
 use crate::model::nvml::{Cause, EncoderStats, Fact, NvmlGpu, NvmlVgpu, UtilizationSample, VmId};
-use crate::plan::testing::fleet::{Model, enable_vfs, gpu};
-use vgpu_testing::addr;
+use vgpu_plan::testing::fleet::{Model, enable_vfs, gpu};
+
+/// The PCI address `text`; a test's own text, so a bad one is the test's mistake.
+fn addr(text: &str) -> crate::model::pci::PciAddress {
+    text.parse().expect("a PCI address")
+}
 
 const T4: &str = "0000:3b:00.0";
 const FLEX: &str = "0001:03:00.0";
@@ -39,10 +43,10 @@ fn inventory() -> Inventory {
     flex.vfs[1].driver = Some("vfio-pci".to_owned());
     flex.vfs[1].memory_mib = Some(4096);
     // Discovery lists a VF on vfio-pci as a vGPU of type `vf`.
-    flex.vfs[1].vgpu_type = Some(crate::backend::PLAIN_VF_TYPE.to_owned());
+    flex.vfs[1].vgpu_type = Some(crate::model::PLAIN_VF_TYPE.to_owned());
     flex.vgpus.push(Vgpu {
         id: VgpuHandle::Vf(flex.vfs[1].address),
-        type_id: crate::backend::PLAIN_VF_TYPE.to_owned(),
+        type_id: crate::model::PLAIN_VF_TYPE.to_owned(),
         parent: addr(FLEX),
     });
     let idle = gpu(Model::Flex170, addr("0002:03:00.0"), None);

@@ -4,12 +4,12 @@
 //! For each GPU, the kinds it can give now ([`DeviceKind`]: the whole GPU, a MIG-backed vGPU,
 //! a time-sliced vGPU, a plain VF) are assessed on eight dimensions ([`Dimension`]). Each
 //! [`Assessment`] names the [`Fact`]s it rests on, with their values and where they were read
-//! (a host check of [`check_host`](crate::checks::check_host), discovery, NVML), and says the residual
+//! (a host check of [`check_host`](crate::model::checks::check_host), discovery, NVML), and says the residual
 //! risk in words. No dimension is [`Status::Provided`] without a fact behind it; a fact that
 //! could not be read makes its dimension [`Status::Unknown`], never provided.
 //!
-//! The IOMMU facts are those of [`check_host`](crate::checks::check_host) and
-//! [`isolation`](crate::checks::isolation) (passed in as its [`Report`](crate::checks::Report));
+//! The IOMMU facts are those of [`check_host`](crate::model::checks::check_host) and
+//! [`isolation`](crate::model::checks::isolation) (passed in as its [`Report`](crate::model::checks::Report));
 //! NVML's facts come in as [`NvmlFacts`]. [`isolation_report`] is pure.
 
 mod facts;
@@ -22,35 +22,11 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::checks::Report as CheckReport;
+use crate::model::checks::Report as CheckReport;
+pub use crate::model::kind::DeviceKind;
 use crate::model::nvml::{Fact as NvmlFact, NvmlGpu, NvmlHost};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Inventory};
-
-/// A kind of device a VM can be given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeviceKind {
-    /// The whole GPU, assigned through VFIO.
-    Passthrough,
-    /// A vGPU on a MIG GPU instance: its own compute and memory slices.
-    MigVgpu,
-    /// A vGPU that shares the GPU's engines in turns with the GPU's other vGPUs.
-    TimeSlicedVgpu,
-    /// An SR-IOV VF of a plain SR-IOV GPU, assigned whole.
-    PlainVf,
-}
-
-impl fmt::Display for DeviceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DeviceKind::Passthrough => "passthrough",
-            DeviceKind::MigVgpu => "mig-vgpu",
-            DeviceKind::TimeSlicedVgpu => "time-sliced-vgpu",
-            DeviceKind::PlainVf => "plain-vf",
-        })
-    }
-}
 
 /// A dimension of isolation between tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -1,6 +1,6 @@
 //! Per-vGPU and per-tenant telemetry: what each vGPU in use is allotted and uses, who holds
 //! it, and the sums per tenant that showback is built on. Pure: the caller reads the host
-//! ([`discover`](crate::discover)), NVML ([`NvmlHost`], turned into [`Usage`] by
+//! (`vgpu-core`'s `discover`), NVML ([`NvmlHost`], turned into [`Usage`] by
 //! [`usage_from_nvml`]) and the hypervisor's ownership ([`Owner`]), and [`telemetry`] joins
 //! them.
 //!
@@ -233,7 +233,7 @@ fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> V
             let ty = gpu.types.iter().find(|t| t.id == v.type_id);
             // A plain VF's frame buffer is its own local-memory quota.
             let plain_vf = match v.id {
-                VgpuHandle::Vf(address) if v.type_id == crate::backend::PLAIN_VF_TYPE => {
+                VgpuHandle::Vf(address) if v.type_id == crate::model::PLAIN_VF_TYPE => {
                     gpu.vfs.iter().find(|vf| vf.address == address)
                 }
                 _ => None,

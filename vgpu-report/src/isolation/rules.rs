@@ -9,7 +9,7 @@
 //! NVIDIA Multi-Instance GPU User Guide); the host can read a guest's data in use unless the
 //! GPU runs in confidential-computing mode (NVIDIA Trusted Computing Solutions).
 
-use crate::checks::Status as CheckStatus;
+use crate::model::checks::Status as CheckStatus;
 use crate::model::{Backend, Gpu};
 
 use super::facts::{GpuFacts, Groups, Known};
@@ -28,11 +28,15 @@ pub(super) fn kinds(gpu: &Gpu) -> Vec<DeviceKind> {
         gpu.backend,
         Backend::Mdev | Backend::VfMdev | Backend::NvidiaVfio
     );
-    if vgpus && gpu.types.iter().any(|t| t.mig.is_some()) {
-        kinds.push(DeviceKind::MigVgpu);
-    }
-    if vgpus && gpu.types.iter().any(|t| t.mig.is_none()) {
-        kinds.push(DeviceKind::TimeSlicedVgpu);
+    let offered = |kind: DeviceKind| {
+        gpu.types
+            .iter()
+            .any(|t| DeviceKind::of_type(Some(t)) == kind)
+    };
+    for kind in [DeviceKind::MigVgpu, DeviceKind::TimeSlicedVgpu] {
+        if vgpus && offered(kind) {
+            kinds.push(kind);
+        }
     }
     if gpu.backend == Backend::Sriov && !gpu.vfs.is_empty() {
         kinds.push(DeviceKind::PlainVf);

@@ -1,0 +1,14 @@
+//! `vgpu-report`: reports over the host as `vgpu-model` describes it. Nothing here reads the
+//! host: the caller discovers it (`vgpu-core`), asks NVML and libvirt, and passes the data in.
+//!
+//! - [`telemetry`]: per-vGPU allotment and usage, who holds each vGPU, and sums per tenant.
+//! - [`isolation`]: for each GPU, the kinds of device it can give a VM, assessed on eight
+//!   dimensions of isolation from the host's facts, with the risk that remains.
+
+#![forbid(unsafe_code)]
+
+// One spelling, `crate::model::`, across the workspace.
+use vgpu_model as model;
+
+pub mod isolation;
+pub mod telemetry;
