@@ -3,11 +3,12 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 use uuid::Uuid;
 
-use vgpu_cli::{Cli, EXIT_OK, VmCommand, emit, handle, render};
+use vgpu_cli::render::{self, Line};
+use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand, handle};
 use vgpu_core::{HostPaths, Manager, Start, VgpuHandle, discover};
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Connection;
@@ -56,12 +57,9 @@ struct Detached {
 }
 
 /// Runs a libvirt command; returns the exit code.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    command: &VmCommand,
-    out: &mut dyn Write,
-) -> Result<u8> {
+pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -> Result<u8> {
+    let cli = ctx.cli();
+    let paths = ctx.paths();
     match command {
         VmCommand::Attach {
             domain,
@@ -87,9 +85,7 @@ pub(crate) fn run(
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
-                    vgpu_cli::manager(cli, paths),
-                    paths,
-                    cli,
+                    ctx,
                     &target,
                     NewVgpu {
                         gpu,
@@ -111,7 +107,7 @@ pub(crate) fn run(
                 },
                 if done.created { " (created)" } else { "" }
             );
-            emit(cli, out, &done, &line)?;
+            render::emit(&Line::new(&done, line), ctx.format(), out)?;
         }
         VmCommand::Detach {
             domain,
@@ -119,7 +115,7 @@ pub(crate) fn run(
             live,
             config,
             destroy,
-            force,
+            ..
         } => {
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
@@ -137,12 +133,9 @@ pub(crate) fn run(
             if *destroy {
                 // Another domain, or another scope of this one, may still name it: the
                 // removal policy of every command that takes a device away decides.
-                let references = vgpu_cli::libvirt_facts::references_now(
-                    &mut *crate::linked::facts(cli),
-                    paths,
-                )?;
-                vgpu_cli::manager(cli, paths)
-                    .with_force(*force)
+                // `--force` is the manager's (`Context::manager`).
+                let references = ctx.references()?;
+                ctx.manager()
                     .with_domain_references(references)
                     .destroy(id)
                     .with_context(|| format!("{id} is detached from {domain} but not destroyed"))?;
@@ -160,21 +153,14 @@ pub(crate) fn run(
                 if changed { "detached" } else { "not attached" },
                 if *destroy { " and destroyed" } else { "" }
             );
-            emit(cli, out, &done, &line)?;
+            render::emit(&Line::new(&done, line), ctx.format(), out)?;
         }
         VmCommand::Owners => {
             let conn = connect(cli)?;
             // Settled, as for `list`: each type has the name every command shows.
-            let nvml = cli.nvml_source().load(paths);
-            let state = vgpu_cli::manager(cli, paths)
-                .capacity_state(&nvml)
-                .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+            let state = ctx.state()?;
             let owners = conn.owners(&state.inventory)?;
-            if cli.json {
-                render::json(out, &owners)?;
-            } else {
-                render::owners_table(out, &owners)?;
-            }
+            render::emit(&owners, ctx.format(), out)?;
         }
     }
     Ok(EXIT_OK)
@@ -252,18 +238,15 @@ struct NewVgpu<'a> {
 /// vGPU this run made.
 fn attach_new(
     conn: &Connection,
-    manager: Manager,
-    paths: &HostPaths,
-    cli: &Cli,
+    ctx: &Context<'_>,
     domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {
+    let paths = ctx.paths();
+    let manager = ctx.manager();
     // Settled, so that each type has its one identity at every fill level.
-    let inventory = manager
-        .capacity_state(&cli.nvml_source().load(paths))
-        .with_context(|| format!("cannot read the host at {}", paths.root().display()))?
-        .inventory;
+    let inventory = ctx.state()?.inventory;
     let gpu = vgpu_core::find_gpu(&inventory, new.gpu, paths)?;
     let attached = conn.hostdevs(&domain.name)?;
     let mdev_backend = matches!(
