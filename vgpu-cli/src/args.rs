@@ -670,4 +670,36 @@ mod tests {
             Err("\"-1\" is not a number of seconds".to_owned())
         );
     }
+
+    fn parsed(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("vgpuctl").chain(args.iter().copied()))
+            .expect("arguments parse")
+            .command
+    }
+
+    #[test]
+    fn force_is_read_from_each_command_that_has_it() {
+        let forced = [
+            &["destroy", "0000:4d:00.1", "--force"][..],
+            &["sriov", "0000:4d:00.0", "--vfs", "0", "--force"],
+            &["bind", "0000:4d:00.1", "--force"],
+            &["detach", "vm", "0000:4d:00.1", "--destroy", "--force"],
+        ];
+        for args in forced {
+            assert!(parsed(args).force(), "{args:?}");
+        }
+        assert!(!parsed(&["destroy", "0000:4d:00.1"]).force());
+        assert!(!parsed(&["list"]).force());
+    }
+
+    #[test]
+    fn takes_away_unless_forced() {
+        let takes_away = |args: &[&str]| match parsed(args) {
+            Command::Change(command) => command.takes_away(),
+            other => panic!("not a change: {other:?}"),
+        };
+        assert!(takes_away(&["stop", "0000:4d:00.1"]));
+        assert!(!takes_away(&["stop", "0000:4d:00.1", "--force"]));
+        assert!(!takes_away(&["start", "0000:4d:00.1"]));
+    }
 }

@@ -51,11 +51,6 @@ impl<'a> Context<'a> {
         Format::of(self.cli.json)
     }
 
-    /// Whether `--json` was given.
-    pub fn json(&self) -> bool {
-        self.cli.json
-    }
-
     /// NVML, loaded from where the command line says the first time it is asked for. NVML
     /// that cannot be loaded is a status ([`Nvml::status`]), not an error.
     pub fn nvml(&self) -> &Nvml {
