@@ -12,7 +12,7 @@ use crate::Cli;
 use crate::libvirt_facts::{self, Facts, FactsSource};
 use crate::render::Format;
 
-/// One command line's context: every command handler takes it.
+/// One command line's context: the command handlers take it.
 pub struct Context<'a> {
     cli: &'a Cli,
     paths: HostPaths,

@@ -1,21 +1,21 @@
 //! The `vgpuctl` command line: its definition, its dispatch, its commands and their one
 //! rendering (tables for people, `--json` for programs).
 //!
-//! The clap definitions are in `args` ([`Cli`], [`Command`] and its groups). [`run_local`]
-//! (module `dispatch`) only matches the command and calls its module's handler. Each handler
-//! takes the one [`Context`], built from the global options. The context holds the host's
-//! paths and builds the manager. It loads NVML at most once, when first asked for. It does the
-//! host reads the commands share ([`Context::state`], [`Context::inventory`]). `--force` is
-//! read in one place ([`Command::force`]), and the context gives it to the manager.
+//! The clap definitions are in `args` ([`Cli`], [`Command`] and its groups). [`run_local`] (module
+//! `dispatch`) only matches the command and calls its module's handler. Each handler takes the one
+//! [`Context`], built from the global options; `metrics` and `isolation` still take its command
+//! line and paths instead. The context holds the host's paths and builds the manager. It loads NVML
+//! at most once, when first asked for. It does the host reads the commands share
+//! ([`Context::state`], [`Context::inventory`]). `--force` is read in one place
+//! ([`Command::force`]), and the context gives it to the manager.
 //!
-//! Commands write to a `&mut dyn Write` so that tests can check their output against golden
-//! files. A command's result is one value that is both `serde::Serialize` and
-//! [`render::Report`]. [`render::emit`] writes it as JSON or as a table. Tables are written by
-//! one table writer in `render`. A one-line result is a [`render::Line`]. `watch` emits each
-//! event, and `top` each snapshot, through the same function. `metrics`, `isolation` and
-//! `nova-config` still write their own output. `completions` writes a script. Exit codes:
-//! [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`],
-//! [`EXIT_CHANGES_PENDING`].
+//! Commands write to a `&mut dyn Write` so that tests can check their output against golden files.
+//! A command's result is one value that is both `serde::Serialize` and [`render::Report`].
+//! [`render::emit`] writes it as JSON or as a table. Tables are written by one table writer in
+//! `render`. A one-line result is a [`render::Line`]. `watch` emits each event, and `top` its
+//! snapshot for a script, through the same function. `metrics`, `isolation` and `nova-config` still
+//! write their own output. `completions` writes a script. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`],
+//! [`EXIT_USAGE`], [`EXIT_CHECK_FAILED`], [`EXIT_CHANGES_PENDING`].
 //!
 //! Two executables share this command line. `vgpuctl` (`src/main.rs`) calls only `run_local`.
 //! For the commands that need libvirt (`Command::uses_libvirt`) it execs `vgpuctl-libvirt`
