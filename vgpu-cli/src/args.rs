@@ -531,8 +531,8 @@ impl Cli {
 
 impl Command {
     /// Whether the command needs libvirt: the domain commands ([`VmCommand`]). `vgpuctl` runs
-    /// these in `vgpuctl-libvirt` ([`crate::LIBVIRT_HELPER`]) and the others itself. This is the one
-    /// list: `vgpuctl` dispatches on it, and [`crate::run_local`] refuses what it names.
+    /// these in `vgpuctl-libvirt` ([`crate::LIBVIRT_HELPER`]) and the others itself. This is
+    /// the one list: `vgpuctl` dispatches on it, and [`crate::run_local`] refuses what it names.
     ///
     /// The plan commands, `top`, `metrics` and the changes that take a device away use what
     /// libvirt knows (which domains reference which vGPU) but run without it
