@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use vgpu_cli::{Cli, Command, LinkedErrors};
+use vgpu_cli::{Cli, Command, Context, LinkedErrors};
 
 mod linked;
 mod vm;
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
 /// itself.
 fn run(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
     match &cli.command {
-        Command::Vm(command) => vm::run(cli, &vgpu_cli::host_paths(cli), command, out),
+        Command::Vm(command) => vm::run(&Context::new(cli, linked::facts), command, out),
         _ => vgpu_cli::run_local(cli, out, linked::facts),
     }
 }

@@ -3,12 +3,13 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 use uuid::Uuid;
 
-use vgpu_cli::{Cli, EXIT_OK, VmCommand, emit, handle, render};
-use vgpu_core::{HostPaths, Manager, discover, manager::Claim, model::VgpuHandle, state::Start};
+use vgpu_cli::render::{self, Line};
+use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand, handle};
+use vgpu_core::{Manager, discover, manager::Claim, model::VgpuHandle, state::Start};
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Connection;
 
@@ -56,12 +57,9 @@ struct Detached {
 }
 
 /// Runs a libvirt command; returns the exit code.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    command: &VmCommand,
-    out: &mut dyn Write,
-) -> Result<u8> {
+pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -> Result<u8> {
+    let cli = ctx.cli();
+    let paths = ctx.paths();
     match command {
         VmCommand::Attach {
             domain,
@@ -81,25 +79,19 @@ pub(crate) fn run(
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
-            let manager = vgpu_cli::manager(cli, paths);
             let claim = Claim {
                 uuid: target.uuid,
                 name: target.name.clone(),
                 tenant: conn.tenant(domain)?.map(|t| t.name).unwrap_or_default(),
             };
-            let to = Target {
-                conn: &conn,
-                manager: &manager,
-                claim: &claim,
-            };
             let done = match (id, gpu, type_name) {
                 (Some(id), None, None) => {
-                    attach_existing(&to, paths, handle(paths, id)?, scope, shape)?
+                    attach_existing(&conn, ctx, &claim, handle(paths, id)?, scope, shape)?
                 }
                 (None, Some(gpu), Some(type_name)) => attach_new(
-                    &to,
-                    paths,
-                    cli,
+                    &conn,
+                    ctx,
+                    &claim,
                     &target,
                     NewVgpu {
                         gpu,
@@ -121,7 +113,7 @@ pub(crate) fn run(
                 },
                 if done.created { " (created)" } else { "" }
             );
-            emit(cli, out, &done, &line)?;
+            render::emit(&Line::new(&done, line), ctx.format(), out)?;
         }
         VmCommand::Detach {
             domain,
@@ -129,7 +121,7 @@ pub(crate) fn run(
             live,
             config,
             destroy,
-            force,
+            ..
         } => {
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
@@ -146,17 +138,14 @@ pub(crate) fn run(
             };
             // Once the domain names it in no scope, its tenant holds it no more.
             if changed && !conn.hostdevs(domain)?.iter().any(|a| a.device == id) {
-                vgpu_cli::manager(cli, paths).unhold(target.uuid, &[id])?;
+                ctx.manager().unhold(target.uuid, &[id])?;
             }
             if *destroy {
                 // Another domain, or another scope of this one, may still name it: the
                 // removal policy of every command that takes a device away decides.
-                let references = vgpu_cli::libvirt_facts::references_now(
-                    &mut *crate::linked::facts(cli),
-                    paths,
-                )?;
-                vgpu_cli::manager(cli, paths)
-                    .with_force(*force)
+                // `--force` is the manager's (`Context::manager`).
+                let references = ctx.references()?;
+                ctx.manager()
                     .with_domain_references(references)
                     .destroy(id)
                     .with_context(|| format!("{id} is detached from {domain} but not destroyed"))?;
@@ -174,21 +163,14 @@ pub(crate) fn run(
                 if changed { "detached" } else { "not attached" },
                 if *destroy { " and destroyed" } else { "" }
             );
-            emit(cli, out, &done, &line)?;
+            render::emit(&Line::new(&done, line), ctx.format(), out)?;
         }
         VmCommand::Owners => {
             let conn = connect(cli)?;
             // Settled, as for `list`: each type has the name every command shows.
-            let nvml = cli.nvml_source().load(paths);
-            let state = vgpu_cli::manager(cli, paths)
-                .capacity_state(&nvml)
-                .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
+            let state = ctx.state()?;
             let owners = conn.owners(&state.inventory)?;
-            if cli.json {
-                render::json(out, &owners)?;
-            } else {
-                render::owners_table(out, &owners)?;
-            }
+            render::emit(&owners, ctx.format(), out)?;
         }
     }
     Ok(EXIT_OK)
@@ -218,35 +200,29 @@ fn guest(address: vgpu_core::model::pci::PciAddress) -> Result<GuestAddress> {
     })
 }
 
-/// The domain an `attach` gives a vGPU to, with what it is reached through.
-struct Target<'a> {
-    conn: &'a Connection,
-    manager: &'a Manager,
-    /// The domain as the tenant policy sees it.
-    claim: &'a Claim,
-}
-
 /// Attaches the existing vGPU `id`, when the tenant policy lets the domain hold it
-/// ([`Manager::admit`]).
+/// (`Manager::admit`).
 fn attach_existing(
-    to: &Target<'_>,
-    paths: &HostPaths,
+    conn: &Connection,
+    ctx: &Context<'_>,
+    claim: &Claim,
     id: VgpuHandle,
     scope: Scope,
     shape: Shape,
 ) -> Result<Attached> {
-    let (conn, domain) = (to.conn, to.claim.name.as_str());
-    let inventory = discover(paths)?;
+    let domain = claim.name.as_str();
+    let inventory = discover(ctx.paths())?;
     let mut hostdev = Hostdev::for_vgpu(&inventory, id)?;
     hostdev.display = shape.display;
     hostdev.guest_address = shape.guest_address;
     let changed = !holds(conn, domain, id, scope)?;
-    to.manager.admit(to.claim, &[id])?;
+    let manager = ctx.manager();
+    manager.admit(claim, &[id])?;
     let attached = conn
         .attach(domain, &hostdev, scope)
         .with_context(|| format!("cannot attach {id} to {domain}"));
     if let Err(err) = attached {
-        if let Err(undo) = to.manager.unhold(to.claim.uuid, &[id]) {
+        if let Err(undo) = manager.unhold(claim.uuid, &[id]) {
             tracing::error!(%id, "cannot forget the vGPU after a failed attach: {undo:#}");
         }
         return Err(err);
@@ -282,19 +258,17 @@ struct NewVgpu<'a> {
 /// domain on `gpu`; finds it instead when an earlier run made it. A failed attach destroys the
 /// vGPU this run made.
 fn attach_new(
-    to: &Target<'_>,
-    paths: &HostPaths,
-    cli: &Cli,
+    conn: &Connection,
+    ctx: &Context<'_>,
+    claim: &Claim,
     domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,
 ) -> Result<Attached> {
-    let (conn, manager) = (to.conn, to.manager);
+    let paths = ctx.paths();
+    let manager = ctx.manager();
     // Settled, so that each type has its one identity at every fill level.
-    let inventory = manager
-        .capacity_state(&cli.nvml_source().load(paths))
-        .with_context(|| format!("cannot read the host at {}", paths.root().display()))?
-        .inventory;
+    let inventory = ctx.state()?.inventory;
     let gpu = vgpu_core::discovery::find_gpu(&inventory, new.gpu, paths)?;
     let attached = conn.hostdevs(&domain.name)?;
     let mdev_backend = matches!(
@@ -333,7 +307,7 @@ fn attach_new(
     if let Some(id) = existing {
         let type_id = match gpu.vgpus.iter().find(|v| v.id == id) {
             Some(vgpu) => Some(vgpu.type_id.clone()),
-            None => defined_type(manager, id)?,
+            None => defined_type(&manager, id)?,
         };
         if let Some(type_id) = type_id {
             vgpu_core::plan::capacity::check_handout(gpu, id, &type_id, new.type_name)?;
@@ -359,7 +333,7 @@ fn attach_new(
             (made.id, Made::Created)
         }
     };
-    let result = attach_existing(to, paths, id, scope, new.shape);
+    let result = attach_existing(conn, ctx, claim, id, scope, new.shape);
     match (result, made) {
         (Ok(mut done), made) => {
             done.created = made == Made::Created;

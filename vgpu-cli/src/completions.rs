@@ -7,35 +7,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-/// A shell `vgpuctl completions` writes a script for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    /// bash (bash-completion loads it from /usr/share/bash-completion/completions/vgpuctl).
-    Bash,
-    /// zsh (a `_vgpuctl` file in a directory of `$fpath`).
-    Zsh,
-    /// fish (`vgpuctl.fish` in a `vendor_completions.d` directory).
-    Fish,
-}
-
-impl Shell {
-    /// The file name the shell looks the script up by.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Shell::Bash => "vgpuctl",
-            Shell::Zsh => "_vgpuctl",
-            Shell::Fish => "vgpuctl.fish",
-        }
-    }
-
-    fn generator(self) -> clap_complete::Shell {
-        match self {
-            Shell::Bash => clap_complete::Shell::Bash,
-            Shell::Zsh => clap_complete::Shell::Zsh,
-            Shell::Fish => clap_complete::Shell::Fish,
-        }
-    }
-}
+pub use crate::args::Shell;
 
 /// Writes `shell`'s completion script for `vgpuctl` to `out`.
 pub fn write(shell: Shell, out: &mut dyn Write) -> Result<()> {

@@ -16,17 +16,15 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use vgpu_core::{HostPaths, manager::HookDomain, state::HookConfig};
+use vgpu_core::{manager::HookDomain, state::HookConfig};
 use vgpu_domain::xml::{self, DomainXml};
 
-use crate::mutate::emit;
-use crate::{Cli, EXIT_ERROR, EXIT_OK, HookCommand};
-
-/// Where libvirt looks for hooks (`SYSCONFDIR/libvirt/hooks`, fixed when libvirt is built).
-pub const DEFAULT_HOOKS_DIR: &str = "/etc/libvirt/hooks";
+use crate::context::Context;
+use crate::render::{self, Line};
+use crate::{EXIT_ERROR, EXIT_OK, HookCommand};
 
 /// The script's name under `qemu.d/`.
 const SCRIPT_NAME: &str = "vgpu";
@@ -35,27 +33,22 @@ const SCRIPT_NAME: &str = "vgpu";
 const MARKER: &str = "# Installed by `vgpuctl hook install`";
 
 /// Runs a `hook` subcommand; returns the exit code.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    command: &HookCommand,
-    out: &mut dyn Write,
-) -> Result<u8> {
+pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write) -> Result<u8> {
     match command {
         HookCommand::Qemu {
             domain, op, subop, ..
-        } => Ok(qemu(cli, paths, domain, op, subop)),
-        HookCommand::Install { dir } => install(cli, dir, out),
-        HookCommand::Uninstall { dir } => uninstall(cli, dir, out),
+        } => Ok(qemu(ctx, domain, op, subop)),
+        HookCommand::Install { dir } => install(ctx, dir, out),
+        HookCommand::Uninstall { dir } => uninstall(ctx, dir, out),
     }
 }
 
 /// The hook itself. Errors are one line on stderr, with what to do about it where the library's
 /// facts leave that to the caller (a VF with no vGPU type).
-fn qemu(cli: &Cli, paths: &HostPaths, name: &str, op: &str, subop: &str) -> u8 {
+fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str) -> u8 {
     let (result, failure) = match (op, subop) {
-        ("prepare", "begin") => (prepare(cli, paths), EXIT_ERROR),
-        ("release", "end") => (release(cli, paths), EXIT_OK),
+        ("prepare", "begin") => (prepare(ctx), EXIT_ERROR),
+        ("release", "end") => (release(ctx), EXIT_OK),
         _ => return EXIT_OK,
     };
     match result {
@@ -96,9 +89,9 @@ fn read_domain() -> Result<DomainXml> {
     Ok(xml::domain_in_bytes(&bytes)?)
 }
 
-fn prepare(cli: &Cli, paths: &HostPaths) -> Result<()> {
+fn prepare(ctx: &Context<'_>) -> Result<()> {
     let domain = read_domain()?;
-    let config = HookConfig::load(paths)?;
+    let config = HookConfig::load(ctx.paths())?;
     let request = HookDomain {
         uuid: domain.uuid,
         name: domain.name,
@@ -107,7 +100,7 @@ fn prepare(cli: &Cli, paths: &HostPaths) -> Result<()> {
         flavor: domain.nova_flavor,
         tenant: domain.tenant.map(|t| t.name).unwrap_or_default(),
     };
-    let prepared = crate::manager(cli, paths).prepare_domain(&request, &config)?;
+    let prepared = ctx.manager().prepare_domain(&request, &config)?;
     tracing::info!(
         domain = request.name,
         made = prepared.made.len(),
@@ -117,9 +110,9 @@ fn prepare(cli: &Cli, paths: &HostPaths) -> Result<()> {
     Ok(())
 }
 
-fn release(cli: &Cli, paths: &HostPaths) -> Result<()> {
+fn release(ctx: &Context<'_>) -> Result<()> {
     let domain = read_domain()?;
-    let released = crate::manager(cli, paths).release_domain(domain.uuid, &domain.name)?;
+    let released = ctx.manager().release_domain(domain.uuid, &domain.name)?;
     for left in &released.left {
         tracing::info!(device = %left.made.handle(), reason = left.reason, "left as it is");
     }
@@ -204,7 +197,8 @@ fn existing(path: &Path) -> Result<Option<String>> {
     }
 }
 
-fn install(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
+fn install(ctx: &Context<'_>, dir: &Path, out: &mut dyn Write) -> Result<u8> {
+    let cli = ctx.cli();
     let exe = std::env::current_exe()
         .and_then(fs::canonicalize)
         .context("cannot find this vgpuctl's own path")?;
@@ -250,11 +244,15 @@ fn install(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
     } else {
         format!("{} is installed and up to date", path.display())
     };
-    emit(cli, out, &Installed { path, changed }, &line)?;
+    render::emit(
+        &Line::new(&Installed { path, changed }, line),
+        ctx.format(),
+        out,
+    )?;
     Ok(EXIT_OK)
 }
 
-fn uninstall(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
+fn uninstall(ctx: &Context<'_>, dir: &Path, out: &mut dyn Write) -> Result<u8> {
     let path = script_path(dir);
     let changed = match existing(&path)? {
         Some(_) => {
@@ -267,7 +265,11 @@ fn uninstall(cli: &Cli, dir: &Path, out: &mut dyn Write) -> Result<u8> {
         true => format!("removed {}", path.display()),
         false => format!("{} is not installed", path.display()),
     };
-    emit(cli, out, &Installed { path, changed }, &line)?;
+    render::emit(
+        &Line::new(&Installed { path, changed }, line),
+        ctx.format(),
+        out,
+    )?;
     Ok(EXIT_OK)
 }
 

@@ -1,17 +1,17 @@
 //! `vgpuctl list`: the GPUs (all, or one), with `--vgpus` a line per vGPU, and with
-//! `--defined` every definition, running or not (as `mdevctl list --defined`).
+//! `--defined` every definition, running or not (as `mdevctl list --defined`); and
+//! `vgpuctl types`.
 
 use std::io::Write;
 
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_core::{
-    model::{Inventory, VgpuHandle},
-    plan::capacity::HostState,
-};
+use vgpu_core::{model::VgpuHandle, plan::capacity::HostState};
 
-use crate::render;
+use crate::EXIT_OK;
+use crate::context::Context;
+use crate::render::{self, ListReport, Report, Table, TypesReport};
 
 /// One definition in `list --defined`.
 #[derive(Debug, Serialize)]
@@ -115,68 +115,73 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
     out
 }
 
-/// `list --defined` as a table or JSON.
-pub(crate) fn defined(json: bool, state: &HostState, out: &mut dyn Write) -> Result<()> {
-    let list = definitions(state);
-    if json {
-        #[derive(Serialize)]
-        struct DefinedJson<'a> {
-            definitions: &'a [Defined],
-        }
-        render::json(out, &DefinedJson { definitions: &list })?;
-        return Ok(());
-    }
-    if list.is_empty() {
-        writeln!(out, "No definitions.")?;
-        return Ok(());
-    }
-    let rows: Vec<Vec<String>> = std::iter::once(
-        ["KIND", "ID", "ON", "WHAT", "START", "ACTIVE"]
-            .map(str::to_owned)
-            .to_vec(),
-    )
-    .chain(list.iter().map(|d| {
-        vec![
-            d.kind.to_owned(),
-            d.id.clone(),
-            d.on.clone(),
-            d.what.clone(),
-            d.start.clone().unwrap_or_else(|| "-".to_owned()),
-            if d.active { "yes" } else { "no" }.to_owned(),
-        ]
-    }))
-    .collect();
-    render::rows(out, &rows)?;
-    Ok(())
+/// `list --defined`: every definition, running or not.
+#[derive(Serialize)]
+struct DefinedReport {
+    definitions: Vec<Defined>,
 }
 
-/// `list --vgpus`: a line per vGPU, under the GPU table.
-pub(crate) fn vgpus(inventory: &Inventory, out: &mut dyn Write) -> Result<()> {
-    let mut rows = vec![
-        ["GPU", "VGPU", "TYPE", "NAME", "ON"]
-            .map(str::to_owned)
-            .to_vec(),
-    ];
-    for gpu in &inventory.gpus {
-        for vgpu in &gpu.vgpus {
-            let name = inventory
-                .type_name(gpu.address, &vgpu.type_id)
-                .unwrap_or("-")
-                .to_owned();
-            rows.push(vec![
-                gpu.address.to_string(),
-                vgpu.id.to_string(),
-                vgpu.type_id.clone(),
-                name,
-                vgpu.parent.to_string(),
+impl Report for DefinedReport {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.definitions.is_empty() {
+            return writeln!(out, "No definitions.");
+        }
+        let mut table = Table::new(&["KIND", "ID", "ON", "WHAT", "START", "ACTIVE"]);
+        for d in &self.definitions {
+            table.row(vec![
+                d.kind.to_owned(),
+                d.id.clone(),
+                d.on.clone(),
+                d.what.clone(),
+                render::opt(d.start.as_deref()),
+                if d.active { "yes" } else { "no" }.to_owned(),
             ]);
         }
+        table.write(out)
     }
-    writeln!(out)?;
-    if rows.len() == 1 {
-        writeln!(out, "No vGPUs.")?;
-    } else {
-        render::rows(out, &rows)?;
+}
+
+/// `vgpuctl list [GPU] [--defined] [--vgpus]`.
+pub(crate) fn list(
+    ctx: &Context<'_>,
+    gpu: Option<&str>,
+    defined: bool,
+    vgpus: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let state = ctx.state()?;
+    if defined {
+        let report = DefinedReport {
+            definitions: definitions(&state),
+        };
+        render::emit(&report, ctx.format(), out)?;
+        return Ok(EXIT_OK);
     }
-    Ok(())
+    let mut inventory = state.inventory;
+    if let Some(name) = gpu {
+        let address = vgpu_core::discovery::find_gpu(&inventory, name, ctx.paths())?.address;
+        inventory.gpus.retain(|g| g.address == address);
+    }
+    let report = ListReport {
+        inventory: &inventory,
+        nvml: ctx.nvml(),
+        vgpus,
+    };
+    render::emit(&report, ctx.format(), out)?;
+    Ok(EXIT_OK)
+}
+
+/// `vgpuctl types [GPU]`.
+pub(crate) fn types(ctx: &Context<'_>, gpu: Option<&str>, out: &mut dyn Write) -> Result<u8> {
+    let inventory = ctx.state()?.inventory;
+    let gpus = match gpu {
+        Some(name) => vec![vgpu_core::discovery::find_gpu(
+            &inventory,
+            name,
+            ctx.paths(),
+        )?],
+        None => inventory.gpus.iter().collect(),
+    };
+    render::emit(&TypesReport { gpus }, ctx.format(), out)?;
+    Ok(EXIT_OK)
 }

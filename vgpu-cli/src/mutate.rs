@@ -3,18 +3,14 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use vgpu_core::{HostPaths, manager::DomainReferences, state::Start};
 
-use crate::render;
-use crate::{ChangeCommand, Cli, EXIT_ERROR, EXIT_OK, VgpuArgs};
-
-/// The command line as typed, for the audit log.
-pub(crate) fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
-}
+use crate::context::Context;
+use crate::render::{self, Line};
+use crate::{ChangeCommand, EXIT_ERROR, EXIT_OK, VgpuArgs};
 
 fn start(auto: bool) -> Start {
     if auto { Start::Auto } else { Start::Manual }
@@ -34,45 +30,36 @@ pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::model::VgpuHan
     }
 }
 
-/// Writes `value` as JSON, or `line` for people.
-pub fn emit(cli: &Cli, out: &mut dyn Write, value: &impl Serialize, line: &str) -> Result<()> {
-    if cli.json {
-        render::json(out, value)?;
-    } else {
-        writeln!(out, "{line}")?;
-    }
-    Ok(())
-}
-
 #[derive(Serialize)]
 struct Done<'a> {
     id: String,
     action: &'a str,
 }
 
-/// Runs a mutating command; returns the exit code.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    command: &ChangeCommand,
-    references: DomainReferences,
-    out: &mut dyn Write,
-) -> Result<u8> {
-    let manager = crate::manager(cli, paths).with_domain_references(references);
+/// Runs a mutating command; returns the exit code. The commands that take devices away are
+/// refused while a libvirt domain references the device: the manager is told which domains
+/// reference what, unless `--force` ([`ChangeCommand::takes_away`]).
+pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Write) -> Result<u8> {
+    let references = if command.takes_away() {
+        ctx.references()?
+    } else {
+        DomainReferences::NoLibvirt
+    };
+    let manager = ctx.manager().with_domain_references(references);
+    let paths = ctx.paths();
+    let format = ctx.format();
+    // `--force` is the manager's (`Context::manager`); `bind` and `unbind` also take it as
+    // the core's argument.
+    let force = command.force();
     match command {
         ChangeCommand::Sriov {
             gpu,
             vfs,
-            force,
             autoprobe,
             define,
+            ..
         } => {
-            let options = vgpu_core::host::SriovOptions {
-                force: *force,
-                ..Default::default()
-            };
             let autoprobe = autoprobe.map(|a| a == crate::OnOff::On);
-            let manager = manager.with_sriov_options(options).with_force(*force);
             let change = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|pf| manager.set_vfs(pf, *vfs, autoprobe, *define))
                 .with_context(|| format!("cannot set the VF count of {gpu} to {vfs}"))?;
@@ -80,7 +67,7 @@ pub(crate) fn run(
                 "{}: {} VFs enabled (was {}, asked {})",
                 change.pf, change.enabled, change.before, change.requested
             );
-            emit(cli, out, &change, &line)?;
+            render::emit(&Line::new(&change, line), format, out)?;
         }
         ChangeCommand::Create {
             vgpu:
@@ -96,7 +83,7 @@ pub(crate) fn run(
             let created = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.create(address, type_name, *uuid, define))
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
-            emit(cli, out, &created, &created.id.to_string())?;
+            render::emit(&Line::new(&created, created.id.to_string()), format, out)?;
         }
         ChangeCommand::Define {
             vgpu:
@@ -110,13 +97,11 @@ pub(crate) fn run(
             let defined = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.define(address, type_name, *uuid, start(*auto)))
                 .with_context(|| format!("cannot define a {type_name} vGPU on {gpu}"))?;
-            emit(cli, out, &defined, &defined.id.to_string())?;
+            render::emit(&Line::new(&defined, defined.id.to_string()), format, out)?;
         }
-        ChangeCommand::Destroy { id, force } => {
-            // Without --force, `crate::run` has checked which libvirt domains name it.
+        ChangeCommand::Destroy { id, .. } => {
             let vgpu = handle(paths, id)?;
             let destroyed = manager
-                .with_force(*force)
                 .destroy(vgpu)
                 .with_context(|| format!("cannot destroy {id}"))?;
             let line = format!(
@@ -132,13 +117,11 @@ pub(crate) fn run(
                     ""
                 }
             );
-            emit(cli, out, &destroyed, &line)?;
+            render::emit(&Line::new(&destroyed, line), format, out)?;
         }
-        ChangeCommand::Undefine { id, force } => {
-            // Without --force, `crate::run` has checked which libvirt domains name it.
+        ChangeCommand::Undefine { id, .. } => {
             let vgpu = handle(paths, id)?;
             let removed = manager
-                .with_force(*force)
                 .undefine(vgpu)
                 .with_context(|| format!("cannot undefine {id}"))?;
             if !removed {
@@ -148,50 +131,44 @@ pub(crate) fn run(
                     path: paths.etc(),
                 });
             }
-            emit(
-                cli,
-                out,
-                &Done {
-                    id: vgpu.to_string(),
-                    action: "undefined",
-                },
-                &format!("{vgpu}: undefined"),
-            )?;
+            let done = Done {
+                id: vgpu.to_string(),
+                action: "undefined",
+            };
+            render::emit(&Line::new(&done, format!("{vgpu}: undefined")), format, out)?;
         }
         ChangeCommand::Start { id } => {
             let vgpu = handle(paths, id)?;
             manager
                 .start(vgpu)
                 .with_context(|| format!("cannot start {id}"))?;
-            emit(
-                cli,
-                out,
-                &Done {
-                    id: vgpu.to_string(),
-                    action: "started",
-                },
-                &format!("{vgpu}: started"),
-            )?;
+            let done = Done {
+                id: vgpu.to_string(),
+                action: "started",
+            };
+            render::emit(&Line::new(&done, format!("{vgpu}: started")), format, out)?;
         }
-        ChangeCommand::Stop { id, force } => {
+        ChangeCommand::Stop { id, .. } => {
             let vgpu = handle(paths, id)?;
             let stopped = manager
-                .with_force(*force)
                 .stop(vgpu)
                 .with_context(|| format!("cannot stop {id}"))?;
-            emit(cli, out, &stopped, &format!("{vgpu}: stopped"))?;
+            render::emit(
+                &Line::new(&stopped, format!("{vgpu}: stopped")),
+                format,
+                out,
+            )?;
         }
         ChangeCommand::Bind {
             address,
             driver,
             define,
             auto,
-            force,
+            ..
         } => {
             let define = define.then(|| start(*auto));
             let previous = manager
-                .with_force(*force)
-                .bind(*address, driver, define, *force)
+                .bind(*address, driver, define, force)
                 .with_context(|| format!("cannot bind {address} to {driver}"))?;
             #[derive(Serialize)]
             struct Bound<'a> {
@@ -208,22 +185,17 @@ pub(crate) fn run(
                     was.unwrap_or("unbound")
                 ),
             };
-            emit(
-                cli,
-                out,
-                &Bound {
-                    address: address.to_string(),
-                    driver,
-                    previous_driver: previous.filter(|_| changed),
-                    changed,
-                },
-                &line,
-            )?;
+            let bound = Bound {
+                address: address.to_string(),
+                driver,
+                previous_driver: previous.filter(|_| changed),
+                changed,
+            };
+            render::emit(&Line::new(&bound, line), format, out)?;
         }
-        ChangeCommand::Unbind { address, force } => {
+        ChangeCommand::Unbind { address, .. } => {
             let now = manager
-                .with_force(*force)
-                .unbind(*address, *force)
+                .unbind(*address, force)
                 .with_context(|| format!("cannot unbind {address}"))?;
             #[derive(Serialize)]
             struct Unbound {
@@ -231,15 +203,11 @@ pub(crate) fn run(
                 driver: Option<String>,
             }
             let line = format!("{address}: now {}", now.as_deref().unwrap_or("unbound"));
-            emit(
-                cli,
-                out,
-                &Unbound {
-                    address: address.to_string(),
-                    driver: now,
-                },
-                &line,
-            )?;
+            let unbound = Unbound {
+                address: address.to_string(),
+                driver: now,
+            };
+            render::emit(&Line::new(&unbound, line), format, out)?;
         }
         ChangeCommand::Restore { device } => {
             let report = match device {
@@ -250,11 +218,7 @@ pub(crate) fn run(
                     .restore()
                     .context("cannot restore the host's definitions")?,
             };
-            if cli.json {
-                render::json(out, &report)?;
-            } else {
-                render::restore_table(out, &report)?;
-            }
+            render::emit(&report, format, out)?;
             if report.failed() > 0 {
                 return Ok(EXIT_ERROR);
             }
@@ -269,14 +233,10 @@ pub(crate) fn run(
             auto,
         } => {
             let define = define.then(|| start(*auto));
+            let inventory = vgpu_core::discover(paths)?;
             let addresses: Vec<vgpu_core::model::pci::PciAddress> = if *all {
-                vgpu_core::discover(paths)?
-                    .gpus
-                    .iter()
-                    .map(|g| g.address)
-                    .collect()
+                inventory.gpus.iter().map(|g| g.address).collect()
             } else {
-                let inventory = vgpu_core::discover(paths)?;
                 gpus.iter()
                     .map(|name| {
                         vgpu_core::discovery::find_gpu(&inventory, name, paths).map(|g| g.address)
@@ -294,11 +254,7 @@ pub(crate) fn run(
                 })
                 .collect();
             let reports = manager.provision(targets).context("cannot provision")?;
-            if cli.json {
-                render::json(out, &reports)?;
-            } else {
-                render::provision_table(out, &reports)?;
-            }
+            render::emit(reports.as_slice(), format, out)?;
             if reports.iter().any(|r| r.error.is_some()) {
                 return Ok(EXIT_ERROR);
             }

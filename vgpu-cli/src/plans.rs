@@ -7,12 +7,12 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::mpsc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use vgpu_core::{
-    HostPaths, Manager,
+    Manager,
     manager::{ApplyEvent, ApplyOutcome, ApplyReport, DomainReferences},
     model::pci::PciAddress,
     plan::{
@@ -23,32 +23,20 @@ use vgpu_core::{
     state::Start,
 };
 
+use crate::context::Context;
 use crate::libvirt_facts::{Facts, LibvirtFacts, domain_references};
-use crate::render::size_text;
-use crate::{Cli, EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, PlanCommand, render};
-
-/// `place --policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyArg {
-    /// Fill partly used GPUs first (best fit).
-    Pack,
-    /// Balance vGPUs across GPUs.
-    Spread,
-}
+use crate::render::{self, Format, Report, Table, opt, size_text};
+use crate::{EXIT_CHANGES_PENDING, EXIT_ERROR, EXIT_OK, PlanCommand};
 
 /// Runs `plan`, `apply`, `assert` or `place`; returns the exit code.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    command: &PlanCommand,
-    facts: &mut dyn Facts,
-    out: &mut dyn Write,
-) -> Result<u8> {
-    let manager = crate::manager(cli, paths);
+pub(crate) fn run(ctx: &Context<'_>, command: &PlanCommand, out: &mut dyn Write) -> Result<u8> {
+    let manager = ctx.manager();
+    let facts = &mut *ctx.facts();
+    let format = ctx.format();
     match command {
         PlanCommand::Plan { file, config } => {
-            let (plan, _) = plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
-            render_plan(cli, out, &plan)?;
+            let (plan, _) = plan_file(ctx, &manager, file, config.as_deref(), facts)?;
+            render::emit(&PlanReport(&plan), format, out)?;
             Ok(plan_exit(&plan))
         }
         PlanCommand::Apply {
@@ -56,18 +44,18 @@ pub(crate) fn run(
             config,
             dry_run,
         } => {
-            let (plan, references) =
-                plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
+            let (plan, references) = plan_file(ctx, &manager, file, config.as_deref(), facts)?;
             // Its destroy steps take devices away: the removal policy decides.
             let manager = manager.with_domain_references(references);
             if *dry_run {
-                render_plan(cli, out, &plan)?;
+                render::emit(&PlanReport(&plan), format, out)?;
                 return Ok(plan_exit(&plan));
             }
-            if plan.blocked() && !cli.json {
-                render_plan(cli, out, &plan)?;
+            // People see what is refused before the rest is applied; JSON has it in the report.
+            if plan.blocked() && format == Format::Table {
+                render::emit(&PlanReport(&plan), format, out)?;
             }
-            let report = apply(cli, &manager, &plan, out)?;
+            let report = apply(format, &manager, &plan, out)?;
             Ok(if report.succeeded() {
                 EXIT_OK
             } else {
@@ -75,24 +63,14 @@ pub(crate) fn run(
             })
         }
         PlanCommand::Assert { file, config } => {
-            let (plan, _) = plan_file(cli, paths, &manager, file, config.as_deref(), facts)?;
+            let (plan, _) = plan_file(ctx, &manager, file, config.as_deref(), facts)?;
             let differences = differences(&plan);
-            if cli.json {
-                render::json(
-                    out,
-                    &AssertJson {
-                        config: &plan.config,
-                        matches: differences.is_empty(),
-                        differences: &differences,
-                    },
-                )?;
-            } else if differences.is_empty() {
-                writeln!(out, "the host matches config {:?}", plan.config)?;
-            } else {
-                for d in &differences {
-                    writeln!(out, "{}: {}", d.gpu, d.difference)?;
-                }
-            }
+            let report = AssertReport {
+                config: &plan.config,
+                matches: differences.is_empty(),
+                differences: &differences,
+            };
+            render::emit(&report, format, out)?;
             Ok(if differences.is_empty() {
                 EXIT_OK
             } else {
@@ -137,24 +115,17 @@ pub(crate) fn run(
                 want,
                 numa_node: *numa,
             };
-            let policy = match policy {
-                PolicyArg::Pack => Policy::Pack,
-                PolicyArg::Spread => Policy::Spread,
-            };
-            let (state, references) = host_state(cli, paths, &manager, facts)?;
+            let policy = Policy::from(*policy);
+            let (state, references) = host_state(ctx, &manager, facts)?;
             let manager = manager.with_domain_references(references);
             let picks = vgpu_core::plan::place::place(&state, &request, policy)
                 .with_context(|| format!("cannot place {count} vGPU(s)"))?;
             if !*create {
-                if cli.json {
-                    render::json(out, &PlaceJson { picks: &picks })?;
-                } else {
-                    picks_table(out, &picks)?;
-                }
+                render::emit(&PlaceReport { picks: &picks }, format, out)?;
                 return Ok(EXIT_OK);
             }
             let plan = vgpu_core::plan::place::plan_picks(&state, &picks, Start::Auto);
-            let report = apply(cli, &manager, &plan, out)?;
+            let report = apply(format, &manager, &plan, out)?;
             Ok(if report.succeeded() {
                 EXIT_OK
             } else {
@@ -168,16 +139,14 @@ pub(crate) fn run(
 /// (when libvirt answers; without it, only processes holding VFIO devices open protect them,
 /// and a libvirt that does not answer is warned about once).
 fn host_state(
-    cli: &Cli,
-    paths: &HostPaths,
+    ctx: &Context<'_>,
     manager: &Manager,
     facts: &mut dyn Facts,
 ) -> Result<(HostState, DomainReferences)> {
     let mut state = manager
         .host_state()
-        .with_context(|| format!("cannot read the host at {}", cli.root.display()))?;
-    let nvml = cli.nvml_source().load(paths);
-    vgpu_core::nvml::add_nvml_facts(&mut state, paths, &nvml);
+        .with_context(|| format!("cannot read the host at {}", ctx.cli().root.display()))?;
+    vgpu_core::nvml::add_nvml_facts(&mut state, ctx.paths(), ctx.nvml());
     let facts = facts.owners(&state.inventory);
     match &facts {
         LibvirtFacts::Absent => {}
@@ -207,8 +176,7 @@ fn host_state(
 }
 
 fn plan_file(
-    cli: &Cli,
-    paths: &HostPaths,
+    ctx: &Context<'_>,
     manager: &Manager,
     file: &Path,
     config: Option<&str>,
@@ -216,7 +184,7 @@ fn plan_file(
 ) -> Result<(Plan, DomainReferences)> {
     let desired = vgpu_core::state::read_desired(file)?;
     let config = desired.config(config)?;
-    let (state, references) = host_state(cli, paths, manager, facts)?;
+    let (state, references) = host_state(ctx, manager, facts)?;
     Ok((vgpu_core::plan::planner::plan(&state, config), references))
 }
 
@@ -225,8 +193,14 @@ fn plan_file(
 /// theirs) and sends each event over a channel; this thread shows them as they come, and the
 /// channel ends when the apply has returned. A signal stops the apply between steps
 /// ([`vgpu_core::manager::request_stop`]), whose events are still shown.
-fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Result<ApplyReport> {
-    let terminal = !cli.json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+fn apply(
+    format: Format,
+    manager: &Manager,
+    plan: &Plan,
+    out: &mut dyn Write,
+) -> Result<ApplyReport> {
+    let table = format == Format::Table;
+    let terminal = table && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     let mut bars = Bars::new(terminal, plan);
     let (sender, events) = mpsc::channel::<ApplyEvent>();
     let (result, shown) = std::thread::scope(|scope| {
@@ -245,7 +219,7 @@ fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Resu
         let mut shown = Ok(());
         for event in &events {
             if shown.is_ok() {
-                shown = bars.show(cli, out, &event);
+                shown = bars.show(table, out, &event);
             }
         }
         let result = match applying.join() {
@@ -257,11 +231,7 @@ fn apply(cli: &Cli, manager: &Manager, plan: &Plan, out: &mut dyn Write) -> Resu
     let report = result.with_context(|| format!("cannot apply config {:?}", plan.config))?;
     shown?;
     bars.finish();
-    if cli.json {
-        render::json(out, &report)?;
-    } else {
-        apply_summary(out, &report)?;
-    }
+    render::emit(&report, format, out)?;
     Ok(report)
 }
 
@@ -293,7 +263,8 @@ impl Bars {
         Bars { multi, bars }
     }
 
-    fn show(&mut self, cli: &Cli, out: &mut dyn Write, event: &ApplyEvent) -> Result<()> {
+    /// Shows `event`: on its GPU's bar, or as a line for people (`table`); nothing for JSON.
+    fn show(&mut self, table: bool, out: &mut dyn Write, event: &ApplyEvent) -> Result<()> {
         if self.multi.is_some() {
             if let ApplyEvent::Stepped { gpu, step, .. } = event {
                 if let Some(bar) = self.bars.get(gpu) {
@@ -311,7 +282,7 @@ impl Bars {
             }
             return Ok(());
         }
-        if cli.json {
+        if !table {
             return Ok(());
         }
         match event {
@@ -337,7 +308,14 @@ impl Bars {
     }
 }
 
-fn apply_summary(out: &mut dyn Write, report: &ApplyReport) -> Result<()> {
+/// `apply`'s summary: the GPUs that failed or were skipped, then the counts.
+impl Report for ApplyReport {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        apply_summary(out, self)
+    }
+}
+
+fn apply_summary(out: &mut dyn Write, report: &ApplyReport) -> std::io::Result<()> {
     let count = |o: ApplyOutcome| report.gpus.iter().filter(|g| g.outcome == o).count();
     for gpu in &report.gpus {
         if let Some(error) = &gpu.error {
@@ -403,6 +381,9 @@ fn refusals(plan: &Plan) -> Vec<Difference<'_>> {
     out
 }
 
+/// `plan` (and `apply --dry-run`): the plan, with its summary in JSON.
+struct PlanReport<'a>(&'a Plan);
+
 /// `plan --json`.
 #[derive(Serialize)]
 struct PlanJson<'a> {
@@ -413,19 +394,27 @@ struct PlanJson<'a> {
     blocked: bool,
 }
 
-fn render_plan(cli: &Cli, out: &mut dyn Write, plan: &Plan) -> Result<()> {
-    if cli.json {
-        render::json(
-            out,
-            &PlanJson {
-                plan,
-                matches: plan.matches(),
-                changes: plan.changes(),
-                blocked: plan.blocked(),
-            },
-        )?;
-        return Ok(());
+impl Serialize for PlanReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let plan = self.0;
+        PlanJson {
+            plan,
+            matches: plan.matches(),
+            changes: plan.changes(),
+            blocked: plan.blocked(),
+        }
+        .serialize(serializer)
     }
+}
+
+impl Report for PlanReport<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        plan_text(out, self.0)
+    }
+}
+
+/// The plan for people: per GPU what it wants, what is refused, kept and done.
+fn plan_text(out: &mut dyn Write, plan: &Plan) -> std::io::Result<()> {
     writeln!(out, "config {:?} of {}", plan.config, plan.file.display())?;
     for gpu in &plan.gpus {
         gpu_plan(out, plan, gpu)?;
@@ -468,7 +457,7 @@ fn render_plan(cli: &Cli, out: &mut dyn Write, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> Result<()> {
+fn gpu_plan(out: &mut dyn Write, plan: &Plan, gpu: &GpuPlan) -> std::io::Result<()> {
     writeln!(
         out,
         "{}  {}  ({})",
@@ -652,12 +641,24 @@ struct Difference<'a> {
     count: Option<usize>,
 }
 
-/// `assert --json`.
+/// `assert`: whether the host matches the config, and every difference.
 #[derive(Serialize)]
-struct AssertJson<'a> {
+struct AssertReport<'a> {
     config: &'a str,
     matches: bool,
     differences: &'a [Difference<'a>],
+}
+
+impl Report for AssertReport<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.differences.is_empty() {
+            return writeln!(out, "the host matches config {:?}", self.config);
+        }
+        for d in self.differences {
+            writeln!(out, "{}: {}", d.gpu, d.difference)?;
+        }
+        Ok(())
+    }
 }
 
 /// Every difference between the host and the config.
@@ -730,30 +731,24 @@ fn differences(plan: &Plan) -> Vec<Difference<'_>> {
     out
 }
 
-/// `place --json`.
+/// `place` without `--apply`: the GPUs (and VFs) chosen.
 #[derive(Serialize)]
-struct PlaceJson<'a> {
+struct PlaceReport<'a> {
     picks: &'a [Pick],
 }
 
-fn picks_table(out: &mut dyn Write, picks: &[Pick]) -> Result<()> {
-    let mut rows = vec![vec![
-        "GPU".to_owned(),
-        "TYPE".to_owned(),
-        "NAME".to_owned(),
-        "FRAMEBUFFER".to_owned(),
-        "VF".to_owned(),
-    ]];
-    for pick in picks {
-        rows.push(vec![
-            pick.gpu.to_string(),
-            pick.type_id.clone(),
-            pick.type_name.clone().unwrap_or_else(|| "-".to_owned()),
-            pick.framebuffer_mib
-                .map_or_else(|| "-".to_owned(), size_text),
-            pick.vf.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-        ]);
+impl Report for PlaceReport<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let mut table = Table::new(&["GPU", "TYPE", "NAME", "FRAMEBUFFER", "VF"]);
+        for pick in self.picks {
+            table.row(vec![
+                pick.gpu.to_string(),
+                pick.type_id.clone(),
+                opt(pick.type_name.as_deref()),
+                opt(pick.framebuffer_mib.map(size_text)),
+                opt(pick.vf),
+            ]);
+        }
+        table.write(out)
     }
-    render::rows(out, &rows)?;
-    Ok(())
 }

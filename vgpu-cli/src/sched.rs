@@ -3,46 +3,26 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use vgpu_core::{
-    HostPaths,
     error::NvmlError,
     model::{
         Gpu,
-        nvml::{ArrMode, Fact, SchedulerCapabilities, SchedulerPolicy, SchedulerState},
+        nvml::{ArrMode, Fact, SchedulerCapabilities, SchedulerState},
         pci::PciAddress,
     },
     nvml::{Nvml, SchedulerChange, SchedulerRequest, ns_as_ms},
 };
 
-use crate::{Cli, EXIT_OK, render};
+use crate::context::Context;
+use crate::render::{self, Line, Report, Table};
+use crate::{EXIT_OK, PolicyName};
 
-/// A scheduler policy on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyName {
-    /// Round robin over the vGPUs with work.
-    BestEffort,
-    /// An equal share to each running vGPU.
-    EqualShare,
-    /// A fixed share to each vGPU, by its type.
-    FixedShare,
-}
-
-impl From<PolicyName> for SchedulerPolicy {
-    fn from(name: PolicyName) -> Self {
-        match name {
-            PolicyName::BestEffort => SchedulerPolicy::BestEffort,
-            PolicyName::EqualShare => SchedulerPolicy::EqualShare,
-            PolicyName::FixedShare => SchedulerPolicy::FixedShare,
-        }
-    }
-}
-
-/// `sched GPU --json`.
+/// `sched GPU`: the scheduler and what the GPU supports; JSON or a two-column table.
 #[derive(Serialize)]
-struct SchedJson<'a> {
+struct SchedReport<'a> {
     gpu: PciAddress,
     scheduler: &'a SchedulerState,
     capabilities: &'a Fact<SchedulerCapabilities>,
@@ -110,7 +90,7 @@ fn nvml_error(err: NvmlError) -> anyhow::Error {
 
 /// `vgpuctl sched GPU`: the scheduler as NVML reports it. Fails when NVML is not loaded or
 /// cannot read the scheduler state, with NVML's reason.
-pub(crate) fn show(cli: &Cli, gpu: &Gpu, nvml: &Nvml, out: &mut dyn Write) -> Result<u8> {
+fn show(gpu: &Gpu, nvml: &Nvml, format: render::Format, out: &mut dyn Write) -> Result<u8> {
     if gpu.vendor_id != Some(0x10de) {
         return Err(nvml_error(NvmlError::NotNvidia {
             gpu: gpu.address,
@@ -142,58 +122,44 @@ pub(crate) fn show(cli: &Cli, gpu: &Gpu, nvml: &Nvml, out: &mut dyn Write) -> Re
             .context(format!("cannot read the vGPU scheduler of {}", gpu.address)));
         }
     };
-    let running = running(gpu, facts.vgpus.value().map(Vec::len));
-    if cli.json {
-        render::json(
-            out,
-            &SchedJson {
-                gpu: gpu.address,
-                scheduler: state,
-                capabilities: &facts.scheduler_capabilities,
-                running,
-            },
-        )?;
-        return Ok(EXIT_OK);
-    }
-    let rows = vec![
-        vec!["GPU".to_owned(), gpu.address.to_string()],
-        vec!["POLICY".to_owned(), policy(state)],
-        vec!["TIME SLICE".to_owned(), timeslice(state)],
-        vec!["ADAPTIVE RR".to_owned(), arr_mode(state.arr_mode)],
-        vec![
-            "SUPPORTS".to_owned(),
-            capabilities(&facts.scheduler_capabilities),
-        ],
-        vec![
-            "VGPUS".to_owned(),
-            if running.is_empty() {
-                "none running (the policy can change)".to_owned()
-            } else {
-                format!(
-                    "{} running (the policy cannot change): {}",
-                    running.len(),
-                    running.join(", ")
-                )
-            },
-        ],
-    ];
-    for row in rows {
-        writeln!(out, "{:<12} {}", row[0], row[1])?;
-    }
+    let report = SchedReport {
+        gpu: gpu.address,
+        scheduler: state,
+        capabilities: &facts.scheduler_capabilities,
+        running: running(gpu, facts.vgpus.value().map(Vec::len)),
+    };
+    render::emit(&report, format, out)?;
     Ok(EXIT_OK)
 }
 
+impl Report for SchedReport<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let vgpus = if self.running.is_empty() {
+            "none running (the policy can change)".to_owned()
+        } else {
+            format!(
+                "{} running (the policy cannot change): {}",
+                self.running.len(),
+                self.running.join(", ")
+            )
+        };
+        let mut table = Table::new(&["GPU", &self.gpu.to_string()]);
+        table.row(vec!["POLICY".to_owned(), policy(self.scheduler)]);
+        table.row(vec!["TIME SLICE".to_owned(), timeslice(self.scheduler)]);
+        table.row(vec![
+            "ADAPTIVE RR".to_owned(),
+            arr_mode(self.scheduler.arr_mode),
+        ]);
+        table.row(vec!["SUPPORTS".to_owned(), capabilities(self.capabilities)]);
+        table.row(vec!["VGPUS".to_owned(), vgpus]);
+        table.write(out)
+    }
+}
+
 /// `vgpuctl sched GPU --policy P [--timeslice MS]`.
-pub(crate) fn set(
-    cli: &Cli,
-    paths: &HostPaths,
-    gpu: &str,
-    request: SchedulerRequest,
-    out: &mut dyn Write,
-) -> Result<u8> {
-    let manager = crate::manager(cli, paths);
-    let change: SchedulerChange = vgpu_core::discovery::resolve_gpu(paths, gpu)
-        .and_then(|address| manager.set_scheduler(address, request))
+fn set(ctx: &Context<'_>, gpu: &str, request: SchedulerRequest, out: &mut dyn Write) -> Result<u8> {
+    let change: SchedulerChange = vgpu_core::discovery::resolve_gpu(ctx.paths(), gpu)
+        .and_then(|address| ctx.manager().set_scheduler(address, request))
         .with_context(|| {
             format!(
                 "cannot set the vGPU scheduler of {gpu} to {}",
@@ -217,6 +183,30 @@ pub(crate) fn set(
             timeslice(&change.after)
         )
     };
-    crate::mutate::emit(cli, out, &change, &line)?;
+    render::emit(&Line::new(&change, line), ctx.format(), out)?;
     Ok(EXIT_OK)
+}
+
+/// `vgpuctl sched GPU [--policy P [--timeslice MS]]`: shows the scheduler, or sets it.
+pub(crate) fn run(
+    ctx: &Context<'_>,
+    gpu: &str,
+    policy: Option<PolicyName>,
+    timeslice_ms: Option<u32>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    match policy {
+        None => {
+            let inventory = ctx.state()?.inventory;
+            let gpu = vgpu_core::discovery::find_gpu(&inventory, gpu, ctx.paths())?;
+            show(gpu, ctx.nvml(), ctx.format(), out)
+        }
+        Some(policy) => {
+            let request = SchedulerRequest {
+                policy: policy.into(),
+                timeslice_ms,
+            };
+            set(ctx, gpu, request, out)
+        }
+    }
 }

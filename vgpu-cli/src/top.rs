@@ -8,53 +8,32 @@
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 
-use vgpu_core::HostPaths;
-
-use crate::libvirt_facts::Facts;
+use crate::EXIT_OK;
+use crate::context::Context;
+use crate::render::{self, Format, Report, Table};
 use crate::telemetry::{Sampler, Snapshot};
-use crate::{Cli, EXIT_OK, render};
-
-/// The shortest refresh interval `--interval` takes.
-pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Parses `--interval`: seconds, fractions allowed (`0.5`), at least [`MIN_INTERVAL`].
-pub(crate) fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
-    let seconds: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    let interval = Duration::try_from_secs_f64(seconds)
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if interval < MIN_INTERVAL {
-        return Err(format!(
-            "{text:?} is shorter than {} s",
-            MIN_INTERVAL.as_secs_f64()
-        ));
-    }
-    Ok(interval)
-}
 
 /// `vgpuctl top`.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    interval: Duration,
-    facts: Box<dyn Facts>,
-    out: &mut dyn Write,
-) -> Result<u8> {
-    let mut sampler = Sampler::new(cli, paths, facts);
-    if cli.json {
-        render::json(out, &sampler.sample()?)?;
-    } else if io::stdout().is_terminal() && io::stdin().is_terminal() {
+pub(crate) fn run(ctx: &Context<'_>, interval: Duration, out: &mut dyn Write) -> Result<u8> {
+    let mut sampler = Sampler::new(ctx.cli(), ctx.paths(), ctx.facts());
+    let terminal = io::stdout().is_terminal() && io::stdin().is_terminal();
+    if ctx.format() == Format::Table && terminal {
         live(&mut sampler, interval)?;
     } else {
-        write!(out, "{}", screen(&sampler.sample()?))?;
+        render::emit(&sampler.sample()?, ctx.format(), out)?;
     }
     Ok(EXIT_OK)
+}
+
+/// `top` for a script: the live screen's table, once.
+impl Report for Snapshot {
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(screen(self).as_bytes())
+    }
 }
 
 /// Text for a terminal: control characters (from a domain's name or metadata) become `?`.
@@ -79,17 +58,13 @@ fn or_dash(value: Option<impl ToString>) -> String {
 /// The snapshot as text: the vGPU table, the tenant sums, and where the facts came from.
 pub(crate) fn screen(snapshot: &Snapshot) -> String {
     let t = &snapshot.telemetry;
-    let mut vgpus = vec![
-        [
-            "GPU", "VGPU", "TYPE", "DOMAIN", "TENANT", "FB", "FB USED", "ENC", "SM", "MEM", "ENC%",
-            "DEC%",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    ];
+    let mut vgpus = Table::new(&[
+        "GPU", "VGPU", "TYPE", "DOMAIN", "TENANT", "FB", "FB USED", "ENC", "SM", "MEM", "ENC%",
+        "DEC%",
+    ]);
     for v in &t.vgpus {
         let u = &v.utilization;
-        vgpus.push(vec![
+        vgpus.row(vec![
             v.gpu.to_string(),
             v.id.to_string(),
             printable(v.type_name.as_deref().unwrap_or(&v.type_id)),
@@ -104,13 +79,9 @@ pub(crate) fn screen(snapshot: &Snapshot) -> String {
             percent(u.decoder),
         ]);
     }
-    let mut tenants = vec![
-        ["TENANT", "VGPUS", "FB", "FB USED", "ENC"]
-            .map(str::to_owned)
-            .to_vec(),
-    ];
+    let mut tenants = Table::new(&["TENANT", "VGPUS", "FB", "FB USED", "ENC"]);
     for sum in &t.tenants {
-        tenants.push(vec![
+        tenants.row(vec![
             or_dash(sum.tenant.as_deref()),
             sum.vgpus.to_string(),
             mib(sum.framebuffer_bytes),
@@ -121,9 +92,10 @@ pub(crate) fn screen(snapshot: &Snapshot) -> String {
     let mut out = Vec::new();
     if t.vgpus.is_empty() {
         out.extend_from_slice(b"no vGPUs in use\n");
-    } else if let Err(err) = render::rows(&mut out, &vgpus)
+    } else if let Err(err) = vgpus
+        .write(&mut out)
         .and_then(|()| writeln!(out))
-        .and_then(|()| render::rows(&mut out, &tenants))
+        .and_then(|()| tenants.write(&mut out))
     {
         // Writing to memory cannot fail; say so on the screen if it ever does.
         return format!("cannot render the table: {err}\n");
@@ -237,27 +209,6 @@ fn live(sampler: &mut Sampler, interval: Duration) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_interval_takes_fractions_of_a_second() {
-        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
-    }
-
-    #[test]
-    fn parse_interval_below_minimum_is_refused() {
-        assert_eq!(
-            parse_interval("0.01"),
-            Err("\"0.01\" is shorter than 0.1 s".to_owned())
-        );
-    }
-
-    #[test]
-    fn parse_interval_negative_is_refused() {
-        assert_eq!(
-            parse_interval("-1"),
-            Err("\"-1\" is not a number of seconds".to_owned())
-        );
-    }
 
     #[test]
     fn printable_replaces_escape_sequences() {

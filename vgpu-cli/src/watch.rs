@@ -14,24 +14,34 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::Serialize;
 
 use vgpu_core::{
-    ErrorKind, HostPaths,
+    ErrorKind,
     host::{Uevent, UeventAction, UeventSource},
     model::{Gpu, Warning, delta::InventoryDelta, pci::PciAddress},
 };
 
 use crate::EXIT_OK;
+use crate::context::Context;
+use crate::render::{self, Report};
 
 /// The subsystems watched: PCI functions (GPUs and VFs) and mediated devices.
 const SUBSYSTEMS: [&str; 2] = ["pci", "mdev"];
 
 /// How long one wait for an event lasts before the signals are looked at again.
 const TICK: Duration = Duration::from_millis(100);
+
+/// One event, what it changed, and the problems met reading its GPU again.
+struct Event<'a> {
+    event: &'a Uevent,
+    gpu: PciAddress,
+    delta: &'a InventoryDelta,
+    warnings: &'a [Warning],
+}
 
 /// One event as `watch --json` prints it.
 #[derive(Debug, Serialize)]
@@ -89,13 +99,41 @@ impl Drop for Signals {
 /// What the watch knows of the host: every GPU by address.
 type Known = BTreeMap<PciAddress, Gpu>;
 
-/// Runs `watch` until SIGINT or SIGTERM; returns the exit code.
-pub(crate) fn run(json: bool, paths: &HostPaths, out: &mut dyn Write) -> Result<u8> {
+impl Serialize for Event<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let event = self.event;
+        EventJson {
+            seqnum: event.seqnum,
+            action: event.action,
+            subsystem: &event.subsystem,
+            device: event.sysname(),
+            devpath: &event.devpath,
+            driver: event.driver.as_deref(),
+            mdev_state: event.mdev_state(),
+            gpu: self.gpu,
+            delta: self.delta,
+            warnings: self.warnings,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Report for Event<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        write_line(out, self.event, self.gpu, self.delta, self.warnings)
+    }
+}
+
+/// Runs `watch` until SIGINT or SIGTERM; returns the exit code. Each event is one line (one
+/// JSON object with `--json`).
+pub(crate) fn run(ctx: &Context<'_>, out: &mut dyn Write) -> Result<u8> {
+    let paths = ctx.paths();
+    let format = ctx.format().streamed();
     let signals = Signals::block()?;
     // Listening first, then reading: a change in between is heard (with no delta), never lost.
     let mut source = UeventSource::open(paths, &SUBSYSTEMS)
         .with_context(|| format!("cannot watch the host at {}", paths.root().display()))?;
-    let mut known = read_all(paths)?;
+    let mut known = read_all(ctx)?;
     writeln!(
         std::io::stderr().lock(),
         "vgpuctl: watching {} uevents of {} GPU(s); SIGINT or SIGTERM ends",
@@ -106,54 +144,38 @@ pub(crate) fn run(json: bool, paths: &HostPaths, out: &mut dyn Write) -> Result<
         let Some(event) = source.next(TICK).context("cannot read uevents")? else {
             continue;
         };
-        let Some((gpu, delta, warnings)) = apply(paths, &mut known, &event)? else {
+        let Some((gpu, delta, warnings)) = apply(ctx, &mut known, &event)? else {
             continue;
         };
-        if json {
-            let line = EventJson {
-                seqnum: event.seqnum,
-                action: event.action,
-                subsystem: &event.subsystem,
-                device: event.sysname(),
-                devpath: &event.devpath,
-                driver: event.driver.as_deref(),
-                mdev_state: event.mdev_state(),
-                gpu,
-                delta: &delta,
-                warnings: &warnings,
-            };
-            serde_json::to_writer(&mut *out, &line)?;
-            writeln!(out)?;
-        } else {
-            write_line(out, &event, gpu, &delta, &warnings)?;
-        }
+        let shown = Event {
+            event: &event,
+            gpu,
+            delta: &delta,
+            warnings: &warnings,
+        };
+        render::emit(&shown, format, out)?;
         out.flush()?;
     }
     out.flush()?;
     Ok(EXIT_OK)
 }
 
-fn read_all(paths: &HostPaths) -> Result<Known> {
-    let inventory = vgpu_core::discover(paths).with_context(|| {
-        format!(
-            "cannot discover GPUs on the host at {}",
-            paths.root().display()
-        )
-    })?;
+fn read_all(ctx: &Context<'_>) -> Result<Known> {
+    let inventory = ctx.inventory()?;
     Ok(inventory.gpus.into_iter().map(|g| (g.address, g)).collect())
 }
 
 /// Reads again the GPU `event` concerns and records it in `known`; returns the GPU, what
 /// changed and the problems met reading it, or `None` when the event concerns no GPU.
 fn apply(
-    paths: &HostPaths,
+    ctx: &Context<'_>,
     known: &mut Known,
     event: &Uevent,
 ) -> Result<Option<(PciAddress, InventoryDelta, Vec<Warning>)>> {
-    let Some(gpu) = affected_gpu(paths, known, event)? else {
+    let Some(gpu) = affected_gpu(ctx, known, event)? else {
         return Ok(None);
     };
-    let (now, warnings) = match vgpu_core::discovery::discover_gpu(paths, gpu) {
+    let (now, warnings) = match vgpu_core::discovery::discover_gpu(ctx.paths(), gpu) {
         Ok((now, warnings)) => (Some(now), warnings),
         Err(err) if err.kind() == ErrorKind::NotFound => (None, Vec::new()),
         Err(err) => return Err(err).with_context(|| format!("cannot read GPU {gpu}")),
@@ -169,7 +191,7 @@ fn apply(
 /// The GPU an event concerns: the nearest PCI function of its devpath (the device itself, or
 /// a mediated device's parent) that is a known GPU or a VF of one; failing that, the GPU the
 /// host has that function as (a GPU that appeared, a new VF's PF).
-fn affected_gpu(paths: &HostPaths, known: &Known, event: &Uevent) -> Result<Option<PciAddress>> {
+fn affected_gpu(ctx: &Context<'_>, known: &Known, event: &Uevent) -> Result<Option<PciAddress>> {
     let addresses = event.pci_addresses();
     let of = |gpus: &Known, address: PciAddress| {
         gpus.values()
@@ -182,7 +204,7 @@ fn affected_gpu(paths: &HostPaths, known: &Known, event: &Uevent) -> Result<Opti
     if addresses.is_empty() {
         return Ok(None);
     }
-    let now = read_all(paths)?;
+    let now = read_all(ctx)?;
     Ok(addresses.iter().find_map(|a| of(&now, *a)))
 }
 

@@ -1,0 +1,705 @@
+//! The command line's definition: the clap structs and enums of every command and option, and
+//! what the dispatch asks of them (`uses_libvirt`, `takes_away`, `force`). Nothing here reads
+//! the host; `dispatch` runs what is parsed here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use vgpu_core::{model::nvml::SchedulerPolicy, plan::place::Policy};
+
+use crate::nova;
+
+/// A switch given as `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// The `--help` heading of the options every command takes, shown after its own.
+const GLOBAL: &str = "Global options";
+
+/// Manage vGPUs and SR-IOV virtual functions on a KVM host.
+#[derive(Debug, Parser)]
+#[command(
+    name = "vgpuctl",
+    version,
+    about,
+    after_help = "Exit codes: 0 success, 1 error, 2 usage, 3 check found a failure, 4 plan found changes pending."
+)]
+pub struct Cli {
+    /// Read the host laid out under DIR instead of / (a test tree or a vgpu-sim mount).
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "VGPU_ROOT",
+        value_name = "DIR",
+        default_value = "/"
+    )]
+    pub root: PathBuf,
+    /// Keep definitions, the lock and the audit log (etc/, run/, var/) under DIR instead of
+    /// under --root (a simulated host serves only sys/, proc/ and dev/).
+    #[arg(long, global = true,
+        help_heading = GLOBAL, env = "VGPU_STATE_ROOT", value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+    /// The libvirt connection: for attach, detach, owners, the plan commands, and the domains
+    /// that hold a device before destroy, stop, sriov or unbind take it away
+    /// (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a daemon).
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "VGPU_CONNECT",
+        value_name = "URI",
+        default_value = vgpu_domain::DEFAULT_URI
+    )]
+    pub connect: String,
+    /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
+    /// libnvidia-ml.so.1. A library named here is used whatever --root says: a driver
+    /// installed elsewhere, or a test library describing a simulated host.
+    #[arg(long, global = true,
+        help_heading = GLOBAL, env = "VGPU_NVML_LIBRARY", value_name = "PATH")]
+    pub nvml_library: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true,
+        help_heading = GLOBAL)]
+    pub json: bool,
+    /// Log more (-v info, -vv debug, -vvv trace); VGPU_LOG overrides.
+    #[arg(short, long, global = true,
+        help_heading = GLOBAL, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List GPU physical functions, their VFs, vGPU types and vGPUs.
+    List {
+        /// Only this GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: Option<String>,
+        /// Every definition instead, running or not (as `mdevctl list --defined`).
+        #[arg(long, conflicts_with = "gpu")]
+        defined: bool,
+        /// Also a line per vGPU: its id, type and the device it sits on.
+        #[arg(long)]
+        vgpus: bool,
+    },
+    /// Show the vGPU types of every GPU, or of one.
+    Types {
+        /// A GPU address (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: Option<String>,
+    },
+    /// Check IOMMU, interrupt remapping, VFIO and IOMMU-group isolation.
+    Check {
+        /// Check only this GPU (and its VFs); exit 3 unless it can be assigned.
+        gpu: Option<String>,
+    },
+    /// Changes to the host: VF counts, vGPUs, definitions, driver bindings.
+    #[command(flatten)]
+    Change(ChangeCommand),
+    /// Print GPU, VF and mediated-device events (add, remove, bind, unbind, change) as they
+    /// happen, each with the change it made to the inventory, until SIGINT or SIGTERM.
+    Watch,
+    /// The commands that talk to libvirt about domains.
+    #[command(flatten)]
+    Vm(VmCommand),
+    /// Desired-state files and placement.
+    #[command(flatten)]
+    Plans(PlanCommand),
+    /// Show the vGPU scheduler of an NVIDIA GPU (policy, time slice, what it supports), or
+    /// set it with --policy. NVML takes a new policy only while no vGPU runs on the GPU.
+    Sched {
+        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: String,
+        /// Set this policy: best-effort, equal-share or fixed-share.
+        #[arg(long, value_enum)]
+        policy: Option<PolicyName>,
+        /// With --policy equal-share or fixed-share: the time slice of each vGPU, in
+        /// milliseconds (the driver's default otherwise).
+        #[arg(long, value_name = "MS", requires = "policy")]
+        timeslice: Option<u32>,
+    },
+    /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
+    /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
+    NovaConfig {
+        /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
+        #[arg(long, value_enum, default_value = "zed")]
+        nova_release: nova::NovaRelease,
+    },
+    /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
+    /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one
+    /// snapshot otherwise.
+    Top {
+        /// Seconds between refreshes (fractions allowed, at least 0.1).
+        #[arg(long, default_value = "2", value_parser = parse_interval, value_name = "SECONDS")]
+        interval: Duration,
+    },
+    /// The same telemetry in Prometheus's text exposition format: once to stdout, or served at
+    /// http://ADDR/metrics until SIGINT or SIGTERM (port 0 picks a free port; the address
+    /// bound is printed on stderr).
+    Metrics {
+        /// Serve on this address (`127.0.0.1:9400`, `[::1]:9400`); nothing is served without it.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// For each kind of device each GPU can give a VM now (whole GPU, MIG-backed vGPU,
+    /// time-sliced vGPU, plain VF): memory, compute, performance, fault, administrative,
+    /// cryptographic, economic and operational isolation, the facts behind each, and the risk
+    /// that remains.
+    Isolation {
+        /// Only this GPU.
+        gpu: Option<String>,
+    },
+    /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
+    /// when it stops, and its installation.
+    Hook {
+        /// What to do.
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+    /// Print the completion script of a shell for vgpuctl: `source <(vgpuctl completions bash)`.
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// The commands that change the host (`mutate`).
+#[derive(Debug, Subcommand)]
+pub enum ChangeCommand {
+    /// Set the number of SR-IOV VFs of a GPU (NVIDIA GPUs: all or none).
+    Sriov {
+        /// The GPU's PCI address.
+        gpu: String,
+        /// How many VFs to enable (0 disables them).
+        #[arg(long)]
+        vfs: u32,
+        /// Change the count even when VFs hold vGPUs or are bound to vfio-pci.
+        #[arg(long)]
+        force: bool,
+        /// Whether VFs enabled from now on are bound to a driver.
+        #[arg(long, value_enum)]
+        autoprobe: Option<OnOff>,
+        /// Also persist the count, so that `restore` sets it after a reboot.
+        #[arg(long)]
+        define: bool,
+    },
+    /// Create a vGPU of a type on a GPU: a mediated device or a VF-based vGPU.
+    Create {
+        /// Which vGPU.
+        #[command(flatten)]
+        vgpu: VgpuArgs,
+        /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs).
+        #[arg(long)]
+        define: bool,
+        /// With --define: start it at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
+    },
+    /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
+    /// open or a libvirt domain references it (checked when libvirt answers at --connect).
+    Destroy {
+        /// A mediated device UUID or a VF address.
+        id: String,
+        /// Destroy it even then.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Persist a vGPU without creating it.
+    Define {
+        /// Which vGPU.
+        #[command(flatten)]
+        vgpu: VgpuArgs,
+        /// Start it at boot (`restore`).
+        #[arg(long)]
+        auto: bool,
+    },
+    /// Remove a vGPU's definition (a running vGPU keeps running). Refused while a process
+    /// holds its VFIO device open or a libvirt domain references it, as `destroy` is.
+    Undefine {
+        /// A mediated device UUID or a VF address.
+        id: String,
+        /// Remove it even then.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Start a defined vGPU.
+    Start {
+        /// A mediated device UUID or a VF address.
+        id: String,
+    },
+    /// Stop a running vGPU, keeping its definition. Refused while a process holds its VFIO
+    /// device open or a libvirt domain references it, as `destroy` is.
+    Stop {
+        /// A mediated device UUID or a VF address.
+        id: String,
+        /// Stop it even then.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Bind a PCI function to a driver (vfio-pci by default) with driver_override.
+    Bind {
+        /// The function's PCI address.
+        address: vgpu_core::model::pci::PciAddress,
+        /// The driver.
+        #[arg(long, default_value = "vfio-pci")]
+        driver: String,
+        /// Also persist the binding.
+        #[arg(long)]
+        define: bool,
+        /// With --define: bind at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
+        /// Bind a device that is neither a GPU nor a VF of one, or one a process holds open.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a PCI function back to the driver it had before `bind`.
+    Unbind {
+        /// The function's PCI address.
+        address: vgpu_core::model::pci::PciAddress,
+        /// Reprobe a device `vgpuctl bind` did not bind (it goes to its default driver), and
+        /// unbind it even while a process holds its VFIO device open.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Bring the host back to its definitions: VF counts, bindings, auto-start vGPUs.
+    Restore {
+        /// Only what concerns this PCI device (udev's %k, as `contrib/udev/60-vgpu.rules`
+        /// passes it): a GPU's VF count and what is defined on it and its VFs, or what is
+        /// defined on a VF or mdev parent. Nothing defined there: nothing to do, exit 0.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<String>,
+    },
+    /// Fill GPUs with vGPUs of one type, enabling VFs first if asked: all GPUs in parallel,
+    /// each GPU's steps in order.
+    Provision {
+        /// The GPUs (PCI addresses); none with --all.
+        #[arg(required_unless_present = "all")]
+        gpus: Vec<String>,
+        /// Every GPU on the host.
+        #[arg(long, conflicts_with = "gpus")]
+        all: bool,
+        /// The type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: String,
+        /// Enable this many VFs on each GPU first.
+        #[arg(long)]
+        vfs: Option<u32>,
+        /// vGPUs per GPU (default: as many as fit).
+        #[arg(long)]
+        count: Option<u32>,
+        /// Also persist each vGPU, as `create --define` does.
+        #[arg(long)]
+        define: bool,
+        /// With --define: start them at boot (`restore`).
+        #[arg(long, requires = "define")]
+        auto: bool,
+    },
+}
+
+impl ChangeCommand {
+    /// Its `--force`: `false` for the commands without one. The dispatch reads it here once
+    /// and gives it to the manager (`Context::manager`).
+    pub fn force(&self) -> bool {
+        match self {
+            ChangeCommand::Sriov { force, .. }
+            | ChangeCommand::Destroy { force, .. }
+            | ChangeCommand::Undefine { force, .. }
+            | ChangeCommand::Stop { force, .. }
+            | ChangeCommand::Bind { force, .. }
+            | ChangeCommand::Unbind { force, .. } => *force,
+            ChangeCommand::Create { .. }
+            | ChangeCommand::Define { .. }
+            | ChangeCommand::Start { .. }
+            | ChangeCommand::Restore { .. }
+            | ChangeCommand::Provision { .. } => false,
+        }
+    }
+
+    /// Whether it takes a device away under the removal policy, which then needs to know
+    /// which libvirt domains reference what: `destroy`, `undefine`, `stop`, `sriov` and
+    /// `unbind`, unless forced.
+    pub fn takes_away(&self) -> bool {
+        let removes = matches!(
+            self,
+            ChangeCommand::Destroy { .. }
+                | ChangeCommand::Undefine { .. }
+                | ChangeCommand::Stop { .. }
+                | ChangeCommand::Sriov { .. }
+                | ChangeCommand::Unbind { .. }
+        );
+        removes && !self.force()
+    }
+}
+
+/// The commands about libvirt domains (`vm`).
+#[derive(Debug, Subcommand)]
+pub enum VmCommand {
+    /// Give a vGPU to a libvirt domain: an existing one (ID), or a new one made on GPU
+    /// (defined, started at boot) and named after the domain, so running it again changes
+    /// nothing.
+    Attach {
+        /// The domain's name.
+        domain: String,
+        /// The vGPU: a mediated device UUID or a VF address.
+        #[arg(conflicts_with_all = ["gpu", "type_name"], required_unless_present = "gpu")]
+        id: Option<String>,
+        /// Make the vGPU on this GPU.
+        #[arg(long, requires = "type_name")]
+        gpu: Option<String>,
+        /// With --gpu: the type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE", requires = "gpu")]
+        type_name: Option<String>,
+        /// With --gpu: which of the domain's vGPUs on that GPU this is (0 for the first).
+        #[arg(long, default_value_t = 0, requires = "gpu")]
+        index: u32,
+        /// Change the running domain (default: when it runs).
+        #[arg(long)]
+        live: bool,
+        /// Change the persistent configuration (default: always).
+        #[arg(long)]
+        config: bool,
+        /// Give a mediated device a display (display='on').
+        #[arg(long)]
+        display: bool,
+        /// The PCI address the guest sees it at (dddd:bb:ss.f); libvirt picks one otherwise.
+        #[arg(long, value_name = "ADDRESS")]
+        guest_address: Option<vgpu_core::model::pci::PciAddress>,
+    },
+    /// Take a vGPU away from a libvirt domain.
+    Detach {
+        /// The domain's name.
+        domain: String,
+        /// The vGPU: a mediated device UUID or a VF address.
+        id: String,
+        /// Change the running domain (default: when it runs).
+        #[arg(long)]
+        live: bool,
+        /// Change the persistent configuration (default: always).
+        #[arg(long)]
+        config: bool,
+        /// Then destroy the vGPU and its definition (refused while another domain names it or
+        /// a process holds it open).
+        #[arg(long)]
+        destroy: bool,
+        /// With --destroy: destroy it even then.
+        #[arg(long, requires = "destroy")]
+        force: bool,
+    },
+    /// Which libvirt domain holds which vGPU (live, in its configuration, or both), the vGPUs
+    /// no domain holds, and the devices domains name that are not on this host. Each type is
+    /// named as `list` names it.
+    Owners,
+}
+
+/// The desired-state and placement commands (`plans`).
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Show what bringing the host to a config of a desired-state file (host.toml, or
+    /// vgpu-device-manager YAML) would change, per GPU. Exit 0 when the host matches, 4 when
+    /// changes are pending, 1 when the config cannot be applied here.
+    Plan {
+        /// The desired-state file (`.yaml`/`.yml`: vgpu-device-manager's format).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config (default: the one named `default`, or the only one).
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+    },
+    /// Bring the host to a config: all GPUs at once, each GPU's steps in order and undone if
+    /// one fails. Running it again changes nothing.
+    Apply {
+        /// The desired-state file.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config.
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+        /// Only show the plan.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Exit 0 when the host matches a config, 1 naming each difference.
+    Assert {
+        /// The desired-state file.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// The config.
+        #[arg(short = 'c', long = "config", value_name = "NAME")]
+        config: Option<String>,
+    },
+    /// Choose GPUs (and VFs) for new vGPUs of one size or type; with --apply, create them.
+    Place {
+        /// How many vGPUs.
+        #[arg(long)]
+        count: u32,
+        /// Their frame buffer (12GiB, 512MiB).
+        #[arg(
+            long,
+            value_name = "SIZE",
+            required_unless_present = "type_name",
+            conflicts_with = "type_name"
+        )]
+        framebuffer: Option<String>,
+        /// Their type, as for `create`.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: Option<String>,
+        /// Only GPUs on this NUMA node.
+        #[arg(long, value_name = "NODE")]
+        numa: Option<u32>,
+        /// pack fills partly used GPUs first; spread balances.
+        #[arg(long, value_enum, default_value = "pack")]
+        policy: PolicyArg,
+        /// With --framebuffer: the NVIDIA series (A, B, C, Q).
+        #[arg(long, default_value_t = 'Q')]
+        series: char,
+        /// With --framebuffer: take the next larger type when none has that size.
+        #[arg(long)]
+        round_up: bool,
+        /// Create the vGPUs (defined, started at boot), each GPU's as one operation.
+        #[arg(long)]
+        apply: bool,
+    },
+}
+
+/// The `hook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Run as libvirt runs /etc/libvirt/hooks/qemu.d/*: DOMAIN OP SUBOP EXTRA, the domain XML
+    /// on stdin. `prepare begin` makes the domain's vGPUs (exit 1 and one line on stderr when
+    /// one cannot be made, after undoing the rest); `release end` takes back what it made;
+    /// anything else exits 0 at once.
+    Qemu {
+        /// The domain's name.
+        #[arg(allow_hyphen_values = true)]
+        domain: String,
+        /// The operation (prepare, start, started, stopped, release, migrate, ...).
+        #[arg(allow_hyphen_values = true)]
+        op: String,
+        /// The sub-operation (begin, end).
+        #[arg(allow_hyphen_values = true)]
+        subop: String,
+        /// What libvirt passes last (`-`).
+        #[arg(allow_hyphen_values = true, num_args = 0..)]
+        extra: Vec<String>,
+    },
+    /// Install DIR/qemu.d/vgpu, a script that runs this vgpuctl as the hook with this
+    /// --root and --state-root. Other hooks are left alone.
+    Install {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
+    /// Remove DIR/qemu.d/vgpu if `hook install` wrote it.
+    Uninstall {
+        /// libvirt's hooks directory.
+        #[arg(long, default_value = DEFAULT_HOOKS_DIR)]
+        dir: PathBuf,
+    },
+}
+
+/// A vGPU to create or define.
+#[derive(Debug, clap::Args)]
+pub struct VgpuArgs {
+    /// The GPU's PCI address.
+    pub gpu: String,
+    /// The type: id (nvidia-231, 1152), name (GRID T4-2Q, T4-2Q), or `vf` for a whole VF.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub type_name: String,
+    /// The mediated device's UUID (a random one otherwise).
+    #[arg(long)]
+    pub uuid: Option<uuid::Uuid>,
+}
+
+impl Cli {
+    /// Where NVML comes from: `--nvml-library`, or the driver's library on the local host.
+    pub fn nvml_source(&self) -> vgpu_core::nvml::NvmlSource {
+        vgpu_core::nvml::NvmlSource {
+            library: self.nvml_library.clone(),
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command needs libvirt: the domain commands ([`VmCommand`]). `vgpuctl` runs
+    /// these in `vgpuctl-libvirt` ([`crate::LIBVIRT_HELPER`]) and the others itself. This is
+    /// the one list: `vgpuctl` dispatches on it, and [`crate::run_local`] refuses what it names.
+    ///
+    /// The plan commands, `top`, `metrics` and the changes that take a device away use what
+    /// libvirt knows (which domains reference which vGPU) but run without it
+    /// ([`crate::libvirt_facts`]).
+    pub fn uses_libvirt(&self) -> bool {
+        matches!(self, Command::Vm(_))
+    }
+
+    /// Its `--force` (a change's, or `detach --destroy --force`): `false` for the commands
+    /// without one.
+    pub fn force(&self) -> bool {
+        match self {
+            Command::Change(command) => command.force(),
+            Command::Vm(VmCommand::Detach { force, .. }) => *force,
+            _ => false,
+        }
+    }
+}
+
+// The values options take.
+
+/// Where libvirt looks for hooks (`SYSCONFDIR/libvirt/hooks`, fixed when libvirt is built).
+pub const DEFAULT_HOOKS_DIR: &str = "/etc/libvirt/hooks";
+
+/// A scheduler policy on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyName {
+    /// Round robin over the vGPUs with work.
+    BestEffort,
+    /// An equal share to each running vGPU.
+    EqualShare,
+    /// A fixed share to each vGPU, by its type.
+    FixedShare,
+}
+
+impl From<PolicyName> for SchedulerPolicy {
+    fn from(name: PolicyName) -> Self {
+        match name {
+            PolicyName::BestEffort => SchedulerPolicy::BestEffort,
+            PolicyName::EqualShare => SchedulerPolicy::EqualShare,
+            PolicyName::FixedShare => SchedulerPolicy::FixedShare,
+        }
+    }
+}
+
+/// `place --policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyArg {
+    /// Fill partly used GPUs first (best fit).
+    Pack,
+    /// Balance vGPUs across GPUs.
+    Spread,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(arg: PolicyArg) -> Self {
+        match arg {
+            PolicyArg::Pack => Policy::Pack,
+            PolicyArg::Spread => Policy::Spread,
+        }
+    }
+}
+
+/// A shell `vgpuctl completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// bash (bash-completion loads it from /usr/share/bash-completion/completions/vgpuctl).
+    Bash,
+    /// zsh (a `_vgpuctl` file in a directory of `$fpath`).
+    Zsh,
+    /// fish (`vgpuctl.fish` in a `vendor_completions.d` directory).
+    Fish,
+}
+
+impl Shell {
+    /// The file name the shell looks the script up by.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Shell::Bash => "vgpuctl",
+            Shell::Zsh => "_vgpuctl",
+            Shell::Fish => "vgpuctl.fish",
+        }
+    }
+
+    pub(crate) fn generator(self) -> clap_complete::Shell {
+        match self {
+            Shell::Bash => clap_complete::Shell::Bash,
+            Shell::Zsh => clap_complete::Shell::Zsh,
+            Shell::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+/// The shortest refresh interval `--interval` takes.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Parses `--interval`: seconds, fractions allowed (`0.5`), at least [`MIN_INTERVAL`].
+pub(crate) fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    let interval = Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if interval < MIN_INTERVAL {
+        return Err(format!(
+            "{text:?} is shorter than {} s",
+            MIN_INTERVAL.as_secs_f64()
+        ));
+    }
+    Ok(interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_interval_takes_fractions_of_a_second() {
+        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn parse_interval_below_minimum_is_refused() {
+        assert_eq!(
+            parse_interval("0.01"),
+            Err("\"0.01\" is shorter than 0.1 s".to_owned())
+        );
+    }
+
+    #[test]
+    fn parse_interval_negative_is_refused() {
+        assert_eq!(
+            parse_interval("-1"),
+            Err("\"-1\" is not a number of seconds".to_owned())
+        );
+    }
+
+    fn parsed(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("vgpuctl").chain(args.iter().copied()))
+            .expect("arguments parse")
+            .command
+    }
+
+    #[test]
+    fn force_is_read_from_each_command_that_has_it() {
+        let forced = [
+            &["destroy", "0000:4d:00.1", "--force"][..],
+            &["sriov", "0000:4d:00.0", "--vfs", "0", "--force"],
+            &["bind", "0000:4d:00.1", "--force"],
+            &["detach", "vm", "0000:4d:00.1", "--destroy", "--force"],
+        ];
+        for args in forced {
+            assert!(parsed(args).force(), "{args:?}");
+        }
+        assert!(!parsed(&["destroy", "0000:4d:00.1"]).force());
+        assert!(!parsed(&["list"]).force());
+    }
+
+    #[test]
+    fn takes_away_unless_forced() {
+        let takes_away = |args: &[&str]| match parsed(args) {
+            Command::Change(command) => command.takes_away(),
+            other => panic!("not a change: {other:?}"),
+        };
+        assert!(takes_away(&["stop", "0000:4d:00.1"]));
+        assert!(!takes_away(&["stop", "0000:4d:00.1", "--force"]));
+        assert!(!takes_away(&["start", "0000:4d:00.1"]));
+    }
+}

@@ -1,0 +1,107 @@
+//! What every command reads from the global options, built once per command line: where the
+//! host is, how to write results, NVML (loaded at most once, when first asked for), the
+//! manager, libvirt's facts, and the reads of the host that commands share.
+
+use std::cell::OnceCell;
+
+use anyhow::{Context as _, Result};
+
+use vgpu_core::{
+    HostPaths, Manager, manager::DomainReferences, model::Inventory, nvml::Nvml,
+    plan::capacity::HostState,
+};
+
+use crate::Cli;
+use crate::libvirt_facts::{self, Facts, FactsSource};
+use crate::render::Format;
+
+/// One command line's context: the command handlers take it.
+pub struct Context<'a> {
+    cli: &'a Cli,
+    paths: HostPaths,
+    facts: FactsSource,
+    nvml: OnceCell<Nvml>,
+}
+
+impl<'a> Context<'a> {
+    /// The context of `cli`, with libvirt's facts from `facts`. Reads nothing yet.
+    pub fn new(cli: &'a Cli, facts: FactsSource) -> Self {
+        let paths = HostPaths::new(&cli.root);
+        let paths = match &cli.state_root {
+            Some(state) => paths.with_state_root(state),
+            None => paths,
+        };
+        Context {
+            cli,
+            paths,
+            facts,
+            nvml: OnceCell::new(),
+        }
+    }
+
+    /// The command line.
+    pub fn cli(&self) -> &'a Cli {
+        self.cli
+    }
+
+    /// Where the host and `vgpu`'s own files are: `--root`, and `--state-root` when given.
+    pub fn paths(&self) -> &HostPaths {
+        &self.paths
+    }
+
+    /// How results are written: `--json` or tables.
+    pub fn format(&self) -> Format {
+        Format::of(self.cli.json)
+    }
+
+    /// NVML, loaded from where the command line says the first time it is asked for. NVML
+    /// that cannot be loaded is a status ([`Nvml::status`]), not an error.
+    pub fn nvml(&self) -> &Nvml {
+        self.nvml
+            .get_or_init(|| self.cli.nvml_source().load(&self.paths))
+    }
+
+    /// The manager for the command: the host at [`Context::paths`], NVML from where the
+    /// command line says, the command line for the audit log, and the command's `--force`
+    /// ([`crate::Command::force`]). Building one reads nothing.
+    pub fn manager(&self) -> Manager {
+        Manager::new(&self.paths, command_line())
+            .with_nvml(self.cli.nvml_source())
+            .with_force(self.cli.command.force())
+    }
+
+    /// What libvirt knows, from the source this executable uses.
+    pub fn facts(&self) -> Box<dyn Facts> {
+        (self.facts)(self.cli)
+    }
+
+    /// The host as capacity sees it (`vgpu_core::plan::capacity::room`), with NVML's facts: what every command
+    /// that shows a GPU's types shows. Loads NVML first.
+    pub fn state(&self) -> Result<HostState> {
+        let nvml = self.nvml();
+        self.manager()
+            .capacity_state(nvml)
+            .with_context(|| format!("cannot read the host at {}", self.cli.root.display()))
+    }
+
+    /// The GPUs discovery finds, without NVML.
+    pub fn inventory(&self) -> Result<Inventory> {
+        vgpu_core::discover(&self.paths).with_context(|| {
+            format!(
+                "cannot discover GPUs on the host at {}",
+                self.cli.root.display()
+            )
+        })
+    }
+
+    /// Which libvirt domains reference which device, asked now: what the removal policy of a
+    /// change that takes a device away needs.
+    pub fn references(&self) -> Result<DomainReferences> {
+        libvirt_facts::references_now(&mut *self.facts(), &self.paths)
+    }
+}
+
+/// The command line as typed, for the audit log.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
