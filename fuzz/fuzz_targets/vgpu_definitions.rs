@@ -7,7 +7,9 @@ use std::fmt::Debug;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use vgpu_core::fuzzing::{decode_binding, decode_sriov, decode_vf_vgpu, encode_binding, encode_sriov, encode_vf_vgpu};
+use vgpu_core::fuzzing::{
+    decode_binding, decode_sriov, decode_vf_vgpu, encode_binding, encode_sriov, encode_vf_vgpu,
+};
 use vgpu_core::{Result, model::pci::PciAddress};
 
 fn round_trip<D: Debug + PartialEq>(
