@@ -4,11 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
+
+mod common;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
@@ -60,19 +61,7 @@ impl Host {
 
     /// Runs the installed hook as libvirt does: `env -i qemu.d/vgpu NAME OP SUBOP -`.
     fn hook(&self, name: &str, op: &str, subop: &str, xml: &str) -> Output {
-        let mut child = Command::new(self.script())
-            .args([name, op, subop, "-"])
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        // The hook may exit without reading all of a refused document, closing the pipe.
-        let _written = stdin.write_all(xml.as_bytes());
-        drop(stdin);
-        child.wait_with_output().unwrap()
+        common::run_hook(self.hooks.path(), name, op, subop, xml)
     }
 
     fn prepare(&self, xml: &str) -> Output {

@@ -5,28 +5,17 @@ use std::path::Path;
 
 use proptest::prelude::*;
 
+use super::tests::by_size;
 use crate::Error;
 use crate::HostState;
 use crate::model::pci::PciAddress;
-use crate::place::{Pick, PlaceRequest, PlaceWant, Policy, Tenancy, place, place_for_tenant};
+use crate::place::{Pick, Policy, Tenancy, place, place_for_tenant};
 use crate::tenants::{self, Holding};
 use crate::testing::fleet::{self, Model};
 use crate::testing::unit::{addr, gpu, host};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
-
-fn by_size(count: u32, gib: u64) -> PlaceRequest {
-    PlaceRequest {
-        count,
-        want: PlaceWant::Framebuffer {
-            mib: gib * 1024,
-            series: 'Q',
-            round_up: false,
-        },
-        numa_node: None,
-    }
-}
 
 fn two_l40s() -> HostState {
     host(vec![gpu(Model::L40s, A), gpu(Model::L40s, B)])
