@@ -102,6 +102,8 @@ pub enum Command {
         /// Check only this GPU (and its VFs); exit 3 unless it can be assigned.
         gpu: Option<String>,
     },
+    /// Show each tenant's policy (etc/vgpu/tenants.toml) and holdings; exit 3 on a violation.
+    Tenants,
     /// Changes to the host: VF counts, vGPUs, definitions, driver bindings.
     #[command(flatten)]
     Change(ChangeCommand),

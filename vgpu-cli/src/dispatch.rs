@@ -31,6 +31,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         } => list::list(&ctx, gpu.as_deref(), *defined, *vgpus, out),
         Command::Types { gpu } => list::types(&ctx, gpu.as_deref(), out),
         Command::Check { gpu } => check::run(&ctx, gpu.as_deref(), out),
+        Command::Tenants => crate::tenants::run(&ctx, out),
         Command::Sched {
             gpu,
             policy,

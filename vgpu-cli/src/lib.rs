@@ -46,6 +46,7 @@ mod plans;
 pub mod render;
 mod sched;
 mod telemetry;
+mod tenants;
 mod top;
 mod watch;
 

@@ -392,3 +392,73 @@ fn attach_refuses_what_the_policy_forbids_as_kind_policy_and_detach_frees_the_gp
     assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
     assert_eq!(attach("vm-a").status.code(), Some(0));
 }
+
+#[test]
+fn tenants_lists_holdings_and_a_violation_made_by_a_stricter_policy_exiting_3() {
+    let t = Tenants::new("mixed", "", &[]);
+    assert_eq!(
+        t.outcome(&t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)])),
+        OK
+    );
+    assert_eq!(
+        t.outcome(&t.start(2, "globex", "L40S-12Q", &[l40s_vf(1)])),
+        OK
+    );
+    // acme becomes exclusive after the fact.
+    let policy = t.host.state.path().join("etc/vgpu/tenants.toml");
+    std::fs::write(&policy, "[tenant.acme]\nisolation = \"exclusive\"\n").unwrap();
+    let out = common::vgpuctl(&t.host, &["tenants", "--json"]);
+    let report = common::json(&out);
+    let row = |tenant: &str| {
+        let row = report["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["tenant"] == tenant)
+            .unwrap()
+            .clone();
+        (
+            row["policy"]["isolation"].clone(),
+            row["vgpus"].clone(),
+            row["framebuffer_bytes"].clone(),
+            row["gpus"].clone(),
+            row["domains"].clone(),
+        )
+    };
+    assert_eq!(
+        (
+            out.status.code(),
+            row("acme"),
+            row("globex"),
+            report["violations"].clone()
+        ),
+        (
+            Some(3),
+            (
+                serde_json::json!("exclusive"),
+                serde_json::json!(1),
+                serde_json::json!(12u64 << 30),
+                serde_json::json!([L40S]),
+                serde_json::json!(["vm1"])
+            ),
+            (
+                serde_json::json!("shared"),
+                serde_json::json!(1),
+                serde_json::json!(12u64 << 30),
+                serde_json::json!([L40S]),
+                serde_json::json!(["vm2"])
+            ),
+            serde_json::json!([{"rule": "exclusive", "tenant": "acme", "other": "globex", "gpu": L40S}])
+        )
+    );
+    // The table says the same in words.
+    let table = common::vgpuctl(&t.host, &["tenants"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).ends_with(&format!(
+            "violation: exclusive: tenant \"acme\" shares no GPU, and {L40S} holds vGPUs of \
+             \"acme\" and \"globex\"\n"
+        )),
+        "{}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+}
