@@ -470,6 +470,9 @@ pub enum PlanCommand {
         /// Create the vGPUs (defined, started at boot), each GPU's as one operation.
         #[arg(long)]
         apply: bool,
+        /// Only GPUs where this tenant's new vGPUs keep the tenant policy (tenants.toml).
+        #[arg(long, value_name = "NAME")]
+        tenant: Option<String>,
     },
 }
 

@@ -86,6 +86,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &PlanCommand, out: &mut dyn Write)
             series,
             round_up,
             apply: create,
+            tenant,
         } => {
             if *count == 0 {
                 anyhow::bail!(vgpu_core::Error::BadName {
@@ -118,8 +119,16 @@ pub(crate) fn run(ctx: &Context<'_>, command: &PlanCommand, out: &mut dyn Write)
             let policy = Policy::from(*policy);
             let (state, references) = host_state(ctx, &manager, facts)?;
             let manager = manager.with_domain_references(references);
-            let picks = vgpu_core::plan::place::place(&state, &request, policy)
-                .with_context(|| format!("cannot place {count} vGPU(s)"))?;
+            let picks = match tenant {
+                None => vgpu_core::plan::place::place(&state, &request, policy),
+                Some(tenant) => vgpu_core::plan::place::place_for_tenant(
+                    &state,
+                    &request,
+                    policy,
+                    &manager.tenancy(tenant)?,
+                ),
+            }
+            .with_context(|| format!("cannot place {count} vGPU(s)"))?;
             if !*create {
                 render::emit(&PlaceReport { picks: &picks }, format, out)?;
                 return Ok(EXIT_OK);

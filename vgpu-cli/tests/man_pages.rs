@@ -36,6 +36,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-list.8",
             "vgpuctl-types.8",
             "vgpuctl-check.8",
+            "vgpuctl-tenants.8",
             "vgpuctl-sriov.8",
             "vgpuctl-create.8",
             "vgpuctl-destroy.8",

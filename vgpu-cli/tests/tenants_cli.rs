@@ -462,3 +462,45 @@ fn tenants_lists_holdings_and_a_violation_made_by_a_stricter_policy_exiting_3() 
         String::from_utf8_lossy(&table.stdout)
     );
 }
+
+#[test]
+fn place_for_a_tenant_picks_what_the_hook_then_allows_and_refuses_with_kind_policy() {
+    let t = Tenants::new("mixed", "[tenant.acme]\nisolation = \"exclusive\"\n", &[]);
+    assert_eq!(
+        t.outcome(&t.start(1, "globex", "L40S-12Q", &[l40s_vf(0)])),
+        OK
+    );
+    let place = |tenant: &str| {
+        common::vgpuctl(
+            &t.host,
+            &[
+                "place", "--count", "1", "--type", "L40S-12Q", "--tenant", tenant, "--json",
+            ],
+        )
+    };
+    // acme is exclusive and the one L40S holds globex's vGPU.
+    let acme = place("acme");
+    let refusal = common::json(&acme);
+    assert_eq!(
+        (acme.status.code(), refusal["kind"].as_str()),
+        (Some(1), Some("policy")),
+        "{refusal}"
+    );
+    assert!(
+        refusal["error"].as_str().unwrap().ends_with(&format!(
+            "1 vGPU(s) asked for tenant \"acme\", the GPUs the tenant policy allows can take 0: \
+             exclusive: tenant \"acme\" shares no GPU, and {L40S} holds vGPUs of \"acme\" and \
+             \"globex\""
+        )),
+        "{refusal}"
+    );
+    // globex may share: the pick is a VF of the L40S, and the hook then gives it globex's domain.
+    let globex = common::json(&place("globex"));
+    let pick = &globex["picks"][0];
+    let vf = pick["vf"].as_str().unwrap().to_owned();
+    assert_eq!(pick["gpu"].as_str(), Some(L40S), "{globex}");
+    assert_eq!(
+        t.outcome(&t.start(2, "globex", "L40S-12Q", std::slice::from_ref(&vf))),
+        OK
+    );
+}

@@ -16,6 +16,7 @@ use crate::model::kind::DeviceKind;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
 use crate::plan::capacity::HostState;
+use crate::plan::place::Tenancy;
 use crate::plan::tenants::{Holding, Policy, TenantPolicy, Violation, check};
 use crate::state::hook::{Record, other_records, read_record, record_path};
 use crate::state::store::{Store, add_recorded_offers};
@@ -277,17 +278,32 @@ impl Manager {
     /// rule broken on the host now. Reads only; without a policy file every tenant is shared
     /// and nothing is broken.
     pub fn tenants(&self) -> Result<TenantsReport> {
-        let paths = &self.paths;
-        let policy = read_policy(paths)?;
-        let inventory = settled_inventory(paths, &Store::new(paths))?;
-        let records = other_records(paths, uuid::Uuid::nil())?;
-        let holdings = held(&inventory, records.iter().map(|(_, r)| r));
-        let path = policy.as_ref().map(|_| policy_path(paths));
+        let policy = read_policy(&self.paths)?;
+        let holdings = self.holdings()?;
+        let path = policy.as_ref().map(|_| policy_path(&self.paths));
         Ok(report(
             &policy.unwrap_or_default(),
             path.as_deref(),
             &holdings,
         ))
+    }
+
+    /// What `place --tenant` places under: the policy (the default without a file) and what
+    /// every domain's record holds now. Reads only.
+    pub fn tenancy(&self, tenant: &str) -> Result<Tenancy> {
+        Ok(Tenancy {
+            tenant: tenant.to_owned(),
+            policy: read_policy(&self.paths)?.unwrap_or_default(),
+            held: self.holdings()?,
+        })
+    }
+
+    /// What every domain's hook record holds now, for its tenant.
+    fn holdings(&self) -> Result<Vec<Holding>> {
+        let paths = &self.paths;
+        let inventory = settled_inventory(paths, &Store::new(paths))?;
+        let records = other_records(paths, Uuid::nil())?;
+        Ok(held(&inventory, records.iter().map(|(_, r)| r)))
     }
 }
 
