@@ -2,20 +2,19 @@
 //! can still take, a type keeps its name at every fill level, and plain VFs are vGPUs in every
 //! command. Each case is a state a real client reaches, on the simulator.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
-use common::{Host, command, host, json, stderr, vgpuctl};
+use crate::common::{Host, command, host, json, stderr, vgpuctl};
 use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:41:00.0";
 const L40S_B: &str = "0000:c1:00.0";
 const H200: &str = "0000:18:00.0";
 const FLEX: &str = "0001:03:00.0";
-const H200_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+const H200_DATA: &str = include_str!("../../../vgpu-nvml-fake/data/h200-mig.toml");
 
 /// `vgpuctl`, with the test NVML when one is given.
 fn run(host: &Host, nvml: Option<&FakeNvml>, args: &[&str]) -> Output {

@@ -3,12 +3,9 @@
 //! Run with `VGPU_REGENERATE=1` to rewrite the files after an intended change, then review the
 //! diff. Exit codes are pinned in the tests and still checked while regenerating.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use clap::Parser;
-use common::assert_golden;
+use crate::common::assert_golden;
 use vgpu_cli::libvirt_facts::from_helper;
 use vgpu_cli::{Cli, run_local};
 use vgpu_testing::{FakeHost, scenarios};

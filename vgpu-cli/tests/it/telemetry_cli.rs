@@ -4,10 +4,9 @@
 //! (`VGPU_REGENERATE=1` rewrites them), the `/metrics` server over loopback, and `top` in a
 //! pseudo-terminal (tmux).
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 #![allow(clippy::print_stderr)] // cleanup says on stderr what it could not undo
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -16,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{Host, T4, UUID, host, stderr};
+use crate::common::{Host, T4, UUID, host, stderr};
 use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:5e:00.0";

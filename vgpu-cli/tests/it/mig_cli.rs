@@ -3,17 +3,14 @@
 //! instances and then the MIG-backed vGPUs, undoes both on a fault, and `restore` makes them
 //! again after a reboot.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use std::process::Output;
 
-use common::{Host, command, host, json, supported_types, vgpu_ids};
+use crate::common::{Host, command, host, json, supported_types, vgpu_ids};
 use vgpu_testing::fake_nvml::FakeNvml;
 
 const H200: &str = "0000:18:00.0";
-const H200_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+const H200_DATA: &str = include_str!("../../../vgpu-nvml-fake/data/h200-mig.toml");
 
 /// Seven 1g.18gb instances, each with an H200X-1-18C.
 const SEVEN: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\naddress = \"0000:18:00.0\"\nmig = { \"1g.18gb\" = 7 }\ntypes = { \"H200X-1-18C\" = 7 }\n";

@@ -3,14 +3,11 @@
 //! in a private mount namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted
 //! over it), so `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 /// The file the dynamic loader takes libvirt from, as `ldd` shows it for `vgpuctl-libvirt`.
 fn libvirt_library() -> String {

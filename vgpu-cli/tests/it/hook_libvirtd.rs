@@ -10,7 +10,6 @@
 //! made, so the hook libvirt runs sees it. Nothing here skips: a host where libvirtd cannot run
 //! fails.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -3,14 +3,13 @@
 //! by a domain's second vGPU, a broken policy file refusing every vGPU domain, and 16 domains
 //! of two tenants kept apart starting at once.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;
 
-use common::{Host, host, install_hook, run_hook, stderr};
+use crate::common::{Host, host, install_hook, run_hook, stderr};
 
 /// The simulated `mixed` host's L40S (vendor-specific VFIO, 32 VFs).
 const L40S: &str = "0000:5e:00.0";
@@ -162,7 +161,7 @@ fn hardware_allows_a_mig_backed_vgpu_beside_another_tenant() {
         &[],
     );
     // The test NVML reads this host's simulator; the hook is given its library.
-    let data = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+    let data = include_str!("../../../vgpu-nvml-fake/data/h200-mig.toml");
     let fake = vgpu_testing::fake_nvml::FakeNvml::on_sim(data, t.host.sim.root()).unwrap();
     let library = fake.library().to_str().unwrap().to_owned();
     let hooks = install_hook(&t.host, &["--nvml-library", &library]);

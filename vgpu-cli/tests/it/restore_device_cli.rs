@@ -2,13 +2,10 @@
 //! restores only the definitions that concern the device, and leaves for later (`waiting`)
 //! a definition whose device is not ready.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use serde_json::json;
 
-use common::*;
+use crate::common::*;
 
 /// `mixed`: the Flex 170 (plain SR-IOV, no VFs enabled) and the T4 (mdev on the PF).
 const MIXED_FLEX: &str = "0001:03:00.0";

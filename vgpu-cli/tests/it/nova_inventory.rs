@@ -4,15 +4,14 @@
 //! host's mdev parents and mdevs, active and only defined. The totals per physical GPU must be
 //! what the GPU holds. Without python3-nova these tests skip, unless `CI` is set: then they fail.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 #![allow(clippy::print_stderr)] // a skipped test says why
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{Host, host, stderr, vgpuctl};
+use crate::common::{Host, host, stderr, vgpuctl};
 
-mod common;
+use crate::common;
 
 const PYTHON: &str = "/usr/bin/python3";
 const A40: &str = "0000:41:00.0";

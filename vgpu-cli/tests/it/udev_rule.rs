@@ -5,7 +5,6 @@
 //! state (lock, audit log) goes to a temporary directory, and the event is a synthetic `bind`
 //! (`udevadm trigger --action=bind`), which binds nothing: no other rule acts on it.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -15,7 +14,7 @@ use std::time::Duration;
 use vgpu_testing::udevd::{Udevd, first_pci_function, run};
 use vgpu_testing::wait_for;
 
-mod common;
+use crate::common;
 
 /// The workspace root, where the Makefile is.
 fn workspace() -> PathBuf {

@@ -2,19 +2,18 @@
 //! without NVML, and MIG-backed `create`, on simulated hosts with the test NVML library
 //! (`vgpu-nvml-fake`) named by `--nvml-library`, reading each simulated host (`sim_root`).
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
-use common::{Host, assert_golden, command, host, json, stderr};
+use crate::common::{Host, assert_golden, command, host, json, stderr};
 use vgpu_testing::fake_nvml::FakeNvml;
 
 const L40S: &str = "0000:41:00.0";
 const H200: &str = "0000:18:00.0";
-const L40S_DATA: &str = include_str!("../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");
-const H200_DATA: &str = include_str!("../../vgpu-nvml-fake/data/h200-mig.toml");
+const L40S_DATA: &str = include_str!("../../../vgpu-nvml-fake/data/l40s-vendor-vfio.toml");
+const H200_DATA: &str = include_str!("../../../vgpu-nvml-fake/data/h200-mig.toml");
 
 /// `vgpuctl --nvml-library <fake> <args>`.
 fn with_nvml(host: &Host, fake: &FakeNvml, args: &[&str]) -> Output {

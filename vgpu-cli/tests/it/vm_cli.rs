@@ -2,13 +2,12 @@
 //! against libvirt's real QEMU driver embedded in each process (`qemu:///embed?root=DIR`, no
 //! daemon) and a simulated host (`vgpu-sim`).
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
-mod common;
+use crate::common;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";

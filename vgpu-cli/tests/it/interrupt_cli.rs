@@ -1,14 +1,13 @@
 //! A signal during `apply`: the step in flight finishes, no new one starts, every GPU's
 //! operation is undone, and the command exits 130 (SIGINT) or 143 (SIGTERM), saying so.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{command, host, json};
+use crate::common::{command, host, json};
 use vgpu_sim::{KernelOp, LatencyOp};
 
 const T4S: &str = "version = 1\n[configs.default]\n[[configs.default.gpu]]\nmodel = \"T4\"\ntypes = { \"T4-1Q\" = 16 }\n";

@@ -2,14 +2,13 @@
 //! need libvirt to the `vgpuctl-libvirt` beside it, and asks it what libvirt knows for the
 //! others.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use vgpu_testing::{FakeHost, scenarios};
 
-mod common;
+use crate::common;
 
 fn vgpuctl() -> &'static Path {
     common::vgpuctl_exe()

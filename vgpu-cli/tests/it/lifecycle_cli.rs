@@ -1,13 +1,12 @@
 //! `vgpuctl` changing a simulated host (`vgpu-sim`) as an operator would: processes, exit
 //! codes, JSON, persistence, concurrency, crashes, and the real mdevctl as a peer.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Output, Stdio};
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn create_json_names_uuid_and_parent() {

@@ -1,15 +1,12 @@
 //! `vgpuctl` changing a simulated host (`vgpu-sim`) across crashes and restarts: killed
 //! commands, `restore`, persistence and the real mdevctl as a peer, the release guard.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// Polls until `path` exists (the killed command got that far), with a deadline.
 fn wait_for(path: &Path) {

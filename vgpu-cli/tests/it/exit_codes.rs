@@ -1,6 +1,5 @@
 //! `vgpuctl` as a process: exit codes and error messages.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::process::{Command, Output};
 

@@ -1,7 +1,7 @@
 //! The man-page generator of `examples/gen-docs`: `vgpuctl.8`, one page per subcommand, each
 //! with its own options.
 
-#[path = "../examples/gen-docs/man.rs"]
+#[path = "../../examples/gen-docs/man.rs"]
 mod man;
 
 use std::path::Path;

@@ -2,14 +2,13 @@
 //! with an empty environment, `DOMAIN OP SUBOP -` as arguments and the domain XML on stdin,
 //! against a simulated host (`vgpu-sim`).
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
-mod common;
+use crate::common;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";

@@ -1,9 +1,8 @@
 //! `vgpuctl watch` on a simulated host: the simulator's uevent log is its event source, and
 //! each event is printed with the change it made to the inventory, until SIGINT or SIGTERM.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ExitStatus, Stdio};
@@ -13,7 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use common::*;
+use crate::common::*;
 
 /// How long a test waits for a line or for the watch to end.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -2,16 +2,13 @@
 //! then `restore`: no device is left without the driver that its definition or the state
 //! before the change names.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use vgpu_sim::{KernelOp, LatencyOp};
 
 /// The Flex 170 as one 8 GiB VF and four 2 GiB ones, kept on i915 (`vf_driver = "default"`)

@@ -2,14 +2,13 @@
 //! against golden files (`VGPU_REGENERATE=1` rewrites them), and checked by Nova's own parsers
 //! (Debian's `python3-nova`, run by `/usr/bin/python3`).
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
-mod common;
+use crate::common;
 
 const PYTHON: &str = "/usr/bin/python3";
 

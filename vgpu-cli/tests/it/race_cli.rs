@@ -12,9 +12,8 @@
 //! chooses the same VF (the kernel refuses vgpuctl's write, and vgpuctl tries the next VF or
 //! finds the GPU full). The rounds go through several latencies to see each.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +21,7 @@ use std::process::Output;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use common::{Host, json, stderr, vgpuctl};
+use crate::common::{Host, json, stderr, vgpuctl};
 use uuid::Uuid;
 use vgpu_sim::{KernelOp, LatencyOp, Profile, SimHost};
 

@@ -3,14 +3,13 @@
 //!
 //! The plan renderings are pinned in golden files; `VGPU_REGENERATE=1` rewrites them.
 
-#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
-mod common;
+use crate::common;
 
 struct Host {
     sim: SimHost,

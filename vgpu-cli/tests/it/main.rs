@@ -1,0 +1,31 @@
+//! `vgpu-cli`'s integration tests in one binary: each module was a test file of its own. One
+//! binary links once, where 25 took 25 links.
+
+#![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
+
+mod common;
+mod completions_cli;
+mod exit_codes;
+mod golden;
+mod hook_cli;
+mod hook_libvirtd;
+mod interrupt_cli;
+mod kill_cli;
+mod libvirt_helper;
+mod lifecycle_cli;
+mod man_pages;
+mod mig_cli;
+mod no_libvirt;
+mod nova_config;
+mod nova_inventory;
+mod nvml_cli;
+mod one_truth;
+mod persistence_cli;
+mod plans_cli;
+mod race_cli;
+mod restore_device_cli;
+mod telemetry_cli;
+mod tenants_cli;
+mod udev_rule;
+mod vm_cli;
+mod watch_cli;
