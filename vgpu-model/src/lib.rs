@@ -6,6 +6,7 @@
 //! - What NVML says of a GPU ([`nvml`]), as data.
 //! - Persistent definitions as data ([`definition`]): what `restore` makes again.
 //! - The built-in type catalog ([`catalog`]) for facts sysfs does not state.
+//! - The usage ledger's intervals and monthly summaries ([`usage`]).
 //! - The parsers of sysfs text and vGPU type names ([`parse`]), and of names a caller gives
 //!   ([`name`]).
 //!
@@ -26,6 +27,7 @@ pub mod parse;
 pub mod pci;
 pub mod policy;
 pub mod serde_hex;
+pub mod usage;
 
 use std::fmt;
 

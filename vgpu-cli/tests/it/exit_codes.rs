@@ -1,6 +1,5 @@
 //! `vgpuctl` as a process: exit codes and error messages.
 
-
 use std::process::{Command, Output};
 
 use vgpu_testing::{FakeHost, PciSpec, addr, scenarios};

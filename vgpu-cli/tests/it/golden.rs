@@ -3,9 +3,8 @@
 //! Run with `VGPU_REGENERATE=1` to rewrite the files after an intended change, then review the
 //! diff. Exit codes are pinned in the tests and still checked while regenerating.
 
-
-use clap::Parser;
 use crate::common::assert_golden;
+use clap::Parser;
 use vgpu_cli::libvirt_facts::from_helper;
 use vgpu_cli::{Cli, run_local};
 use vgpu_testing::{FakeHost, scenarios};

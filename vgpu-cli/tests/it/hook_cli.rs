@@ -2,7 +2,6 @@
 //! with an empty environment, `DOMAIN OP SUBOP -` as arguments and the domain XML on stdin,
 //! against a simulated host (`vgpu-sim`).
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -10,7 +10,6 @@
 //! made, so the hook libvirt runs sees it. Nothing here skips: a host where libvirtd cannot run
 //! fails.
 
-
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

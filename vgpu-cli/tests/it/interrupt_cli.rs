@@ -1,7 +1,6 @@
 //! A signal during `apply`: the step in flight finishes, no new one starts, every GPU's
 //! operation is undone, and the command exits 130 (SIGINT) or 143 (SIGTERM), saying so.
 
-
 use crate::common;
 
 use std::process::Stdio;

@@ -2,7 +2,6 @@
 //! then `restore`: no device is left without the driver that its definition or the state
 //! before the change names.
 
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};

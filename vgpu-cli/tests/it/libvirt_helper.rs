@@ -2,7 +2,6 @@
 //! need libvirt to the `vgpuctl-libvirt` beside it, and asks it what libvirt knows for the
 //! others.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 

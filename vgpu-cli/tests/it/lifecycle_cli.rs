@@ -1,7 +1,6 @@
 //! `vgpuctl` changing a simulated host (`vgpu-sim`) as an operator would: processes, exit
 //! codes, JSON, persistence, concurrency, crashes, and the real mdevctl as a peer.
 
-
 use crate::common;
 
 use std::process::{Child, Output, Stdio};

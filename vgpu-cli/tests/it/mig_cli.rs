@@ -3,7 +3,6 @@
 //! instances and then the MIG-backed vGPUs, undoes both on a fault, and `restore` makes them
 //! again after a reboot.
 
-
 use std::process::Output;
 
 use crate::common::{Host, command, host, json, supported_types, vgpu_ids};

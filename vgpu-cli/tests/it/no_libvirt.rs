@@ -3,7 +3,6 @@
 //! in a private mount namespace where `libvirt.so.0` cannot be loaded (an empty file is mounted
 //! over it), so `vgpuctl-libvirt` dies in the dynamic loader, as on a host without the package.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -2,7 +2,6 @@
 //! against golden files (`VGPU_REGENERATE=1` rewrites them), and checked by Nova's own parsers
 //! (Debian's `python3-nova`, run by `/usr/bin/python3`).
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -2,7 +2,6 @@
 //! without NVML, and MIG-backed `create`, on simulated hosts with the test NVML library
 //! (`vgpu-nvml-fake`) named by `--nvml-library`, reading each simulated host (`sim_root`).
 
-
 use crate::common;
 
 use std::process::Output;

@@ -2,7 +2,6 @@
 //! can still take, a type keeps its name at every fill level, and plain VFs are vGPUs in every
 //! command. Each case is a state a real client reaches, on the simulator.
 
-
 use crate::common;
 
 use std::process::Output;

@@ -1,7 +1,6 @@
 //! `vgpuctl` changing a simulated host (`vgpu-sim`) across crashes and restarts: killed
 //! commands, `restore`, persistence and the real mdevctl as a peer, the release guard.
 
-
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //!
 //! The plan renderings are pinned in golden files; `VGPU_REGENERATE=1` rewrites them.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

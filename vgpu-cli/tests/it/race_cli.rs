@@ -12,7 +12,6 @@
 //! chooses the same VF (the kernel refuses vgpuctl's write, and vgpuctl tries the next VF or
 //! finds the GPU full). The rounds go through several latencies to see each.
 
-
 use crate::common;
 
 use std::collections::BTreeMap;

@@ -2,7 +2,6 @@
 //! restores only the definitions that concern the device, and leaves for later (`waiting`)
 //! a definition whose device is not ready.
 
-
 use serde_json::json;
 
 use crate::common::*;

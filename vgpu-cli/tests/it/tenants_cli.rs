@@ -3,7 +3,6 @@
 //! by a domain's second vGPU, a broken policy file refusing every vGPU domain, and 16 domains
 //! of two tenants kept apart starting at once.
 
-
 use crate::common;
 
 use std::path::Path;

@@ -5,7 +5,6 @@
 //! state (lock, audit log) goes to a temporary directory, and the event is a synthetic `bind`
 //! (`udevadm trigger --action=bind`), which binds nothing: no other rule acts on it.
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,6 @@
 //! against libvirt's real QEMU driver embedded in each process (`qemu:///embed?root=DIR`, no
 //! daemon) and a simulated host (`vgpu-sim`).
 
-
 use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;

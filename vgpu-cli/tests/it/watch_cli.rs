@@ -1,7 +1,6 @@
 //! `vgpuctl watch` on a simulated host: the simulator's uevent log is its event source, and
 //! each event is printed with the change it made to the inventory, until SIGINT or SIGTERM.
 
-
 use crate::common;
 
 use std::io::{BufRead, BufReader};
