@@ -34,6 +34,7 @@ packages=(
   debhelper                   # dh, which debian/rules runs (scripts/package-test.sh builds the package)
   dpkg-dev                    # dpkg-buildpackage, dpkg-shlibdeps (the package's library dependencies)
   man-db                      # man -w, which finds the packaged man pages
+  prometheus                  # promtool, which checks what `vgpuctl metrics` exposes
 )
 if $fuzz; then
   packages=(g++)  # libfuzzer-sys builds libFuzzer's C++ sources

@@ -98,6 +98,7 @@ LAYERS = {
         "catalog",
         "kind",
         "policy",
+        "usage",
     ],
     "vgpu-plan": [
         "error",

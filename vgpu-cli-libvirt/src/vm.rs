@@ -103,6 +103,13 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 )?,
                 _ => anyhow::bail!("attach takes either ID, or --gpu GPU --type TYPE"),
             };
+            // The running domain holds it from now on: its usage counts. A ledger that
+            // cannot be written does not undo the attach; the loss is in the audit log.
+            if done.changed && done.live {
+                if let Err(err) = ctx.manager().usage_begin(&claim, &[done.id]) {
+                    ctx.manager().usage_lost("usage-begin", domain, &err);
+                }
+            }
             let line = format!(
                 "{domain}: {} {}{}",
                 done.id,
@@ -136,6 +143,11 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                         .context(format!("cannot detach {id} from {domain}")));
                 }
             };
+            if changed && scope.live {
+                if let Err(err) = ctx.manager().usage_end(target.uuid, Some(&[id])) {
+                    ctx.manager().usage_lost("usage-end", domain, &err);
+                }
+            }
             // Once the domain names it in no scope, its tenant holds it no more.
             if changed && !conn.hostdevs(domain)?.iter().any(|a| a.device == id) {
                 ctx.manager().unhold(target.uuid, &[id])?;

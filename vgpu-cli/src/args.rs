@@ -160,6 +160,24 @@ pub enum Command {
         /// Only this GPU.
         gpu: Option<String>,
     },
+    /// What each tenant (or domain, type, GPU) held over a window, from the usage ledger:
+    /// vGPU-seconds, frame-buffer byte-seconds and intervals. An interval crossing a bound is
+    /// cut at it.
+    Usage {
+        /// The window's start: RFC 3339 (2026-11-01T00:00:00Z) or before now (-30d, -12h);
+        /// this month's first instant (UTC) by default.
+        #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
+        since: Option<i64>,
+        /// The window's end, as --since; now by default.
+        #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
+        until: Option<i64>,
+        /// The key of each row: tenant, domain, type or gpu.
+        #[arg(long, value_name = "KEY", default_value = "tenant")]
+        by: vgpu_report::usage::By,
+        /// CSV with a header row, for a billing import.
+        #[arg(long, conflicts_with = "json")]
+        csv: bool,
+    },
     /// The libvirt QEMU hook that makes a domain's vGPUs when it starts and takes them back
     /// when it stops, and its installation.
     Hook {
@@ -633,6 +651,19 @@ impl Shell {
 
 /// The shortest refresh interval `--interval` takes.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Now, in milliseconds since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Parses `--since` and `--until`: RFC 3339, or a time before now.
+pub(crate) fn parse_time(text: &str) -> std::result::Result<i64, String> {
+    vgpu_report::usage::parse_time(text, now_ms()).map_err(|err| err.to_string())
+}
 
 /// Parses `--interval`: seconds, fractions allowed (`0.5`), at least [`MIN_INTERVAL`].
 pub(crate) fn parse_interval(text: &str) -> std::result::Result<Duration, String> {

@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::libvirt_facts::FactsSource;
 use crate::{
     Cli, Command, EXIT_OK, LIBVIRT_HELPER, check, completions, hook, isolation, list, mutate, nova,
-    plans, sched, telemetry, top, watch,
+    plans, sched, telemetry, top, usage, watch,
 };
 
 /// Runs `cli`, a command that does not need libvirt ([`Command::uses_libvirt`]), writing its
@@ -46,6 +46,12 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Hook { command } => hook::run(&ctx, command, out),
         Command::Completions { shell } => completions::write(*shell, out).map(|()| EXIT_OK),
         Command::Isolation { gpu } => isolation::run(cli, ctx.paths(), gpu.as_deref(), out),
+        Command::Usage {
+            since,
+            until,
+            by,
+            csv,
+        } => usage::run(&ctx, *since, *until, *by, *csv, out),
         Command::NovaConfig { nova_release } => {
             let inventory = ctx.state()?.inventory;
             nova::run(cli.json, *nova_release, ctx.paths(), &inventory, out)?;

@@ -9,7 +9,9 @@
 //!
 //! libvirt shows the user what a failing `prepare` hook wrote to stderr, so a failure is one
 //! line there and exit status 1, which aborts the start. `release` failures are reported the
-//! same way with exit status 0: libvirt ignores it there. Every other operation exits 0 at once.
+//! same way with exit status 0: libvirt ignores it there. `started` and `stopped` open and
+//! close the domain's usage intervals, and exit 0 even when the ledger cannot be written.
+//! Every other operation exits 0 at once.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -19,7 +21,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use vgpu_core::{manager::HookDomain, state::HookConfig};
+use vgpu_core::{
+    manager::{Claim, HookDomain},
+    state::HookConfig,
+};
 use vgpu_domain::xml::{self, DomainXml};
 
 use crate::context::Context;
@@ -48,6 +53,8 @@ pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write)
 fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str) -> u8 {
     let (result, failure) = match (op, subop) {
         ("prepare", "begin") => (prepare(ctx), EXIT_ERROR),
+        ("started", "begin") => (usage(ctx, name, Usage::Begin), EXIT_OK),
+        ("stopped", "end") => (usage(ctx, name, Usage::End), EXIT_OK),
         ("release", "end") => (release(ctx), EXIT_OK),
         _ => return EXIT_OK,
     };
@@ -110,8 +117,49 @@ fn prepare(ctx: &Context<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The usage ledger's side of `started` and `stopped`.
+#[derive(Debug, Clone, Copy)]
+enum Usage {
+    Begin,
+    End,
+}
+
+/// Opens (`started`) or closes (`stopped`) the domain's usage intervals. The domain runs
+/// either way: a ledger that cannot be written is said in the audit log and on stderr, and
+/// the hook exits 0.
+fn usage(ctx: &Context<'_>, name: &str, what: Usage) -> Result<()> {
+    let domain = read_domain()?;
+    let manager = ctx.manager();
+    let (action, recorded) = match what {
+        Usage::Begin => {
+            let devices: Vec<_> = domain.hostdevs.iter().map(|h| h.device).collect();
+            let claim = Claim {
+                uuid: domain.uuid,
+                name: domain.name,
+                tenant: domain.tenant.map(|t| t.name).unwrap_or_default(),
+            };
+            ("usage-begin", manager.usage_begin(&claim, &devices))
+        }
+        Usage::End => ("usage-end", manager.usage_end(domain.uuid, None)),
+    };
+    match recorded {
+        Ok(intervals) => {
+            tracing::debug!(domain = name, intervals = intervals.len(), action, "usage");
+            Ok(())
+        }
+        Err(err) => {
+            manager.usage_lost(action, name, &err);
+            Err(err.into())
+        }
+    }
+}
+
 fn release(ctx: &Context<'_>) -> Result<()> {
     let domain = read_domain()?;
+    // A `stopped` whose record was lost (a full disk) is closed here, late rather than never.
+    if let Err(err) = ctx.manager().usage_end(domain.uuid, None) {
+        ctx.manager().usage_lost("usage-end", &domain.name, &err);
+    }
     let released = ctx.manager().release_domain(domain.uuid, &domain.name)?;
     for left in &released.left {
         tracing::info!(device = %left.made.handle(), reason = left.reason, "left as it is");

@@ -48,6 +48,7 @@ mod sched;
 mod telemetry;
 mod tenants;
 mod top;
+mod usage;
 mod watch;
 
 pub use args::{

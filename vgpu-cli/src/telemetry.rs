@@ -24,6 +24,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
+use vgpu_core::manager::UsageTotals;
 use vgpu_core::{
     HostPaths,
     model::{Inventory, VgpuHandle, nvml::NvmlStatus},
@@ -62,6 +63,10 @@ pub(crate) struct Snapshot {
     pub(crate) nvml: NvmlStatus,
     /// Whether libvirt answered.
     pub(crate) libvirt: LibvirtStatus,
+    /// The usage ledger's totals, for the counters of `metrics`; `None` when not asked for
+    /// or not readable (then the counters are left out, never reported as 0).
+    #[serde(skip)]
+    pub(crate) usage: Option<UsageTotals>,
 }
 
 /// Takes samples of one host: NVML is loaded once, libvirt asked at every sample.
@@ -70,6 +75,8 @@ pub(crate) struct Sampler {
     uri: String,
     nvml: Nvml,
     facts: Box<dyn Facts>,
+    /// Whether each sample reads the usage ledger.
+    usage: bool,
 }
 
 impl Sampler {
@@ -79,7 +86,15 @@ impl Sampler {
             uri: cli.connect.clone(),
             nvml: cli.nvml_source().load(paths),
             facts,
+            usage: false,
         }
+    }
+
+    /// The same, reading the usage ledger at each sample: a scrape also tells the ledger the
+    /// host runs now.
+    pub(crate) fn with_usage(mut self) -> Self {
+        self.usage = true;
+        self
     }
 
     /// Reads the host now.
@@ -90,10 +105,21 @@ impl Sampler {
             .inventory;
         let (owners, libvirt) = self.owners(&inventory);
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
+        let totals = match self.usage {
+            true => match vgpu_core::Manager::new(&self.paths, "metrics").usage_totals() {
+                Ok(totals) => Some(totals),
+                Err(err) => {
+                    tracing::warn!("usage ledger not read: {}", err.chain());
+                    None
+                }
+            },
+            false => None,
+        };
         Ok(Snapshot {
             telemetry: vgpu_report::telemetry::telemetry(&inventory, &usage, &owners),
             nvml: self.nvml.status().clone(),
             libvirt,
+            usage: totals,
         })
     }
 
@@ -171,6 +197,8 @@ fn escape_label(value: &str) -> String {
 struct Family<'a> {
     name: &'static str,
     help: &'static str,
+    /// `gauge` or `counter`.
+    kind: &'static str,
     samples: Vec<(Vec<(&'static str, &'a str)>, String)>,
 }
 
@@ -179,7 +207,16 @@ impl<'a> Family<'a> {
         Family {
             name,
             help,
+            kind: "gauge",
             samples: Vec::new(),
+        }
+    }
+
+    /// A family of counters: values that never go down.
+    fn counter(name: &'static str, help: &'static str) -> Self {
+        Family {
+            kind: "counter",
+            ..Family::new(name, help)
         }
     }
 
@@ -194,7 +231,7 @@ impl<'a> Family<'a> {
         }
         // HELP text escapes `\` and line feeds; ours has neither.
         out.push_str(&format!("# HELP {} {}\n", self.name, self.help));
-        out.push_str(&format!("# TYPE {} gauge\n", self.name));
+        out.push_str(&format!("# TYPE {} {}\n", self.name, self.kind));
         for (labels, value) in &self.samples {
             out.push_str(self.name);
             if !labels.is_empty() {
@@ -332,6 +369,27 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         }
     }
 
+    let mut tenant_seconds = Family::counter(
+        "vgpu_tenant_vgpu_seconds_total",
+        "vGPU-seconds a tenant's domains held since the usage ledger began (allocation time, not GPU work).",
+    );
+    let mut tenant_byte_seconds = Family::counter(
+        "vgpu_tenant_framebuffer_byte_seconds_total",
+        "Frame-buffer byte-seconds a tenant's domains held since the usage ledger began.",
+    );
+    let mut skipped = Family::counter(
+        "vgpu_usage_ledger_records_skipped_total",
+        "Usage ledger records skipped as cut off or damaged.",
+    );
+    if let Some(totals) = &snapshot.usage {
+        for counter in &totals.tenants {
+            let labels = || vec![("tenant", counter.tenant.as_str())];
+            tenant_seconds.sample(labels(), counter.vgpu_seconds);
+            tenant_byte_seconds.sample(labels(), counter.framebuffer_byte_seconds);
+        }
+        skipped.sample(Vec::new(), totals.skipped);
+    }
+
     let mut out = String::new();
     for family in [
         &nvml_up,
@@ -345,6 +403,9 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         &tenant_allotted,
         &tenant_used,
         &tenant_sessions,
+        &tenant_seconds,
+        &tenant_byte_seconds,
+        &skipped,
     ] {
         family.write(&mut out);
     }
@@ -359,7 +420,7 @@ pub(crate) fn run(
     facts: Box<dyn Facts>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let mut sampler = Sampler::new(cli, paths, facts);
+    let mut sampler = Sampler::new(cli, paths, facts).with_usage();
     let Some(addr) = listen else {
         let snapshot = sampler.sample()?;
         if cli.json {

@@ -128,4 +128,7 @@ pub struct MonthSummary {
     pub end_ms: i64,
     /// One row per key.
     pub rows: Vec<MonthRow>,
+    /// Damaged records skipped in the month's raw file when it was folded.
+    #[serde(default)]
+    pub skipped: u64,
 }

@@ -4,6 +4,8 @@
 //! - [`telemetry`]: per-vGPU allotment and usage, who holds each vGPU, and sums per tenant.
 //! - [`isolation`]: for each GPU, the kinds of device it can give a VM, assessed on eight
 //!   dimensions of isolation from the host's facts, with the risk that remains.
+//! - [`usage`]: vGPU-seconds and frame-buffer byte-seconds per tenant, domain, type or GPU over
+//!   a window, from the usage ledger's intervals and monthly summaries.
 
 #![forbid(unsafe_code)]
 
@@ -12,3 +14,4 @@ use vgpu_model as model;
 
 pub mod isolation;
 pub mod telemetry;
+pub mod usage;

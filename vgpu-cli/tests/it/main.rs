@@ -27,5 +27,6 @@ mod restore_device_cli;
 mod telemetry_cli;
 mod tenants_cli;
 mod udev_rule;
+mod usage_cli;
 mod vm_cli;
 mod watch_cli;

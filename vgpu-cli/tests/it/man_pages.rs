@@ -61,6 +61,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-top.8",
             "vgpuctl-metrics.8",
             "vgpuctl-isolation.8",
+            "vgpuctl-usage.8",
             "vgpuctl-hook.8",
             "vgpuctl-hook-qemu.8",
             "vgpuctl-hook-install.8",

@@ -532,13 +532,6 @@ fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
 /// The Flex 170 as one 8 GiB VF and four 2 GiB ones for guests, kept at boot.
 const FLEX_DESKTOPS: &str = "version = 1\n[configs.default]\npersistence = \"auto\"\n[[configs.default.gpu]]\nmodel = \"Flex 170\"\nvf_driver = \"vfio-pci\"\nsizes = [\"8GiB\", \"4x2GiB\"]\n";
 
-/// A reboot: the simulator mounted fresh from its profile (VFs off), the state root's `etc/`
-/// and `var/` kept and its `run/` emptied, as a tmpfs is.
-fn reboot(h: &mut Host) {
-    h.sim = vgpu_sim::SimHost::mount_for_test(&h.sim.profile_name());
-    std::fs::remove_dir_all(h.state.path().join("run")).unwrap();
-}
-
 /// The Flex 170 with `FLEX_DESKTOPS` applied, then rebooted; and the desired-state file.
 fn flex_desktops_rebooted() -> (Host, String) {
     let mut h = host("flex-sriov");

@@ -8,47 +8,12 @@ use crate::common;
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{Host, host, install_hook, run_hook, stderr};
+use crate::common::{Host, NS, domain, host, install_hook, l40s_vf, run_hook, stderr, vf};
 
 /// The simulated `mixed` host's L40S (vendor-specific VFIO, 32 VFs).
 const L40S: &str = "0000:5e:00.0";
 /// The simulated `h200-mig` host's H200 (MIG mode, two free `1g.18gb` instances).
 const H200: &str = "0000:18:00.0";
-const NS: &str = "https://example.invalid/vgpu/1";
-
-/// The PCI address of VF `index` of the PF at bus `bus` (VF offset 4, stride 1).
-fn vf(bus: &str, index: u32) -> String {
-    let function = 4 + index;
-    format!("0000:{bus}:{:02x}.{}", function / 8, function % 8)
-}
-
-/// The L40S's VF `index`.
-fn l40s_vf(index: u32) -> String {
-    vf("5e", index)
-}
-
-fn hostdev(address: &str) -> String {
-    let (domain, rest) = address.split_once(':').unwrap();
-    let (bus, rest) = rest.split_once(':').unwrap();
-    let (slot, function) = rest.split_once('.').unwrap();
-    format!(
-        "    <hostdev mode='subsystem' type='pci' managed='no'><source><address \
-         domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/></source>\
-         </hostdev>\n"
-    )
-}
-
-/// Domain number `n`, named `vm<n>`, of `tenant`, asking for `vgpu_type` on each of `vfs`.
-fn domain(n: u32, tenant: &str, vgpu_type: &str, vfs: &[String]) -> String {
-    let devices: String = vfs.iter().map(|a| hostdev(a)).collect();
-    format!(
-        "<domain type='kvm'>\n  <name>vm{n}</name>\n  \
-         <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata><vgpu:vgpu \
-         xmlns:vgpu=\"{NS}\" type=\"{vgpu_type}\" tenant=\"{tenant}\"/></metadata>\n  \
-         <memory unit='KiB'>65536</memory>\n  <devices>\n{devices}  </devices>\n</domain>\n"
-    )
-}
-
 struct Tenants {
     host: Host,
     hooks: tempfile::TempDir,

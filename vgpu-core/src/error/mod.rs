@@ -245,6 +245,10 @@ pub enum Error {
     /// [`Error`](vgpu_plan::Error)).
     #[error(transparent)]
     Plan(#[from] vgpu_plan::Error),
+    /// A usage report's window is refused (`vgpu-report`'s
+    /// [`UsageError`](vgpu_report::usage::UsageError)).
+    #[error(transparent)]
+    Usage(#[from] vgpu_report::usage::UsageError),
     /// A name or value given by the caller is not of the form it must have.
     #[error("{value:?} is not {expected}")]
     BadName {
@@ -396,6 +400,14 @@ pub enum Error {
         /// The operation.
         what: &'static str,
         /// Why (a panic or cancellation message).
+        reason: String,
+    },
+    /// A usage-ledger file is not what the ledger writes.
+    #[error("usage ledger {}: {reason}", path.display())]
+    Ledger {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
         reason: String,
     },
     /// A persistent definition file is not JSON, or not the JSON expected there (a missing
@@ -620,6 +632,7 @@ impl Error {
             Error::HookDevice { source, .. } => source.kind(),
             Error::Nvml(err) => err.kind(),
             Error::Plan(err) => err.kind(),
+            Error::Usage(_) => ErrorKind::BadInput,
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }
@@ -667,6 +680,7 @@ impl Error {
             | Error::DefinitionJson { .. }
             | Error::Definition { .. }
             | Error::Update { .. }
+            | Error::Ledger { .. }
             | Error::RestoreFailed { .. }
             | Error::TaskLost { .. } => ErrorKind::HostFault,
         }

@@ -137,6 +137,8 @@ fn has_source(err: &Error) -> bool {
         | Error::MdevDefinedElsewhere { .. }
         | Error::PlanRefused { .. }
         | Error::PlanStale { .. }
+        | Error::Ledger { .. }
+        | Error::Usage(_)
         | Error::Config { .. }
         | Error::NotDefined { .. }
         | Error::NoTypeForVf { .. }

@@ -17,6 +17,8 @@ mod provision;
 mod removal;
 mod restore;
 mod session;
+mod usage;
+pub use usage::UsageTotals;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -610,11 +612,16 @@ impl Manager {
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first,
     /// then driver bindings, then auto-start mediated devices, then NVIDIA VF types.
     /// Idempotent: what is already in place is left alone. Carries on past failures and
-    /// reports (and audits) each step; see [`RestoreReport::failed`].
+    /// reports (and audits) each step; see [`RestoreReport::failed`]. Then closes the usage
+    /// intervals an earlier boot left open ([`Manager::usage_settle`]).
     pub fn restore(&self) -> Result<RestoreReport> {
         let session = self.session()?;
         let report = restore::run(&session, None);
         session.finish();
+        // What an earlier boot left open in the usage ledger is closed at this one.
+        if let Err(err) = self.usage_settle() {
+            self.usage_lost("usage-settle", "usage ledger", &err);
+        }
         report
     }
 

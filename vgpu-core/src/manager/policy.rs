@@ -14,7 +14,7 @@ use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::kind::DeviceKind;
 use crate::model::pci::PciAddress;
-use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
+use crate::model::{Backend, Gpu, Inventory, PLAIN_VF_TYPE, VgpuHandle, VgpuType};
 use crate::plan::capacity::HostState;
 use crate::plan::place::Tenancy;
 use crate::plan::tenants::{Holding, Policy, TenantPolicy, Violation, check};
@@ -55,6 +55,60 @@ pub(crate) fn settled_inventory(paths: &HostPaths, store: &Store) -> Result<Inve
     Ok(state.inventory)
 }
 
+/// What a device is on this host: its physical GPU, its type and its frame buffer, and the
+/// kind of device it is. The tenant policy and the usage ledger both ask this.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Identified<'a> {
+    /// Its physical GPU.
+    pub(crate) gpu: &'a Gpu,
+    /// Its type's id: the vGPU's, or [`PLAIN_VF_TYPE`] for a plain VF.
+    pub(crate) type_id: &'a str,
+    /// The type, where the GPU describes it.
+    pub(crate) ty: Option<&'a VgpuType>,
+    /// Its frame buffer, where known.
+    pub(crate) framebuffer_mib: Option<u64>,
+    /// The isolation report's kind of device.
+    pub(crate) kind: DeviceKind,
+}
+
+/// What the device `id` is on this host; `None` for a device of no GPU in `inventory`.
+pub(crate) fn identify(inventory: &Inventory, id: VgpuHandle) -> Option<Identified<'_>> {
+    for gpu in &inventory.gpus {
+        if let Some(vgpu) = gpu.vgpus.iter().find(|v| v.id == id) {
+            return Some(typed(gpu, &vgpu.type_id));
+        }
+        let VgpuHandle::Vf(address) = id else {
+            continue;
+        };
+        let plain_vf = (gpu.backend == Backend::Sriov)
+            .then(|| gpu.vfs.iter().find(|vf| vf.address == address))
+            .flatten();
+        if let Some(vf) = plain_vf {
+            return Some(Identified {
+                gpu,
+                type_id: PLAIN_VF_TYPE,
+                ty: None,
+                framebuffer_mib: vf.memory_mib,
+                kind: DeviceKind::of_type(None),
+            });
+        }
+    }
+    None
+}
+
+/// A vGPU of type `type_id` on `gpu`, of the kind its type is. A type the GPU does not
+/// describe counts as sharing the engines, the weaker kind.
+fn typed<'a>(gpu: &'a Gpu, type_id: &'a str) -> Identified<'a> {
+    let ty = gpu.types.iter().find(|t| t.id == type_id);
+    Identified {
+        gpu,
+        type_id,
+        ty,
+        framebuffer_mib: ty.and_then(|t| t.framebuffer_mib),
+        kind: ty.map_or(DeviceKind::TimeSlicedVgpu, |t| DeviceKind::of_type(Some(t))),
+    }
+}
+
 /// What the device `id` of `tenant`'s `domain` is on this host, as the policy counts it: its
 /// physical GPU, its frame buffer and whether it is partitioned in hardware. `None` for a
 /// device of no GPU in `inventory`.
@@ -64,49 +118,17 @@ pub(crate) fn holding_of(
     domain: &str,
     id: VgpuHandle,
 ) -> Option<Holding> {
-    let holding = |gpu: &Gpu, framebuffer_mib: Option<u64>, hardware: bool| Holding {
-        tenant: tenant.to_owned(),
-        domain: domain.to_owned(),
-        gpu: gpu.address,
-        framebuffer_mib: framebuffer_mib.unwrap_or(0),
-        hardware,
-    };
-    for gpu in &inventory.gpus {
-        if let Some(vgpu) = gpu.vgpus.iter().find(|v| v.id == id) {
-            return Some(typed(gpu, &vgpu.type_id, holding));
-        }
-        let VgpuHandle::Vf(address) = id else {
-            continue;
-        };
-        let plain_vf = (gpu.backend == Backend::Sriov)
-            .then(|| gpu.vfs.iter().find(|vf| vf.address == address))
-            .flatten();
-        if let Some(vf) = plain_vf {
-            let kind = DeviceKind::of_type(None);
-            return Some(holding(gpu, vf.memory_mib, kind.partitioned_in_hardware()));
-        }
-    }
-    None
+    identify(inventory, id).map(|found| holding(&found, tenant, domain))
 }
 
-/// The holding of a vGPU of type `type_id` on `gpu`, partitioned in hardware as its
-/// [`DeviceKind`] is (the isolation report's kinds).
-fn typed(
-    gpu: &Gpu,
-    type_id: &str,
-    holding: impl Fn(&Gpu, Option<u64>, bool) -> Holding,
-) -> Holding {
-    let found = gpu.types.iter().find(|t| t.id == type_id);
-    let kind = match found {
-        Some(ty) => DeviceKind::of_type(Some(ty)),
-        // A type the GPU does not describe: counted as sharing the engines, the weaker kind.
-        None => DeviceKind::TimeSlicedVgpu,
-    };
-    holding(
-        gpu,
-        found.and_then(|t| t.framebuffer_mib),
-        kind.partitioned_in_hardware(),
-    )
+fn holding(found: &Identified<'_>, tenant: &str, domain: &str) -> Holding {
+    Holding {
+        tenant: tenant.to_owned(),
+        domain: domain.to_owned(),
+        gpu: found.gpu.address,
+        framebuffer_mib: found.framebuffer_mib.unwrap_or(0),
+        hardware: found.kind.partitioned_in_hardware(),
+    }
 }
 
 /// What a vGPU of type `type_id` about to be made on GPU `gpu` of `inventory` would be.
@@ -118,15 +140,7 @@ pub(crate) fn planned_holding(
     type_id: &str,
 ) -> Option<Holding> {
     let gpu = inventory.gpus.iter().find(|g| g.address == gpu)?;
-    Some(typed(gpu, type_id, |gpu, framebuffer_mib, hardware| {
-        Holding {
-            tenant: tenant.to_owned(),
-            domain: domain.to_owned(),
-            gpu: gpu.address,
-            framebuffer_mib: framebuffer_mib.unwrap_or(0),
-            hardware,
-        }
-    }))
+    Some(holding(&typed(gpu, type_id), tenant, domain))
 }
 
 /// The physical GPU of `inventory` that `address` is, or is a VF of.

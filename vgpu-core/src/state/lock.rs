@@ -49,6 +49,12 @@ impl HostLock {
             }
             create_dirs(dir, 0o700)?;
         }
+        Self::acquire_file(path, timeout)
+    }
+
+    /// Takes the exclusive lock on the file at `path`, whose directory exists, as
+    /// [`acquire`](Self::acquire) does.
+    pub(crate) fn acquire_file(path: PathBuf, timeout: Duration) -> Result<HostLock> {
         let started = Instant::now();
         let deadline = started + timeout;
         let mut backoff = FIRST_BACKOFF;

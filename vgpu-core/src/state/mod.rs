@@ -1,5 +1,5 @@
 //! What `vgpu` keeps on the host itself: persistent definitions ([`Store`]), the host lock,
-//! the audit log and the hook's records, each written with the durable file updates of
+//! the audit log, the hook's records and the usage ledger ([`usage`]), each written with the durable file updates of
 //! `host::durable`.
 
 pub(crate) mod audit;
@@ -8,6 +8,7 @@ pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod lock;
 pub(crate) mod store;
+pub mod usage;
 
 pub use audit::AuditEntry;
 pub use desired::read_desired;

@@ -153,6 +153,8 @@ pub(crate) struct Kernel {
     pub(crate) uevents: UeventLog,
     /// MIG mode and GPU instances of each MIG-capable GPU.
     pub(crate) mig: BTreeMap<PciAddr, MigState>,
+    /// `/proc/sys/kernel/random/boot_id`: new at each boot, as the kernel's.
+    pub(crate) boot_id: Uuid,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -248,6 +250,7 @@ impl Kernel {
             procs: Processes::default(),
             uevents: UeventLog::default(),
             mig: mig::boot_mig(&profile),
+            boot_id: Uuid::new_v4(),
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k

@@ -481,6 +481,7 @@ impl Kernel {
                 d.text("cmdline", format!("{}\n", self.profile.cmdline));
                 d.text("cpuinfo", self.cpuinfo());
                 d.dir("driver");
+                d.dir("sys");
                 for pid in self.procs.pids() {
                     d.dir(pid.to_string());
                 }
@@ -507,6 +508,11 @@ impl Kernel {
                 let g = self.dev_by_name(bdf).filter(|x| is_nv_proc(x))?;
                 d.file("information", FileRef::NvInfo(g.addr), RO);
                 d.file("unbindLock", FileRef::UnbindLock(g.addr), RW);
+            }
+            ["proc", "sys"] => d.dir("kernel"),
+            ["proc", "sys", "kernel"] => d.dir("random"),
+            ["proc", "sys", "kernel", "random"] => {
+                d.text("boot_id", format!("{}\n", self.boot_id.hyphenated()));
             }
             ["proc", pid] => {
                 let p = self.procs.get(parse_pid_dir(pid)?)?;

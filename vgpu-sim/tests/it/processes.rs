@@ -84,7 +84,7 @@ fn proc_readdir_lists_pids_beside_existing_entries() {
     .expect("hold");
     assert_eq!(
         ls(&h.root().join("proc")),
-        names(&["17", "4242", "cmdline", "cpuinfo", "driver"])
+        names(&["17", "4242", "cmdline", "cpuinfo", "driver", "sys"])
     );
 }
 
@@ -98,6 +98,19 @@ fn proc_existing_files_still_served_with_processes() {
     );
 }
 
+/// `proc/sys/kernel/random/boot_id`: a UUID, another one at each boot (mount), as the kernel's.
+#[test]
+fn proc_boot_id_is_new_at_each_boot() {
+    let read = |h: &SimHost| {
+        let text = cat(&proc_path(h, "sys/kernel/random/boot_id")).expect("boot_id");
+        uuid::Uuid::parse_str(text.trim_end_matches('\n')).expect("a UUID")
+    };
+    let first = host("mixed");
+    let second = host("mixed");
+    let (a, b) = (read(&first), read(&second));
+    assert_eq!((a == read(&first), a != b), (true, true));
+}
+
 #[test]
 fn control_drop_removes_pid_dir() {
     let h = host("mixed");
@@ -105,7 +118,10 @@ fn control_drop_removes_pid_dir() {
     echo(&control(&h), "drop 4242\n").expect("drop");
     assert_eq!(
         (ls(&proc_path(&h, "4242")), ls(&h.root().join("proc")),),
-        (Err(libc::ENOENT), names(&["cmdline", "cpuinfo", "driver"]))
+        (
+            Err(libc::ENOENT),
+            names(&["cmdline", "cpuinfo", "driver", "sys"])
+        )
     );
 }
 
@@ -142,7 +158,7 @@ fn control_clear_drops_processes() {
     echo(&control(&h), "clear\n").expect("clear");
     assert_eq!(
         ls(&h.root().join("proc")),
-        names(&["cmdline", "cpuinfo", "driver"])
+        names(&["cmdline", "cpuinfo", "driver", "sys"])
     );
 }
 

@@ -26,6 +26,13 @@ pub(crate) fn host(profile: &str) -> Host {
     Host { sim, state }
 }
 
+/// A reboot: the simulator mounted fresh from its profile (VFs off), the state root's `etc/`
+/// and `var/` kept and its `run/` emptied, as a tmpfs is.
+pub(crate) fn reboot(h: &mut Host) {
+    h.sim = vgpu_sim::SimHost::mount_for_test(&h.sim.profile_name());
+    std::fs::remove_dir_all(h.state.path().join("run")).unwrap();
+}
+
 /// `vgpuctl`, with `vgpuctl-libvirt` built beside it ([`helper`]).
 pub(crate) fn vgpuctl_exe() -> &'static Path {
     helper();
@@ -208,4 +215,41 @@ pub(crate) fn run_hook(hooks: &Path, name: &str, op: &str, subop: &str, xml: &st
     let _written = stdin.write_all(xml.as_bytes());
     drop(stdin);
     child.wait_with_output().unwrap()
+}
+
+/// The vGPU metadata element's namespace.
+pub(crate) const NS: &str = "https://example.invalid/vgpu/1";
+
+/// The PCI address of VF `index` of the PF at bus `bus` (VF offset 4, stride 1).
+pub(crate) fn vf(bus: &str, index: u32) -> String {
+    let function = 4 + index;
+    format!("0000:{bus}:{:02x}.{}", function / 8, function % 8)
+}
+
+/// The L40S's VF `index`.
+pub(crate) fn l40s_vf(index: u32) -> String {
+    vf("5e", index)
+}
+
+/// A `<hostdev>` naming the PCI device at `address`.
+pub(crate) fn hostdev(address: &str) -> String {
+    let (domain, rest) = address.split_once(':').unwrap();
+    let (bus, rest) = rest.split_once(':').unwrap();
+    let (slot, function) = rest.split_once('.').unwrap();
+    format!(
+        "    <hostdev mode='subsystem' type='pci' managed='no'><source><address \
+         domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/></source>\
+         </hostdev>\n"
+    )
+}
+
+/// Domain number `n`, named `vm<n>`, of `tenant`, asking for `vgpu_type` on each of `vfs`.
+pub(crate) fn domain(n: u32, tenant: &str, vgpu_type: &str, vfs: &[String]) -> String {
+    let devices: String = vfs.iter().map(|a| hostdev(a)).collect();
+    format!(
+        "<domain type='kvm'>\n  <name>vm{n}</name>\n  \
+         <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata><vgpu:vgpu \
+         xmlns:vgpu=\"{NS}\" type=\"{vgpu_type}\" tenant=\"{tenant}\"/></metadata>\n  \
+         <memory unit='KiB'>65536</memory>\n  <devices>\n{devices}  </devices>\n</domain>\n"
+    )
 }

@@ -1,0 +1,76 @@
+//! `vgpuctl usage`: what each tenant, domain, type or GPU held over a window, from the usage
+//! ledger (`vgpu_core::Manager::usage`), as a table, JSON or CSV.
+
+use std::io::Write;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use vgpu_report::usage::{By, Query, UsageReport, write_csv};
+
+use crate::EXIT_OK;
+use crate::context::Context;
+use crate::render::{self, Report, Table};
+
+/// The report as `--json` gives it.
+#[derive(Serialize)]
+struct Shown<'a>(&'a UsageReport);
+
+impl Report for Shown<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let report = self.0;
+        let key = report.by.to_string().to_uppercase();
+        let mut table = Table::new(&[
+            key.as_str(),
+            "VGPU SECONDS",
+            "FB BYTE SECONDS",
+            "INTERVALS",
+            "ESTIMATED",
+        ]);
+        for row in &report.rows {
+            table.row(vec![
+                if row.key.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    row.key.clone()
+                },
+                format!("{:.3}", row.vgpu_seconds),
+                row.framebuffer_byte_seconds.to_string(),
+                row.intervals.to_string(),
+                row.estimated.to_string(),
+            ]);
+        }
+        writeln!(out, "From {} to {}", report.since, report.until)?;
+        if table.is_empty() {
+            return writeln!(out, "No vGPU was held.");
+        }
+        table.write(out)
+    }
+}
+
+/// `vgpuctl usage`: the window is `since` (default: the first instant of this month, UTC)
+/// to `until` (default: now), both in milliseconds since the epoch.
+pub(crate) fn run(
+    ctx: &Context<'_>,
+    since: Option<i64>,
+    until: Option<i64>,
+    by: By,
+    csv: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let now = crate::args::now_ms();
+    let query = Query {
+        since_ms: since.unwrap_or_else(|| vgpu_report::usage::month_bounds(now).1),
+        until_ms: until.unwrap_or(now),
+        by,
+    };
+    let report = ctx.manager().usage(&query)?;
+    if csv {
+        let mut text = String::new();
+        write_csv(&report, &mut text)?;
+        out.write_all(text.as_bytes())?;
+    } else {
+        render::emit(&Shown(&report), ctx.format(), out)?;
+    }
+    Ok(EXIT_OK)
+}

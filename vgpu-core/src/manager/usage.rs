@@ -1,0 +1,123 @@
+//! The usage ledger as the hook, `attach`, `detach`, `usage` and `metrics` use it: what a
+//! domain's devices are, from the settled inventory, and each record in the ledger
+//! (`state::usage`).
+//!
+//! A ledger that cannot be written never stops a domain: the hook reports the loss in the audit
+//! log and on stderr, and answers libvirt as if nothing happened.
+
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::model::VgpuHandle;
+use crate::model::usage::{Holding, Interval};
+use crate::state::audit::{AuditEntry, AuditLog};
+use crate::state::usage::{HostClock, Ledger, Settled, UsageConfig};
+use vgpu_report::usage::{Query, TenantCounter, UsageReport, counters, report};
+
+/// Each tenant's usage since the ledger began ([`Manager::usage_totals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageTotals {
+    /// Per tenant.
+    pub tenants: Vec<TenantCounter>,
+    /// Damaged records skipped.
+    pub skipped: u64,
+}
+
+use super::Manager;
+use super::policy::{Claim, identify, settled_inventory};
+
+impl Manager {
+    /// Opens a usage interval for each of `devices` that is a vGPU of this host, held by
+    /// `domain` from now on (the hook's `started`, or `attach` to a running domain). Devices
+    /// of no GPU are not counted. Returns the intervals opened.
+    pub fn usage_begin(&self, domain: &Claim, devices: &[VgpuHandle]) -> Result<Vec<Interval>> {
+        if devices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inventory = settled_inventory(&self.paths, &self.store)?;
+        let holdings: Vec<Holding> = devices
+            .iter()
+            .filter_map(|id| {
+                let found = identify(&inventory, *id)?;
+                Some(Holding {
+                    tenant: domain.tenant.clone(),
+                    domain: domain.name.clone(),
+                    domain_uuid: domain.uuid,
+                    vgpu: *id,
+                    gpu: found.gpu.address,
+                    type_id: found.type_id.to_owned(),
+                    type_name: found.ty.and_then(|t| t.name.clone()),
+                    framebuffer_bytes: found
+                        .framebuffer_mib
+                        .unwrap_or(0)
+                        .saturating_mul(1024 * 1024),
+                    gpu_instance_profile: found
+                        .ty
+                        .and_then(|t| t.mig.as_ref())
+                        .map(|m| m.gpu_instance_profile.clone()),
+                })
+            })
+            .collect();
+        if holdings.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with_ledger(|ledger| ledger.begin(holdings))
+    }
+
+    /// Closes the usage intervals of domain `uuid`: all of them (the hook's `stopped` and
+    /// `release`), or those of `only` (`detach`). Returns the intervals closed.
+    pub fn usage_end(&self, uuid: Uuid, only: Option<&[VgpuHandle]>) -> Result<Vec<Interval>> {
+        self.with_ledger(|ledger| ledger.end(uuid, only))
+    }
+
+    /// The usage report of `query`'s window, one row per key of `query.by`: what `vgpuctl
+    /// usage` prints.
+    pub fn usage(&self, query: &Query) -> Result<UsageReport> {
+        let contents =
+            self.with_ledger(|ledger| ledger.read_window(query.since_ms, query.until_ms))?;
+        Ok(report(
+            query,
+            &contents.raw,
+            &contents.months,
+            contents.raw_from_ms,
+            &contents.now,
+        )?)
+    }
+
+    /// Each tenant's usage since the ledger began, open intervals up to now, and the damaged
+    /// records skipped: what `metrics` exports as counters.
+    pub fn usage_totals(&self) -> Result<UsageTotals> {
+        let contents = self.with_ledger(|ledger| ledger.read_window(i64::MIN, i64::MAX))?;
+        Ok(UsageTotals {
+            tenants: counters(&contents.raw, &contents.months, &contents.now),
+            skipped: contents.skipped,
+        })
+    }
+
+    /// Closes what an earlier boot left open and folds closed months ([`Ledger::settle`]).
+    pub fn usage_settle(&self) -> Result<Settled> {
+        self.with_ledger(|ledger| ledger.settle())
+    }
+
+    /// Writes to the audit log that the usage of `domain` could not be recorded, and why. The
+    /// caller goes on: a domain is never stopped for its bill.
+    pub fn usage_lost(&self, action: &str, domain: &str, err: &crate::Error) {
+        tracing::error!(action, domain, "usage not recorded: {}", err.chain());
+        let entry = AuditEntry::now(
+            &self.command,
+            action,
+            domain,
+            format!("usage not recorded: {}", err.chain()),
+        );
+        let logged = AuditLog::open(&self.paths).and_then(|log| log.record(&entry));
+        if let Err(log_err) = logged {
+            tracing::error!("cannot write the audit log either: {}", log_err.chain());
+        }
+    }
+
+    fn with_ledger<T>(&self, f: impl FnOnce(&Ledger<'_>) -> Result<T>) -> Result<T> {
+        let config = UsageConfig::load(&self.paths)?;
+        let clock = HostClock::new(&self.paths);
+        f(&Ledger::new(&self.paths, &clock, &config))
+    }
+}
