@@ -18,6 +18,7 @@ use jiff::{Timestamp, ToSpan};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use crate::model::pci::PciAddress;
 use crate::model::usage::{Interval, MonthRow, MonthSummary, Stamp};
 
 /// What a report's rows are keyed by.
@@ -264,13 +265,27 @@ pub fn parse_time(text: &str, now_ms: i64) -> Result<i64, UsageError> {
 }
 
 /// The key of a holding for `by`.
-fn key_of(by: By, tenant: &str, domain: &str, type_id: &str, gpu: String) -> String {
+fn key_of<'a>(
+    by: By,
+    tenant: &'a str,
+    domain: &'a str,
+    type_id: &'a str,
+    gpu: PciAddress,
+) -> std::borrow::Cow<'a, str> {
     match by {
-        By::Tenant => tenant.to_owned(),
-        By::Domain => domain.to_owned(),
-        By::Type => type_id.to_owned(),
-        By::Gpu => gpu,
+        By::Tenant => tenant.into(),
+        By::Domain => domain.into(),
+        By::Type => type_id.into(),
+        By::Gpu => gpu.to_string().into(),
     }
+}
+
+/// The sum of `key` in `sums`, made when missing; the key is copied only then.
+fn sum_of<'s>(sums: &'s mut BTreeMap<String, Sum>, key: &str) -> &'s mut Sum {
+    if !sums.contains_key(key) {
+        sums.insert(key.to_owned(), Sum::default());
+    }
+    sums.get_mut(key).expect("inserted above")
 }
 
 /// The length of `[a, b)` within `[lo, hi)`, in milliseconds.
@@ -389,20 +404,16 @@ pub fn report(
             Piece::Month(summary) => {
                 let first = summary.start_ms == since;
                 for row in &summary.rows {
-                    let key = key_of(
-                        by,
-                        &row.tenant,
-                        &row.domain,
-                        &row.type_id,
-                        row.gpu.to_string(),
-                    );
-                    let sum = sums.entry(key).or_default();
+                    let key = key_of(by, &row.tenant, &row.domain, &row.type_id, row.gpu);
+                    let sum = sum_of(&mut sums, &key);
                     sum.ms += u128::from(row.vgpu_ms);
                     sum.byte_ms += row.framebuffer_byte_ms;
                     sum.intervals += row.began + if first { row.carried } else { 0 };
                     sum.estimated +=
                         row.began_estimated + if first { row.carried_estimated } else { 0 };
-                    sum.names.insert(row.type_name.clone());
+                    if by == By::Type {
+                        sum.names.insert(row.type_name.clone());
+                    }
                 }
             }
             Piece::Raw(start, end) => {
@@ -419,8 +430,8 @@ pub fn report(
                         continue;
                     }
                     let h = &interval.holding;
-                    let key = key_of(by, &h.tenant, &h.domain, &h.type_id, h.gpu.to_string());
-                    let sum = sums.entry(key).or_default();
+                    let key = key_of(by, &h.tenant, &h.domain, &h.type_id, h.gpu);
+                    let sum = sum_of(&mut sums, &key);
                     sum.ms += ms;
                     sum.byte_ms += u128::from(h.framebuffer_bytes) * ms;
                     let counted_at = span.0.max(since);
@@ -428,7 +439,9 @@ pub fn report(
                         sum.intervals += 1;
                         sum.estimated += u64::from(interval.estimated);
                     }
-                    sum.names.insert(h.type_name.clone());
+                    if by == By::Type {
+                        sum.names.insert(h.type_name.clone());
+                    }
                 }
             }
         }
@@ -460,6 +473,7 @@ pub fn counters(raw: &[Interval], months: &[MonthSummary], now: &Stamp) -> Vec<T
         let span = interval.span_ms(now);
         let mut ms = 0;
         let mut at = span.0;
+        let sum = sum_of(&mut sums, &interval.holding.tenant);
         while at < span.1 {
             let (_, start, end) = month_bounds(at);
             if !summarised.contains(&(start, end)) {
@@ -467,7 +481,6 @@ pub fn counters(raw: &[Interval], months: &[MonthSummary], now: &Stamp) -> Vec<T
             }
             at = end.max(at.saturating_add(1));
         }
-        let sum = sums.entry(interval.holding.tenant.clone()).or_default();
         sum.ms += ms;
         sum.byte_ms += u128::from(interval.holding.framebuffer_bytes) * ms;
     }

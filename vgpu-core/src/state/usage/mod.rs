@@ -253,6 +253,27 @@ impl<'a> Ledger<'a> {
         Ok(closing)
     }
 
+    /// Appends intervals closed elsewhere, as a close appends its own: earlier records
+    /// imported, or a benchmark's year of usage. An open interval is refused. A month that is
+    /// already folded keeps its summary: import a month before it closes.
+    pub fn import(&self, closed: &[Interval]) -> Result<()> {
+        if let Some(open) = closed.iter().find(|i| i.end.is_none()) {
+            return Err(Error::Ledger {
+                path: self.dir.clone(),
+                reason: format!(
+                    "interval {} is not closed: only closed ones are imported",
+                    open.id
+                ),
+            });
+        }
+        let _lock = self.lock()?;
+        let now = self.clock.now()?;
+        // Appended before the months they fall in are folded.
+        let mut open = self.reconciled()?;
+        self.close(&mut open, closed, &now)?;
+        self.settle_locked(&now).map(drop)
+    }
+
     /// Closes what an earlier boot left open, folds the closed months and removes raw months
     /// past their keeping, then records that the host runs now. Every other call does this
     /// first; `restore` calls it at boot.
@@ -266,11 +287,18 @@ impl<'a> Ledger<'a> {
     /// the raw intervals of the parts of the window that no summary covers whole (those that
     /// ended then or later), with the open ones up to now. Settles first.
     pub fn read_window(&self, since_ms: i64, until_ms: i64) -> Result<Contents> {
-        let summarised: BTreeSet<String> = self.summaries()?.into_iter().map(|m| m.month).collect();
+        let summaries = self.summaries()?;
         let mut from_ms = since_ms;
-        if since_ms != i64::MIN {
+        if since_ms == i64::MIN {
+            // All time: every month before the newest summary is summarised too, so raw
+            // intervals are needed only from its end.
+            if let Some(newest) = summaries.last() {
+                from_ms = newest.end_ms;
+            }
+        } else {
+            let summarised: BTreeSet<&str> = summaries.iter().map(|m| m.month.as_str()).collect();
             let mut at = month_bounds(since_ms);
-            while at.1 == from_ms && at.2 <= until_ms && summarised.contains(&at.0) {
+            while at.1 == from_ms && at.2 <= until_ms && summarised.contains(at.0.as_str()) {
                 from_ms = at.2;
                 at = month_bounds(at.2);
             }

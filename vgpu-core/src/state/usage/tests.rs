@@ -310,3 +310,43 @@ fn usage_toml_with_an_unknown_key_is_refused_with_its_position() {
         )
     );
 }
+
+#[test]
+fn import_appends_closed_intervals_and_refuses_an_open_one() {
+    let (_dir, paths) = setup();
+    let clock = FakeClock::at(DEC_1, "boot-a");
+    let ledger = Ledger::new(&paths, &clock, &UsageConfig::default());
+    let done = Interval {
+        id: Uuid::from_u128(7),
+        holding: holding(1, "acme", 1),
+        start: Stamp {
+            wall_ms: DEC_1 - 10_000,
+            boot: "boot-a".to_owned(),
+            mono_ns: 0,
+        },
+        end: Some(Stamp {
+            wall_ms: DEC_1 - 4_000,
+            boot: "boot-a".to_owned(),
+            mono_ns: 6_000_000_000,
+        }),
+        estimated: false,
+    };
+    let open = Interval {
+        end: None,
+        id: Uuid::from_u128(8),
+        ..done.clone()
+    };
+    let refused = ledger.import(&[done.clone(), open]).unwrap_err();
+    ledger.import(std::slice::from_ref(&done)).unwrap();
+    let contents = ledger.read(DEC_1 - DAY_MS).unwrap();
+    assert_eq!(
+        (refused.to_string(), closed(&contents)),
+        (
+            format!(
+                "usage ledger {}: interval 00000000-0000-0000-0000-000000000008 is not closed: only closed ones are imported",
+                Ledger::dir(&paths).display()
+            ),
+            vec![("vm1".to_owned(), 6_000, false)]
+        )
+    );
+}
