@@ -134,7 +134,7 @@ pub enum Command {
     NovaConfig {
         /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
         #[arg(long, value_enum, default_value = "zed")]
-        nova_release: nova::NovaRelease,
+        nova_release: nova::NovaReleaseArg,
     },
     /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
     /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one

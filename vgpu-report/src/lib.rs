@@ -4,6 +4,7 @@
 //! - [`telemetry`]: per-vGPU allotment and usage, who holds each vGPU, and sums per tenant.
 //! - [`isolation`]: for each GPU, the kinds of device it can give a VM, assessed on eight
 //!   dimensions of isolation from the host's facts, with the risk that remains.
+//! - [`nova`]: the `nova.conf` sections an OpenStack Nova compute host needs for its vGPUs.
 //! - [`usage`]: vGPU-seconds and frame-buffer byte-seconds per tenant, domain, type or GPU over
 //!   a window, from the usage ledger's intervals and monthly summaries.
 
@@ -13,5 +14,6 @@
 use vgpu_model as model;
 
 pub mod isolation;
+pub mod nova;
 pub mod telemetry;
 pub mod usage;

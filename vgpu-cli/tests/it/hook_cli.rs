@@ -414,10 +414,18 @@ fn release_leaves_a_vgpu_that_was_running_before_prepare() {
 #[test]
 fn other_operations_exit_0_without_reading_the_xml() {
     let h = Host::new("mixed");
-    let out = h.hook("vm1", "started", "begin", "not xml");
+    let out = h.hook("vm1", "start", "begin", "not xml");
+    // `started` reads the XML for the usage ledger, and still never stops a domain.
+    let started = h.hook("vm1", "started", "begin", "not xml");
     assert_eq!(
-        (out.status.code(), text(&out.stdout), text(&out.stderr)),
-        (Some(0), String::new(), String::new())
+        (
+            out.status.code(),
+            text(&out.stdout),
+            text(&out.stderr),
+            started.status.code(),
+            text(&started.stderr).starts_with("vgpu hook: vm1 started: "),
+        ),
+        (Some(0), String::new(), String::new(), Some(0), true)
     );
 }
 
