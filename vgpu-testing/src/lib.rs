@@ -456,6 +456,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The hosts the tests and demos talk about, built with real ids, names and descriptions.
+pub mod disk;
 pub mod fake_nvml;
 pub mod scenarios;
 pub mod udevd;

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use vgpu_testing::disk::{Tmpfs, copy_tree};
+
 use crate::common::{Host, domain, host, install_hook, json, l40s_vf, run_hook, stderr, vgpuctl};
 
 /// An L40S-12Q's frame buffer.
@@ -339,31 +341,15 @@ fn a_full_state_disk_stops_no_domain_and_harms_nothing_written() {
 
     let dir = h.state.path().join("var/lib/vgpu/usage");
     let saved = tempfile::tempdir().unwrap();
-    copy_dir(&dir, saved.path());
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount a tmpfs (root is needed)");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _unmounted = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let unmount = Unmount(&dir);
-    copy_dir(saved.path(), &dir);
-    let filler = dir.join("filler");
-    let mut file = std::fs::File::create(&filler).unwrap();
-    while std::io::Write::write_all(&mut file, &[b'x'; 4096]).is_ok() {}
-    while std::io::Write::write_all(&mut file, b"x").is_ok() {}
+    copy_tree(&dir, saved.path()).unwrap();
+    let mut disk = Tmpfs::mount(&dir, "64k").expect("a tmpfs (root is needed)");
+    copy_tree(saved.path(), &dir).unwrap();
+    disk.fill().unwrap();
 
     let started = run_hook(hooks.path(), "vm2", "started", "begin", &globex);
     let stopped = run_hook(hooks.path(), "vm2", "stopped", "end", &globex);
     let during = json(&usage(&h, &["--since", "-1d", "--json"]))["rows"].clone();
-    drop(file);
-    drop(unmount);
+    drop(disk);
     let audit = std::fs::read_to_string(h.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
     let lost: Vec<&str> = audit
         .lines()
@@ -388,17 +374,4 @@ fn a_full_state_disk_stops_no_domain_and_harms_nothing_written() {
         ),
         (Some(0), Some(0), true, Some("usage-begin"), before)
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }

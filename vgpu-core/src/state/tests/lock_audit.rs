@@ -246,27 +246,17 @@ fn audit_record_after_a_partial_one_starts_a_line_of_its_own() {
 #[test]
 fn audit_record_on_a_full_disk_leaves_no_partial_line() {
     let dir = tempfile::tempdir().unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(dir.path())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        let why = "cannot mount a tmpfs (root and mount(8) are needed)";
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        #[allow(clippy::print_stderr)] // a test telling why it skips
-        {
-            eprintln!("skipped: {why}");
+    let mut disk = match vgpu_testing::disk::Tmpfs::mount(dir.path(), "64k") {
+        Ok(disk) => disk,
+        Err(err) => {
+            assert!(std::env::var_os("CI").is_none(), "{err}");
+            #[allow(clippy::print_stderr)] // a test telling why it skips
+            {
+                eprintln!("skipped: cannot mount a tmpfs (root and mount(8) are needed): {err}");
+            }
+            return;
         }
-        return;
-    }
-    struct Unmount<'a>(&'a std::path::Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _unmounted = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(dir.path());
+    };
     let paths = HostPaths::new(dir.path());
     let log = AuditLog::open(&paths).unwrap();
     log.record(&entry("before")).unwrap();
@@ -285,18 +275,12 @@ fn audit_record_on_a_full_disk_leaves_no_partial_line() {
         &blank,
     )
     .unwrap();
-    // Fill the file system.
-    let filler = dir.path().join("filler");
-    let mut file = std::fs::File::create(&filler).unwrap();
-    let block = vec![b'x'; 4096];
-    while std::io::Write::write_all(&mut file, &block).is_ok() {}
-    while std::io::Write::write_all(&mut file, &block[..1]).is_ok() {}
+    disk.fill().unwrap();
     let len_before = std::fs::metadata(&path).unwrap().len();
 
     let full = log.record(&entry("while-full"));
     let len_after = std::fs::metadata(&path).unwrap().len();
-    drop(file);
-    std::fs::remove_file(&filler).unwrap();
+    disk.free().unwrap();
     log.record(&entry("after")).unwrap();
 
     let parsed: Vec<AuditEntry> = audit_lines(&paths)

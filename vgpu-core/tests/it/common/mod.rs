@@ -76,20 +76,7 @@ pub(crate) fn reboot(host: SimHost) -> SimHost {
     host.unmount().unwrap();
     let booted = SimHost::mount_profile_for_test(profile);
     let after = paths(&booted);
-    copy_tree(&before.etc(), &after.etc());
-    copy_tree(&before.var(), &after.var());
+    vgpu_testing::disk::copy_tree(&before.etc(), &after.etc()).unwrap();
+    vgpu_testing::disk::copy_tree(&before.var(), &after.var()).unwrap();
     booted
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
