@@ -280,6 +280,9 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
                 Some("ask for the type the vGPU has, or give the domain another vGPU (`--index N`)")
             }
             vgpu_core::plan::Error::NoConfig { .. } => Some("choose a config with -c NAME"),
+            vgpu_core::plan::Error::TypeNotOffered { .. } => {
+                Some("`vgpuctl types GPU` lists the types a GPU offers, with their room")
+            }
             _ if plan.kind() == ErrorKind::NoCapacity => Some(NO_CAPACITY),
             _ => None,
         };
@@ -311,6 +314,11 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
                 "another vgpuctl is changing this host; try again when it is done"
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
+            // ENOSYS: a file system that serves no files of vgpu's own, such as a simulator's.
+            Error::Update { source, .. } if source.kind() == std::io::ErrorKind::Unsupported => {
+                "this root takes no files of vgpu's own (a vgpu-sim host serves only sys/, proc/ \
+                 and dev/): give --state-root DIR (or VGPU_STATE_ROOT) for etc/, run/ and var/"
+            }
             Error::HoldersUnknown { .. } => {
                 "start libvirt (`systemctl start libvirtd`), or use --force if no domain uses it"
             }

@@ -107,7 +107,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             let line = format!(
                 "{vgpu}: {}{}",
                 if destroyed.stopped.is_some() {
-                    "stopped"
+                    "destroyed"
                 } else {
                     "was not running"
                 },

@@ -48,6 +48,15 @@ pub enum Error {
         /// How many fit.
         fits: u32,
     },
+    /// No GPU a placement may use offers the type asked for: a typo, or a type of another
+    /// GPU.
+    #[error("no GPU offers {wanted}; they offer: {}", offered.join(", "))]
+    TypeNotOffered {
+        /// The type asked for.
+        wanted: String,
+        /// The types the GPUs offer, by name where known.
+        offered: Vec<String>,
+    },
     /// Fewer vGPUs than asked fit on GPUs where the tenant policy lets the tenant have them;
     /// nothing was chosen.
     #[error(
@@ -89,6 +98,7 @@ impl Error {
             Error::Desired { .. } | Error::BadName(_) => ErrorKind::BadInput,
             Error::NoConfig { .. } => ErrorKind::NotFound,
             Error::NoPlacement { .. } => ErrorKind::NoCapacity,
+            Error::TypeNotOffered { .. } => ErrorKind::NotFound,
             Error::PolicyPlacement { .. } => ErrorKind::Policy,
             Error::WrongType { .. } => ErrorKind::Conflict,
         }
@@ -131,6 +141,13 @@ mod tests {
                 "3 vGPU(s) asked, the GPUs can take 2",
             ),
             (
+                Error::TypeNotOffered {
+                    wanted: "T4-9Q".to_owned(),
+                    offered: vec!["GRID T4-1Q".to_owned(), "GRID T4-2Q".to_owned()],
+                },
+                "no GPU offers T4-9Q; they offer: GRID T4-1Q, GRID T4-2Q",
+            ),
+            (
                 Error::WrongType {
                     device: "0000:41:00.4".to_owned(),
                     has: "NVIDIA L40S-24Q (1155)".to_owned(),
@@ -167,6 +184,7 @@ mod tests {
                 ErrorKind::BadInput,
                 ErrorKind::NotFound,
                 ErrorKind::NoCapacity,
+                ErrorKind::NotFound,
                 ErrorKind::Conflict,
                 ErrorKind::BadInput,
             ]

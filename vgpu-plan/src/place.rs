@@ -150,12 +150,18 @@ fn place_with(
     policy: Policy,
     tenancy: Option<&Tenancy>,
 ) -> Result<Vec<Pick>> {
-    let mut slots: Vec<Slot<'_>> = host
+    let candidates: Vec<&Gpu> = host
         .inventory
         .gpus
         .iter()
         .filter(|g| g.backend != Backend::None)
         .filter(|g| request.numa_node.is_none() || g.numa_node == request.numa_node)
+        .collect();
+    if let PlaceWant::Type(wanted) = &request.want {
+        not_offered(&candidates, wanted)?;
+    }
+    let mut slots: Vec<Slot<'_>> = candidates
+        .iter()
         .filter_map(|g| slot(host, g, &request.want))
         .collect();
     let capacity: u32 = slots.iter().map(|s| s.room).sum();
@@ -282,6 +288,29 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
         gpus,
         unmatched: Vec::new(),
     }
+}
+
+/// Refuses a type no GPU of `candidates` offers, naming what they offer, so that a typo does
+/// not read as a full host.
+fn not_offered(candidates: &[&Gpu], wanted: &str) -> Result<()> {
+    let want = PlaceWant::Type(wanted.to_owned());
+    let offers = |g: &&Gpu| {
+        choose_type(g, &want).is_some() || (wanted == PLAIN_VF_TYPE && g.backend == Backend::Sriov)
+    };
+    if candidates.iter().any(offers) {
+        return Ok(());
+    }
+    let mut offered: Vec<String> = candidates
+        .iter()
+        .flat_map(|g| g.types.iter())
+        .map(|t| t.name.clone().unwrap_or_else(|| t.id.clone()))
+        .collect();
+    offered.sort();
+    offered.dedup();
+    Err(Error::TypeNotOffered {
+        wanted: wanted.to_owned(),
+        offered,
+    })
 }
 
 /// The slot `gpu` offers for `want`, if it can take any: its room is [`capacity::room`]'s.

@@ -179,3 +179,29 @@ fn help_lists_own_options_before_global_ones() {
     let root = text.find("--root <DIR>").unwrap();
     assert!(own < heading && heading < root, "{text}");
 }
+
+/// A simulated host given as `--root` alone: its file system takes no state files (ENOSYS),
+/// and the error says to give `--state-root`.
+#[test]
+fn a_change_on_a_simulated_root_without_state_root_names_state_root() {
+    let sim = vgpu_sim::SimHost::mount_for_test("t4-legacy");
+    let out = Command::new(env!("CARGO_BIN_EXE_vgpuctl"))
+        .arg("--root")
+        .arg(sim.root())
+        .args(["create", "0000:3b:00.0", "--type", "T4-2Q"])
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_STATE_ROOT")
+        .output()
+        .expect("vgpuctl runs");
+    let err = stderr(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            err.contains("Function not implemented"),
+            err.contains("hint: this root takes no files of vgpu's own"),
+            err.contains("give --state-root DIR"),
+        ),
+        (Some(1), true, true, true),
+        "{err}"
+    );
+}

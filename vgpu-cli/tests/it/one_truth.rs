@@ -346,7 +346,7 @@ fn a_vf_is_named_by_its_short_address_as_a_gpu_is() {
             code(&bad),
             stderr(&bad).contains("has no domain: give it in full, such as 0000:41:00.5"),
         ),
-        (0, "0000:41:00.4: stopped\n".to_owned(), 0, 2, true),
+        (0, "0000:41:00.4: destroyed\n".to_owned(), 0, 2, true),
         "{}",
         stderr(&bad)
     );

@@ -291,6 +291,27 @@ fn apply_dry_run_changes_nothing() {
     assert_eq!((out.status.code(), after.status.code()), (Some(4), Some(4)));
 }
 
+/// A type no GPU offers is a type error, with what the GPUs offer, not a full host.
+#[test]
+fn place_of_a_type_no_gpu_offers_names_the_offered_types() {
+    let host = host("t4-legacy");
+    let out = vgpuctl(
+        &host,
+        &["--json", "place", "--count", "1", "--type", "T4-9Q"],
+    );
+    let error = json(&out)["error"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        (
+            out.status.code(),
+            json(&out)["kind"].clone(),
+            error.starts_with("cannot place 1 vGPU(s): no GPU offers T4-9Q; they offer: "),
+            error.contains("GRID T4-2Q"),
+        ),
+        (Some(1), serde_json::json!("not-found"), true, true),
+        "{error}"
+    );
+}
+
 #[test]
 fn place_of_no_vgpus_or_an_unknown_series_is_bad_input() {
     let host = host("t4-legacy");
