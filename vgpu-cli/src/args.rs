@@ -323,6 +323,10 @@ pub enum ChangeCommand {
         /// With --define: start them at boot (`restore`).
         #[arg(long, requires = "define")]
         auto: bool,
+        /// For this tenant: refused (exit 1, kind policy) when the tenant policy
+        /// (etc/vgpu/tenants.toml) would not let it hold them.
+        #[arg(long, value_name = "NAME")]
+        tenant: Option<String>,
     },
 }
 

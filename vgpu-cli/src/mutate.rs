@@ -231,6 +231,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             count,
             define,
             auto,
+            tenant,
         } => {
             let define = define.then(|| start(*auto));
             let inventory = vgpu_core::discover(paths)?;
@@ -253,7 +254,11 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
                     define,
                 })
                 .collect();
-            let reports = manager.provision(targets).context("cannot provision")?;
+            let reports = match tenant {
+                Some(tenant) => manager.provision_for(tenant, targets),
+                None => manager.provision(targets),
+            }
+            .context("cannot provision")?;
             render::emit(reports.as_slice(), format, out)?;
             if reports.iter().any(|r| r.error.is_some()) {
                 return Ok(EXIT_ERROR);

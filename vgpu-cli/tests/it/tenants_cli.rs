@@ -467,3 +467,45 @@ fn place_for_a_tenant_picks_what_the_hook_then_allows_and_refuses_with_kind_poli
         OK
     );
 }
+
+/// `provision --tenant` asks the hook's check before it makes anything: globex may not fill
+/// the L40S acme holds, and acme may; without `--tenant` nothing is checked.
+#[test]
+fn provision_for_a_tenant_keeps_the_policy_and_makes_nothing_when_refused() {
+    let policy = "[tenant.acme]\n\n[tenant.globex]\napart_from = [\"acme\"]\n";
+    let t = Tenants::new("mixed", policy, &[]);
+    t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)]);
+    let provision = |tenant: &str| {
+        crate::common::vgpuctl(
+            &t.host,
+            &[
+                "provision",
+                L40S,
+                "--type",
+                "L40S-12Q",
+                "--count",
+                "1",
+                "--tenant",
+                tenant,
+            ],
+        )
+    };
+    let refused = provision("globex");
+    let vf1_after_refusal = t.vf_type(&l40s_vf(1));
+    let allowed = provision("acme");
+    assert_eq!(
+        (
+            refused.status.code(),
+            stderr(&refused).contains(&format!(
+                "refused by {}/etc/vgpu/tenants.toml: apart_from: tenant \"globex\" is kept apart from \"acme\", and {L40S} holds vGPUs of both",
+                t.host.state.path().display()
+            )),
+            vf1_after_refusal,
+            allowed.status.code(),
+            t.vf_type(&l40s_vf(1)) != "0",
+        ),
+        (Some(1), true, "0".to_owned(), Some(0), true),
+        "{}",
+        stderr(&refused)
+    );
+}

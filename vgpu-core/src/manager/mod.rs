@@ -460,6 +460,26 @@ impl Manager {
         result
     }
 
+    /// [`Manager::provision`] for `tenant`: under the same hold of the host lock, first asks
+    /// the tenant policy whether the tenant may hold every vGPU the targets would make (the
+    /// count asked, or the room each GPU has), beside what domains hold now, as the hook
+    /// asks ([`Error::PolicyRefused`], kind `policy`). A refusal makes nothing. The vGPUs made
+    /// are a pool: the tenant holds them once its domains take them, and the hook checks then.
+    pub fn provision_for(&self, tenant: &str, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
+        let session = self.session()?;
+        let claim = Claim {
+            uuid: Uuid::nil(),
+            name: "provision".to_owned(),
+            tenant: tenant.to_owned(),
+        };
+        let allowed = session.run("provision-policy", tenant, |op| {
+            provision::keep_policy(op, &claim, &targets)
+        });
+        let result = allowed.and_then(|()| provision::run(&session, &targets));
+        session.finish();
+        result
+    }
+
     /// What capacity reads ([`room`](crate::plan::capacity::room)): the inventory, every definition, and what
     /// `nvml` says (a [`Nvml`] not loaded says nothing), settled. The vGPUs guests hold are
     /// not read: capacity does not depend on them ([`Manager::host_state`] reads them).

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::policy::{Claim, enforce, read_policy};
 use super::session::{Operation, Session};
 use crate::backend;
 use crate::discovery::discover_gpu;
@@ -65,6 +66,23 @@ pub(super) fn run(session: &Session, targets: &[Target]) -> Result<Vec<GpuReport
         return Err(Error::DuplicateTarget { gpu: twice.gpu });
     }
     super::parallel::each_gpu("provisioning", targets, |target| run_one(session, target))
+}
+
+/// Refuses `claim` the vGPUs `targets` would make when holding them breaks the tenant
+/// policy (`policy::enforce`, the hook's check): each target's count, or the room its GPU has.
+/// Nothing is read without a policy file.
+pub(super) fn keep_policy(op: &Operation<'_>, claim: &Claim, targets: &[Target]) -> Result<()> {
+    if read_policy(op.paths())?.is_none() {
+        return Ok(());
+    }
+    let mut planned = Vec::new();
+    for target in targets {
+        let (gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
+        let found = op.room_for(&gpu, &target.type_name)?;
+        let count = target.count.unwrap_or(found.room.available);
+        planned.extend((0..count).map(|_| (target.gpu, found.type_id.clone())));
+    }
+    enforce(op, claim, &[], &planned, None).map(drop)
 }
 
 fn run_one(session: &Session, target: &Target) -> GpuReport {
