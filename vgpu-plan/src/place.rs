@@ -278,6 +278,7 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
                     })
                     .collect(),
                 refusals: Vec::new(),
+                tenant: None,
                 before: Before::of(gpu),
             })
         })

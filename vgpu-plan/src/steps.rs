@@ -53,6 +53,10 @@ pub struct GpuPlan {
     pub steps: Vec<Step>,
     /// Why the GPU cannot be brought to the config; empty when it can.
     pub refusals: Vec<Refused>,
+    /// The tenant the entry's vGPUs are for; `apply` asks the tenant policy before it makes
+    /// them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// What the GPU held when planned, checked again before its steps run.
     #[serde(skip)]
     pub before: Before,

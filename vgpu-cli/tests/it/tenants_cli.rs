@@ -509,3 +509,41 @@ fn provision_for_a_tenant_keeps_the_policy_and_makes_nothing_when_refused() {
         stderr(&refused)
     );
 }
+
+/// A plan entry's `tenant =` is asked of the policy before `apply` makes anything: globex's
+/// entry may not fill the L40S acme holds, acme's may.
+#[test]
+fn apply_of_an_entry_for_a_tenant_keeps_the_policy() {
+    let policy = "[tenant.acme]\n\n[tenant.globex]\napart_from = [\"acme\"]\n";
+    let t = Tenants::new("mixed", policy, &[]);
+    t.start(1, "acme", "L40S-12Q", &[l40s_vf(0)]);
+    let apply = |tenant: &str| {
+        let file = t.host.state.path().join(format!("{tenant}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "version = 1\n[[configs.default.gpu]]\naddress = \"{L40S}\"\n\
+                 types = {{ \"L40S-12Q\" = 2 }}\ntenant = \"{tenant}\"\n"
+            ),
+        )
+        .unwrap();
+        crate::common::vgpuctl(&t.host, &["apply", "-f", file.to_str().unwrap()])
+    };
+    let refused = apply("globex");
+    let vf1_after_refusal = t.vf_type(&l40s_vf(1));
+    let allowed = apply("acme");
+    assert_eq!(
+        (
+            refused.status.code(),
+            stderr(&refused).contains(
+                "apart_from: tenant \"globex\" is kept apart from \"acme\", and 0000:5e:00.0 holds vGPUs of both"
+            ),
+            vf1_after_refusal,
+            allowed.status.code(),
+            t.vf_type(&l40s_vf(1)) != "0",
+        ),
+        (Some(1), true, "0".to_owned(), Some(0), true),
+        "{}",
+        stderr(&refused)
+    );
+}

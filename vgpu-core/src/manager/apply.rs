@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::policy::Claim;
 use super::session::{Operation, Session};
 use super::start_defined;
 use crate::backend::{Placement, Running};
@@ -171,6 +172,38 @@ pub(super) fn check(plan: &Plan) -> Result<()> {
         refused: reasons.len(),
         first: reasons.into_iter().next().unwrap_or_default(),
     })
+}
+
+/// Refuses `plan` when an entry's tenant (`tenant = "acme"`) may not hold the vGPUs it makes,
+/// beside what domains hold now: the hook's check (`policy::enforce`), under the same hold of
+/// the host lock. A refusal applies nothing. Nothing is read without a policy file or a
+/// tenant in the plan.
+pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
+    let mut by_tenant: BTreeMap<&str, Vec<(PciAddress, String)>> = BTreeMap::new();
+    for gpu in plan.gpus.iter().filter(|g| g.refusals.is_empty()) {
+        let Some(tenant) = gpu.tenant.as_deref() else {
+            continue;
+        };
+        let made = gpu.steps.iter().filter_map(|step| match step {
+            Step::Create {
+                type_id: Some(type_id),
+                ..
+            } => Some((gpu.gpu, type_id.clone())),
+            _ => None,
+        });
+        by_tenant.entry(tenant).or_default().extend(made);
+    }
+    for (tenant, planned) in by_tenant.into_iter().filter(|(_, p)| !p.is_empty()) {
+        let claim = Claim {
+            uuid: uuid::Uuid::nil(),
+            name: format!("{} (apply)", plan.config),
+            tenant: tenant.to_owned(),
+        };
+        session.run("apply-policy", tenant, |op| {
+            super::policy::enforce(op, &claim, &[], &planned, None).map(drop)
+        })?;
+    }
+    Ok(())
 }
 
 /// Runs every GPU of `plan` that has steps as its own operation of `session`, all at once;

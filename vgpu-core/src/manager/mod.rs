@@ -593,7 +593,11 @@ impl Manager {
             true => Some(self.session()?),
             false => None,
         };
-        let gpus = apply::run(session.as_ref(), plan, progress);
+        let allowed = match &session {
+            Some(session) => apply::keep_policy(session, plan),
+            None => Ok(()),
+        };
+        let gpus = allowed.and_then(|()| apply::run(session.as_ref(), plan, progress));
         if let Some(session) = session {
             session.finish();
         }

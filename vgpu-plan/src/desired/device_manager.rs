@@ -102,6 +102,7 @@ fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) ->
         vf_driver: VfDriver::default(),
         scheduler: None,
         mig,
+        tenant: None,
         at: file.at(&here),
     })
 }

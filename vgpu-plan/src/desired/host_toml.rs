@@ -106,6 +106,7 @@ struct RawEntry {
     scheduler: Option<Spanned<RawScheduler>>,
     mig: Option<Spanned<RawMig>>,
     optional: Option<bool>,
+    tenant: Option<String>,
 }
 
 /// `mig = "disabled"` or `mig = { "1g.18gb" = 3 }`, in file order.
@@ -288,6 +289,7 @@ impl Source<'_> {
                 Some(raw) => Some(self.mig(raw)?),
                 None => None,
             },
+            tenant: raw.tenant,
             at: entry_at,
         })
     }

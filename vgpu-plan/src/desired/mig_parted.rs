@@ -113,6 +113,7 @@ fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) ->
             at: file.at(&here),
             implied: false,
         }),
+        tenant: None,
         at: file.at(&here),
     })
 }

@@ -100,6 +100,9 @@ pub struct Entry {
     /// The MIG geometry each selected GPU should have, when the entry says or its types imply
     /// one; `None` leaves MIG mode and the GPU instances as they are.
     pub mig: Option<MigRequest>,
+    /// The tenant the entry's vGPUs are for (`tenant = "acme"`): `apply` asks the tenant
+    /// policy before it makes them, as the hook does. `None` checks nothing.
+    pub tenant: Option<String>,
     /// Where the selection is in the file.
     pub at: Location,
 }

@@ -168,6 +168,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         keep: Vec::new(),
         steps: Vec::new(),
         refusals: Vec::new(),
+        tenant: entry.tenant.clone(),
         before: Before {
             vgpus: currents
                 .iter()

@@ -72,6 +72,7 @@ fn host_toml_every_key_is_read() {
                 round_up: true,
                 persistence: Start::Manual,
                 vf_driver: VfDriver::VfioPci,
+                tenant: None,
                 scheduler: None,
                 mig: None,
                 at: Location { line: 5, column: 1 }
@@ -94,6 +95,7 @@ fn host_toml_every_key_is_read() {
                 round_up: false,
                 persistence: Start::Manual,
                 vf_driver: VfDriver::Default,
+                tenant: None,
                 scheduler: None,
                 mig: None,
                 at: Location { line: 9, column: 1 }
@@ -115,6 +117,7 @@ fn host_toml_every_key_is_read() {
                 round_up: false,
                 persistence: Start::Auto,
                 vf_driver: VfDriver::VfioPci,
+                tenant: None,
                 scheduler: None,
                 mig: None,
                 at: Location {
@@ -135,7 +138,7 @@ fn host_toml_unknown_key_names_line_column_and_the_keys_expected() {
         (
             5,
             1,
-            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `mig`, `optional`".to_owned()
+            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `mig`, `optional`, `tenant`".to_owned()
         )
     );
 }
@@ -266,6 +269,7 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
             round_up: false,
             persistence: Start::Auto,
             vf_driver: VfDriver::VfioPci,
+            tenant: None,
             scheduler: None,
             mig: Some(crate::desired::MigRequest {
                 geometry: crate::desired::MigGeometry::Disabled,

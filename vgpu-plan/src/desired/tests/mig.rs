@@ -363,6 +363,7 @@ fn geometry_entry(selection: Selection, geometry: MigGeometry, at: Location) -> 
         round_up: false,
         persistence: Start::Auto,
         vf_driver: VfDriver::VfioPci,
+        tenant: None,
         scheduler: None,
         mig: Some(MigRequest {
             geometry,
