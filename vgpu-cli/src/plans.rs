@@ -240,8 +240,32 @@ fn apply(
     let report = result.with_context(|| format!("cannot apply config {:?}", plan.config))?;
     shown?;
     bars.finish();
-    render::emit(&report, format, out)?;
+    let summary = Summary {
+        report: &report,
+        // Plain progress lines have said why each failed GPU failed.
+        failures_shown: table && !terminal,
+    };
+    render::emit(&summary, format, out)?;
     Ok(report)
+}
+
+/// `apply`'s report: JSON as `ApplyReport`, and a summary for people.
+struct Summary<'a> {
+    report: &'a ApplyReport,
+    /// Whether the progress lines said why each failed GPU failed.
+    failures_shown: bool,
+}
+
+impl Serialize for Summary<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.report.serialize(serializer)
+    }
+}
+
+impl Report for Summary<'_> {
+    fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        apply_summary(out, self.report, self.failures_shown)
+    }
 }
 
 /// Progress: one bar per GPU on a terminal, else plain lines.
@@ -298,7 +322,14 @@ impl Bars {
             ApplyEvent::Started { .. } => {}
             ApplyEvent::Stepped {
                 gpu, step, device, ..
-            } => writeln!(out, "{gpu}: {} ({device})", step_text(step))?,
+            } => {
+                // The device, unless the step already names it (a vGPU destroyed).
+                let text = step_text(step);
+                match text.contains(&device.to_string()) {
+                    true => writeln!(out, "{gpu}: {text}")?,
+                    false => writeln!(out, "{gpu}: {text} ({device})")?,
+                }
+            }
             ApplyEvent::Finished { gpu, error } => match error {
                 Some(error) => writeln!(out, "{gpu}: failed, its steps were undone: {error}")?,
                 None => writeln!(out, "{gpu}: done")?,
@@ -320,16 +351,22 @@ impl Bars {
 /// `apply`'s summary: the GPUs that failed or were skipped, then the counts.
 impl Report for ApplyReport {
     fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        apply_summary(out, self)
+        apply_summary(out, self, false)
     }
 }
 
-fn apply_summary(out: &mut dyn Write, report: &ApplyReport) -> std::io::Result<()> {
+/// The GPUs that failed (unless `failures_shown`) or were skipped, with why, then the counts.
+fn apply_summary(
+    out: &mut dyn Write,
+    report: &ApplyReport,
+    failures_shown: bool,
+) -> std::io::Result<()> {
     let count = |o: ApplyOutcome| report.gpus.iter().filter(|g| g.outcome == o).count();
     for gpu in &report.gpus {
         if let Some(error) = &gpu.error {
             let what = match gpu.outcome {
                 ApplyOutcome::Skipped => "skipped",
+                _ if failures_shown => continue,
                 _ => "failed",
             };
             writeln!(out, "{}: {what}: {error}", gpu.gpu)?;

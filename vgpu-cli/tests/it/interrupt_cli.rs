@@ -33,7 +33,7 @@ fn stopped_by(
     args: &[&str],
     signal: nix::sys::signal::Signal,
     after: usize,
-) -> (Option<i32>, String, (u64, usize), usize) {
+) -> (Option<i32>, String, (u64, usize), usize, String) {
     let host = host("t4-legacy");
     host.sim
         .set_latency(
@@ -88,14 +88,24 @@ fn stopped_by(
         String::from_utf8_lossy(&output.stderr).into_owned(),
         held(&host),
         undone,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
 
 /// Stops `args` with `signal` after 4 vGPUs are made, then checks the promise: exit
-/// 128 + signal, the line saying so, nothing left on the host or defined, and an undo audited
-/// for every vGPU made.
+/// 128 + signal, the line saying so, nothing left on the host or defined, an undo audited
+/// for every vGPU made, and each GPU's failure said once.
 fn assert_stopped(args: &[&str], signal: nix::sys::signal::Signal, code: i32) {
-    let (exit, stderr, left, undone) = stopped_by(args, signal, 4);
+    let (exit, stderr, left, undone, stdout) = stopped_by(args, signal, 4);
+    let said: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("stopped by signal"))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|gpu| gpu.trim_end_matches(':'))
+        .collect();
+    let mut once = said.clone();
+    once.sort_unstable();
+    once.dedup();
     assert_eq!(
         (
             exit,
@@ -104,9 +114,10 @@ fn assert_stopped(args: &[&str], signal: nix::sys::signal::Signal, code: i32) {
             )),
             left,
             undone >= 4,
+            said.len(),
         ),
-        (Some(code), true, (0, 0), true),
-        "{stderr}"
+        (Some(code), true, (0, 0), true, once.len()),
+        "{stderr}\n{stdout}"
     );
 }
 

@@ -250,6 +250,24 @@ fn apply_progress_lines_name_each_step_without_a_terminal() {
             ][..]
         )
     );
+
+    // A vGPU destroyed is named once, by its id.
+    let made = lines[0]
+        .rsplit_once('(')
+        .map(|(_, id)| id.trim_end_matches(')').to_owned())
+        .unwrap();
+    let smaller = write(
+        &host,
+        "smaller.toml",
+        "version = 1\n[configs.default]\n[[configs.default.gpu]]\naddress = \"0000:d8:00.0\"\nsizes = \"1x8GiB\"\n",
+    );
+    let again = vgpuctl(&host, &["apply", "-f", &smaller]);
+    assert_eq!(
+        stdout(&again).lines().next(),
+        Some(format!("0000:d8:00.0: destroy  {made} (GRID T4-16Q)").as_str()),
+        "{}",
+        stdout(&again)
+    );
 }
 
 #[test]
