@@ -17,13 +17,13 @@ SYSTEMDUNITDIR ?= /etc/systemd/system
 # vgpu-cli-libvirt makes target/release/vgpuctl, target/release/vgpuctl-libvirt and
 # target/release/examples/gen-docs.
 VGPUCTL_BUILD ?=
-# The man pages (section 8) and the bash, zsh and fish completions, generated from the
+# The man pages (sections 8 and 5) and the bash, zsh and fish completions, generated from the
 # command-line definition by gen-docs (vgpu-cli/examples/gen-docs) built with vgpuctl.
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
-# gen-docs' output to install (DIR/man8/*.8, DIR/completions/*); empty: gen-docs beside
+# gen-docs' output to install (DIR/man8/*.8, DIR/man5/vgpu-host.toml.5, DIR/completions/*); empty: gen-docs beside
 # vgpuctl writes them, and without it they are left out.
 VGPU_DOCS ?=
 
@@ -110,6 +110,7 @@ install:
 	if [ -z "$$docs" ]; then echo "make install: no $$gen: man pages and completions left out" >&2; exit 0; fi; \
 	install -d '$(DESTDIR)$(MANDIR)/man8'; \
 	install -m 0644 "$$docs"/man8/*.8 '$(DESTDIR)$(MANDIR)/man8/'; \
+	install -D -m 0644 "$$docs/man5/vgpu-host.toml.5" '$(DESTDIR)$(MANDIR)/man5/vgpu-host.toml.5'; \
 	install -D -m 0644 "$$docs/completions/vgpuctl" '$(DESTDIR)$(BASHCOMPDIR)/vgpuctl'; \
 	install -D -m 0644 "$$docs/completions/_vgpuctl" '$(DESTDIR)$(ZSHCOMPDIR)/_vgpuctl'; \
 	install -D -m 0644 "$$docs/completions/vgpuctl.fish" '$(DESTDIR)$(FISHCOMPDIR)/vgpuctl.fish'; \

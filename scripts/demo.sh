@@ -2,12 +2,16 @@
 # Mounts the simulated host (profile "mixed" unless PROFILE says otherwise) and shows what
 # vgpuctl sees there (`list`, `types`, `check`), brings it to examples/host.toml (`plan`,
 # `apply`, `list` again), then gives a VM a vGPU through libvirt's embedded QEMU driver and
-# takes it back. Unmounts on exit.
+# takes it back. Unmounts on exit. It also writes the man pages to target/doc-pages/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${PROFILE:-mixed}
 
-cargo build --quiet --release -p vgpu-sim -p vgpu-cli -p vgpu-cli-libvirt -p vgpu-nvml-fake
+echo "demo: building vgpuctl, vgpuctl-libvirt, vgpu-sim and the test NVML (release; minutes the first time)"
+cargo build --release -p vgpu-sim -p vgpu-cli -p vgpu-cli-libvirt -p vgpu-nvml-fake
+cargo build --quiet --release -p vgpu-cli --example gen-docs
+target/release/examples/gen-docs target/doc-pages
+echo "demo: man pages in target/doc-pages (man -l target/doc-pages/man8/vgpuctl.8)"
 sim=target/release/vgpu-sim
 vgpuctl=target/release/vgpuctl
 

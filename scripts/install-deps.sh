@@ -33,7 +33,8 @@ packages=(
   tmux                        # a pseudo-terminal the `vgpuctl top` test drives and reads
   debhelper                   # dh, which debian/rules runs (scripts/package-test.sh builds the package)
   dpkg-dev                    # dpkg-buildpackage, dpkg-shlibdeps (the package's library dependencies)
-  man-db                      # man -w, which finds the packaged man pages
+  man-db                      # man -w, which finds the packaged man pages, and man --warnings, which checks them
+  mandoc                      # mandoc -Tlint, which checks the man pages
   prometheus                  # promtool, which checks what `vgpuctl metrics` exposes
 )
 if $fuzz; then

@@ -28,7 +28,7 @@ const GLOBAL: &str = "Global options";
 #[command(
     name = "vgpuctl",
     version,
-    about,
+    about = "Manage vGPUs and SR-IOV virtual functions on a KVM host",
     after_help = "Exit codes: 0 success, 1 error, 2 usage, 3 check found a failure, 4 plan found changes pending."
 )]
 pub struct Cli {

@@ -73,3 +73,13 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_CHECK_FAILED: u8 = 3;
 /// `plan` found changes to make (the host does not match the config yet).
 pub const EXIT_CHANGES_PENDING: u8 = 4;
+
+/// Every exit code `vgpuctl` documents, with its meaning, for `--help` and the man pages.
+/// A command a signal stopped exits 128 + the signal's number, after undoing what it began.
+pub const EXIT_CODES: [(u8, &str); 5] = [
+    (EXIT_OK, "success"),
+    (EXIT_ERROR, "error"),
+    (EXIT_USAGE, "usage"),
+    (EXIT_CHECK_FAILED, "check found a failure"),
+    (EXIT_CHANGES_PENDING, "plan found changes pending"),
+];

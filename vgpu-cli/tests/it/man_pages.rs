@@ -92,13 +92,226 @@ fn man_page_root_is_section_8_listing_subcommand_pages() {
 
     let root = page(dir.path(), "vgpuctl.8");
 
-    assert!(root.starts_with(&format!(
-        ".ie \\n(.g .ds Aq \\(aq\n.el .ds Aq '\n.TH vgpuctl 8  \"vgpuctl {}\" \"System Administration\"\n",
-        env!("CARGO_PKG_VERSION")
-    )));
+    let title = root.lines().nth(2).expect("a title line");
+    let version = env!("CARGO_PKG_VERSION");
+    let date = title
+        .strip_prefix(".TH VGPUCTL 8 ")
+        .and_then(|rest| {
+            rest.strip_suffix(&format!(" \"vgpuctl {version}\" \"System Administration\""))
+        })
+        .expect("title, section, date, source, manual");
+    assert!(
+        jiff::civil::Date::strptime("%Y-%m-%d", date).is_ok(),
+        "{date}"
+    );
     assert_eq!(root.matches(".ds Aq").count(), 2);
+    assert!(root.contains(
+        ".SH NAME\nvgpuctl \\- Manage vGPUs and SR\\-IOV virtual functions on a KVM host\n"
+    ));
     assert!(root.contains("vgpuctl\\-create(8)"));
     assert!(root.contains("vgpuctl\\-hook(8)"));
+}
+
+#[test]
+fn man_page_root_has_the_sections_of_a_man_page() {
+    let (dir, _names) = pages();
+
+    let root = page(dir.path(), "vgpuctl.8");
+
+    let sections: Vec<&str> = root
+        .lines()
+        .filter_map(|l| l.strip_prefix(".SH "))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "\"GLOBAL OPTIONS\"",
+            "SUBCOMMANDS",
+            "\"EXIT STATUS\"",
+            "ENVIRONMENT",
+            "FILES",
+            "EXAMPLES",
+            "\"SEE ALSO\""
+        ]
+    );
+    let environment: Vec<&str> = root
+        .lines()
+        .skip_while(|l| *l != ".SH ENVIRONMENT")
+        .take_while(|l| *l != ".SH FILES")
+        .filter_map(|l| l.strip_prefix("\\fB").and_then(|l| l.strip_suffix("\\fR")))
+        .collect();
+    assert_eq!(
+        environment,
+        [
+            "VGPU_ROOT",
+            "VGPU_STATE_ROOT",
+            "VGPU_CONNECT",
+            "VGPU_NVML_LIBRARY",
+            "VGPU_LOG"
+        ]
+    );
+    for file in [
+        "/etc/mdevctl.d/",
+        "/run/vgpu/lock",
+        "/var/log/vgpu/audit.jsonl",
+        "/etc/vgpu/hook.toml",
+    ] {
+        assert!(
+            root.contains(&format!(".TP\n\\fI{}\\fR\n", file.replace('-', "\\-"))),
+            "{file}"
+        );
+    }
+    assert!(root.ends_with(
+        ".SH \"SEE ALSO\"\n\\fBvgpu\\-host.toml\\fR(5), \\fBmdevctl\\fR(8), \\fBvirsh\\fR(1), \\fBnvidia\\-smi\\fR(1)\n"
+    ));
+}
+
+/// Every page, `vgpu-host.toml.5` included, passes the two linters an operator's system has:
+/// `mandoc -Tlint` (every level, style included) and `man --warnings`.
+#[test]
+fn man_pages_pass_mandoc_lint_and_man_warnings() {
+    let (dir, names) = pages();
+    let format = man::write_host_toml_page(dir.path()).expect("vgpu-host.toml.5 written");
+    let mut paths: Vec<std::path::PathBuf> = names.iter().map(|n| dir.path().join(n)).collect();
+    paths.push(format);
+
+    let lint = std::process::Command::new("mandoc")
+        .arg("-Tlint")
+        .args(&paths)
+        .output()
+        .expect("mandoc runs (Debian package mandoc)");
+    assert_eq!(String::from_utf8_lossy(&lint.stdout), "");
+    assert_eq!(String::from_utf8_lossy(&lint.stderr), "");
+    assert!(lint.status.success());
+    for path in &paths {
+        let out = std::process::Command::new("man")
+            .args(["--warnings", "-E", "UTF-8", "-l"])
+            .arg(path)
+            .env("MANWIDTH", "80")
+            .env("MAN_KEEP_FORMATTING", "0")
+            .output()
+            .expect("man runs (Debian package man-db)");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "",
+            "{}",
+            path.display()
+        );
+        assert!(out.status.success(), "{}", path.display());
+        assert!(!out.stdout.is_empty(), "{}", path.display());
+    }
+}
+
+/// The pages' examples are commands vgpuctl takes: each `vgpuctl` line parses.
+#[test]
+fn man_page_examples_parse() {
+    use clap::Parser as _;
+
+    let (dir, names) = pages();
+    let mut parsed = 0;
+
+    for name in &names {
+        let text = page(dir.path(), name);
+        let mut in_example = false;
+        for line in text.lines() {
+            match line {
+                ".EX" => in_example = true,
+                ".EE" => in_example = false,
+                _ if in_example && line.starts_with("vgpuctl ") => {
+                    let words = line.replace("\\-", "-");
+                    let argv: Vec<&str> = words.split_whitespace().collect();
+                    if let Err(err) = vgpu_cli::Cli::try_parse_from(&argv) {
+                        panic!("{name}: {line}: {err}");
+                    }
+                    parsed += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(parsed, 19);
+}
+
+#[test]
+fn exit_codes_in_help_are_the_documented_ones() {
+    use clap::CommandFactory as _;
+
+    let help = vgpu_cli::Cli::command()
+        .get_after_help()
+        .expect("the root's after-help")
+        .to_string();
+    let listed: Vec<String> = vgpu_cli::EXIT_CODES
+        .iter()
+        .map(|(code, meaning)| format!("{code} {meaning}"))
+        .collect();
+
+    assert_eq!(help, format!("Exit codes: {}.", listed.join(", ")));
+}
+
+#[test]
+fn host_toml_page_is_section_5_with_every_key() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+
+    let path = man::write_host_toml_page(dir.path()).expect("written");
+
+    assert_eq!(path, dir.path().join("vgpu-host.toml.5"));
+    let text = std::fs::read_to_string(&path).expect("readable");
+    assert!(text.starts_with(".TH VGPU-HOST.TOML 5 "));
+    assert!(!text.contains('@'), "a placeholder left");
+    for key in [
+        "version",
+        "all",
+        "address",
+        "model",
+        "vendor",
+        "numa",
+        "optional",
+        "sizes",
+        "types",
+        "vfs",
+        "series",
+        "round_up",
+        "persistence",
+        "vf_driver",
+        "scheduler",
+        "mig",
+        "tenant",
+    ] {
+        assert!(text.contains(&format!("\n.B {key}\n")), "{key}");
+    }
+}
+
+/// `gen-docs --help` prints its usage and writes nothing; a stray option is a usage error.
+#[test]
+fn gen_docs_help_prints_usage_and_writes_nothing() {
+    let exe = std::env::current_exe().expect("test binary");
+    let gen_docs = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/PROFILE")
+        .join("examples/gen-docs");
+    let dir = tempfile::tempdir().expect("temporary directory");
+
+    let help = std::process::Command::new(&gen_docs)
+        .arg("--help")
+        .current_dir(dir.path())
+        .output()
+        .expect("gen-docs runs (cargo test builds the examples)");
+    let stray = std::process::Command::new(&gen_docs)
+        .arg("--out")
+        .current_dir(dir.path())
+        .output()
+        .expect("gen-docs runs");
+
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("usage: gen-docs OUTDIR\n"));
+    assert_eq!(stray.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&stray.stderr).starts_with("usage: gen-docs OUTDIR\n"));
+    assert_eq!(std::fs::read_dir(dir.path()).expect("readable").count(), 0);
 }
 
 #[test]
@@ -107,7 +320,7 @@ fn man_page_create_has_its_own_options() {
 
     let create = page(dir.path(), "vgpuctl-create.8");
 
-    assert!(create.contains(".TH vgpuctl-create 8 "));
+    assert!(create.contains(".TH VGPUCTL-CREATE 8 "));
     assert!(create.contains("\\fB\\-\\-type\\fR \\fI<TYPE>\\fR"));
     assert!(create.contains("\\fB\\-\\-uuid\\fR \\fI<UUID>\\fR"));
     assert!(create.contains("\n\\fB\\-\\-define\\fR\n"));
@@ -142,7 +355,7 @@ fn man_page_hook_install_names_its_parent_page() {
     let install = page(dir.path(), "vgpuctl-hook-install.8");
 
     assert!(install.contains("\\fB\\-\\-dir\\fR \\fI<DIR>\\fR"));
-    assert!(install.contains(".SH \"SEE ALSO\"\n\\fBvgpuctl\\-hook\\fR(8)"));
+    assert!(install.contains(".SH \"SEE ALSO\"\n\\fBvgpuctl\\-hook\\fR(8)\n"));
 }
 
 #[test]
@@ -151,5 +364,6 @@ fn man_page_stop_has_the_exit_status() {
 
     let stop = page(dir.path(), "vgpuctl-stop.8");
 
-    assert!(stop.contains(".SH \"EXIT STATUS\"\nExit codes: 0 success, 1 error, 2 usage"));
+    assert!(stop.contains(".SH \"EXIT STATUS\"\n.TP\n\\fB0\\fR\nsuccess\n.TP\n\\fB1\\fR\nerror\n"));
+    assert!(stop.contains(".SH \"SEE ALSO\"\n\\fBvgpuctl\\fR(8)\n"));
 }
