@@ -9,7 +9,12 @@ use uuid::Uuid;
 
 use vgpu_cli::render::{self, Line};
 use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand, handle};
-use vgpu_core::{Manager, discover, manager::Claim, model::VgpuHandle, state::Start};
+use vgpu_core::{
+    Manager, discover,
+    manager::{Claim, DomainReferences},
+    model::VgpuHandle,
+    state::Start,
+};
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
 use vgpu_libvirt::Connection;
 
@@ -54,6 +59,8 @@ struct Detached {
     destroyed: bool,
     /// Whether it was attached (false: nothing to detach).
     changed: bool,
+    /// When it was not attached: the other domains that hold it.
+    held_by: Vec<String>,
 }
 
 /// Runs a libvirt command; returns the exit code.
@@ -162,6 +169,36 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                     .destroy(id)
                     .with_context(|| format!("{id} is detached from {domain} but not destroyed"))?;
             }
+            // What was not attached here may be another domain's: name it, so that a wrong
+            // domain name is seen at once.
+            let held_by: Vec<String> = if changed {
+                Vec::new()
+            } else {
+                match ctx.references()? {
+                    DomainReferences::Known(refs) => refs
+                        .get(&id)
+                        .into_iter()
+                        .flatten()
+                        .filter(|d| *d != domain)
+                        .cloned()
+                        .collect(),
+                    DomainReferences::NoLibvirt | DomainReferences::Unanswered { .. } => Vec::new(),
+                }
+            };
+            let line = format!(
+                "{domain}: {id} {}{}{}",
+                if changed { "detached" } else { "not attached" },
+                if held_by.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} holds it: `vgpuctl detach {} {id}`)",
+                        held_by.join(", "),
+                        held_by[0]
+                    )
+                },
+                if *destroy { " and destroyed" } else { "" }
+            );
             let done = Detached {
                 domain: domain.clone(),
                 id,
@@ -169,12 +206,8 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 config: scope.config,
                 destroyed: *destroy,
                 changed,
+                held_by,
             };
-            let line = format!(
-                "{domain}: {id} {}{}",
-                if changed { "detached" } else { "not attached" },
-                if *destroy { " and destroyed" } else { "" }
-            );
             render::emit(&Line::new(&done, line), ctx.format(), out)?;
         }
         VmCommand::Owners => {

@@ -180,14 +180,68 @@ impl std::fmt::Display for HelperNotRun {
     }
 }
 
+/// The dynamic loader could not start [`LIBVIRT_HELPER`]: libvirt's client library is not
+/// installed, or not loadable. Only the commands that talk to libvirt need it.
+#[derive(Debug)]
+pub(crate) struct LibvirtUnloadable {
+    /// What the loader said, one line.
+    loader: String,
+}
+
+impl LibvirtUnloadable {
+    /// The loader's refusal in `output` of `helper`, if that is why it failed: exit 127 and the
+    /// loader's "error while loading shared libraries" on stderr.
+    pub(crate) fn from_output(output: &std::process::Output) -> Option<Self> {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("error while loading shared libraries"))?;
+        (output.status.code() == Some(127)).then(|| Self {
+            loader: line.trim().to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for LibvirtUnloadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "libvirt's client library (libvirt.so.0) is not installed or cannot be loaded: {}",
+            self.loader
+        )
+    }
+}
+
+impl std::error::Error for LibvirtUnloadable {}
+
+/// What to do about [`LibvirtUnloadable`].
+pub(crate) const LIBVIRT_UNLOADABLE_HINT: &str = "install libvirt's client library (Debian: \
+     `apt-get install libvirt0`); only attach, detach, owners and the holders of a device need it";
+
 /// Replaces this process with [`LIBVIRT_HELPER`] from the directory of the running executable,
 /// given the same arguments; returns only the error when it cannot be run.
+///
+/// The helper links libvirt's library, so without it the dynamic loader stops it before
+/// `main` (exit 127). A `--version` run first finds that out, so that the error says what to
+/// install; it costs one start of the helper.
 pub fn exec_libvirt_helper() -> anyhow::Error {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(err) => return anyhow::Error::new(err).context(HelperNotRun(LIBVIRT_HELPER.into())),
     };
     let helper = exe.with_file_name(LIBVIRT_HELPER);
+    match std::process::Command::new(&helper)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(output) => {
+            if let Some(unloadable) = LibvirtUnloadable::from_output(&output) {
+                return anyhow::Error::new(unloadable);
+            }
+        }
+        Err(err) => return anyhow::Error::new(err).context(HelperNotRun(helper)),
+    }
     let mut args = std::env::args_os();
     // Its usage lines and messages say what was typed.
     let arg0 = args.next().unwrap_or_else(|| "vgpuctl".into());
@@ -268,6 +322,9 @@ pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, 
 
 fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
+    if err.downcast_ref::<LibvirtUnloadable>().is_some() {
+        return Some(LIBVIRT_UNLOADABLE_HINT);
+    }
     if err.downcast_ref::<HelperNotRun>().is_some() {
         return Some(
             "vgpuctl-libvirt, which runs the commands that talk to libvirt, belongs beside \

@@ -120,6 +120,12 @@ impl Helper {
                 )
             });
         }
+        if let Some(unloadable) = crate::entry::LibvirtUnloadable::from_output(&output) {
+            return Err(format!(
+                "{unloadable} ({})",
+                crate::entry::LIBVIRT_UNLOADABLE_HINT
+            ));
+        }
         // Its own errors are JSON on stdout; the dynamic loader's (exit 127) are text on
         // stderr.
         let said = serde_json::from_slice::<serde_json::Value>(&output.stdout)

@@ -145,6 +145,42 @@ fn libvirt_command_without_helper_exits_1_naming_it_with_hint() {
     );
 }
 
+/// Without a loadable libvirt library the dynamic loader stops `vgpuctl-libvirt` (exit 127).
+/// `vgpuctl` says what is missing and what installs it, and exits 1. An empty
+/// `libvirt.so.0` first on `LD_LIBRARY_PATH` is what the loader refuses here.
+#[test]
+fn libvirt_command_without_libvirt_library_says_what_to_install() {
+    let host = every_interface();
+    let lib = tempfile::tempdir().unwrap();
+    std::fs::write(lib.path().join("libvirt.so.0"), b"").unwrap();
+
+    let out = Command::new(vgpuctl())
+        .arg("--root")
+        .arg(host.root())
+        .args(["detach", "vm1", "0000:81:00.4"])
+        .env("LD_LIBRARY_PATH", lib.path())
+        .env_remove("VGPU_ROOT")
+        .env_remove("VGPU_CONNECT")
+        .output()
+        .unwrap();
+
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: libvirt's client library (libvirt.so.0) is not installed or \
+                 cannot be loaded: {}: error while loading shared libraries: {}: file too short\n\
+                 hint: install libvirt's client library (Debian: `apt-get install libvirt0`); \
+                 only attach, detach, owners and the holders of a device need it\n",
+                helper().display(),
+                lib.path().join("libvirt.so.0").display()
+            )
+            .into()
+        )
+    );
+}
+
 #[test]
 fn libvirt_command_without_helper_json_error_names_it() {
     let host = every_interface();

@@ -258,6 +258,33 @@ fn detach_of_a_vgpu_the_domain_does_not_hold_changes_nothing() {
 }
 
 #[test]
+fn detach_from_the_wrong_domain_names_the_domain_that_holds_it() {
+    let h = host();
+    h.define("vm1");
+    h.define("web-1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "web-1", UUID]);
+
+    let text = vgpuctl(&h, &["detach", "vm1", UUID]);
+    let out = vgpuctl(&h, &["detach", "vm1", UUID, "--json"]);
+
+    assert_eq!(
+        (
+            text.status.code(),
+            String::from_utf8(text.stdout).unwrap(),
+            out.status.code(),
+            &json(&out)["held_by"]
+        ),
+        (
+            Some(0),
+            format!("vm1: {UUID} not attached (web-1 holds it: `vgpuctl detach web-1 {UUID}`)\n"),
+            Some(0),
+            &serde_json::json!(["web-1"])
+        )
+    );
+}
+
+#[test]
 fn attach_to_a_domain_that_does_not_exist_is_not_found() {
     let h = host();
     create(&h, T4, "T4-2Q", Some(UUID));
