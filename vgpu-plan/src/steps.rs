@@ -541,7 +541,9 @@ impl fmt::Display for Refusal {
             }
             Refusal::Held { id, by } => write!(
                 f,
-                "{id} would be taken away, but {by} holds it: cannot proceed on this GPU"
+                "{id} would be taken away, but {by} holds it: this GPU is left as it is \
+                 (detach it or stop its guest first; `vgpuctl destroy --force {id}` takes it \
+                 from a running guest)"
             ),
             Refusal::Overlap { selections } => {
                 let at: Vec<String> = selections.iter().map(Location::to_string).collect();

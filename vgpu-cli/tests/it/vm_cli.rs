@@ -586,6 +586,35 @@ fn every_removal_command_refuses_a_vf_a_domain_holds_naming_the_domain() {
     assert_eq!(list["gpus"][0]["vgpus"][0]["id"], serde_json::json!(vf));
 }
 
+/// `apply` leaves a GPU alone when its plan would take away what a domain holds, and says how
+/// to free it.
+#[test]
+fn apply_that_would_take_a_held_vgpu_skips_the_gpu_saying_what_to_do() {
+    let h = host();
+    h.define("web-1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    vgpuctl(&h, &["attach", "web-1", UUID]);
+    let file = h.state.path().join("host.toml");
+    std::fs::write(
+        &file,
+        format!("version = 1\n[[configs.default.gpu]]\naddress = \"{T4}\"\ntypes = {{ \"T4-4Q\" = 1 }}\n"),
+    )
+    .unwrap();
+
+    let out = vgpuctl(&h, &["apply", "-f", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{T4}: skipped: {UUID} would be taken away, but libvirt domain web-1 holds it: this \
+             GPU is left as it is (detach it or stop its guest first; `vgpuctl destroy --force \
+             {UUID}` takes it from a running guest)\n"
+        )),
+        "{stdout}"
+    );
+}
+
 /// A libvirt that is configured but does not answer: nothing is taken away unless forced.
 #[test]
 fn stop_while_libvirt_does_not_answer_is_refused_until_forced() {
