@@ -93,6 +93,23 @@ pub enum Command {
         vgpus: bool,
     },
     /// Show the vGPU types of every GPU, or of one.
+    ///
+    /// AVAIL is how many more of a type the GPU can take now. LIMIT says what bounds it:
+    ///
+    ///   max N           the type's maximum per GPU
+    ///   holds TYPE      a vGPU of TYPE, running or defined, rules it out
+    ///   N reserved      defined vGPUs that are not running hold N places
+    ///   free VFs        the VFs that hold nothing, are not given out nor defined
+    ///   driver says     the driver's available_instances
+    ///   needs a free P  no free GPU instance of MIG profile P
+    ///   N free P        N free GPU instances of MIG profile P
+    ///   MIG mode off    the type needs a MIG GPU instance; MIG mode is off
+    ///   MIG mode on     the type is time-sliced; MIG mode is on
+    ///   no NVML         MIG instances cannot be listed without NVML
+    ///   not offered     the GPU does not offer the type
+    ///
+    /// A * after a name: only the built-in catalog names the type.
+    #[command(verbatim_doc_comment)]
     Types {
         /// A GPU address (0000:41:00.0, or 41:00.0 when unambiguous).
         gpu: Option<String>,

@@ -81,19 +81,19 @@ impl std::fmt::Display for Limit {
 }
 
 impl Limit {
-    /// A few words for a table cell.
+    /// A few words for a table cell (`vgpuctl types --help` explains each).
     pub fn short(&self) -> String {
         match self {
             Limit::NotOffered => "not offered".to_owned(),
-            Limit::Offer => "offer".to_owned(),
+            Limit::Offer => "driver says".to_owned(),
             Limit::Max { max } => format!("max {max}"),
-            Limit::Definitions { held } => format!("{held} defined"),
-            Limit::Vfs => "VFs".to_owned(),
+            Limit::Definitions { held } => format!("{held} reserved"),
+            Limit::Vfs => "free VFs".to_owned(),
             Limit::Mixing { with } => format!("holds {with}"),
             Limit::GpuInstances { profile, free: 0 } => format!("needs a free {profile}"),
             Limit::GpuInstances { profile, free } => format!("{free} free {profile}"),
-            Limit::MigOff { .. } => "MIG off".to_owned(),
-            Limit::MigOn => "MIG on".to_owned(),
+            Limit::MigOff { .. } => "MIG mode off".to_owned(),
+            Limit::MigOn => "MIG mode on".to_owned(),
             Limit::MigUnknown { .. } => "no NVML".to_owned(),
         }
     }

@@ -254,7 +254,8 @@ fn description(w: &mut dyn std::io::Write) -> std::io::Result<()> {
 
 /// Makes a page lint-clean without changing what it shows:
 /// - text lines are folded at a space to at most [`LINE_MAX`] bytes (roff fills them again),
-///   except between `.EX` and `.EE` or `.nf` and `.fi`, where a line is a line;
+///   except between `.EX` and `.EE` or `.nf` and `.fi`, and a line that starts with a blank,
+///   where a line is a line;
 /// - trailing blanks go;
 /// - `.br`, a blank line, `.br` (clap_mangen's gap before a list of values) becomes `.sp`.
 pub(crate) fn tidy(page: &str) -> String {
@@ -268,7 +269,8 @@ pub(crate) fn tidy(page: &str) -> String {
             ".EE" | ".fi" => literal = false,
             _ => {}
         }
-        if literal || line.starts_with('.') || line.starts_with('\'') {
+        // A line that starts with a blank is set on a line of its own (a table's row).
+        if literal || line.starts_with(['.', '\'', ' ']) {
             out.push_str(line);
             out.push('\n');
             continue;

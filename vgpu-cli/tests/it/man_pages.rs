@@ -367,3 +367,48 @@ fn man_page_stop_has_the_exit_status() {
     assert!(stop.contains(".SH \"EXIT STATUS\"\n.TP\n\\fB0\\fR\nsuccess\n.TP\n\\fB1\\fR\nerror\n"));
     assert!(stop.contains(".SH \"SEE ALSO\"\n\\fBvgpuctl\\fR(8)\n"));
 }
+
+/// `types --help` explains every word the LIMIT column can show: each `Limit`'s cell, with
+/// its numbers and names put back as the help's placeholders.
+#[test]
+fn types_help_explains_every_limit_word() {
+    use vgpu_core::model::limit::Limit;
+
+    let out = std::process::Command::new(crate::common::vgpuctl_exe())
+        .args(["types", "--help"])
+        .output()
+        .expect("vgpuctl runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let profile = || "P".to_owned();
+    let cells: Vec<String> = [
+        Limit::NotOffered,
+        Limit::Offer,
+        Limit::Max { max: 7 },
+        Limit::Definitions { held: 7 },
+        Limit::Vfs,
+        Limit::Mixing {
+            with: "TYPE".to_owned(),
+        },
+        Limit::GpuInstances {
+            profile: profile(),
+            free: 0,
+        },
+        Limit::GpuInstances {
+            profile: profile(),
+            free: 7,
+        },
+        Limit::MigOff { profile: profile() },
+        Limit::MigOn,
+        Limit::MigUnknown { profile: profile() },
+    ]
+    .iter()
+    .map(|limit| limit.short().replace('7', "N"))
+    .collect();
+
+    assert_eq!(out.status.code(), Some(0));
+    let missing: Vec<&String> = cells
+        .iter()
+        .filter(|cell| !help.contains(&format!("\n  {cell:<16}")))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?} not in:\n{help}");
+}
