@@ -480,14 +480,10 @@ impl Report for [vgpu_core::manager::GpuReport] {
     }
 }
 
-/// How a table names a vGPU type: its id, with its name when one is known
-/// ([`vgpu_core::model::Inventory::type_name`]): `nvidia-231 (GRID T4-2Q)`. Every table that names
-/// a type by its id and name shows this label.
+/// How a table names a vGPU type: [`vgpu_core::model::type_label`], with the name
+/// [`vgpu_core::model::Inventory::type_name`] knows: `GRID T4-2Q`, or the id without a name.
 pub(crate) fn type_label(type_id: &str, name: Option<&str>) -> String {
-    match name {
-        Some(name) => format!("{type_id} ({name})"),
-        None => type_id.to_owned(),
-    }
+    vgpu_core::model::type_label(type_id, name).to_owned()
 }
 
 /// `owners` as a table: one row per vGPU and holder, orphans with `-`, then the references to

@@ -301,7 +301,20 @@ impl Gpu {
     }
 }
 
+/// How human output names a type: its name (`GRID T4-4Q`, `NVIDIA L40S-12Q`) where it has one,
+/// its id (`i915-GVTg_V5_4`) otherwise. Every command that takes a type (`--type`, `types =`
+/// in host.toml) takes the name, so the name is what an operator types back. Tables of types
+/// and JSON show the id beside it.
+pub fn type_label<'a>(id: &'a str, name: Option<&'a str>) -> &'a str {
+    name.unwrap_or(id)
+}
+
 impl VgpuType {
+    /// This type as human output names it ([`type_label`]).
+    pub fn label(&self) -> &str {
+        type_label(&self.id, self.name.as_deref())
+    }
+
     /// Recomputes `available` from what the parents offer, capped at `max_instances` less the
     /// vGPUs in use (an A40's 32 VFs still hold 24 A40-2Q).
     pub fn recount(&mut self) {

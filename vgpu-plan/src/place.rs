@@ -304,7 +304,7 @@ fn not_offered(candidates: &[&Gpu], wanted: &str) -> Result<()> {
     let mut offered: Vec<String> = candidates
         .iter()
         .flat_map(|g| g.types.iter())
-        .map(|t| t.name.clone().unwrap_or_else(|| t.id.clone()))
+        .map(|t| t.label().to_owned())
         .collect();
     offered.sort();
     offered.dedup();

@@ -820,9 +820,9 @@ fn owners_and_list_defined_name_a_vgpus_type_the_same() {
             &serde_json::json!(UUID),
             &serde_json::json!("nvidia-231"),
             &serde_json::json!("GRID T4-2Q"),
-            "nvidia-231 (GRID T4-2Q)",
+            "GRID T4-2Q",
             &serde_json::json!(UUID),
-            "nvidia-231 (GRID T4-2Q)"
+            "GRID T4-2Q"
         )
     );
 }

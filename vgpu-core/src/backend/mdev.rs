@@ -62,7 +62,14 @@ pub(crate) fn create(
         return Err(Error::UnknownType {
             gpu: parent,
             wanted: type_id.to_owned(),
-            offered: types.iter().map(|t| t.id().to_owned()).collect(),
+            // Named as human output names types; a name that cannot be read leaves the id.
+            offered: types
+                .iter()
+                .map(|t| {
+                    let name = t.name().ok().flatten();
+                    crate::model::type_label(t.id(), name.as_deref()).to_owned()
+                })
+                .collect(),
         });
     };
     if sysfs::exists(&paths.mdev_devices().join(uuid.to_string())) {

@@ -155,14 +155,7 @@ pub(crate) fn resolve_type<'a>(gpu: &'a Gpu, wanted: &str) -> Result<&'a VgpuTyp
     found.ok_or_else(|| Error::UnknownType {
         gpu: gpu.address,
         wanted: wanted.to_owned(),
-        offered: gpu
-            .types
-            .iter()
-            .map(|t| match &t.name {
-                Some(name) => format!("{} ({name})", t.id),
-                None => t.id.clone(),
-            })
-            .collect(),
+        offered: gpu.types.iter().map(|t| t.label().to_owned()).collect(),
     })
 }
 

@@ -238,7 +238,7 @@ pub enum Error {
         gpu: PciAddress,
         /// The type asked for.
         wanted: String,
-        /// What it offers, as `id (name)`.
+        /// What it offers, as human output names types (`vgpu_model::type_label`).
         offered: Vec<String>,
     },
     /// A desired-state file, a plan, a placement or a hand-out is refused (`vgpu-plan`'s
