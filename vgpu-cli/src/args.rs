@@ -149,7 +149,8 @@ pub enum Command {
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
     NovaConfig {
-        /// The Nova release to write for: zed (26) to 2023.2 (28), or 2024.1 (29) and later.
+        /// The Nova release to write for: zed (26) to 2023.2 (28), 2024.1 (29) and 2024.2 (30),
+        /// or 2025.1 (31) and later, the first to offer vendor-VFIO VFs.
         #[arg(long, value_enum, default_value = "zed")]
         nova_release: nova::NovaReleaseArg,
     },

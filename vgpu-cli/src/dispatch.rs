@@ -54,7 +54,15 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         } => usage::run(&ctx, *since, *until, *by, *csv, out),
         Command::NovaConfig { nova_release } => {
             let inventory = ctx.state()?.inventory;
-            nova::run(cli.json, *nova_release, ctx.paths(), &inventory, out)?;
+            let facts = ctx.facts().owners(&inventory);
+            nova::run(
+                cli.json,
+                *nova_release,
+                ctx.paths(),
+                &inventory,
+                &facts,
+                out,
+            )?;
             Ok(EXIT_OK)
         }
     }

@@ -5,9 +5,12 @@ use std::io::Write;
 
 use anyhow::Result;
 
+use std::collections::BTreeMap;
+
+use crate::libvirt_facts::LibvirtFacts;
 use vgpu_core::{
     HostPaths,
-    model::Inventory,
+    model::{Inventory, VgpuHandle, pci::PciAddress},
     state::{HookConfig, Store},
 };
 use vgpu_report::nova::{self, NovaRelease};
@@ -20,15 +23,20 @@ pub enum NovaReleaseArg {
     /// with two or more enabled types.
     #[value(name = "zed", alias = "26", alias = "2023.1", alias = "2023.2")]
     Zed,
-    /// Nova 29 (2024.1 Caracal) and later: groups are always read; `max_instances` exists.
+    /// Nova 29 (2024.1 Caracal) and 30 (2024.2 Dalmatian): groups are always read;
+    /// `max_instances` exists; vendor-VFIO VFs cannot be offered (managed='yes').
     #[value(
         name = "2024.1",
         alias = "caracal",
         alias = "29",
         alias = "2024.2",
-        alias = "2025.1"
+        alias = "dalmatian",
+        alias = "30"
     )]
     Caracal,
+    /// Nova 31 (2025.1 Epoxy) and later: as 2024.1, and vendor-VFIO VFs with managed: "no".
+    #[value(name = "2025.1", alias = "epoxy", alias = "31")]
+    Epoxy,
 }
 
 impl From<NovaReleaseArg> for NovaRelease {
@@ -36,27 +44,37 @@ impl From<NovaReleaseArg> for NovaRelease {
         match arg {
             NovaReleaseArg::Zed => NovaRelease::Zed,
             NovaReleaseArg::Caracal => NovaRelease::Caracal,
+            NovaReleaseArg::Epoxy => NovaRelease::Epoxy,
         }
     }
 }
 
-/// Runs `nova-config` on the host at `paths`.
+/// Runs `nova-config` on the host at `paths`. `facts` says which domains hold which VF: those
+/// held by domains Nova does not manage are left out.
 pub(crate) fn run(
     json: bool,
     release: NovaReleaseArg,
     paths: &HostPaths,
     inventory: &Inventory,
+    facts: &LibvirtFacts,
     out: &mut dyn Write,
 ) -> Result<()> {
     let store = Store::new(paths);
     let flavor_types: Vec<String> = HookConfig::load(paths)?.flavors.into_values().collect();
-    let config = nova::build(
+    let mut config = nova::build(
         release.into(),
         inventory,
         &store.mdevs()?,
         &store.vf_vgpus()?,
         &flavor_types,
+        &foreign(facts),
     );
+    if let LibvirtFacts::Unanswered { uri, reason } = facts {
+        config.warn(format!(
+            "libvirt at {uri} did not answer, so VFs that other domains hold may be offered: \
+             {reason}"
+        ));
+    }
     if json {
         crate::render::json(out, &config)?;
     } else {
@@ -65,4 +83,22 @@ pub(crate) fn run(
         out.write_all(text.as_bytes())?;
     }
     Ok(())
+}
+
+/// The VFs that a domain Nova does not manage holds, with the first such domain.
+fn foreign(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
+    let LibvirtFacts::Answered(owners) = facts else {
+        return BTreeMap::new();
+    };
+    owners
+        .vgpus
+        .iter()
+        .filter_map(|owned| {
+            let VgpuHandle::Vf(vf) = owned.id else {
+                return None;
+            };
+            let holder = owned.holders.iter().find(|h| !h.nova)?;
+            Some((vf, holder.domain.clone()))
+        })
+        .collect()
 }

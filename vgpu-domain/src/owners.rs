@@ -69,6 +69,9 @@ pub struct Holder {
     /// The tenant the domain's metadata names (its live XML when it runs, else its persistent
     /// XML): see [`Tenant`].
     pub tenant: Option<Tenant>,
+    /// Whether Nova manages the domain (its metadata has `<nova:instance>`).
+    #[serde(default)]
+    pub nova: bool,
 }
 
 /// A device a domain references that is not a vGPU on the host.
@@ -93,6 +96,8 @@ pub struct DomainDevices {
     pub devices: Vec<Attached>,
     /// The tenant its metadata names.
     pub tenant: Option<Tenant>,
+    /// Whether Nova manages it (its metadata has `<nova:instance>`).
+    pub nova: bool,
 }
 
 impl Owners {
@@ -124,6 +129,7 @@ impl Owners {
                         live: device.live,
                         config: device.config,
                         tenant: entry.tenant.clone(),
+                        nova: entry.nova,
                     }),
                     None => missing.push(Reference {
                         domain: entry.domain.name.clone(),
@@ -193,6 +199,7 @@ mod tests {
                 })
                 .collect(),
             tenant: None,
+            nova: false,
         }
     }
 
@@ -227,7 +234,8 @@ mod tests {
                     running: false,
                     live: false,
                     config: true,
-                    tenant: None
+                    tenant: None,
+                    nova: false,
                 },
                 Holder {
                     domain: "zeta".to_owned(),
@@ -235,7 +243,8 @@ mod tests {
                     running: true,
                     live: true,
                     config: false,
-                    tenant: None
+                    tenant: None,
+                    nova: false,
                 },
             ]
         );

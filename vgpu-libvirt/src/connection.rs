@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use vgpu_core::model::{Inventory, VgpuHandle};
-use vgpu_domain::xml::{self, HostdevElement, Tenant};
+use vgpu_domain::xml::{self, Belonging, HostdevElement};
 use vgpu_domain::{Attached, Domain, DomainDevices, Hostdev, Owners, Scope, embedded_root};
 
 use crate::error::{Error, Result, is_no_domain};
@@ -154,8 +154,9 @@ fn open_embedded(uri: &str) -> Result<virt::connect::Connect> {
 struct Assigned {
     live: Vec<HostdevElement>,
     config: Vec<HostdevElement>,
-    /// The tenant of the live XML when the domain runs, else of its persistent XML.
-    tenant: Option<Tenant>,
+    /// The tenant and Nova's claim of the live XML when the domain runs, else of its
+    /// persistent XML.
+    belonging: Belonging,
 }
 
 impl Assigned {
@@ -350,7 +351,7 @@ impl Connection {
     /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Domain`] when its XML is refused.
     pub fn tenant(&self, domain: &str) -> Result<Option<vgpu_domain::xml::Tenant>> {
         let dom = self.lookup(domain, "read")?;
-        Ok(self.assigned(&dom, domain)?.tenant)
+        Ok(self.assigned(&dom, domain)?.belonging.tenant)
     }
 
     /// Attaches `hostdev` to `domain` in `scope` (`virDomainAttachDeviceFlags` with
@@ -466,7 +467,8 @@ impl Connection {
                 Ok((domain, assigned)) => domains.push(DomainDevices {
                     domain,
                     devices: assigned.merged(),
-                    tenant: assigned.tenant,
+                    tenant: assigned.belonging.tenant,
+                    nova: assigned.belonging.nova,
                 }),
                 Err(Error::NoSuchDomain { .. }) => {}
                 Err(err) => return Err(err),
@@ -521,24 +523,28 @@ impl Connection {
         };
         let running = dom.is_active().map_err(fail)?;
         let persistent = dom.is_persistent().map_err(fail)?;
-        let parse = |flags: u32| -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
+        let parse = |flags: u32| -> Result<(Vec<HostdevElement>, Belonging)> {
             let text = dom.xml_desc(flags).map_err(fail)?;
-            xml::hostdevs_and_tenant(&text).map_err(|err| err.in_domain(name).into())
+            xml::hostdevs_and_belonging(&text).map_err(|err| err.in_domain(name).into())
         };
-        let (live, live_tenant) = if running {
+        let (live, live_belonging) = if running {
             parse(0)?
         } else {
-            (Vec::new(), None)
+            (Vec::new(), Belonging::default())
         };
-        let (config, config_tenant) = if persistent {
+        let (config, config_belonging) = if persistent {
             parse(virt::sys::VIR_DOMAIN_XML_INACTIVE)?
         } else {
-            (Vec::new(), None)
+            (Vec::new(), Belonging::default())
         };
         Ok(Assigned {
             live,
             config,
-            tenant: if running { live_tenant } else { config_tenant },
+            belonging: if running {
+                live_belonging
+            } else {
+                config_belonging
+            },
         })
     }
 }
@@ -594,7 +600,7 @@ mod tests {
         let assigned = Assigned {
             live: vec![element(3), element(1)],
             config: vec![element(2), element(1)],
-            tenant: None,
+            belonging: Belonging::default(),
         };
         assert_eq!(
             assigned.merged(),
@@ -611,7 +617,7 @@ mod tests {
         let assigned = Assigned {
             live: vec![element(1)],
             config: vec![element(2)],
-            tenant: None,
+            belonging: Belonging::default(),
         };
         assert_eq!(
             [1, 2, 3].map(|n| assigned.holds(VgpuHandle::Mdev(Uuid::from_u128(n)))),

@@ -24,8 +24,14 @@
 //!   of it that `hook.toml` maps flavors to (then its first `max_instances` VFs are listed, and
 //!   the hook sets the type at start). A plain VF's type is the GPU's VF profile for its VF
 //!   count (`flex170_m2`), from the built-in catalog.
+//!   - A vendor-VFIO VF must stay on `nvidia`: its spec says `managed: "no"`. Only Nova 31
+//!     (2025.1) and later obey that. Earlier releases write `managed='yes'` on every PCI hostdev
+//!     (`LibvirtDriver._set_managed_mode`), so libvirt would detach the VF from `nvidia` when
+//!     the server starts, and `vfio-pci` cannot bind it. For them such a GPU is not offered.
+//!   - A VF that a libvirt domain Nova does not manage holds is left out, with a warning
+//!     naming the domain: Nova would hand it out a second time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write};
 
 use serde::Serialize;
@@ -41,17 +47,23 @@ pub enum NovaRelease {
     /// with two or more enabled types.
     #[serde(rename = "zed")]
     Zed,
-    /// Nova 29 (2024.1 Caracal) and later: groups are always read; `max_instances` exists.
+    /// Nova 29 (2024.1 Caracal) and 30 (2024.2 Dalmatian): groups are always read;
+    /// `max_instances` exists.
     #[serde(rename = "2024.1")]
     Caracal,
+    /// Nova 31 (2025.1 Epoxy) and later: as 2024.1, and a `device_spec`'s `managed` tag is
+    /// obeyed.
+    #[serde(rename = "2025.1")]
+    Epoxy,
 }
 
 impl NovaRelease {
-    /// Its name: `zed` or `2024.1`.
+    /// Its name: `zed`, `2024.1` or `2025.1`.
     pub fn name(self) -> &'static str {
         match self {
             NovaRelease::Zed => "zed",
             NovaRelease::Caracal => "2024.1",
+            NovaRelease::Epoxy => "2025.1",
         }
     }
 
@@ -59,10 +71,27 @@ impl NovaRelease {
     pub fn versions(self) -> &'static str {
         match self {
             NovaRelease::Zed => "Nova 26 (Zed) to 28 (2023.2 Bobcat)",
-            NovaRelease::Caracal => "Nova 29 (2024.1 Caracal) and later",
+            NovaRelease::Caracal => "Nova 29 (2024.1 Caracal) and 30 (2024.2 Dalmatian)",
+            NovaRelease::Epoxy => "Nova 31 (2025.1 Epoxy) and later",
         }
     }
+
+    /// Whether the release obeys a `device_spec`'s `managed: "no"`. Earlier releases write
+    /// `managed='yes'` on every PCI hostdev of a KVM guest (`LibvirtDriver._set_managed_mode`
+    /// in `nova/virt/libvirt/driver.py`, read in Nova 29.2.0 and 30.0.0; Nova 31.0.0 reads the
+    /// tag).
+    pub fn obeys_managed(self) -> bool {
+        matches!(self, NovaRelease::Epoxy)
+    }
 }
+
+/// Why a release before 2025.1 cannot use a vendor-VFIO VF: with `managed='yes'` libvirt
+/// detaches the VF from `nvidia` when the guest starts, which also drops the vGPU type set on
+/// it, and binds it to `vfio-pci`, whose probe of an NVIDIA VF fails (`EINVAL`). The guest
+/// does not start.
+const MANAGED_YES: &str = "this Nova release sets managed='yes' on every PCI hostdev, so \
+     libvirt would take the VF from nvidia at the server's start and the server would not \
+     start; Nova 31 (2025.1) obeys managed: \"no\": use --nova-release 2025.1";
 
 /// The type Nova 26 to 28 is given beside a single real type, so that it reads the groups.
 const PLACEHOLDER_TYPE: &str = "vgpuctl-placeholder";
@@ -122,6 +151,13 @@ pub struct NovaConfig {
     warnings: Vec<String>,
 }
 
+impl NovaConfig {
+    /// Adds a warning: something on the host that makes Nova count wrong.
+    pub fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
+    }
+}
+
 fn hex(id: Option<u16>) -> String {
     id.map_or_else(String::new, |id| format!("{id:04x}"))
 }
@@ -161,12 +197,15 @@ fn type_name(gpu: &Gpu, id: &str) -> String {
 
 /// Builds the configuration for Nova `release` from `inventory`, the mdev and per-VF vGPU
 /// definitions, and the types the hook's flavor map names (`hook.toml`).
+/// `foreign` names the VFs that libvirt domains Nova does not manage hold, with a holder
+/// each: they are left out, so that Nova does not hand them out a second time.
 pub fn build(
     release: NovaRelease,
     inventory: &Inventory,
     mdev_defs: &[MdevDefinition],
     vf_defs: &[VfVgpuDefinition],
     flavor_types: &[String],
+    foreign: &BTreeMap<PciAddress, String>,
 ) -> NovaConfig {
     let mut nova = NovaConfig {
         nova_release: release,
@@ -202,9 +241,14 @@ pub fn build(
                         typed.push((vf.address, id));
                     }
                 }
-                vendor_vfs(gpu, &typed, flavor_types).map(|specs| add_vfs(&mut nova, specs))
+                if release.obeys_managed() {
+                    vendor_vfs(gpu, &typed, flavor_types, foreign)
+                        .map(|specs| add_vfs(&mut nova, specs, foreign))
+                } else {
+                    Err(MANAGED_YES.to_owned())
+                }
             }
-            Backend::Sriov => plain_vfs(gpu).map(|specs| add_vfs(&mut nova, specs)),
+            Backend::Sriov => plain_vfs(gpu).map(|specs| add_vfs(&mut nova, specs, foreign)),
             Backend::None => Err(
                 "it offers no vGPUs (no vGPU interface): Nova can pass it through whole with a \
                  [pci] device_spec of its own and an alias of device_type type-PCI"
@@ -366,7 +410,7 @@ fn finish_mdev(nova: &mut NovaConfig) {
                 });
             }
         }
-        NovaRelease::Caracal => {}
+        NovaRelease::Caracal | NovaRelease::Epoxy => {}
     }
 }
 
@@ -375,6 +419,7 @@ fn vendor_vfs(
     gpu: &Gpu,
     typed: &[(PciAddress, String)],
     flavor_types: &[String],
+    foreign: &BTreeMap<PciAddress, String>,
 ) -> Result<Vec<DeviceSpec>, String> {
     let types: BTreeSet<&str> = typed.iter().map(|(_, t)| t.as_str()).collect();
     let (type_id, vfs): (String, Vec<PciAddress>) = match types
@@ -422,7 +467,21 @@ fn vendor_vfs(
                 .find(|t| t.id == one)
                 .and_then(|t| t.max_instances)
                 .map_or(gpu.vfs.len(), |m| m as usize);
-            (one, gpu.vfs.iter().take(max).map(|v| v.address).collect())
+            // The VFs other domains hold do not count: `add_vfs` leaves them out, named.
+            let mut counted = 0;
+            let vfs = gpu
+                .vfs
+                .iter()
+                .map(|v| v.address)
+                .take_while(|a| {
+                    if foreign.contains_key(a) {
+                        return true;
+                    }
+                    counted += 1;
+                    counted <= max
+                })
+                .collect();
+            (one, vfs)
         }
         many => {
             let list: Vec<&str> = many.iter().map(|t| **t).collect();
@@ -494,7 +553,27 @@ fn spec(
     }
 }
 
-fn add_vfs(nova: &mut NovaConfig, specs: Vec<DeviceSpec>) {
+/// Adds `specs`, less the VFs `foreign` domains hold (each named in a warning), with an alias
+/// per resource class.
+fn add_vfs(nova: &mut NovaConfig, specs: Vec<DeviceSpec>, foreign: &BTreeMap<PciAddress, String>) {
+    let specs: Vec<DeviceSpec> = specs
+        .into_iter()
+        .filter(|spec| {
+            let holder = spec
+                .address
+                .parse::<PciAddress>()
+                .ok()
+                .and_then(|a| foreign.get(&a));
+            if let Some(domain) = holder {
+                nova.warnings.push(format!(
+                    "{} left out: libvirt domain {domain} holds it, and Nova does not manage \
+                     {domain}",
+                    spec.address
+                ));
+            }
+            holder.is_none()
+        })
+        .collect();
     for spec in &specs {
         if !nova
             .alias

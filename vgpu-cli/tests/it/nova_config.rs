@@ -65,10 +65,18 @@ fn assert_golden(name: &str, out: &Output) {
     common::assert_golden(name, 0, (0, text(&out.stdout)));
 }
 
+/// The default release, Nova 26 to 28, sets managed='yes' on every PCI hostdev: the L40S's
+/// vendor-VFIO VFs are not offered, and the reason names the release that can.
 #[test]
 fn nova_config_of_the_mixed_host_names_what_nova_cannot_use() {
     let host = Host::new();
-    assert_golden("nova-config-mixed.txt", &host.vgpuctl(&["nova-config"]));
+    let out = host.vgpuctl(&["nova-config"]);
+    assert!(text(&out.stdout).contains(
+        "#   0000:5e:00.0 (AD102GL [L40S]): this Nova release sets managed='yes' on every PCI \
+         hostdev, so libvirt would take the VF from nvidia at the server's start and the server \
+         would not start; Nova 31 (2025.1) obeys managed: \"no\": use --nova-release 2025.1\n"
+    ));
+    assert_golden("nova-config-mixed.txt", &out);
 }
 
 #[test]
@@ -76,7 +84,7 @@ fn nova_config_of_the_mixed_host_with_definitions() {
     let host = Host::with_definitions();
     assert_golden(
         "nova-config-mixed-defined.txt",
-        &host.vgpuctl(&["nova-config"]),
+        &host.vgpuctl(&["nova-config", "--nova-release", "2025.1"]),
     );
 }
 
@@ -85,7 +93,7 @@ fn nova_config_json_of_the_mixed_host_with_definitions() {
     let host = Host::with_definitions();
     assert_golden(
         "nova-config-mixed-defined.json",
-        &host.vgpuctl(&["nova-config", "--json"]),
+        &host.vgpuctl(&["nova-config", "--nova-release", "2025.1", "--json"]),
     );
 }
 
@@ -100,7 +108,7 @@ fn nova_config_offers_the_flavor_type_of_hook_toml_on_untyped_vfs() {
         "[flavors]\n\"vgpu.l40s-24q\" = \"L40S-24Q\"\n",
     )
     .unwrap();
-    let out = host.vgpuctl(&["nova-config", "--json"]);
+    let out = host.vgpuctl(&["nova-config", "--nova-release", "epoxy", "--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let specs: Vec<(&str, &str)> = value["device_spec"]
         .as_array()
@@ -127,7 +135,7 @@ fn nova_config_offers_the_flavor_type_of_hook_toml_on_untyped_vfs() {
 #[test]
 fn nova_accepts_the_device_specs_and_aliases_nova_config_writes() {
     let host = Host::with_definitions();
-    let out = host.vgpuctl(&["nova-config"]);
+    let out = host.vgpuctl(&["nova-config", "--nova-release", "2025.1"]);
     let conf = host.state.path().join("nova.conf");
     std::fs::write(&conf, &out.stdout).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nova/check_nova_conf.py");

@@ -216,6 +216,44 @@ fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
     );
 }
 
+/// `nova-config` leaves out a VF that a domain Nova does not manage holds, naming the domain,
+/// so that Nova does not hand it out again; the other defined VF is offered.
+#[test]
+fn nova_config_leaves_out_a_vf_a_domain_outside_nova_holds() {
+    let h = host();
+    h.define("vm1");
+    let held = json(&vgpuctl(
+        &h,
+        &[
+            "attach", "vm1", "--gpu", L40S, "--type", "L40S-12Q", "--json",
+        ],
+    ))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let free = create(&h, L40S, "L40S-12Q", None);
+    vgpuctl(&h, &["define", L40S, "--type", "L40S-12Q"]);
+
+    let out = vgpuctl(&h, &["nova-config", "--nova-release", "2025.1", "--json"]);
+    let value = json(&out);
+
+    let specs: Vec<&str> = value["device_spec"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!specs.contains(&held.as_str()), "{specs:?}");
+    assert!(specs.contains(&free.as_str()), "{specs:?}");
+    assert_eq!(
+        value["warnings"],
+        serde_json::json!([format!(
+            "{held} left out: libvirt domain vm1 holds it, and Nova does not manage vm1"
+        )])
+    );
+}
+
 #[test]
 fn detach_with_destroy_leaves_neither_hostdev_nor_vgpu() {
     let h = host();

@@ -208,17 +208,30 @@ pub fn tenant(xml: &str) -> Result<Option<Tenant>> {
     Ok(tenant::from_metadata(&metadata(doc.root_element())))
 }
 
-/// [`hostdevs`] and [`tenant`] of one document, parsed once.
+/// Who a domain's metadata says it belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Belonging {
+    /// The tenant it names ([`tenant`]).
+    pub tenant: Option<Tenant>,
+    /// Whether Nova manages the domain: its metadata has Nova's `<nova:instance>`.
+    pub nova: bool,
+}
+
+/// [`hostdevs`], and the tenant and Nova's claim of one document, parsed once.
 ///
 /// # Errors
 ///
 /// [`Error::Xml`] as for [`hostdevs`].
-pub fn hostdevs_and_tenant(xml: &str) -> Result<(Vec<HostdevElement>, Option<Tenant>)> {
+pub fn hostdevs_and_belonging(xml: &str) -> Result<(Vec<HostdevElement>, Belonging)> {
     let doc = parse(xml)?;
     let root = doc.root_element();
+    let metadata = metadata(root);
     Ok((
         domain_hostdevs(xml, root)?,
-        tenant::from_metadata(&metadata(root)),
+        Belonging {
+            tenant: tenant::from_metadata(&metadata),
+            nova: metadata.iter().any(|n| is_nova(*n, "instance")),
+        },
     ))
 }
 

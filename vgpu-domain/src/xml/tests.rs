@@ -484,3 +484,30 @@ fn tenant_of_document_with_dtd_is_refused() {
         "{result:?}"
     );
 }
+
+#[test]
+fn belonging_says_nova_manages_a_domain_with_nova_instance() {
+    let nova = hostdevs_and_belonging(&with_metadata(NOVA_INSTANCE))
+        .unwrap()
+        .1;
+    let vgpu_only = hostdevs_and_belonging(&with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}' tenant='acme'/>"
+    )))
+    .unwrap()
+    .1;
+    let other_namespace = hostdevs_and_belonging(&with_metadata(
+        "<nova:instance xmlns:nova='http://example.com/not-nova'/>",
+    ))
+    .unwrap()
+    .1;
+
+    assert_eq!(
+        (
+            nova.nova,
+            nova.tenant.map(|t| t.name),
+            vgpu_only.nova,
+            other_namespace.nova
+        ),
+        (true, Some("acmecorp".to_owned()), false, false)
+    );
+}

@@ -77,6 +77,8 @@ fn owners_maps_running_defined_orphaned_and_missing() {
         live: false,
         config: true,
         tenant: Some(tenant.clone()),
+        // Nova's project is read from Nova's <nova:instance>: the domain is Nova's.
+        nova: tenant.source == TenantSource::Nova,
     };
     assert_eq!(
         conn.owners(&inventory).unwrap(),
