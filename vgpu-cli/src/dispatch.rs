@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::context::Context;
-use crate::libvirt_facts::FactsSource;
+use crate::libvirt_facts::{self, FactsSource, LibvirtFacts};
 use crate::{
     Cli, Command, EXIT_OK, LIBVIRT_HELPER, check, completions, hook, isolation, list, mutate, nova,
     plans, sched, telemetry, top, usage, watch,
@@ -55,12 +55,19 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::NovaConfig { nova_release } => {
             let inventory = ctx.state()?.inventory;
             let facts = ctx.facts().owners(&inventory);
+            let unknown = match &facts {
+                LibvirtFacts::Unanswered { uri, reason } => {
+                    Some(format!("libvirt at {uri} did not answer: {reason}"))
+                }
+                LibvirtFacts::Absent | LibvirtFacts::Answered(_) => None,
+            };
             nova::run(
                 cli.json,
                 *nova_release,
                 ctx.paths(),
                 &inventory,
-                &facts,
+                &libvirt_facts::foreign_vfs(&facts),
+                unknown,
                 out,
             )?;
             Ok(EXIT_OK)

@@ -21,7 +21,7 @@ use std::process::Command;
 use vgpu_core::{
     HostPaths,
     manager::DomainReferences,
-    model::{Inventory, VgpuHandle},
+    model::{Inventory, VgpuHandle, pci::PciAddress},
 };
 use vgpu_domain::Owners;
 
@@ -182,4 +182,23 @@ pub fn references_now(
 ) -> anyhow::Result<DomainReferences> {
     let inventory = vgpu_core::discover(paths)?;
     Ok(domain_references(&facts.owners(&inventory)))
+}
+
+/// The VFs that a libvirt domain Nova does not manage holds, each with the first such domain
+/// (`nova-config` leaves them out).
+pub(crate) fn foreign_vfs(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
+    let LibvirtFacts::Answered(owners) = facts else {
+        return BTreeMap::new();
+    };
+    owners
+        .vgpus
+        .iter()
+        .filter_map(|owned| {
+            let VgpuHandle::Vf(vf) = owned.id else {
+                return None;
+            };
+            let holder = owned.holders.iter().find(|h| !h.nova)?;
+            Some((vf, holder.domain.clone()))
+        })
+        .collect()
 }

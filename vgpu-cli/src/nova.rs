@@ -7,10 +7,9 @@ use anyhow::Result;
 
 use std::collections::BTreeMap;
 
-use crate::libvirt_facts::LibvirtFacts;
 use vgpu_core::{
     HostPaths,
-    model::{Inventory, VgpuHandle, pci::PciAddress},
+    model::{Inventory, pci::PciAddress},
     state::{HookConfig, Store},
 };
 use vgpu_report::nova::{self, NovaRelease};
@@ -49,14 +48,16 @@ impl From<NovaReleaseArg> for NovaRelease {
     }
 }
 
-/// Runs `nova-config` on the host at `paths`. `facts` says which domains hold which VF: those
-/// held by domains Nova does not manage are left out.
+/// Runs `nova-config` on the host at `paths`. `foreign` names the VFs that domains Nova does
+/// not manage hold ([`crate::libvirt_facts::foreign_vfs`]): they are left out. `unknown` says why
+/// libvirt could not say which, when it did not answer.
 pub(crate) fn run(
     json: bool,
     release: NovaReleaseArg,
     paths: &HostPaths,
     inventory: &Inventory,
-    facts: &LibvirtFacts,
+    foreign: &BTreeMap<PciAddress, String>,
+    unknown: Option<String>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let store = Store::new(paths);
@@ -67,12 +68,11 @@ pub(crate) fn run(
         &store.mdevs()?,
         &store.vf_vgpus()?,
         &flavor_types,
-        &foreign(facts),
+        foreign,
     );
-    if let LibvirtFacts::Unanswered { uri, reason } = facts {
+    if let Some(why) = unknown {
         config.warn(format!(
-            "libvirt at {uri} did not answer, so VFs that other domains hold may be offered: \
-             {reason}"
+            "VFs that domains outside Nova hold may be offered: {why}"
         ));
     }
     if json {
@@ -83,22 +83,4 @@ pub(crate) fn run(
         out.write_all(text.as_bytes())?;
     }
     Ok(())
-}
-
-/// The VFs that a domain Nova does not manage holds, with the first such domain.
-fn foreign(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
-    let LibvirtFacts::Answered(owners) = facts else {
-        return BTreeMap::new();
-    };
-    owners
-        .vgpus
-        .iter()
-        .filter_map(|owned| {
-            let VgpuHandle::Vf(vf) = owned.id else {
-                return None;
-            };
-            let holder = owned.holders.iter().find(|h| !h.nova)?;
-            Some((vf, holder.domain.clone()))
-        })
-        .collect()
 }
