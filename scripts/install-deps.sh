@@ -23,7 +23,8 @@ packages=(
   libvirt-dev                 # the virt crate links libvirt
   libvirt-daemon-driver-qemu  # qemu:///embed: libvirt's QEMU driver in-process, no daemon
   qemu-system-x86             # the emulator the QEMU driver probes and starts
-  libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against
+  libvirt-clients             # virsh, the peer the vgpu-libvirt benchmark measures against, and virt-xml-validate
+  libxml2-utils               # xmllint, which virt-xml-validate runs on the domain XML the hook rewrites
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory, and its node-device driver, which vgpu-sim's libvirt_nodedev test runs on the simulator
   python3                     # scripts/layering.py, which make lint runs
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`

@@ -110,6 +110,16 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 )?,
                 _ => anyhow::bail!("attach takes either ID, or --gpu GPU --type TYPE"),
             };
+            // Its type travels with the domain, for the hook of a host it migrates to.
+            if done.kind != HostdevKind::PlainVf {
+                record_type(&conn, ctx, domain, done.id, scope).with_context(|| {
+                    format!(
+                        "{} is attached to {domain}, but its type is not recorded in the domain's \
+                         metadata",
+                        done.id
+                    )
+                })?;
+            }
             // The running domain holds it from now on: its usage counts. A ledger that
             // cannot be written does not undo the attach; the loss is in the audit log.
             if done.changed && done.live {
@@ -219,6 +229,29 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Records `id`'s type, by name where it has one, in `domain`'s metadata
+/// ([`Connection::record_type`]).
+fn record_type(
+    conn: &Connection,
+    ctx: &Context<'_>,
+    domain: &str,
+    id: VgpuHandle,
+    scope: Scope,
+) -> Result<()> {
+    let inventory = ctx.state()?.inventory;
+    let found = inventory
+        .gpus
+        .iter()
+        .find_map(|g| g.vgpus.iter().find(|v| v.id == id).map(|v| (g, v)));
+    let Some((gpu, vgpu)) = found else {
+        anyhow::bail!("{id} is not a vGPU of this host");
+    };
+    let name = inventory
+        .type_name(gpu.address, &vgpu.type_id)
+        .unwrap_or(&vgpu.type_id);
+    Ok(conn.record_type(domain, id, name, scope)?)
 }
 
 fn connect(cli: &Cli) -> Result<Connection> {

@@ -121,6 +121,15 @@ pub enum Command {
     },
     /// Show each tenant's policy (etc/vgpu/tenants.toml) and holdings; exit 3 on a violation.
     Tenants,
+    /// Whether this host can take a domain migrated (or restored) from another host: the
+    /// vGPU each of its vGPUs would become here, as the libvirt hook's `migrate begin` would
+    /// choose it. Changes nothing; exits 0 when the domain would be accepted, 1 naming the
+    /// device and the reason when not.
+    CanHost {
+        /// The domain's XML, as `virsh dumpxml --migratable DOMAIN` prints it on the source.
+        #[arg(short = 'f', long = "file", value_name = "DOMAIN.xml")]
+        file: PathBuf,
+    },
     /// Changes to the host: VF counts, vGPUs, definitions, driver bindings.
     #[command(flatten)]
     Change(ChangeCommand),

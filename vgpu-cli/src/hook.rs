@@ -42,7 +42,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write)
     match command {
         HookCommand::Qemu {
             domain, op, subop, ..
-        } => Ok(qemu(ctx, domain, op, subop)),
+        } => Ok(qemu(ctx, domain, op, subop, out)),
         HookCommand::Install { dir } => install(ctx, dir, out),
         HookCommand::Uninstall { dir } => uninstall(ctx, dir, out),
     }
@@ -50,8 +50,11 @@ pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write)
 
 /// The hook itself. Errors are one line on stderr, with what to do about it where the library's
 /// facts leave that to the caller (a VF with no vGPU type).
-fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str) -> u8 {
+fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str, out: &mut dyn Write) -> u8 {
     let (result, failure) = match (op, subop) {
+        // An incoming domain (a migration, or a saved one restored): what is printed replaces
+        // its XML; a failure cancels it.
+        ("migrate" | "restore", "begin") => (incoming(ctx, out), EXIT_ERROR),
         ("prepare", "begin") => (prepare(ctx), EXIT_ERROR),
         ("started", "begin") => (usage(ctx, name, Usage::Begin), EXIT_OK),
         ("stopped", "end") => (usage(ctx, name, Usage::End), EXIT_OK),
@@ -86,6 +89,11 @@ fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str) -> u8 {
 
 /// Reads the domain XML from stdin, at most `xml::MAX_BYTES`.
 fn read_domain() -> Result<DomainXml> {
+    Ok(xml::domain_in_bytes(&read_stdin()?)?)
+}
+
+/// Stdin's bytes, up to one more than `xml::MAX_BYTES` (which the parser then refuses).
+fn read_stdin() -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let bound = u64::try_from(xml::MAX_BYTES).unwrap_or(u64::MAX) + 1;
     std::io::stdin()
@@ -93,7 +101,15 @@ fn read_domain() -> Result<DomainXml> {
         .take(bound)
         .read_to_end(&mut bytes)
         .context("cannot read the domain XML from stdin")?;
-    Ok(xml::domain_in_bytes(&bytes)?)
+    Ok(bytes)
+}
+
+/// `migrate begin` and `restore begin`: the XML, rewritten to name this host's vGPUs, on
+/// stdout ([`crate::migrate::hook`]).
+fn incoming(ctx: &Context<'_>, out: &mut dyn Write) -> Result<()> {
+    let bytes = read_stdin()?;
+    let text = std::str::from_utf8(&bytes).context("the domain XML is not UTF-8")?;
+    crate::migrate::hook(ctx, text, out)
 }
 
 fn prepare(ctx: &Context<'_>) -> Result<()> {

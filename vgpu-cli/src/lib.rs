@@ -40,6 +40,7 @@ mod hook;
 mod isolation;
 pub mod libvirt_facts;
 mod list;
+mod migrate;
 mod mutate;
 mod nova;
 mod plans;

@@ -172,16 +172,7 @@ impl Hostdev {
                 "<hostdev mode='subsystem' type='pci' managed='yes'>".to_owned()
             }
         };
-        let source = match self.device {
-            VgpuHandle::Mdev(uuid) => format!("<address uuid='{uuid}'/>"),
-            VgpuHandle::Vf(address) => format!(
-                "<address domain='{:#06x}' bus='{:#04x}' slot='{:#04x}' function='{:#x}'/>",
-                address.domain(),
-                address.bus(),
-                address.device(),
-                address.function()
-            ),
-        };
+        let source = source_address(self.device);
         let guest = self.guest_address.map_or_else(String::new, |a| {
             format!(
                 "<address type='pci' domain='{:#06x}' bus='{:#04x}' slot='{:#04x}' function='{:#x}'/>",
@@ -189,6 +180,20 @@ impl Hostdev {
             )
         });
         format!("{head}<source>{source}</source>{guest}</hostdev>")
+    }
+}
+
+/// The `<address>` of a hostdev's `<source>` that names `device`, as libvirt writes it.
+pub(crate) fn source_address(device: VgpuHandle) -> String {
+    match device {
+        VgpuHandle::Mdev(uuid) => format!("<address uuid='{uuid}'/>"),
+        VgpuHandle::Vf(address) => format!(
+            "<address domain='{:#06x}' bus='{:#04x}' slot='{:#04x}' function='{:#x}'/>",
+            address.domain(),
+            address.bus(),
+            address.device(),
+            address.function()
+        ),
     }
 }
 

@@ -411,6 +411,55 @@ impl Connection {
             .map_err(|err| Error::libvirt("attach", Some(domain), Some(device.to_string()), &err))
     }
 
+    /// Records in `domain`'s metadata, in `scope`, that `device` holds a vGPU of type
+    /// `type_name` (`virDomainSetMetadata`, key `vgpu`, namespace
+    /// [`xml::METADATA_NAMESPACE`]). The element keeps its `type`, its `tenant` and the other
+    /// devices it records ([`xml::vgpu_metadata_with_device`]). The record travels with the
+    /// domain, so that the hook on another host knows the type to make there.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchDomain`]; [`Error::Libvirt`]; [`Error::Domain`] when the domain's XML
+    /// is refused.
+    pub fn record_type(
+        &self,
+        domain: &str,
+        device: VgpuHandle,
+        type_name: &str,
+        scope: Scope,
+    ) -> Result<()> {
+        let target = self.lookup(domain, "record")?;
+        let fail = |err: virt::error::Error| {
+            Error::libvirt("record", Some(domain), Some(device.to_string()), &err)
+        };
+        let scopes = [
+            (scope.live, 0, virt::sys::VIR_DOMAIN_AFFECT_LIVE),
+            (
+                scope.config,
+                virt::sys::VIR_DOMAIN_XML_INACTIVE,
+                virt::sys::VIR_DOMAIN_AFFECT_CONFIG,
+            ),
+        ];
+        for (wanted, read, affect) in scopes {
+            if !wanted {
+                continue;
+            }
+            let text = target.xml_desc(read).map_err(fail)?;
+            let element = xml::vgpu_metadata_with_device(&text, device, type_name)
+                .map_err(|err| Error::from(err.in_domain(domain)))?;
+            target
+                .set_metadata(
+                    virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                    Some(&element),
+                    Some("vgpu"),
+                    Some(xml::METADATA_NAMESPACE),
+                    affect,
+                )
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
     /// Detaches `device` from `domain` in `scope` (`virDomainDetachDeviceFlags`), giving
     /// libvirt the `<hostdev>` element exactly as the domain's XML has it, so that what
     /// another tool wrote there is matched and not rewritten. A scope in which `domain` does
@@ -577,6 +626,7 @@ mod tests {
             device: VgpuHandle::Mdev(Uuid::from_u128(n)),
             kind: HostdevKind::Mdev,
             text: String::new(),
+            source: 0..0,
         }
     }
 

@@ -50,7 +50,7 @@ pub enum Error {
     },
     /// No GPU a placement may use offers the type asked for: a typo, or a type of another
     /// GPU.
-    #[error("no GPU offers {wanted}; they offer: {}", offered.join(", "))]
+    #[error("no GPU offers {wanted}; {}", they_offer(offered))]
     TypeNotOffered {
         /// The type asked for.
         wanted: String,
@@ -107,6 +107,15 @@ impl Error {
     /// A [`Error::BadName`] for `value` (cut to 80 characters).
     pub(crate) fn bad_name(value: &str, expected: &'static str) -> Self {
         Error::BadName(BadName::new(value, expected))
+    }
+}
+
+/// What the GPUs offer, in words: the list, or that there is none.
+fn they_offer(offered: &[String]) -> String {
+    if offered.is_empty() {
+        "no GPU here offers a type of that kind".to_owned()
+    } else {
+        format!("they offer: {}", offered.join(", "))
     }
 }
 

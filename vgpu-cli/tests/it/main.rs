@@ -15,6 +15,7 @@ mod libvirt_helper;
 mod lifecycle_cli;
 mod man_pages;
 mod mig_cli;
+mod migrate_cli;
 mod no_libvirt;
 mod nova_config;
 mod nova_inventory;

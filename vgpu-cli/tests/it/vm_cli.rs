@@ -414,6 +414,40 @@ fn attach_with_guest_address_keeps_it_in_the_domain_xml() {
     );
 }
 
+/// `attach` records the vGPU's type in the domain's metadata, through libvirt, as the hook of
+/// a host the domain migrates to reads it back; attaching a second one keeps the first.
+#[test]
+fn attach_records_the_type_in_the_domains_metadata() {
+    let h = host();
+    h.define("vm1");
+    create(&h, T4, "T4-2Q", Some(UUID));
+    let vf = create(&h, L40S, "L40S-12Q", None);
+
+    let first = vgpuctl(&h, &["attach", "vm1", UUID]);
+    let second = vgpuctl(&h, &["attach", "vm1", &vf]);
+    let xml = Command::new("virsh")
+        .arg("-c")
+        .arg(h.uri())
+        .args(["dumpxml", "--inactive", "vm1"])
+        .output()
+        .unwrap();
+    let read = vgpu_domain::xml::domain_in_bytes(&xml.stdout).unwrap();
+
+    assert_eq!(
+        (first.status.code(), second.status.code()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(
+        read.device_types,
+        vec![
+            (UUID.parse().unwrap(), "GRID T4-2Q".to_owned()),
+            (vf.parse().unwrap(), "NVIDIA L40S-12Q".to_owned())
+        ],
+        "{}",
+        String::from_utf8_lossy(&xml.stdout)
+    );
+}
+
 /// `attach --gpu` that starts a defined vGPU and then fails to attach stops it again: its
 /// definition stays, so the domain's vGPU can still be started.
 #[test]

@@ -508,6 +508,16 @@ pub enum Error {
         /// The hook's configuration file.
         config: PathBuf,
     },
+    /// An incoming domain names a vGPU whose type this host cannot know: no type in its
+    /// metadata, no Nova flavor `hook.toml` maps, and none `attach` recorded for the device.
+    #[error(
+        "the vGPU type of {device} is unknown here: name one in the domain's metadata, map its \
+         Nova flavor in hook.toml, or give it with `vgpuctl attach` on the source, which records it"
+    )]
+    MigrationTypeUnknown {
+        /// The device, as the source named it.
+        device: String,
+    },
     /// A domain's Nova flavor has no vGPU type in the hook's configuration.
     #[error("Nova flavor {flavor:?} has no vGPU type in {} ([flavors])", path.display())]
     FlavorNotMapped {
@@ -664,7 +674,8 @@ impl Error {
             | Error::NotGpu { .. }
             | Error::PlanRefused { .. }
             | Error::Config { .. }
-            | Error::NoTypeForVf { .. } => ErrorKind::BadInput,
+            | Error::NoTypeForVf { .. }
+            | Error::MigrationTypeUnknown { .. } => ErrorKind::BadInput,
             Error::Read { .. }
             | Error::Monitor { .. }
             | Error::Missing { .. }

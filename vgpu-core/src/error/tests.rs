@@ -142,6 +142,7 @@ fn has_source(err: &Error) -> bool {
         | Error::Config { .. }
         | Error::NotDefined { .. }
         | Error::NoTypeForVf { .. }
+        | Error::MigrationTypeUnknown { .. }
         | Error::FlavorNotMapped { .. }
         | Error::Locked { .. }
         | Error::Nvml(_)

@@ -29,7 +29,7 @@
 //! start makes the vGPUs again.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -278,7 +278,12 @@ fn adopt(
 }
 
 /// [`Error::HookDevice`] for `id` of `domain`.
-fn in_context(domain: &HookDomain, id: VgpuHandle, from: Option<String>, source: Error) -> Error {
+pub(super) fn in_context(
+    domain: &HookDomain,
+    id: VgpuHandle,
+    from: Option<String>,
+    source: Error,
+) -> Error {
     Error::HookDevice {
         domain: domain.name.clone(),
         device: id.to_string(),
@@ -380,34 +385,48 @@ fn hand_out(
 }
 
 /// The type a VF without a definition gets, and where it came from, in words: the domain's
-/// metadata, else its Nova flavor's mapping.
+/// metadata, else its Nova flavor's mapping ([`domain_type`]).
 fn vf_type<'a>(
     domain: &'a HookDomain,
     config: &'a HookConfig,
     vf: PciAddress,
     path: PathBuf,
 ) -> Result<(&'a str, String)> {
+    match domain_type(domain, config, &path)? {
+        Some(found) => Ok(found),
+        None => Err(Error::NoTypeForVf { vf, config: path }),
+    }
+}
+
+/// The type the domain asks for, and where that came from, in words: its metadata's `type`,
+/// else the type `hook.toml` (at `path`) maps its Nova flavor to; `None` when it names
+/// neither.
+pub(super) fn domain_type<'a>(
+    domain: &'a HookDomain,
+    config: &'a HookConfig,
+    path: &Path,
+) -> Result<Option<(&'a str, String)>> {
     if let Some(wanted) = &domain.vgpu_type {
-        return Ok((
+        return Ok(Some((
             wanted,
             format!("type {wanted:?} from the domain's metadata"),
-        ));
+        )));
     }
     match &domain.flavor {
         Some(flavor) => match config.flavor_type(flavor) {
-            Some(wanted) => Ok((
+            Some(wanted) => Ok(Some((
                 wanted,
                 format!(
                     "type {wanted:?} for Nova flavor {flavor:?} in {}",
                     path.display()
                 ),
-            )),
+            ))),
             None => Err(Error::FlavorNotMapped {
                 flavor: flavor.clone(),
-                path,
+                path: path.to_path_buf(),
             }),
         },
-        None => Err(Error::NoTypeForVf { vf, config: path }),
+        None => Ok(None),
     }
 }
 

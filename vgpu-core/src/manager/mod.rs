@@ -10,6 +10,7 @@ mod apply;
 mod create;
 mod hook;
 mod interrupt;
+mod migrate;
 mod parallel;
 mod placing;
 mod policy;
@@ -28,6 +29,7 @@ use uuid::Uuid;
 
 pub use apply::{ApplyEvent, ApplyOutcome, ApplyReport, GpuApply, Progress};
 pub use hook::{HookDomain, Left, Prepared, Released};
+pub use migrate::{Arrival, Incoming, IncomingDevice};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 
@@ -620,6 +622,40 @@ impl Manager {
         self.mutate("hook-prepare", &domain.name, |op| {
             hook::prepare(op, domain, config)
         })
+    }
+
+    /// The libvirt hook's `migrate begin` and `restore begin` on the destination: makes a vGPU
+    /// here for each of `devices`, the vGPUs the incoming XML of `domain` names as the source
+    /// host had them, and says what each became (see the `migrate` module documentation).
+    /// What it makes is recorded first, as for [`Manager::prepare_domain`], and taken back by
+    /// [`Manager::release_domain`]. A second call for the same domain reuses what the first
+    /// made. With `dry_run` it chooses the same and changes nothing (`vgpuctl can-host`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HookDevice`] naming the device and why: [`Error::MigrationTypeUnknown`], no GPU
+    /// offers the type ([`Error::Plan`]), no room ([`Error::NoCapacity`]), or the tenant policy
+    /// refuses ([`Error::PolicyRefused`]). Nothing is made then.
+    pub fn migrate_domain(
+        &self,
+        domain: &HookDomain,
+        devices: &[IncomingDevice],
+        config: &HookConfig,
+        dry_run: bool,
+    ) -> Result<Incoming> {
+        if devices.is_empty() {
+            return Ok(Incoming::default());
+        }
+        let session = self.session()?;
+        let result = if dry_run {
+            session.attempt(|op| migrate::incoming(op, domain, devices, config, true))
+        } else {
+            session.run("hook-migrate", &domain.name, |op| {
+                migrate::incoming(op, domain, devices, config, false)
+            })
+        };
+        session.finish();
+        result
     }
 
     /// The libvirt hook's `release end`: takes back what `prepare_domain` made for domain

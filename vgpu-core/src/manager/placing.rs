@@ -125,6 +125,17 @@ impl Operation<'_> {
         wanted: &str,
         avoid: &[PciAddress],
     ) -> Result<Placement> {
+        self.place_preferring(gpu, wanted, avoid, None)
+    }
+
+    /// [`Operation::place_avoiding`], on `prefer` when it is one of the places that fit.
+    pub(crate) fn place_preferring(
+        &self,
+        gpu: &Gpu,
+        wanted: &str,
+        avoid: &[PciAddress],
+        prefer: Option<PciAddress>,
+    ) -> Result<Placement> {
         let found = self.room_for(gpu, wanted)?;
         let settled = found.gpu();
         // A MIG-backed type bound by its GPU instances: NVML's reason, naming the instances
@@ -150,7 +161,10 @@ impl Operation<'_> {
             return Err(full(found.refusal(1, 0)));
         }
         let reserved = capacity::reservations(&found.state.definitions, settled);
-        for placement in backend::candidates(settled, &found.type_id, &reserved)? {
+        let mut candidates = backend::candidates(settled, &found.type_id, &reserved)?;
+        // A stable sort: the preferred place first, the others in their order.
+        candidates.sort_by_key(|p| Some(p.device()) != prefer);
+        for placement in candidates {
             if !avoid.contains(&placement.device()) && backend::fits(self.paths(), &placement)? {
                 return Ok(placement);
             }

@@ -86,6 +86,16 @@ impl Made {
     }
 }
 
+/// What a device an incoming domain's XML named became on this host (`migrate begin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Moved {
+    /// As the source host named it.
+    pub from: VgpuHandle,
+    /// As this host names it.
+    pub to: VgpuHandle,
+}
+
 /// The record of one domain.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +112,10 @@ pub(crate) struct Record {
     /// tenant, never taken back. Written only under a tenant policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) holds: Vec<VgpuHandle>,
+    /// What each device of an incoming domain's XML became (`migrate begin`), so that a
+    /// second run reuses it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) moved: Vec<Moved>,
 }
 
 impl Record {
@@ -112,6 +126,7 @@ impl Record {
             made,
             tenant: String::new(),
             holds: Vec::new(),
+            moved: Vec::new(),
         }
     }
 

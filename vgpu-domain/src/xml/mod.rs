@@ -31,8 +31,10 @@ use vgpu_model::pci::PciAddress;
 use crate::error::{Error, Result};
 use crate::hostdev::HostdevKind;
 
+mod rewrite;
 mod tenant;
 
+pub use rewrite::{rewrite_sources, vgpu_metadata_with_device};
 pub use tenant::{Tenant, TenantSource};
 
 /// The largest document read, in bytes (4 MiB; a domain with hundreds of devices is well
@@ -63,6 +65,8 @@ pub struct HostdevElement {
     /// every child and attribute another tool may have added (`<alias>`, `<rom>`, a guest
     /// `<address>`): what detaching it gives back to libvirt.
     pub text: String,
+    /// Where its `<source><address …/>` is in the document, in bytes.
+    pub source: std::ops::Range<usize>,
 }
 
 /// The hostdevs of a domain's XML that assign a mediated device or a PCI function, in
@@ -142,6 +146,11 @@ pub struct DomainXml {
     pub nova_flavor: Option<String>,
     /// The tenant the metadata names ([`Tenant`]).
     pub tenant: Option<Tenant>,
+    /// Whether Nova manages the domain: its metadata has `<nova:instance>`.
+    pub nova: bool,
+    /// The vGPU type `attach` recorded for each device, by name: `<vgpu:device id="…"
+    /// type="…"/>` in the `<vgpu:vgpu>` element ([`vgpu_metadata_with_device`]).
+    pub device_types: Vec<(VgpuHandle, String)>,
 }
 
 /// Reads a domain's name, UUID, hostdevs and `vgpu` and Nova metadata, within the bounds of
@@ -187,6 +196,8 @@ pub fn domain(xml: &str) -> Result<DomainXml> {
         vgpu_type,
         nova_flavor,
         tenant: tenant::from_metadata(&metadata),
+        nova: metadata.iter().any(|n| is_nova(*n, "instance")),
+        device_types: rewrite::device_types(&metadata),
     })
 }
 
@@ -328,7 +339,12 @@ fn hostdev(xml: &str, node: Node<'_, '_>) -> Result<Option<HostdevElement>> {
         (VgpuHandle::Vf(pci_source(address)?), kind)
     };
     let text = xml.get(node.range()).unwrap_or_default().to_owned();
-    Ok(Some(HostdevElement { device, kind, text }))
+    Ok(Some(HostdevElement {
+        device,
+        kind,
+        text,
+        source: address.range(),
+    }))
 }
 
 fn pci_source(address: Node<'_, '_>) -> Result<PciAddress> {

@@ -20,13 +20,17 @@ fn hostdevs_mdev_is_read_with_its_text() {
     let element = format!(
         "<hostdev mode='subsystem' type='mdev' model='vfio-pci' display='off'><source><address uuid='{MDEV_UUID}'/></source></hostdev>"
     );
-    let found = hostdevs(&domain(&element)).ok();
+    let xml = domain(&element);
+    let found = hostdevs(&xml).ok();
+    let address = format!("<address uuid='{MDEV_UUID}'/>");
+    let at = xml.find(&address).unwrap();
     assert_eq!(
         found,
         Some(vec![HostdevElement {
             device: VgpuHandle::Mdev(Uuid::from_u128(0xc0ffee00_0000_4000_8000_000000000001)),
             kind: HostdevKind::Mdev,
             text: element,
+            source: at..at + address.len(),
         }])
     );
 }
@@ -509,5 +513,77 @@ fn belonging_says_nova_manages_a_domain_with_nova_instance() {
             other_namespace.nova
         ),
         (true, Some("acmecorp".to_owned()), false, false)
+    );
+}
+
+#[test]
+fn rewrite_sources_changes_only_the_moved_sources() {
+    let vf = "<hostdev mode='subsystem' type='pci' managed='no'>\n  <source>\n    <address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/>\n  </source>\n  <alias name='hostdev0'/>\n</hostdev>";
+    let kept = format!(
+        "<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='{MDEV_UUID}'/></source></hostdev>"
+    );
+    let xml = format!("<domain>\n<!-- a comment -->\n<devices>\n{vf}\n{kept}\n</devices></domain>");
+    let from = VgpuHandle::Vf("0000:41:00.4".parse().unwrap());
+    let to = VgpuHandle::Vf("0000:c1:01.3".parse().unwrap());
+
+    let rewritten = rewrite_sources(&xml, &[(from, to)]).unwrap();
+
+    assert_eq!(
+        rewritten,
+        xml.replace(
+            "<address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/>",
+            "<address domain='0x0000' bus='0xc1' slot='0x01' function='0x3'/>"
+        )
+    );
+    assert_eq!(rewrite_sources(&xml, &[]).unwrap(), xml);
+}
+
+#[test]
+fn vgpu_metadata_with_device_keeps_the_rest_and_replaces_the_same_device() {
+    let other = "0000:41:00.5";
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}' type='L40S-12Q' tenant='a&amp;b'>\
+         <device id='{MDEV_UUID}' type='GRID T4-2Q'/><device id='{other}' type='NVIDIA L40S-12Q'/>\
+         </vgpu:vgpu>"
+    ));
+    let device = VgpuHandle::Mdev(MDEV_UUID.parse().unwrap());
+
+    let element = vgpu_metadata_with_device(&xml, device, "GRID T4-4Q").unwrap();
+    let fresh = vgpu_metadata_with_device(&with_metadata(""), device, "it's").unwrap();
+
+    assert_eq!(
+        element,
+        format!(
+            "<vgpu type='L40S-12Q' tenant='a&amp;b'><device id='{other}' type='NVIDIA L40S-12Q'/>\
+             <device id='{MDEV_UUID}' type='GRID T4-4Q'/></vgpu>"
+        )
+    );
+    assert_eq!(
+        fresh,
+        format!("<vgpu><device id='{MDEV_UUID}' type='it&apos;s'/></vgpu>")
+    );
+}
+
+#[test]
+fn domain_reads_device_types_in_or_out_of_the_namespace() {
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}'><device id='{MDEV_UUID}' type='GRID T4-2Q'/>\
+         <vgpu:device id='0000:41:00.4' type='NVIDIA L40S-12Q'/><device id='bad' type='x'/></vgpu:vgpu>"
+    ));
+
+    let read = super::domain(&xml).unwrap();
+
+    assert_eq!(
+        read.device_types,
+        vec![
+            (
+                VgpuHandle::Mdev(MDEV_UUID.parse().unwrap()),
+                "GRID T4-2Q".to_owned()
+            ),
+            (
+                VgpuHandle::Vf("0000:41:00.4".parse().unwrap()),
+                "NVIDIA L40S-12Q".to_owned()
+            )
+        ]
     );
 }

@@ -1,0 +1,117 @@
+//! A domain XML with some of its hostdevs naming other devices, every other byte as it was: what
+//! the libvirt hook prints for `migrate begin` and `restore begin`, which libvirt then uses
+//! instead of the XML it gave (<https://libvirt.org/hooks.html>).
+
+use roxmltree::Node;
+use vgpu_model::VgpuHandle;
+
+#[cfg(doc)]
+use super::DomainXml;
+use super::{METADATA_NAMESPACE, Result, hostdevs, metadata, parse};
+
+/// `xml` with the `<source><address …/>` of each hostdev that assigns a device `moves` names
+/// (from, to) replaced by one naming `to`. Nothing else changes: not the hostdev's other
+/// children, not white space, not the order.
+///
+/// # Errors
+///
+/// [`crate::Error::Xml`] as for [`hostdevs`].
+pub fn rewrite_sources(xml: &str, moves: &[(VgpuHandle, VgpuHandle)]) -> Result<String> {
+    let mut elements = hostdevs(xml)?;
+    elements.sort_by_key(|e| e.source.start);
+    let mut out = String::with_capacity(xml.len());
+    let mut at = 0;
+    for element in &elements {
+        let Some((_, to)) = moves.iter().find(|(from, _)| *from == element.device) else {
+            continue;
+        };
+        out.push_str(&xml[at..element.source.start]);
+        out.push_str(&crate::hostdev::source_address(*to));
+        at = element.source.end;
+    }
+    out.push_str(&xml[at..]);
+    Ok(out)
+}
+
+/// The `<vgpu>` element of namespace [`METADATA_NAMESPACE`] for the domain `xml` describes,
+/// with `device` recorded as holding a vGPU of type `type_name`: its `type` and `tenant` kept,
+/// and every other device it records. `attach` gives it to libvirt
+/// (`virDomainSetMetadata`, key `vgpu`), so that the type travels with the domain to another
+/// host, where the hook reads it back ([`DomainXml::device_types`]).
+///
+/// # Errors
+///
+/// [`crate::Error::Xml`] as for [`hostdevs`].
+pub fn vgpu_metadata_with_device(xml: &str, device: VgpuHandle, type_name: &str) -> Result<String> {
+    let doc = parse(xml)?;
+    let element = metadata(doc.root_element())
+        .into_iter()
+        .find(|n| is_vgpu(*n, "vgpu"));
+    let mut out = String::from("<vgpu");
+    for name in ["type", "tenant"] {
+        if let Some(value) = element.and_then(|e| e.attribute(name)) {
+            out.push_str(&format!(" {name}='{}'", escape(value)));
+        }
+    }
+    out.push('>');
+    let recorded = element
+        .into_iter()
+        .flat_map(|e| e.children())
+        .filter(|n| is_device(*n));
+    for child in recorded {
+        let (Some(id), Some(kind)) = (child.attribute("id"), child.attribute("type")) else {
+            continue;
+        };
+        if id.parse::<VgpuHandle>().is_ok_and(|id| id == device) {
+            continue;
+        }
+        out.push_str(&format!(
+            "<device id='{}' type='{}'/>",
+            escape(id),
+            escape(kind)
+        ));
+    }
+    out.push_str(&format!(
+        "<device id='{device}' type='{}'/></vgpu>",
+        escape(type_name)
+    ));
+    Ok(out)
+}
+
+/// The devices and types the `<vgpu>` element of `metadata` records.
+pub(super) fn device_types(metadata: &[Node<'_, '_>]) -> Vec<(VgpuHandle, String)> {
+    metadata
+        .iter()
+        .filter(|n| is_vgpu(**n, "vgpu"))
+        .flat_map(|e| e.children())
+        .filter(|n| is_device(*n))
+        .filter_map(|n| {
+            let id = n.attribute("id")?.parse().ok()?;
+            Some((id, n.attribute("type")?.to_owned()))
+        })
+        .collect()
+}
+
+/// Whether `node` is the element `name` of [`METADATA_NAMESPACE`].
+fn is_vgpu(node: Node<'_, '_>, name: &str) -> bool {
+    node.is_element()
+        && node.tag_name().name() == name
+        && node.tag_name().namespace() == Some(METADATA_NAMESPACE)
+}
+
+/// Whether `node` is a `<device>` child of the `<vgpu>` element. libvirt puts only the root
+/// of a metadata element in its namespace, so a child is read in no namespace too.
+fn is_device(node: Node<'_, '_>) -> bool {
+    node.is_element()
+        && node.tag_name().name() == "device"
+        && matches!(node.tag_name().namespace(), None | Some(METADATA_NAMESPACE))
+}
+
+/// `value` for an attribute in single quotes.
+fn escape(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('\'', "&apos;")
+        .replace('"', "&quot;")
+}
