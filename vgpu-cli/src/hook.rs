@@ -7,6 +7,10 @@
 //! run) and needs no environment: libvirt runs hooks with almost none, so `hook install` writes
 //! `--root`, `--state-root` and `--nvml-library` into the script it installs.
 //!
+//! `migrate begin` and `restore begin` (an incoming domain) print the domain XML rewritten to
+//! name this host's vGPUs, or nothing when none is named otherwise ([`crate::migrate`]); a
+//! failure cancels the migration. `release end migrated` is audited as a migration's.
+//!
 //! libvirt shows the user what a failing `prepare` hook wrote to stderr, so a failure is one
 //! line there and exit status 1, which aborts the start. `release` failures are reported the
 //! same way with exit status 0: libvirt ignores it there. `started` and `stopped` open and
@@ -41,8 +45,11 @@ const MARKER: &str = "# Installed by `vgpuctl hook install`";
 pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write) -> Result<u8> {
     match command {
         HookCommand::Qemu {
-            domain, op, subop, ..
-        } => Ok(qemu(ctx, domain, op, subop, out)),
+            domain,
+            op,
+            subop,
+            extra,
+        } => Ok(qemu(ctx, domain, op, subop, extra, out)),
         HookCommand::Install { dir } => install(ctx, dir, out),
         HookCommand::Uninstall { dir } => uninstall(ctx, dir, out),
     }
@@ -50,7 +57,14 @@ pub(crate) fn run(ctx: &Context<'_>, command: &HookCommand, out: &mut dyn Write)
 
 /// The hook itself. Errors are one line on stderr, with what to do about it where the library's
 /// facts leave that to the caller (a VF with no vGPU type).
-fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str, out: &mut dyn Write) -> u8 {
+fn qemu(
+    ctx: &Context<'_>,
+    name: &str,
+    op: &str,
+    subop: &str,
+    extra: &[String],
+    out: &mut dyn Write,
+) -> u8 {
     let (result, failure) = match (op, subop) {
         // An incoming domain (a migration, or a saved one restored): what is printed replaces
         // its XML; a failure cancels it.
@@ -58,7 +72,11 @@ fn qemu(ctx: &Context<'_>, name: &str, op: &str, subop: &str, out: &mut dyn Writ
         ("prepare", "begin") => (prepare(ctx), EXIT_ERROR),
         ("started", "begin") => (usage(ctx, name, Usage::Begin), EXIT_OK),
         ("stopped", "end") => (usage(ctx, name, Usage::End), EXIT_OK),
-        ("release", "end") => (release(ctx), EXIT_OK),
+        // libvirt 10.5.0 and later say `migrated` on the source of a migration that succeeded.
+        ("release", "end") => (
+            release(ctx, extra.first().is_some_and(|e| e == "migrated")),
+            EXIT_OK,
+        ),
         _ => return EXIT_OK,
     };
     match result {
@@ -170,13 +188,18 @@ fn usage(ctx: &Context<'_>, name: &str, what: Usage) -> Result<()> {
     }
 }
 
-fn release(ctx: &Context<'_>) -> Result<()> {
+fn release(ctx: &Context<'_>, migrated: bool) -> Result<()> {
     let domain = read_domain()?;
     // A `stopped` whose record was lost (a full disk) is closed here, late rather than never.
     if let Err(err) = ctx.manager().usage_end(domain.uuid, None) {
         ctx.manager().usage_lost("usage-end", &domain.name, &err);
     }
-    let released = ctx.manager().release_domain(domain.uuid, &domain.name)?;
+    let released = if migrated {
+        ctx.manager()
+            .release_migrated_domain(domain.uuid, &domain.name)?
+    } else {
+        ctx.manager().release_domain(domain.uuid, &domain.name)?
+    };
     for left in &released.left {
         tracing::info!(device = %left.made.handle(), reason = left.reason, "left as it is");
     }

@@ -150,6 +150,10 @@ pub(crate) fn examples(page: &str) -> &'static [Example] {
             "Install the hook for the system libvirtd, then restart it:",
             "vgpuctl hook install\nsystemctl restart libvirtd",
         )],
+        "vgpuctl-can-host" => &[(
+            "Whether this host can take vm1, from the XML its source host gives:",
+            "vgpuctl can-host -f vm1.xml",
+        )],
         "vgpuctl-usage" => &[(
             "vGPU time per tenant over the last 30 days, as CSV:",
             "vgpuctl usage --since -30d --by tenant --csv",

@@ -37,6 +37,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-types.8",
             "vgpuctl-check.8",
             "vgpuctl-tenants.8",
+            "vgpuctl-can-host.8",
             "vgpuctl-sriov.8",
             "vgpuctl-create.8",
             "vgpuctl-destroy.8",
@@ -233,7 +234,7 @@ fn man_page_examples_parse() {
             }
         }
     }
-    assert_eq!(parsed, 19);
+    assert_eq!(parsed, 20);
 }
 
 #[test]

@@ -193,6 +193,56 @@ fn source_release_after_a_migration_gives_the_vf_back() {
     assert_eq!(released.status.code(), Some(0), "{}", stderr(&released));
     assert_eq!(typed_vfs(&source, GPU_A), Vec::<(String, String)>::new());
     assert_eq!(records(&source), Vec::<String>::new());
+    let audit =
+        std::fs::read_to_string(source.state.path().join("var/log/vgpu/audit.jsonl")).unwrap();
+    let actions: Vec<String> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| {
+            v["action"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("hook-release"))
+        })
+        .map(|v| {
+            format!(
+                "{} {}",
+                v["action"].as_str().unwrap(),
+                v["result"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        vec!["hook-release-migrated started", "hook-release-migrated ok"]
+    );
+}
+
+/// Nova 2024.1 and later move the mediated devices of the domains they migrate themselves: for
+/// a domain with Nova's metadata the hook leaves them, makes nothing and prints nothing.
+#[test]
+fn mdevs_of_a_nova_domain_are_left_to_nova() {
+    let dest = common::host("mixed");
+    let hooks = install_hook(&dest, &[]);
+    let xml = domain_xml(
+        1,
+        &format!(
+            "<nova:instance xmlns:nova=\"http://openstack.org/xmlns/libvirt/nova/1.1\">\
+             <nova:flavor name=\"vgpu.t4\"/></nova:instance>\
+             <vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{MDEV}\" type=\"GRID T4-2Q\"/></vgpu:vgpu>"
+        ),
+        &format!(
+            "    <hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='{MDEV}'/></source></hostdev>\n"
+        ),
+    );
+
+    let out = run_hook(hooks.path(), "vm1", "migrate", "begin", &xml);
+
+    assert_eq!(
+        (out.status.code(), out_text(&out), stderr(&out)),
+        (Some(0), String::new(), String::new())
+    );
+    assert_eq!(common::vgpu_ids(&dest, T4), Vec::<String>::new());
+    assert_eq!(records(&dest), Vec::<String>::new());
 }
 
 /// A mediated device keeps its UUID where it is free here, and the XML is left as it is;

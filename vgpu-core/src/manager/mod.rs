@@ -663,10 +663,21 @@ impl Manager {
     /// process holds open. What cannot be taken back stays recorded and is reported in
     /// [`Released::failed`]. A domain with no record returns at once, without the host lock.
     pub fn release_domain(&self, uuid: Uuid, name: &str) -> Result<Released> {
+        self.release_as("hook-release", uuid, name)
+    }
+
+    /// [`Manager::release_domain`] on the source of a live migration that succeeded (libvirt's
+    /// `release end migrated`, libvirt 10.5.0 and later): the same, audited as
+    /// `hook-release-migrated`, so that the audit log names the migration.
+    pub fn release_migrated_domain(&self, uuid: Uuid, name: &str) -> Result<Released> {
+        self.release_as("hook-release-migrated", uuid, name)
+    }
+
+    fn release_as(&self, action: &str, uuid: Uuid, name: &str) -> Result<Released> {
         if !crate::state::hook::record_path(&self.paths, uuid).exists() {
             return Ok(Released::default());
         }
-        self.mutate("hook-release", name, |op| hook::release(op, uuid, name))
+        self.mutate(action, name, |op| hook::release(op, uuid, name))
     }
 
     /// Brings the host back to its definitions after a reboot or a crash: VF counts first,
