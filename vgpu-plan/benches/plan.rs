@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use vgpu_model::Inventory;
 use vgpu_model::pci::PciAddress;
 use vgpu_plan::desired::{DesiredFile, Format};
-use vgpu_plan::place::{PlaceRequest, PlaceWant, Policy, place};
+use vgpu_plan::place::{Pick, PlaceRequest, PlaceWant, Placer, Policy, place};
 use vgpu_plan::testing::fleet::{self, Model};
 use vgpu_plan::{HostState, plan};
 
@@ -78,33 +78,47 @@ fn host(inventory: Inventory) -> HostState {
     }
 }
 
-/// Places `requests` in order on `state`, recording each placement as the kernel would.
-/// Returns (requests satisfied, vGPUs placed, GiB placed, time spent in `place`).
+/// What one replay of the requests gave: requests satisfied, vGPUs placed, GiB placed, time
+/// spent choosing, and every answer (for comparing two placers).
+struct Replay {
+    satisfied: usize,
+    placed: u32,
+    gib: u64,
+    spent: Duration,
+    answers: Vec<Option<Vec<Pick>>>,
+}
+
+/// Places `requests` in order on `state` with `choose`, recording each placement as the
+/// kernel would (`record`).
 fn replay(
-    state: &mut HostState,
     requests: &[PlaceRequest],
-    policy: Policy,
-) -> (usize, u32, u64, Duration) {
-    let mut satisfied = 0;
-    let mut placed = 0;
-    let mut gib = 0;
-    let mut spent = Duration::ZERO;
+    mut choose: impl FnMut(&PlaceRequest) -> Option<Vec<Pick>>,
+    mut record: impl FnMut(&Pick),
+) -> Replay {
+    let mut out = Replay {
+        satisfied: 0,
+        placed: 0,
+        gib: 0,
+        spent: Duration::ZERO,
+        answers: Vec::with_capacity(requests.len()),
+    };
     for request in requests {
         let started = Instant::now();
-        let result = place(state, request, policy);
-        spent += started.elapsed();
-        if let Ok(picks) = result {
-            satisfied += 1;
-            placed += picks.len() as u32;
+        let result = choose(request);
+        out.spent += started.elapsed();
+        if let Some(picks) = &result {
+            out.satisfied += 1;
+            out.placed += picks.len() as u32;
             if let PlaceWant::Framebuffer { mib, .. } = request.want {
-                gib += mib / 1024 * picks.len() as u64;
+                out.gib += mib / 1024 * picks.len() as u64;
             }
-            for pick in &picks {
-                fleet::record(&mut state.inventory, pick);
+            for pick in picks {
+                record(pick);
             }
         }
+        out.answers.push(result);
     }
-    (satisfied, placed, gib, spent)
+    out
 }
 
 const CONFIG: &str = r#"version = 1
@@ -189,7 +203,13 @@ fn quality(instances: usize) -> (u32, u32) {
                 wanted[s] += 1;
             }
         }
-        packed += replay(&mut state, &requests, Policy::Pack).1;
+        let cell = std::cell::RefCell::new(&mut state);
+        packed += replay(
+            &requests,
+            |r| place(&cell.borrow(), r, Policy::Pack).ok(),
+            |pick| fleet::record(&mut cell.borrow_mut().inventory, pick),
+        )
+        .placed;
         best += optimum(&models, &wanted);
     }
     (packed, best)
@@ -213,13 +233,45 @@ fn main() {
     );
     let mut packed_state = host(fleet::fleet(gpus));
     for (name, policy) in [("pack", Policy::Pack), ("spread", Policy::Spread)] {
+        // The peer: `place` on the whole host for each request.
         let mut state = host(fleet::fleet(gpus));
-        let (satisfied, placed, gib, spent) = replay(&mut state, &requests, policy);
+        let cell = std::cell::RefCell::new(&mut state);
+        let scan = replay(
+            &requests,
+            |r| place(&cell.borrow(), r, policy).ok(),
+            |pick| fleet::record(&mut cell.borrow_mut().inventory, pick),
+        );
+        // The index: a `Placer` kept across requests, told what each pick made.
+        let placer = std::cell::RefCell::new(Placer::new(host(fleet::fleet(gpus))));
+        let indexed = replay(
+            &requests,
+            |r| placer.borrow_mut().place(r, policy).ok(),
+            |pick| {
+                placer
+                    .borrow_mut()
+                    .update(&[pick.gpu], |h| fleet::record(&mut h.inventory, pick));
+            },
+        );
+        let per = |r: &Replay| r.spent.as_secs_f64() * 1e6 / requests.len() as f64;
+        for (how, r) in [("scan", &scan), ("index", &indexed)] {
+            println!(
+                "place ({name:6}, {how:5}): {} requests satisfied, {} vGPUs and {} GiB placed ({:.0}% of the fleet), {:.1} ms, {:.2} µs per request",
+                r.satisfied,
+                r.placed,
+                r.gib,
+                r.gib as f64 * 100.0 / fleet_gib as f64,
+                r.spent.as_secs_f64() * 1e3,
+                per(r)
+            );
+        }
         println!(
-            "place ({name:6}): {satisfied} requests satisfied, {placed} vGPUs and {gib} GiB placed ({:.0}% of the fleet), {:.1} ms in place(), {:.1} µs per request",
-            gib as f64 * 100.0 / fleet_gib as f64,
-            spent.as_secs_f64() * 1e3,
-            spent.as_secs_f64() * 1e6 / requests.len() as f64
+            "place ({name:6}): the same placements: {}; index/scan time: {:.3}x (goal <= 10 µs per request)",
+            if scan.answers == indexed.answers {
+                "yes"
+            } else {
+                "NO"
+            },
+            per(&indexed) / per(&scan)
         );
         if policy == Policy::Pack {
             packed_state = state;

@@ -57,7 +57,7 @@ pub struct PlaceRequest {
 }
 
 /// The size or type of the vGPUs to place.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PlaceWant {
     /// A frame buffer size, mapped on each GPU as a plan maps it.
     Framebuffer {
@@ -154,16 +154,32 @@ fn place_with(
         .inventory
         .gpus
         .iter()
-        .filter(|g| g.backend != Backend::None)
-        .filter(|g| request.numa_node.is_none() || g.numa_node == request.numa_node)
+        .filter(|g| is_candidate(g, request.numa_node))
         .collect();
     if let PlaceWant::Type(wanted) = &request.want {
         not_offered(&candidates, wanted)?;
     }
-    let mut slots: Vec<Slot<'_>> = candidates
+    let slots: Vec<Slot<'_>> = candidates
         .iter()
         .filter_map(|g| slot(host, g, &request.want))
         .collect();
+    choose(host, slots, request, policy, tenancy)
+}
+
+/// Whether `gpu` may take a request's vGPUs: it offers some, on `numa_node` when one is asked.
+fn is_candidate(gpu: &Gpu, numa_node: Option<u32>) -> bool {
+    gpu.backend != Backend::None && (numa_node.is_none() || gpu.numa_node == numa_node)
+}
+
+/// The picks for `request` among `slots` (see the module documentation): the one choice
+/// [`place`] and [`Placer::place`] make.
+fn choose(
+    host: &HostState,
+    mut slots: Vec<Slot<'_>>,
+    request: &PlaceRequest,
+    policy: Policy,
+    tenancy: Option<&Tenancy>,
+) -> Result<Vec<Pick>> {
     let capacity: u32 = slots.iter().map(|s| s.room).sum();
     if capacity < request.count {
         return Err(Error::NoPlacement {
@@ -295,10 +311,7 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
 /// not read as a full host.
 fn not_offered(candidates: &[&Gpu], wanted: &str) -> Result<()> {
     let want = PlaceWant::Type(wanted.to_owned());
-    let offers = |g: &&Gpu| {
-        choose_type(g, &want).is_some() || (wanted == PLAIN_VF_TYPE && g.backend == Backend::Sriov)
-    };
-    if candidates.iter().any(offers) {
+    if candidates.iter().any(|g| offers(g, &want)) {
         return Ok(());
     }
     let mut offered: Vec<String> = candidates
@@ -312,6 +325,17 @@ fn not_offered(candidates: &[&Gpu], wanted: &str) -> Result<()> {
         wanted: wanted.to_owned(),
         offered,
     })
+}
+
+/// Whether `gpu` offers the type `want` names (a size is not checked here: always).
+fn offers(gpu: &Gpu, want: &PlaceWant) -> bool {
+    match want {
+        PlaceWant::Type(wanted) => {
+            choose_type(gpu, want).is_some()
+                || (wanted == PLAIN_VF_TYPE && gpu.backend == Backend::Sriov)
+        }
+        PlaceWant::Framebuffer { .. } => true,
+    }
 }
 
 /// The slot `gpu` offers for `want`, if it can take any: its room is [`capacity::room`]'s.
@@ -438,6 +462,9 @@ fn series_of(name: &str) -> Option<char> {
         .next()
         .filter(|c| digits > 0 && matches!(c, 'A' | 'B' | 'C' | 'Q'))
 }
+
+mod placer;
+pub use placer::Placer;
 
 #[cfg(test)]
 mod tenant_tests;
