@@ -29,11 +29,13 @@
 //! start makes the vGPUs again.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::placing::GpuRoom;
 use super::session::Operation;
 use super::{is_gpu_function, stop};
 use crate::backend::{self, NewVgpu, Running};
@@ -124,8 +126,16 @@ impl Plan {
     }
 }
 
-/// Instances of each type this run has planned per GPU, so that room is counted once.
-type Planned = BTreeMap<(PciAddress, String), u32>;
+/// What one `prepare` run planned, and what it read of each GPU to plan it: the GPU is read,
+/// and its room for a type counted, once per run, however many of its VFs the domain names.
+/// Nothing changes the host between the reads and the last plan.
+#[derive(Default)]
+struct Planned {
+    /// vGPUs of each type (by id) planned per GPU.
+    counts: BTreeMap<(PciAddress, String), u32>,
+    /// Each GPU's room for each type asked (by the name asked).
+    rooms: BTreeMap<(PciAddress, String), GpuRoom>,
+}
 
 /// Makes `domain`'s devices exist (see the module documentation).
 pub(super) fn prepare(
@@ -140,7 +150,7 @@ pub(super) fn prepare(
     let mut others: Option<Vec<(PathBuf, Record)>> = None;
     let mut prepared = Prepared::default();
     let mut plans = Vec::new();
-    let mut planned = Planned::new();
+    let mut planned = Planned::default();
     let mut seen = Vec::new();
     for &id in &domain.devices {
         if seen.contains(&id) {
@@ -445,7 +455,7 @@ fn pick(
 }
 
 /// [`pick`] from the whole GPU: the type it offers by that name, and its room after what
-/// definitions hold and what this run planned.
+/// definitions hold and what this run planned. The GPU is read once per run and type.
 fn pick_counted(
     op: &Operation<'_>,
     pf: PciAddress,
@@ -454,11 +464,16 @@ fn pick_counted(
     planned: &mut Planned,
 ) -> Result<u32> {
     let paths = op.paths();
-    let (gpu, _warnings) = discover_gpu(paths, pf)?;
-    let found = op.room_for(&gpu, wanted)?;
+    let found = match planned.rooms.entry((pf, wanted.to_owned())) {
+        Entry::Occupied(read) => read.into_mut(),
+        Entry::Vacant(unread) => {
+            let (gpu, _warnings) = discover_gpu(paths, pf)?;
+            unread.insert(op.room_for(&gpu, wanted)?)
+        }
+    };
     let room = found.room.available;
     let type_id = found.type_id.clone();
-    let taken = planned.entry((pf, type_id.clone())).or_default();
+    let taken = planned.counts.entry((pf, type_id.clone())).or_default();
     if room <= *taken {
         return Err(found.refusal(*taken + 1, room));
     }
