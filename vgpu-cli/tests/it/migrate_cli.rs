@@ -171,24 +171,7 @@ fn source_release_after_a_migration_gives_the_vf_back() {
     );
     assert_eq!(typed_vfs(&source, GPU_A).len(), 1);
 
-    let mut child = std::process::Command::new(hooks.path().join("qemu.d/vgpu"))
-        .args(["vm1", "release", "end", "migrated"])
-        .env_clear()
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(xml.as_bytes())
-            .unwrap();
-    }
-    let released = child.wait_with_output().unwrap();
+    let released = common::run_hook_extra(hooks.path(), "vm1", "release", "end", "migrated", &xml);
 
     assert_eq!(released.status.code(), Some(0), "{}", stderr(&released));
     assert_eq!(typed_vfs(&source, GPU_A), Vec::<(String, String)>::new());

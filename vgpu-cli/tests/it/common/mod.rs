@@ -201,9 +201,21 @@ pub(crate) fn install_hook(host: &Host, global: &[&str]) -> tempfile::TempDir {
 /// Runs the hook installed in `hooks` as libvirt does: `env -i qemu.d/vgpu NAME OP SUBOP -`,
 /// the domain XML on stdin.
 pub(crate) fn run_hook(hooks: &Path, name: &str, op: &str, subop: &str, xml: &str) -> Output {
+    run_hook_extra(hooks, name, op, subop, "-", xml)
+}
+
+/// [`run_hook`] with libvirt's last argument `extra` (`migrated` on a migration's source).
+pub(crate) fn run_hook_extra(
+    hooks: &Path,
+    name: &str,
+    op: &str,
+    subop: &str,
+    extra: &str,
+    xml: &str,
+) -> Output {
     use std::io::Write;
     let mut child = Command::new(hooks.join("qemu.d/vgpu"))
-        .args([name, op, subop, "-"])
+        .args([name, op, subop, extra])
         .env_clear()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
