@@ -107,7 +107,6 @@ pub(crate) fn hook(ctx: &Context<'_>, text: &str, out: &mut dyn Write) -> Result
 #[derive(Debug, Serialize)]
 struct CanHost {
     domain: String,
-    accepted: bool,
     devices: Vec<Arrival>,
 }
 
@@ -150,7 +149,6 @@ pub(crate) fn can_host(ctx: &Context<'_>, file: &Path, out: &mut dyn Write) -> R
     crate::render::emit(
         &CanHost {
             domain: domain.name,
-            accepted: true,
             devices: incoming.arrivals,
         },
         ctx.format(),

@@ -8,20 +8,12 @@ use std::process::Output;
 
 use proptest::prelude::*;
 
-use crate::common::{self, Host, NS, install_hook, json, run_hook, stderr, vgpuctl};
+use crate::common::{self, Host, NS, install_hook, json, pci_source, run_hook, stderr, vgpuctl};
 
 const GPU_A: &str = "0000:41:00.0";
 const GPU_B: &str = "0000:c1:00.0";
 const T4: &str = "0000:3b:00.0";
 const MDEV: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
-
-/// The hostdev of a vendor-VFIO VF, as libvirt writes it.
-fn vf_source(address: &str) -> String {
-    let (domain, rest) = address.split_once(':').unwrap();
-    let (bus, rest) = rest.split_once(':').unwrap();
-    let (slot, function) = rest.split_once('.').unwrap();
-    format!("<address domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/>")
-}
 
 /// A domain the schema accepts, named `vm<n>`, with `metadata` and `devices` as given.
 fn domain_xml(n: u32, metadata: &str, devices: &str) -> String {
@@ -40,7 +32,7 @@ fn vf_domain(n: u32, vgpu_type: &str, vfs: &[&str]) -> String {
         .map(|vf| {
             format!(
                 "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <source>{}</source>\n      <alias name='hostdev{n}'/>\n    </hostdev>\n",
-                vf_source(vf)
+                pci_source(vf)
             )
         })
         .collect();
@@ -63,6 +55,18 @@ fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
              <source><address uuid='{uuid}'/></source>\n    </hostdev>\n"
         ),
     )
+}
+
+/// `vm<n>` started on the host whose hook is in `hooks`, holding `vgpu_type` on `vf`.
+fn prepared(hooks: &Path, n: u32, vgpu_type: &str, vf: &str) {
+    let out = run_hook(
+        hooks,
+        &format!("vm{n}"),
+        "prepare",
+        "begin",
+        &vf_domain(n, vgpu_type, &[vf]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 fn out_text(out: &Output) -> String {
@@ -121,20 +125,14 @@ fn vendor_vf_held_here_is_rewritten_to_the_other_l40s_with_the_same_type() {
     let dest = common::host("l40s-vendor-vfio");
     let hooks = install_hook(&dest, &[]);
     let held = common::vf("41", 0);
-    let other = vf_domain(2, "L40S-24Q", &[&held]);
-    assert_eq!(
-        run_hook(hooks.path(), "vm2", "prepare", "begin", &other)
-            .status
-            .code(),
-        Some(0)
-    );
+    prepared(hooks.path(), 2, "L40S-24Q", &held);
     let incoming = vf_domain(1, "L40S-12Q", &[&held]);
 
     let first = run_hook(hooks.path(), "vm1", "migrate", "begin", &incoming);
     let second = run_hook(hooks.path(), "vm1", "migrate", "begin", &incoming);
 
     let chosen = common::vf("c1", 0);
-    let expected = incoming.replace(&vf_source(&held), &vf_source(&chosen));
+    let expected = incoming.replace(&pci_source(&held), &pci_source(&chosen));
     assert_eq!(
         (first.status.code(), out_text(&first), stderr(&first)),
         (Some(0), expected.clone(), String::new())
@@ -153,7 +151,21 @@ fn vendor_vf_held_here_is_rewritten_to_the_other_l40s_with_the_same_type() {
     let released = run_hook(hooks.path(), "vm1", "release", "end", &expected);
     assert_eq!(released.status.code(), Some(0), "{}", stderr(&released));
     assert_eq!(typed_vfs(&dest, GPU_B), Vec::<(String, String)>::new());
-    assert_eq!(typed_vfs(&dest, GPU_A), vec![(held, "1155".to_owned())]);
+    assert_eq!(
+        typed_vfs(&dest, GPU_A),
+        vec![(held.clone(), "1155".to_owned())]
+    );
+
+    // A saved domain restored here is handled as an incoming one.
+    let restored = run_hook(hooks.path(), "vm1", "restore", "begin", &incoming);
+    assert_eq!(
+        (restored.status.code(), out_text(&restored)),
+        (Some(0), expected)
+    );
+    assert_eq!(
+        typed_vfs(&dest, GPU_B),
+        vec![(common::vf("c1", 0), "1153".to_owned())]
+    );
 }
 
 /// On the source, `release end migrated` gives back what `prepare` made, as any release does.
@@ -163,12 +175,7 @@ fn source_release_after_a_migration_gives_the_vf_back() {
     let hooks = install_hook(&source, &[]);
     let vf = common::vf("41", 0);
     let xml = vf_domain(1, "L40S-12Q", &[&vf]);
-    assert_eq!(
-        run_hook(hooks.path(), "vm1", "prepare", "begin", &xml)
-            .status
-            .code(),
-        Some(0)
-    );
+    prepared(hooks.path(), 1, "L40S-12Q", &vf);
     assert_eq!(typed_vfs(&source, GPU_A).len(), 1);
 
     let released = common::run_hook_extra(hooks.path(), "vm1", "release", "end", "migrated", &xml);
@@ -275,16 +282,8 @@ fn destination_without_the_type_or_room_refuses_in_one_line_and_changes_nothing(
     let lacking_hooks = install_hook(&lacking, &[]);
     let full = common::host("l40s-vendor-vfio");
     let full_hooks = install_hook(&full, &[]);
-    for (n, vf) in [(2, common::vf("41", 0)), (3, common::vf("c1", 0))] {
-        let xml = vf_domain(n, "L40S-48Q", &[&vf]);
-        let name = format!("vm{n}");
-        assert_eq!(
-            run_hook(full_hooks.path(), &name, "prepare", "begin", &xml)
-                .status
-                .code(),
-            Some(0)
-        );
-    }
+    prepared(full_hooks.path(), 2, "L40S-48Q", &common::vf("41", 0));
+    prepared(full_hooks.path(), 3, "L40S-48Q", &common::vf("c1", 0));
     let vf = common::vf("41", 1);
     let incoming = vf_domain(1, "L40S-12Q", &[&vf]);
     let before = (typed_vfs(&full, GPU_A), typed_vfs(&full, GPU_B));
@@ -303,14 +302,15 @@ fn destination_without_the_type_or_room_refuses_in_one_line_and_changes_nothing(
     assert_eq!(out_text(&no_type), "");
     assert_eq!(records(&lacking), Vec::<String>::new());
     assert_eq!(no_room.status.code(), Some(1));
-    let line = stderr(&no_room);
-    assert_eq!(line.lines().count(), 1, "{line}");
-    assert!(
-        line.starts_with(&format!(
+    // The first GPU's refusal (both hold a 48Q, which rules 12Q out), named as `create` names it.
+    assert_eq!(
+        stderr(&no_room),
+        format!(
             "vgpu hook: vm1 migrate: domain vm1: cannot make {vf} ready (type \"L40S-12Q\" from \
-             the domain's metadata): "
-        )) && line.contains("L40S-12Q"),
-        "{line}"
+             the domain's metadata): GPU {GPU_A} has room for 0 more vGPU(s) of type 1153, not 1: \
+             NVIDIA L40S-48Q runs on the GPU or is defined for it, and the type cannot share a GPU \
+             with it\n"
+        )
     );
     assert_eq!(out_text(&no_room), "");
     assert_eq!((typed_vfs(&full, GPU_A), typed_vfs(&full, GPU_B)), before);
@@ -324,13 +324,7 @@ fn can_host_chooses_as_migrate_begin_and_changes_nothing() {
     let dest = common::host("l40s-vendor-vfio");
     let hooks = install_hook(&dest, &[]);
     let held = common::vf("41", 0);
-    let other = vf_domain(2, "L40S-24Q", &[&held]);
-    assert_eq!(
-        run_hook(hooks.path(), "vm2", "prepare", "begin", &other)
-            .status
-            .code(),
-        Some(0)
-    );
+    prepared(hooks.path(), 2, "L40S-24Q", &held);
     let file = dest.state.path().join("vm1.xml");
     std::fs::write(&file, vf_domain(1, "L40S-12Q", &[&held])).unwrap();
     let refused = dest.state.path().join("vm3.xml");
@@ -349,19 +343,21 @@ fn can_host_chooses_as_migrate_begin_and_changes_nothing() {
     assert_eq!(
         (
             answer.status.code(),
-            &value["accepted"],
+            &value["domain"],
             &value["devices"][0]["from"],
             &value["devices"][0]["to"],
             &value["devices"][0]["gpu"],
-            &value["devices"][0]["type_id"]
+            &value["devices"][0]["type_id"],
+            &value["devices"][0]["type_name"]
         ),
         (
             Some(0),
-            &serde_json::json!(true),
+            &serde_json::json!("vm1"),
             &serde_json::json!(held),
             &serde_json::json!(common::vf("c1", 0)),
             &serde_json::json!(GPU_B),
-            &serde_json::json!("1153")
+            &serde_json::json!("1153"),
+            &serde_json::json!("NVIDIA L40S-12Q")
         )
     );
     assert!(out_text(&text).ends_with("vm1: can be hosted here (1 vGPU(s))\n"));
@@ -428,7 +424,7 @@ proptest! {
             let printed = out_text(&hooked);
             let printed = if printed.is_empty() { xml.clone() } else { printed };
             for vf in &chosen {
-                prop_assert!(printed.contains(&vf_source(vf)), "{vf} not in {printed}");
+                prop_assert!(printed.contains(&pci_source(vf)), "{vf} not in {printed}");
             }
         }
     }
@@ -458,5 +454,4 @@ fn hook_reads_the_type_attach_recorded_in_libvirts_form() {
         common::gpu(&list, T4)["vgpus"][0]["type"],
         serde_json::json!("nvidia-232")
     );
-    let _unused: &Path = hooks.path();
 }

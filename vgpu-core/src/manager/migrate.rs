@@ -156,7 +156,9 @@ pub(super) fn incoming(
             from: device.id,
             to: plan.handle(),
             gpu: gpu.address,
-            type_name: type_name(gpu, &type_id),
+            type_name: inventory
+                .type_name(gpu.address, &type_id)
+                .map(str::to_owned),
             type_id,
             type_from,
             reused: false,
@@ -221,7 +223,9 @@ fn reuse(inventory: &Inventory, record: &Record, device: &IncomingDevice) -> Opt
         from: device.id,
         to: moved.to,
         gpu: gpu.address,
-        type_name: type_name(gpu, &vgpu.type_id),
+        type_name: inventory
+            .type_name(gpu.address, &vgpu.type_id)
+            .map(str::to_owned),
         type_id: vgpu.type_id.clone(),
         type_from: "made by an earlier run for this domain".to_owned(),
         reused: true,
@@ -340,12 +344,4 @@ fn made_of(plan: &NewVgpu) -> Made {
             driver: "vfio-pci".to_owned(),
         },
     }
-}
-
-/// The name of type `id` on `gpu`, where it has one.
-fn type_name(gpu: &Gpu, id: &str) -> Option<String> {
-    gpu.types
-        .iter()
-        .find(|t| t.id == id)
-        .and_then(|t| t.name.clone())
 }

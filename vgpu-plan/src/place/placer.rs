@@ -67,8 +67,9 @@ impl Placer {
     }
 
     /// Changes the host with `change` (what was made on the GPUs `changed`), then recounts
-    /// those GPUs' slots. A change to another GPU, or to the GPU list, must name them all:
-    /// [`Placer::new`] starts over.
+    /// those GPUs' slots. Only the GPUs named are recounted: name every GPU the change
+    /// touches. An address that is not one of the host's GPUs is ignored. A change to the GPU
+    /// list, or to what every GPU's room depends on (definitions), needs a new placer.
     pub fn update(&mut self, changed: &[PciAddress], change: impl FnOnce(&mut HostState)) {
         change(&mut self.host);
         let gpus: Vec<usize> = changed

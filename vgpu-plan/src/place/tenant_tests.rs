@@ -78,6 +78,37 @@ fn too_few_within_the_policy_is_an_error_naming_the_rule() {
     assert!(matches!(err, Error::PolicyPlacement { fits: 1, .. }));
 }
 
+/// The placer keeps the tenant policy as `place_for_tenant` does: the same picks, the same
+/// refusal.
+#[test]
+fn placer_for_a_tenant_answers_as_place_for_tenant() {
+    let exclusive = tenancy(
+        "acme",
+        "[tenant.acme]\nisolation = \"exclusive\"\n",
+        vec![held("globex", A)],
+    );
+    let capped = tenancy("acme", "[tenant.acme]\nmax_vgpus = 1\n", Vec::new());
+    let mut placer = crate::place::Placer::new(two_l40s());
+
+    let picks = placer
+        .place_for_tenant(&by_size(2, 12), Policy::Pack, &exclusive)
+        .unwrap();
+    let refused = placer
+        .place_for_tenant(&by_size(2, 12), Policy::Pack, &capped)
+        .unwrap_err();
+
+    assert_eq!(
+        picks,
+        place_for_tenant(&two_l40s(), &by_size(2, 12), Policy::Pack, &exclusive).unwrap()
+    );
+    assert_eq!(
+        refused.to_string(),
+        place_for_tenant(&two_l40s(), &by_size(2, 12), Policy::Pack, &capped)
+            .unwrap_err()
+            .to_string()
+    );
+}
+
 /// What a pick would hold for `tenant`, as the hook counts it.
 fn as_holding(state: &HostState, tenant: &str, pick: &Pick) -> Holding {
     let ty = state

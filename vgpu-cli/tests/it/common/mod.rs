@@ -243,15 +243,19 @@ pub(crate) fn l40s_vf(index: u32) -> String {
     vf("5e", index)
 }
 
-/// A `<hostdev>` naming the PCI device at `address`.
-pub(crate) fn hostdev(address: &str) -> String {
+/// The `<address>` of a hostdev's `<source>` naming the PCI device at `address`.
+pub(crate) fn pci_source(address: &str) -> String {
     let (domain, rest) = address.split_once(':').unwrap();
     let (bus, rest) = rest.split_once(':').unwrap();
     let (slot, function) = rest.split_once('.').unwrap();
+    format!("<address domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/>")
+}
+
+/// A `<hostdev>` naming the PCI device at `address`.
+pub(crate) fn hostdev(address: &str) -> String {
     format!(
-        "    <hostdev mode='subsystem' type='pci' managed='no'><source><address \
-         domain='0x{domain}' bus='0x{bus}' slot='0x{slot}' function='0x{function}'/></source>\
-         </hostdev>\n"
+        "    <hostdev mode='subsystem' type='pci' managed='no'><source>{}</source></hostdev>\n",
+        pci_source(address)
     )
 }
 
