@@ -440,6 +440,13 @@ impl SimHost {
         self.shared.counters.snapshot()
     }
 
+    /// A reader of [`SimHost::counters`] that may outlive this borrow (a tracing layer that
+    /// profiles by step keeps one). After unmount it reads the last counts.
+    pub fn counter_reader(&self) -> impl Fn() -> Counters + Send + Sync + 'static {
+        let shared = Arc::clone(&self.shared);
+        move || shared.counters.snapshot()
+    }
+
     /// Zeroes the counters.
     pub fn reset_counters(&self) {
         self.shared.counters.reset();

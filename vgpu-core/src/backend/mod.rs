@@ -220,6 +220,7 @@ pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 /// Makes `vgpu` (from [`Placement::vgpu`]): creates the mediated
 /// device, sets the vendor type (a MIG-backed one on a free GPU instance `nvml` names), or
 /// binds the plain VF for a guest. Returns, for a plain VF, the driver it had.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn realize(
     paths: &HostPaths,
     vgpu: &NewVgpu,
@@ -257,22 +258,26 @@ pub(crate) fn taken(paths: &HostPaths, placement: &Placement, err: &Error) -> Re
 }
 
 /// What `handle` names on the host now; `None` when no vGPU answers to it.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn running(paths: &HostPaths, handle: VgpuHandle) -> Result<Option<Running>> {
     match handle {
         VgpuHandle::Mdev(uuid) => {
             Ok(mdev::parent_of(paths, uuid)?.map(|parent| Running::Mdev { parent }))
         }
-        VgpuHandle::Vf(vf) => {
-            let device = PciDevice::new(paths, vf);
-            if !device.exists() {
-                return Ok(None);
-            }
-            if let Some(running) = vendor_vf::running(paths, vf)? {
-                return Ok(Some(running));
-            }
-            plain_vf::running(paths, vf)
-        }
+        // Held open: the path down to the VF is looked up once for all its files.
+        VgpuHandle::Vf(vf) => vf_running(&PciDevice::new(paths, vf).held_open()),
     }
+}
+
+/// [`running`] for the VF `device`, which the caller holds open to read more of it.
+pub(crate) fn vf_running(device: &PciDevice) -> Result<Option<Running>> {
+    if !device.exists() {
+        return Ok(None);
+    }
+    if let Some(running) = vendor_vf::running(device)? {
+        return Ok(Some(running));
+    }
+    plain_vf::running(device)
 }
 
 /// Destroys the vGPU named by `handle`: removes the mediated device, clears the VF's vendor

@@ -55,8 +55,7 @@ pub(crate) fn release(
 }
 
 /// A VF on `vfio-pci` is a plain VF given to a guest.
-pub(super) fn running(paths: &HostPaths, vf: PciAddress) -> Result<Option<Running>> {
-    let device = PciDevice::new(paths, vf);
+pub(super) fn running(device: &PciDevice) -> Result<Option<Running>> {
     let is_vf = device.physfn()?.is_some();
     Ok((is_vf && device.driver()?.as_deref() == Some("vfio-pci")).then_some(Running::PlainVf))
 }

@@ -13,7 +13,7 @@ use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::child;
-use crate::host::sysfs::{write_attr, write_attr_within};
+use crate::host::sysfs::write_attr_within;
 use crate::model::Gpu;
 use crate::model::pci::PciAddress;
 use crate::nvml::{NvmlCell, mig};
@@ -51,12 +51,16 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 }
 
 fn vendor_vf(paths: &HostPaths, vf: PciAddress) -> Result<NvidiaVf> {
-    let dir = paths.pci_device(&vf);
-    NvidiaVf::of(&dir).ok_or_else(|| Error::NotFound {
+    NvidiaVf::of(&paths.pci_device(&vf)).ok_or_else(|| no_vendor_vf(paths, vf))
+}
+
+/// [`Error::NotFound`]: VF `vf` has no `nvidia/` directory.
+fn no_vendor_vf(paths: &HostPaths, vf: PciAddress) -> Error {
+    Error::NotFound {
         what: Object::VendorVf,
         id: vf.to_string(),
-        path: dir.join("nvidia"),
-    })
+        path: paths.pci_device(&vf).join("nvidia"),
+    }
 }
 
 /// The name NVML gives vGPU type `type_id` of GPU `pf`, when NVML is loaded and knows it.
@@ -81,7 +85,9 @@ pub(crate) fn set_type(
     type_id: u32,
     nvml: &NvmlCell,
 ) -> Result<()> {
-    let nvidia = vendor_vf(paths, vf)?;
+    // Held open: the path down to the VF is looked up once for all its files.
+    let device = PciDevice::new(paths, vf).held_open();
+    let nvidia = NvidiaVf::of_device(&device).ok_or_else(|| no_vendor_vf(paths, vf))?;
     if let Some(current) = nvidia.current_type()? {
         return Err(Error::InUse {
             device: vf.to_string(),
@@ -90,7 +96,12 @@ pub(crate) fn set_type(
     }
     let creatable = nvidia.creatable_types()?;
     let listed = creatable.iter().find(|c| c.id == type_id);
-    let pf = PciDevice::new(paths, vf).physfn()?;
+    // The PF is read only where it is needed: for NVML's name of a type not listed, and for
+    // the GPU instance of a MIG-backed one.
+    let pf = match listed {
+        Some(c) if mig::backing(&c.name).is_none() => None,
+        _ => device.physfn()?,
+    };
     let name = match (listed, pf) {
         (Some(c), _) => Some(c.name.clone()),
         // Not creatable now: NVML may still name it, and say why (MIG off, no instance).
@@ -113,13 +124,14 @@ pub(crate) fn set_type(
         });
     }
     let gi_path = child(nvidia.path(), "gpu_instance_id");
-    let previous_gi = nvidia.gpu_instance_id();
+    let previous_gi = instance.as_ref().and_then(|_| nvidia.gpu_instance_id());
     if let Some((_, gi)) = &instance {
-        write_attr(&gi_path, &gi.to_string())?;
+        nvidia.write("gpu_instance_id", &gi.to_string())?;
     }
     let path = nvidia.path().join("current_vgpu_type");
-    let result =
-        write_attr(&path, &type_id.to_string()).and_then(|()| match nvidia.current_type()? {
+    let result = nvidia
+        .write("current_vgpu_type", &type_id.to_string())
+        .and_then(|()| match nvidia.current_type()? {
             Some(now) if now == type_id => Ok(()),
             other => Err(Error::NotApplied {
                 path: path.clone(),
@@ -129,7 +141,7 @@ pub(crate) fn set_type(
         });
     if let (Err(_), Some(_), Some(previous)) = (&result, &instance, previous_gi) {
         // The instance written holds nothing without a vGPU; put back what the VF had.
-        if let Err(err) = write_attr(&gi_path, &previous.to_string()) {
+        if let Err(err) = nvidia.write("gpu_instance_id", &previous.to_string()) {
             tracing::error!(vf = %vf, "cannot put back {}: {}", gi_path.display(), err.chain());
         }
     }
@@ -158,8 +170,8 @@ pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress, within: Duration) ->
 }
 
 /// The vendor vGPU on `vf`, if it is a vendor-VFIO VF holding one.
-pub(super) fn running(paths: &HostPaths, vf: PciAddress) -> Result<Option<Running>> {
-    match NvidiaVf::of(&paths.pci_device(&vf)) {
+pub(super) fn running(vf: &PciDevice) -> Result<Option<Running>> {
+    match NvidiaVf::of_device(vf) {
         Some(nvidia) => Ok(nvidia
             .current_type()?
             .map(|type_id| Running::VendorVf { type_id })),
@@ -169,7 +181,7 @@ pub(super) fn running(paths: &HostPaths, vf: PciAddress) -> Result<Option<Runnin
 
 /// The vendor vGPU type a VF holds, in words.
 pub(super) fn vf_holder(paths: &HostPaths, vf: PciAddress) -> Result<Option<String>> {
-    Ok(match running(paths, vf)? {
+    Ok(match running(&PciDevice::new(paths, vf))? {
         Some(Running::VendorVf { type_id }) => Some(format!("it holds NVIDIA vGPU type {type_id}")),
         _ => None,
     })

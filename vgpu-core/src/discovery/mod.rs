@@ -23,6 +23,7 @@ use crate::model::{
     Backend, Gpu, GpuLookupError, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle,
     VgpuType, Warning,
 };
+use crate::parse::CreatableType;
 use crate::parse::{
     gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
 };
@@ -178,6 +179,7 @@ fn read_gpus(devices: &SysDir, candidates: &[Candidate]) -> Vec<(Gpu, Vec<Warnin
 
 /// Reads one GPU physical function, with the problems met; fails when `address` is not a
 /// GPU PF on this host.
+#[tracing::instrument(level = "trace", skip_all)]
 pub fn discover_gpu(paths: &HostPaths, address: PciAddress) -> Result<(Gpu, Vec<Warning>)> {
     let devices = SysDir::new(paths.pci_devices()).held_open();
     let device = PciDevice::listed(&devices, address);
@@ -248,6 +250,24 @@ struct VfRead {
     iommu_group: Result<Option<u32>>,
 }
 
+/// What one VF's NVIDIA vendor interface says, read while the VF's directory is held open:
+/// the type it holds, and when it holds none, what it can take.
+struct NvidiaRead {
+    current: Result<Option<u32>>,
+    creatable: Result<Vec<CreatableType>>,
+}
+
+impl NvidiaRead {
+    fn of(nvidia: &NvidiaVf) -> Self {
+        let current = nvidia.current_type();
+        let creatable = match current {
+            Ok(None) => nvidia.creatable_types(),
+            _ => Ok(Vec::new()),
+        };
+        Self { current, creatable }
+    }
+}
+
 /// Reads the GPU physical function `device`, whose VFs are found in `devices`, the PCI device
 /// list.
 fn read_gpu(
@@ -262,7 +282,10 @@ fn read_gpu(
     let device_id = warnings.ok(address, device.device_id());
     let (vendor, model) = pci_names(vendor_id, device_id);
     let sriov = warnings.ok(address, device.sriov());
-    let vf_addresses = warnings.list(address, device.virtfns());
+    let vf_devices = warnings.list(address, device.virtfn_devices(devices));
+    // Intel's SR-IOV drivers publish each VF's local memory under the PF's `drm/`; looked up
+    // once, not once per VF.
+    let has_iov = warnings.ok(address, device.iov_dir()).is_some();
 
     let pf_parent = MdevParent::of(&device);
     let pf_is_parent = pf_parent.is_parent();
@@ -272,16 +295,17 @@ fn read_gpu(
     // backend `VfMdev`), their warnings kept for where the backend's types come.
     let mut vf_types = MdevTally::default();
     let mut type_warnings = Warnings(Vec::new());
-    let mut nvidia_vfs: Vec<(PciAddress, NvidiaVf)> = Vec::new();
-    let mut vf_reads = Vec::with_capacity(vf_addresses.len());
-    for vf_address in vf_addresses {
-        let vf = PciDevice::listed(devices, vf_address).held_open();
+    let mut nvidia_vfs: Vec<(PciAddress, NvidiaRead)> = Vec::new();
+    let mut vf_reads = Vec::with_capacity(vf_devices.len());
+    for vf in vf_devices {
+        let vf = vf.held_open();
+        let vf_address = vf.address();
         let parent = MdevParent::of(&vf);
         if !pf_is_parent && parent.is_parent() {
             vf_types.add(vf_address, &parent, &mut type_warnings);
         }
         if let Some(nvidia) = NvidiaVf::of_device(&vf) {
-            nvidia_vfs.push((vf_address, nvidia));
+            nvidia_vfs.push((vf_address, NvidiaRead::of(&nvidia)));
         }
         vf_reads.push(VfRead {
             address: vf_address,
@@ -309,7 +333,7 @@ fn read_gpu(
             pf_types.finish()
         }
         Backend::VfMdev => vf_types.finish(),
-        Backend::NvidiaVfio => nvidia_types(address, &nvidia_vfs, warnings),
+        Backend::NvidiaVfio => nvidia_types(address, nvidia_vfs, warnings),
         Backend::Sriov | Backend::None => (Vec::new(), Vec::new()),
     };
     let mut types = types;
@@ -330,8 +354,9 @@ fn read_gpu(
                 driver: warnings.ok(vf.address, vf.driver),
                 iommu_group: warnings.ok(vf.address, vf.iommu_group),
                 vgpu_type,
-                memory_mib: warnings
-                    .ok(address, device.lmem_quota(i + 1))
+                memory_mib: has_iov
+                    .then(|| warnings.ok(address, device.lmem_quota(i + 1)))
+                    .flatten()
                     .map(|bytes| bytes / (1024 * 1024)),
             }
         })
@@ -547,24 +572,24 @@ impl MdevTally {
 
 fn nvidia_types(
     pf: PciAddress,
-    vfs: &[(PciAddress, NvidiaVf)],
+    vfs: Vec<(PciAddress, NvidiaRead)>,
     warnings: &mut Warnings,
 ) -> (Vec<VgpuType>, Vec<Vgpu>) {
     let mut tallies: BTreeMap<String, TypeTally> = BTreeMap::new();
     let mut vgpus = Vec::new();
     for (address, vf) in vfs {
-        match warnings.ok(*address, vf.current_type()) {
+        match warnings.ok(address, vf.current) {
             Some(current) => {
                 let id = current.to_string();
                 tallies.entry(id.clone()).or_default().in_use += 1;
                 vgpus.push(Vgpu {
-                    id: VgpuHandle::Vf(*address),
+                    id: VgpuHandle::Vf(address),
                     type_id: id,
                     parent: pf,
                 });
             }
             None => {
-                for creatable in warnings.list(*address, vf.creatable_types()) {
+                for creatable in warnings.list(address, vf.creatable) {
                     let tally = tallies.entry(creatable.id.to_string()).or_default();
                     tally.name.get_or_insert(creatable.name);
                     tally.offered += 1;

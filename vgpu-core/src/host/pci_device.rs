@@ -243,6 +243,26 @@ impl PciDevice {
         Ok(Some(total))
     }
 
+    /// The enabled VFs, in `virtfnN` order, named as `devices`, the device list, names them.
+    /// Each is reached from this PF's parent directory, held open: the kernel puts a VF's
+    /// directory beside its PF's (`pci_iov_add_virtfn` in `drivers/pci/iov.c` gives it the
+    /// PF's parent). That is one lookup per VF, where the device list's link leads through
+    /// the whole `sys/devices/pci…` path.
+    pub(crate) fn virtfn_devices(&self, devices: &SysDir) -> Result<Vec<PciDevice>> {
+        let addresses = self.virtfns()?;
+        let beside = self.dir.join("..").held_open();
+        Ok(addresses
+            .into_iter()
+            .map(|address| {
+                let name = address.to_string();
+                Self {
+                    address,
+                    dir: beside.join_as(&name, devices.path().join(&name)),
+                }
+            })
+            .collect())
+    }
+
     /// The enabled VFs, in `virtfnN` order.
     pub(crate) fn virtfns(&self) -> Result<Vec<PciAddress>> {
         let mut indexed = Vec::new();

@@ -135,9 +135,12 @@ struct Planned {
     counts: BTreeMap<(PciAddress, String), u32>,
     /// Each GPU's room for each type asked (by the name asked).
     rooms: BTreeMap<(PciAddress, String), GpuRoom>,
+    /// Whether each physical function met is a GPU's.
+    gpus: BTreeMap<PciAddress, bool>,
 }
 
 /// Makes `domain`'s devices exist (see the module documentation).
+#[tracing::instrument(level = "trace", skip_all)]
 pub(super) fn prepare(
     op: &mut Operation<'_>,
     domain: &HookDomain,
@@ -157,7 +160,16 @@ pub(super) fn prepare(
             continue;
         }
         seen.push(id);
-        let running = backend::running(&paths, id).map_err(|e| in_context(domain, id, None, e))?;
+        // A VF's directory is held open for both reads: the path down to it is looked up once.
+        let device = match id {
+            VgpuHandle::Vf(vf) => Some(PciDevice::new(&paths, vf).held_open()),
+            VgpuHandle::Mdev(_) => None,
+        };
+        let running = match &device {
+            Some(device) => backend::vf_running(device),
+            None => backend::running(&paths, id),
+        }
+        .map_err(|e| in_context(domain, id, None, e))?;
         if let Some(now) = running {
             if let Running::VendorVf { type_id } = now {
                 hand_out(op, domain, config, id, &type_id.to_string())?;
@@ -179,7 +191,7 @@ pub(super) fn prepare(
             }
             continue;
         }
-        match plan(op, domain, config, id, &mut planned)? {
+        match plan(op, domain, config, id, device, &mut planned)? {
             Some(plan) => plans.push(plan),
             None => prepared.ignored.push(id),
         }
@@ -214,6 +226,7 @@ pub(super) fn prepare(
 /// `plans`) breaks the tenant policy beside what other domains' records hold. Sets the record's
 /// tenant, and its `holds` to the running devices not made for it; returns whether `holds`
 /// changed. Without a policy file nothing is read.
+#[tracing::instrument(level = "trace", skip_all)]
 fn keep_policy(
     op: &Operation<'_>,
     domain: &HookDomain,
@@ -302,12 +315,15 @@ pub(super) fn in_context(
     }
 }
 
-/// How the device `id`, not running, is to be made; `None` when it is not the hook's.
+/// How the device `id`, not running, is to be made; `None` when it is not the hook's. A VF's
+/// `device`, when given, is its directory, held open.
+#[tracing::instrument(level = "trace", skip_all)]
 fn plan(
     op: &Operation<'_>,
     domain: &HookDomain,
     config: &HookConfig,
     id: VgpuHandle,
+    device: Option<PciDevice>,
     planned: &mut Planned,
 ) -> Result<Option<Plan>> {
     let ctx = |source: Error| in_context(domain, id, None, source);
@@ -333,14 +349,19 @@ fn plan(
         }
         VgpuHandle::Vf(address) => address,
     };
-    let device = PciDevice::new(paths, address);
+    // Held open: the path down to the VF is looked up once for all its files.
+    let device = device.unwrap_or_else(|| PciDevice::new(paths, address).held_open());
     if !device.exists() {
         return Ok(None);
     }
     let Some(pf) = device.physfn().map_err(ctx)? else {
         return Ok(None);
     };
-    if !is_gpu_function(paths, pf).map_err(ctx)? {
+    let is_gpu = match planned.gpus.entry(pf) {
+        Entry::Occupied(known) => *known.get(),
+        Entry::Vacant(unknown) => *unknown.insert(is_gpu_function(paths, pf).map_err(ctx)?),
+    };
+    if !is_gpu {
         return Ok(None);
     }
     if let Some(def) = store.vf_vgpu(address).map_err(ctx)? {
@@ -356,7 +377,7 @@ fn plan(
             driver: def.driver,
         }));
     }
-    if NvidiaVf::of(device.path()).is_none() {
+    if NvidiaVf::of_device(&device).is_none() {
         return Ok(None);
     }
     let (wanted, from) = vf_type(domain, config, address, HookConfig::path(paths)).map_err(ctx)?;
@@ -371,6 +392,7 @@ fn plan(
 /// Refuses to give `domain` the existing vGPU `id` (running, or defined) of type `type_id`
 /// unless it is the type the domain asks for ([`check_handout`]); a domain that asks for no
 /// type (no metadata, no mapped flavor) takes what is there.
+#[tracing::instrument(level = "trace", skip_all)]
 fn hand_out(
     op: &Operation<'_>,
     domain: &HookDomain,
@@ -487,6 +509,7 @@ fn pick_counted(
 
 /// Takes back what the record of domain `uuid` names (see the module documentation), and
 /// rewrites the record with what could not be taken back (removed when nothing is left).
+#[tracing::instrument(level = "trace", skip_all)]
 pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<Released> {
     let paths = op.paths().clone();
     let path = record_path(&paths, uuid);

@@ -188,6 +188,7 @@ impl Manager {
         &self.store
     }
 
+    #[tracing::instrument(level = "trace", skip_all)]
     fn session(&self) -> Result<Session> {
         Session::open(
             &self.paths,
@@ -204,6 +205,7 @@ impl Manager {
     }
 
     /// Runs `f` as one audited operation under the host lock.
+    #[tracing::instrument(level = "trace", skip_all)]
     fn mutate<T>(
         &self,
         action: &str,

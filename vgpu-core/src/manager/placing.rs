@@ -44,6 +44,7 @@ impl GpuRoom {
 }
 
 /// Every definition in the operation's store.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn definitions_of(op: &Operation<'_>) -> Result<DefinitionSet> {
     let store = op.store();
     Ok(DefinitionSet {
@@ -66,6 +67,7 @@ impl Operation<'_> {
     /// offer recorded for it, and, where it has MIG-backed types, its GPU instances from NVML
     /// (loaded then only). Settled: types named from definitions, the types it supports but
     /// does not list now added, rooms counted. Records what the GPU offers now first.
+    #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn state_of(&self, gpu: &Gpu) -> Result<HostState> {
         // What the GPU offers now is what it supports under this driver, whatever comes next.
         if let Err(err) = record_offers(self.paths(), self.store(), std::slice::from_ref(gpu)) {

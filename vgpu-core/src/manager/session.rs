@@ -184,6 +184,7 @@ impl Session {
     /// which takes the lock. The change is made by then: a udev that does not finish in time
     /// is logged and audited, not undone, and not an error of the command. Every path of the
     /// manager that ends a session normally calls this; see the `Drop` for the others.
+    #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn finish(mut self) {
         drop(self.lock.take());
         if let Some(mut settle) = self.take_settle() {
@@ -512,6 +513,7 @@ impl Operation<'_> {
     }
 
     /// Creates a defined mediated device on its parent, then writes its attributes in order.
+    #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn start_mdev(&mut self, def: &MdevDefinition) -> Result<()> {
         let parent = def.parent.parse().map_err(|_| Error::Definition {
             path: self.store().mdev_path(def),
@@ -689,6 +691,7 @@ impl Operation<'_> {
 
     /// Replaces the file at `path` (one of `vgpu`'s own under `run/`, up to 256 KiB) with
     /// `bytes`, or removes it when `None`, durably; undo puts back what was there.
+    #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn replace_file(&mut self, path: &Path, bytes: Option<&[u8]>) -> Result<()> {
         let previous = crate::host::sysfs::read_bounded(path, 256 * 1024)?;
         let result = match bytes {

@@ -152,6 +152,7 @@ pub(crate) fn record_path(paths: &HostPaths, domain: Uuid) -> PathBuf {
 }
 
 /// Reads the record at `path`; `None` when there is none.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn read_record(path: &Path) -> Result<Option<Record>> {
     let Some(text) = read_bounded(path, FILE_LIMIT)? else {
         return Ok(None);
@@ -174,6 +175,7 @@ pub(crate) fn read_record(path: &Path) -> Result<Option<Record>> {
 
 /// Every domain's record but `except`'s, with its path. Files that are not records (a name that
 /// is not a UUID, unreadable content) are skipped with a warning: they are no one's claim.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn other_records(paths: &HostPaths, except: Uuid) -> Result<Vec<(PathBuf, Record)>> {
     let mut found = Vec::new();
     for (path, name) in list_dir(&records_dir(paths))? {

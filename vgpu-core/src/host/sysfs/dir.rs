@@ -50,8 +50,15 @@ impl SysDir {
     /// Its entry `name` (one name, or a relative path), reached from the same directory held
     /// open as this one.
     pub(crate) fn join(&self, name: &str) -> Self {
+        self.join_as(name, self.path.join(name))
+    }
+
+    /// Its entry `name` (a link to another directory, say), reached from the same directory
+    /// held open as this one, but named `path` in logs and errors: the name an operator knows
+    /// it by.
+    pub(crate) fn join_as(&self, name: &str, path: PathBuf) -> Self {
         Self {
-            path: self.path.join(name),
+            path,
             held: self.held.as_ref().map(|held| Held {
                 fd: Arc::clone(&held.fd),
                 below: held.below.join(name),
@@ -77,6 +84,19 @@ impl SysDir {
             },
             Err(_) => self,
         }
+    }
+
+    /// The same directory held open ([`Self::held_open`]); `None` when it cannot be opened as
+    /// a directory (absent, not a directory, unreadable).
+    pub(crate) fn opened(self) -> Option<Self> {
+        let fd = self.at("").open(OFlag::O_PATH | OFlag::O_DIRECTORY).ok()?;
+        Some(Self {
+            path: self.path,
+            held: Some(Held {
+                fd: Arc::new(fd),
+                below: PathBuf::new(),
+            }),
+        })
     }
 
     /// Its entry `name` (or itself, for `""`), as the shared readers take it.
@@ -115,6 +135,11 @@ impl SysDir {
     /// [`super::read_attr`] of its file `name`.
     pub(crate) fn read_attr(&self, name: &str) -> Result<Option<String>> {
         self.at(name).read_attr()
+    }
+
+    /// [`super::write_attr`] to its file `name`.
+    pub(crate) fn write_attr(&self, name: &str, value: &str) -> Result<()> {
+        self.at(name).write_attr(value)
     }
 
     /// [`super::read_parsed`] of its file `name`.

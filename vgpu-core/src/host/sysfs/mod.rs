@@ -124,6 +124,18 @@ impl<'a> At<'a> {
         .map_err(io::Error::from)
     }
 
+    /// [`write_attr`] to it.
+    fn write_attr(&self, value: &str) -> Result<()> {
+        let full = self.full();
+        tracing::info!(path = %full.display(), value, "write");
+        let mut file = self
+            .open(OFlag::O_WRONLY)
+            .map(fs::File::from)
+            .map_err(|err| Error::from_write(&full, value, err))?;
+        io::Write::write_all(&mut file, value.as_bytes())
+            .map_err(|err| Error::from_write(&full, value, err))
+    }
+
     /// `stat(2)` of it, following links.
     fn stat(&self) -> io::Result<FileStat> {
         nix::sys::stat::fstatat(self.dir, &*self.rel, nix::fcntl::AtFlags::empty())
@@ -288,13 +300,7 @@ pub(crate) fn missing(path: &Path) -> Error {
 /// Kernel attributes act on each write, so the value goes out whole, unbuffered, and the
 /// kernel's errno comes back classified ([`Error::Busy`], [`Error::Denied`], ...).
 pub(crate) fn write_attr(path: &Path, value: &str) -> Result<()> {
-    tracing::info!(path = %path.display(), value, "write");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|err| Error::from_write(path, value, err))?;
-    io::Write::write_all(&mut file, value.as_bytes())
-        .map_err(|err| Error::from_write(path, value, err))
+    At::path(path).write_attr(value)
 }
 
 /// [`write_attr`] for a write the kernel may hold instead of answering: removing an mdev,

@@ -143,6 +143,7 @@ impl Store {
 /// for ([`HostState::supported_types`]), under the driver version loaded now. A record that
 /// cannot be read is a warning naming its file; the GPU then has what sysfs and the catalog
 /// say. Does not settle `state`.
+#[tracing::instrument(level = "trace", skip_all)]
 pub fn add_recorded_offers(state: &mut HostState, paths: &HostPaths, store: &Store) {
     let wanted: Vec<PciAddress> = state
         .inventory
@@ -181,6 +182,7 @@ pub fn add_recorded_offers(state: &mut HostState, paths: &HostPaths, store: &Sto
 
 /// Records what each NVIDIA vendor-VFIO GPU of `gpus` offers now, as discovery read it, under
 /// the driver version loaded now ([`Store::record_offer`]). Nothing without a driver version.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn record_offers(paths: &HostPaths, store: &Store, gpus: &[Gpu]) -> Result<()> {
     if !gpus.iter().any(is_vendor_vfio) {
         return Ok(());
