@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p vgpu-cli --bench list` prints wall time per run and per GPU, the peak
 //! resident memory of this process, and the ratio to mdevctl. It asserts nothing about speed.
+//! Where `strace` is installed, it also counts the system calls of one `vgpuctl list --json`
+//! process on the same tree, against the floor: one open of each type's
+//! `available_instances`.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
@@ -67,6 +70,37 @@ fn mdevctl(root: &str) -> Option<Duration> {
     Some(median(samples))
 }
 
+/// The system calls of one `vgpuctl --root ROOT list --json` process, by name, counted by
+/// `strace -f -c`; `None` without strace.
+fn syscalls(root: &str) -> Option<Vec<(String, u64)>> {
+    let out = tempfile::NamedTempFile::new().ok()?;
+    let status = Command::new("strace")
+        .arg("-f")
+        .arg("-c")
+        .arg("-o")
+        .arg(out.path())
+        .arg(env!("CARGO_BIN_EXE_vgpuctl"))
+        .args(["--root", root, "list", "--json"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let text = std::fs::read_to_string(out.path()).ok()?;
+    // `% time  seconds  usecs/call  calls  [errors]  syscall`, then a `total` line.
+    let mut counts: Vec<(String, u64)> = text
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let calls = fields.get(3)?.parse().ok()?;
+            Some(((*fields.last()?).to_owned(), calls))
+        })
+        .collect();
+    counts.sort_by_key(|(_, calls)| std::cmp::Reverse(*calls));
+    Some(counts)
+}
+
 fn main() {
     let host = FakeHost::new().unwrap();
     scenarios::large(
@@ -102,5 +136,26 @@ fn main() {
             peer.as_secs_f64() / time.as_secs_f64()
         ),
         None => println!("mdevctl types: not run (needs mdevctl, unshare and root)"),
+    }
+    match syscalls(&root) {
+        Some(counts) => {
+            let floor = GPUS * VFS * TYPES;
+            let shown: Vec<String> = counts
+                .iter()
+                .take(8)
+                .map(|(name, calls)| format!("{name} {calls}"))
+                .collect();
+            println!(
+                "system calls of one vgpuctl list --json (strace -c): {}",
+                shown.join(", ")
+            );
+            if let Some((_, opens)) = counts.iter().find(|(name, _)| name == "openat") {
+                println!(
+                    "openat against the floor ({floor} available_instances files): {:.2}x",
+                    *opens as f64 / f64::from(floor)
+                );
+            }
+        }
+        None => println!("system calls: not counted (needs strace)"),
     }
 }

@@ -43,7 +43,16 @@ fn prepared() -> (SimHost, Vec<PciAddress>, String) {
     (host, gpus, id)
 }
 
-fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
+/// What one provisioning run took: its time, the vGPUs made, the slowest GPU's own time (ms)
+/// and the simulated-kernel operations it made.
+struct Ours {
+    elapsed: Duration,
+    made: usize,
+    slowest_ms: u128,
+    ops: u64,
+}
+
+fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> Ours {
     let paths = HostPaths::new(host.root()).with_state_root(tempfile::tempdir().unwrap().keep());
     let targets = gpus
         .iter()
@@ -55,16 +64,18 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> (Duration, usize, u128) {
             define: None,
         })
         .collect();
+    host.reset_counters();
     let start = Instant::now();
     let reports = Manager::new(&paths, "bench").provision(targets).unwrap();
     let elapsed = start.elapsed();
+    let ops = host.counters().total();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
-    let slowest = reports.iter().map(|r| r.elapsed_ms).max().unwrap_or(0);
-    (
+    Ours {
         elapsed,
-        reports.iter().map(|r| r.created.len()).sum(),
-        slowest,
-    )
+        made: reports.iter().map(|r| r.created.len()).sum(),
+        slowest_ms: reports.iter().map(|r| r.elapsed_ms).max().unwrap_or(0),
+        ops,
+    }
 }
 
 fn run_shell(host: &SimHost, gpus: &[PciAddress], id: &str) -> (Duration, usize) {
@@ -107,11 +118,11 @@ done"#;
 
 fn main() {
     let (host, gpus, _) = prepared();
-    let (ours, made, slowest_task) = run_ours(&host, &gpus);
+    let ours = run_ours(&host, &gpus);
     drop(host);
 
     let (host, gpus, _) = prepared();
-    let (critical, made_one, _) = run_ours(&host, &gpus[..1]);
+    let critical = run_ours(&host, &gpus[..1]);
     drop(host);
 
     let (host, gpus, id) = prepared();
@@ -124,13 +135,18 @@ fn main() {
         gpus.len()
     );
     println!(
-        "vgpu provision (parallel):      {:7.2} s, {made} vGPUs (slowest GPU task {:.2} s)",
-        secs(ours),
-        slowest_task as f64 / 1000.0
+        "vgpu provision (parallel):      {:7.2} s, {} vGPUs (slowest GPU task {:.2} s), \
+         {} simulated-kernel operations",
+        secs(ours.elapsed),
+        ours.made,
+        ours.slowest_ms as f64 / 1000.0,
+        ours.ops
     );
     println!(
-        "critical path (one GPU alone):  {:7.2} s, {made_one} vGPUs",
-        secs(critical)
+        "critical path (one GPU alone):  {:7.2} s, {} vGPUs, {} simulated-kernel operations",
+        secs(critical.elapsed),
+        critical.made,
+        critical.ops
     );
     println!(
         "shell loop (sequential):        {:7.2} s, {made_shell} vGPUs",
@@ -138,7 +154,7 @@ fn main() {
     );
     println!(
         "ratio to critical path: {:.2}x; shell loop / vgpu: {:.1}x",
-        secs(ours) / secs(critical),
-        secs(shell) / secs(ours)
+        secs(ours.elapsed) / secs(critical.elapsed),
+        secs(shell) / secs(ours.elapsed)
     );
 }

@@ -51,17 +51,18 @@ impl PciDevice {
         &self.dir
     }
 
-    /// The function at `address`, which must exist ([`Error::NotFound`] otherwise).
+    /// The function at `address`, which must exist ([`Error::NotFound`] otherwise), with its
+    /// directory held open ([`Self::held_open`]): for a caller about to read its files while
+    /// it stays (a driver change keeps the directory; disabling a VF does not).
     pub(crate) fn existing(paths: &HostPaths, address: PciAddress) -> Result<Self> {
         let device = Self::new(paths, address);
-        if device.exists() {
-            Ok(device)
-        } else {
-            Err(Error::NotFound {
+        match device.dir.clone().opened() {
+            Some(dir) => Ok(Self { address, dir }),
+            None => Err(Error::NotFound {
                 what: Object::PciDevice,
                 id: address.to_string(),
                 path: device.dir.path().to_path_buf(),
-            })
+            }),
         }
     }
 
@@ -249,18 +250,23 @@ impl PciDevice {
     /// PF's parent). That is one lookup per VF, where the device list's link leads through
     /// the whole `sys/devices/pci…` path.
     pub(crate) fn virtfn_devices(&self, devices: &SysDir) -> Result<Vec<PciDevice>> {
-        let addresses = self.virtfns()?;
-        let beside = self.dir.join("..").held_open();
-        Ok(addresses
-            .into_iter()
-            .map(|address| {
+        Ok(self.beside(&self.virtfns()?, devices))
+    }
+
+    /// The functions at `addresses`, this PF's VFs, reached from its parent directory held
+    /// open and named as `devices` names them ([`Self::virtfn_devices`]).
+    pub(crate) fn beside(&self, addresses: &[PciAddress], devices: &SysDir) -> Vec<PciDevice> {
+        let parent = self.dir.join("..").held_open();
+        addresses
+            .iter()
+            .map(|&address| {
                 let name = address.to_string();
                 Self {
                     address,
-                    dir: beside.join_as(&name, devices.path().join(&name)),
+                    dir: parent.join_as(&name, devices.path().join(&name)),
                 }
             })
-            .collect())
+            .collect()
     }
 
     /// The enabled VFs, in `virtfnN` order.

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
-use crate::host::sysfs::{self, write_attr, write_attr_within};
+use crate::host::sysfs::{self, SysDir, write_attr, write_attr_within};
 use crate::host::uevent::wait;
 use crate::model::pci::PciAddress;
 
@@ -80,21 +80,24 @@ fn drives_its_vfs(driver: &str) -> bool {
 /// where udev runs; returns those still without one.
 fn wait_for_vf_drivers(
     paths: &HostPaths,
+    pf: &PciDevice,
     vfs: &[PciAddress],
     timeout: Duration,
 ) -> Result<Vec<PciAddress>> {
-    let mut unbound = vfs.to_vec();
+    // Reached from the PF's directory held open: one lookup per VF and look.
+    let devices = SysDir::new(paths.pci_devices());
+    let mut unbound = pf.beside(vfs, &devices);
     wait::wait_until(paths, &["pci"], timeout, || {
         let mut still = Vec::new();
-        for vf in &unbound {
-            if PciDevice::new(paths, *vf).driver()?.is_none() {
-                still.push(*vf);
+        for vf in unbound.drain(..) {
+            if vf.driver()?.is_none() {
+                still.push(vf);
             }
         }
         unbound = still;
         Ok(unbound.is_empty())
     })?;
-    Ok(unbound)
+    Ok(unbound.iter().map(PciDevice::address).collect())
 }
 
 /// Waits until the PF lists exactly `count` `virtfnN` links, woken by the VFs' `add` and
@@ -134,6 +137,7 @@ pub(crate) fn set_vf_count(
     count: u32,
     options: SriovOptions,
 ) -> Result<SriovChange> {
+    // Held open: its files (VF links, driver, counts) are read without walking the path again.
     let device = PciDevice::existing(paths, pf)?;
     let Some(capability) = device.sriov()? else {
         return Err(Error::NoSriov {
@@ -189,7 +193,7 @@ pub(crate) fn set_vf_count(
                 driver::bind(paths, *vf, "nvidia", options.timeout)?;
             }
         } else if autoprobe && driver.as_deref().is_some_and(drives_its_vfs) {
-            let unbound = wait_for_vf_drivers(paths, &vfs, options.timeout)?;
+            let unbound = wait_for_vf_drivers(paths, &device, &vfs, options.timeout)?;
             if !unbound.is_empty() {
                 tracing::warn!(
                     %pf,
