@@ -19,14 +19,11 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
+mod steps;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::span;
-use tracing_subscriber::{Layer, filter::filter_fn, layer::Context, prelude::*};
 use vgpu_testing::addr;
 
 use uuid::Uuid;
@@ -36,7 +33,7 @@ use vgpu_core::{
     model::VgpuHandle,
     state::{HookConfig, Start},
 };
-use vgpu_sim::{Counters, FsOp, Profile, SimHost};
+use vgpu_sim::{Profile, SimHost};
 
 const RUNS: usize = 30;
 const T4: &str = "0000:3b:00.0";
@@ -93,122 +90,19 @@ fn run(sim: &SimHost, manager: &Manager, domain: &HookDomain, config: &HookConfi
     times
 }
 
-/// Operations per kind (`FsOp::ALL`'s order) made by a step itself, a step being a span's
-/// `module::function`, and its calls.
-type Steps = BTreeMap<String, ([u64; 8], u64, Duration)>;
-
-/// The counts of `counters` per kind, in `FsOp::ALL`'s order.
-fn by_kind(counters: &Counters) -> [u64; 8] {
-    FsOp::ALL.map(|op| counters.get(op))
-}
-
-thread_local! {
-    /// For each span entered and not yet left: the counts at entry, and what the spans inside
-    /// it have counted.
-    static OPEN: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A span entered: the counts and time at entry, and what the spans inside it have counted and
-/// taken.
-struct Entered {
-    at: [u64; 8],
-    since: Instant,
-    inner: [u64; 8],
-    inner_time: Duration,
-}
-
-/// A tracing layer that charges each span the simulated-kernel operations made while it was
-/// entered, less those of the spans inside it.
-struct OpsProfile<F> {
-    counters: F,
-    steps: Arc<Mutex<Steps>>,
-}
-
-impl<S, F> Layer<S> for OpsProfile<F>
-where
-    F: Fn() -> Counters + 'static,
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_enter(&self, _id: &span::Id, _ctx: Context<'_, S>) {
-        let now = by_kind(&(self.counters)());
-        OPEN.with(|open| {
-            open.borrow_mut().push(Entered {
-                at: now,
-                since: Instant::now(),
-                inner: [0; 8],
-                inner_time: Duration::ZERO,
-            });
-        });
-    }
-
-    fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
-        let now = by_kind(&(self.counters)());
-        let Some(entered) = OPEN.with(|open| open.borrow_mut().pop()) else {
-            return;
-        };
-        let took = entered.since.elapsed();
-        let spent: [u64; 8] = std::array::from_fn(|k| now[k] - entered.at[k]);
-        OPEN.with(|open| {
-            if let Some(outer) = open.borrow_mut().last_mut() {
-                for (k, n) in spent.iter().enumerate() {
-                    outer.inner[k] += n;
-                }
-                outer.inner_time += took;
-            }
-        });
-        let Some(span) = ctx.span(id) else { return };
-        let meta = span.metadata();
-        let module = meta.target().trim_start_matches("vgpu_core::");
-        let mut steps = self.steps.lock().unwrap();
-        let step = steps
-            .entry(format!("{module}::{}", meta.name()))
-            .or_default();
-        for ((own, spent), inner) in step.0.iter_mut().zip(spent).zip(entered.inner) {
-            *own += spent - inner;
-        }
-        step.1 += 1;
-        step.2 += took.saturating_sub(entered.inner_time);
-    }
-}
-
-/// One prepare and release of `domain` under [`OpsProfile`], printed by step, most first,
-/// with each step's operations by kind.
+/// One prepare and release of `domain` under the profile, printed by step.
 fn profile(sim: &SimHost, manager: &Manager, domain: &HookDomain, config: &HookConfig) {
-    let steps = Arc::new(Mutex::new(Steps::new()));
-    let layer = OpsProfile {
-        counters: sim.counter_reader(),
-        steps: Arc::clone(&steps),
-    }
-    .with_filter(filter_fn(|meta| {
-        meta.is_span() && meta.target().starts_with("vgpu_core")
-    }));
-    let subscriber = tracing_subscriber::registry().with(layer);
+    let profiler = steps::Profiler::install();
     sim.reset_counters();
-    tracing::subscriber::with_default(subscriber, || {
-        manager.prepare_domain(domain, config).unwrap();
-        manager.release_domain(domain.uuid, &domain.name).unwrap();
-    });
+    profiler.watch(sim);
+    manager.prepare_domain(domain, config).unwrap();
+    manager.release_domain(domain.uuid, &domain.name).unwrap();
     let total = sim.counters().total();
-    let steps = steps.lock().unwrap();
-    let mut rows: Vec<_> = steps.iter().collect();
-    rows.sort_by_key(|(_, (ops, _, took))| std::cmp::Reverse((ops.iter().sum::<u64>(), *took)));
     println!(
         "simulated-kernel operations and time by step, one prepare + release of 4 VFs \
          ({total} operations in all):"
     );
-    let kinds: String = FsOp::ALL
-        .iter()
-        .map(|op| format!("{:>9}", op.name()))
-        .collect();
-    println!("  {:>6}  {:>7}  {:>5}{kinds}  step", "ops", "ms", "calls");
-    for (step, (ops, calls, took)) in rows {
-        let each: String = ops.iter().map(|n| format!("{n:>9}")).collect();
-        println!(
-            "  {:>6}  {:>7.2}  {calls:>5}{each}  {step}",
-            ops.iter().sum::<u64>(),
-            took.as_secs_f64() * 1e3
-        );
-    }
+    steps::print(&profiler.take(), 1);
 }
 
 fn vf_xml(domain: Uuid) -> String {

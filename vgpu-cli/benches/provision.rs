@@ -8,9 +8,13 @@
 //!    steps and `current_vgpu_type` writes.
 //!
 //! `cargo bench -p vgpu-cli --bench provision` prints the three times and the ratios. It
-//! asserts nothing about speed.
+//! asserts nothing about speed. For 1 and 2 it prints the time by step (per GPU) and the
+//! simulated-kernel operations by step: where the parallel run loses time against one GPU
+//! alone.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+mod steps;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -50,9 +54,10 @@ struct Ours {
     made: usize,
     slowest_ms: u128,
     ops: u64,
+    steps: steps::Steps,
 }
 
-fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> Ours {
+fn run_ours(host: &SimHost, gpus: &[PciAddress], profiler: &steps::Profiler) -> Ours {
     let paths = HostPaths::new(host.root()).with_state_root(tempfile::tempdir().unwrap().keep());
     let targets = gpus
         .iter()
@@ -65,6 +70,7 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> Ours {
         })
         .collect();
     host.reset_counters();
+    profiler.watch(host);
     let start = Instant::now();
     let reports = Manager::new(&paths, "bench").provision(targets).unwrap();
     let elapsed = start.elapsed();
@@ -75,6 +81,7 @@ fn run_ours(host: &SimHost, gpus: &[PciAddress]) -> Ours {
         made: reports.iter().map(|r| r.created.len()).sum(),
         slowest_ms: reports.iter().map(|r| r.elapsed_ms).max().unwrap_or(0),
         ops,
+        steps: profiler.take(),
     }
 }
 
@@ -117,12 +124,13 @@ done"#;
 }
 
 fn main() {
+    let profiler = steps::Profiler::install();
     let (host, gpus, _) = prepared();
-    let ours = run_ours(&host, &gpus);
+    let ours = run_ours(&host, &gpus, &profiler);
     drop(host);
 
     let (host, gpus, _) = prepared();
-    let critical = run_ours(&host, &gpus[..1]);
+    let critical = run_ours(&host, &gpus[..1], &profiler);
     drop(host);
 
     let (host, gpus, id) = prepared();
@@ -157,4 +165,11 @@ fn main() {
         secs(ours.elapsed) / secs(critical.elapsed),
         secs(shell) / secs(ours.elapsed)
     );
+    println!(
+        "by step, parallel (time per GPU; operations of all {} GPUs):",
+        gpus.len()
+    );
+    steps::print(&ours.steps, u32::try_from(gpus.len()).unwrap());
+    println!("by step, one GPU alone:");
+    steps::print(&critical.steps, 1);
 }

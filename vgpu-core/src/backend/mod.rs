@@ -26,6 +26,7 @@ use crate::error::{Error, Object, Result};
 use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
+use crate::host::sysfs::SysDir;
 use crate::host::vfio::{self, Holder};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle, VgpuType};
@@ -209,11 +210,31 @@ pub(crate) fn candidates(
 }
 
 /// Whether `placement` can take one more vGPU now, as the kernel shows it.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
     match placement {
         Placement::Mdev { .. } => mdev::fits(paths, placement),
         Placement::VendorVf { .. } => vendor_vf::fits(paths, placement),
         Placement::PlainVf { .. } => plain_vf::fits(paths, placement),
+    }
+}
+
+/// [`fits`], a vendor-VFIO VF reached from the parent directory of `gpu`, its PF held open
+/// ([`PciDevice::beside`]): one lookup for the VF, not the walk down the device list's link.
+pub(crate) fn fits_beside(
+    paths: &HostPaths,
+    gpu: &PciDevice,
+    placement: &Placement,
+) -> Result<bool> {
+    match placement {
+        Placement::VendorVf { vf, type_id } => {
+            let devices = SysDir::new(paths.pci_devices());
+            match gpu.beside(&[*vf], &devices).pop() {
+                Some(device) => vendor_vf::fits_vf(&device, *type_id),
+                None => Ok(false),
+            }
+        }
+        _ => fits(paths, placement),
     }
 }
 

@@ -43,9 +43,14 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
     let Placement::VendorVf { vf, type_id } = placement else {
         return Ok(false);
     };
-    match NvidiaVf::of(&paths.pci_device(vf)) {
+    fits_vf(&PciDevice::new(paths, *vf), *type_id)
+}
+
+/// [`fits`] for the VF `vf`: it holds no vGPU and lists `type_id` as creatable.
+pub(super) fn fits_vf(vf: &PciDevice, type_id: u32) -> Result<bool> {
+    match NvidiaVf::of_device(vf) {
         Some(nvidia) => Ok(nvidia.current_type()?.is_none()
-            && nvidia.creatable_types()?.iter().any(|c| c.id == *type_id)),
+            && nvidia.creatable_types()?.iter().any(|c| c.id == type_id)),
         None => Ok(false),
     }
 }

@@ -131,6 +131,7 @@ fn wait_for_vfs(
 /// On failure at any step after the first write, it puts back the count it found (and the PF
 /// on `nvidia`). An NVIDIA PF left on `pci-pf-stub` by an interrupted sequence is finished:
 /// the count is written if needed and the PF and its VFs go back to `nvidia`.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn set_vf_count(
     paths: &HostPaths,
     pf: PciAddress,
@@ -189,8 +190,13 @@ pub(crate) fn set_vf_count(
         }
         let vfs = wait_for_vfs(paths, &device, enabled, options.timeout)?;
         if nvidia {
-            for vf in &vfs {
-                driver::bind(paths, *vf, "nvidia", options.timeout)?;
+            // Each VF's driver is read from the PF's parent directory, held open; only a VF
+            // not on nvidia yet goes through the bind.
+            let devices = SysDir::new(paths.pci_devices());
+            for vf in device.beside(&vfs, &devices) {
+                if vf.driver()?.as_deref() != Some("nvidia") {
+                    driver::bind(paths, vf.address(), "nvidia", options.timeout)?;
+                }
             }
         } else if autoprobe && driver.as_deref().is_some_and(drives_its_vfs) {
             let unbound = wait_for_vf_drivers(paths, &device, &vfs, options.timeout)?;

@@ -20,6 +20,7 @@ use super::session::{Operation, Session};
 use crate::backend;
 use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::pci_device::PciDevice;
 use crate::host::sriov::SriovChange;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
@@ -104,6 +105,7 @@ fn run_one(session: &Session, target: &Target) -> GpuReport {
 }
 
 /// One GPU's sequence: the VF count, then vGPUs up to the count asked (or the room left).
+#[tracing::instrument(level = "trace", skip_all)]
 fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>, Vec<VgpuHandle>)> {
     let sriov = match target.vfs {
         Some(vfs) => Some(op.set_vf_count(target.gpu, vfs)?),
@@ -125,10 +127,12 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     let reserved = crate::capacity::reservations(&found.state.definitions, gpu);
     let limit = target.count.unwrap_or(room);
     let mut created = Vec::new();
+    // Held open for the whole sequence: its VFs are reached beside it.
+    let pf = PciDevice::existing(op.paths(), gpu.address)?;
     for placement in backend::candidates(gpu, type_id, &reserved)? {
         // Only a parent that is the PF itself takes more than one vGPU.
         let many = placement.device() == gpu.address;
-        while (created.len() as u32) < limit && backend::fits(op.paths(), &placement)? {
+        while (created.len() as u32) < limit && backend::fits_beside(op.paths(), &pf, &placement)? {
             match make(op, gpu, &placement, target.define) {
                 Ok((id, _)) => created.push(id),
                 // Another tool took this place meanwhile: the next one may have room.
