@@ -317,6 +317,48 @@ fn destination_without_the_type_or_room_refuses_in_one_line_and_changes_nothing(
     assert_eq!(records(&full).len(), 2);
 }
 
+/// The kernel refuses the second of an incoming domain's two vGPUs: `migrate begin` exits 1
+/// naming that VF and the error, prints no XML, and undoes the first; no record is left.
+/// Libvirt then cancels the migration.
+#[test]
+fn failure_making_the_second_vgpu_undoes_the_first() {
+    let dest = common::host("l40s-vendor-vfio");
+    let hooks = install_hook(&dest, &[]);
+    let (first, second) = (common::vf("41", 0), common::vf("41", 1));
+    dest.sim
+        .fail_next(1, 5, &format!("*/{second}/nvidia/current_vgpu_type"));
+
+    let out = run_hook(
+        hooks.path(),
+        "vm1",
+        "migrate",
+        "begin",
+        &vf_domain(1, "L40S-12Q", &[&first, &second]),
+    );
+
+    let root = dest.sim.root().display().to_string();
+    assert_eq!(
+        (
+            out.status.code(),
+            stderr(&out).replace(&root, "<sim>"),
+            out_text(&out),
+            typed_vfs(&dest, GPU_A),
+            records(&dest)
+        ),
+        (
+            Some(1),
+            format!(
+                "vgpu hook: vm1 migrate: domain vm1: cannot make {second} ready: cannot write \
+                 \"1153\" to <sim>/sys/bus/pci/devices/{second}/nvidia/current_vgpu_type: \
+                 Input/output error (os error 5)\n"
+            ),
+            String::new(),
+            Vec::new(),
+            Vec::<String>::new()
+        )
+    );
+}
+
 /// `can-host` says what `migrate begin` would choose, exits 0, and changes nothing; refused,
 /// it exits 1 with the hook's reason.
 #[test]
