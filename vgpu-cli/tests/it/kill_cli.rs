@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use crate::common::*;
-use vgpu_sim::{KernelOp, LatencyOp};
+use vgpu_sim::{FsOp, KernelOp, LatencyOp};
 
 /// The Flex 170 as one 8 GiB VF and four 2 GiB ones, kept on i915 (`vf_driver = "default"`)
 /// and defined, so that `restore` knows them.
@@ -73,9 +73,9 @@ fn record(h: &Host, address: &str) -> PathBuf {
 ///
 /// A kill that lands once `apply` is inside the probe's write cannot take effect until the
 /// simulator answers it (the kernel waits for a FUSE reply it has sent), so VF 2 is back on
-/// i915 before the test looks. That happens only when the test got the CPU too late; it is
-/// tried again on a fresh host, three times at most, and the host returned always has VF 2
-/// off its driver.
+/// i915 before the test looks. Reads of links are slowed down to 50 ms, so the test sees the
+/// quota's line before that. A try that still gets the CPU too late is made again on a fresh
+/// host, three times at most; the host returned always has VF 2 off its driver.
 fn killed_in_the_quota_phase() -> (Host, String) {
     for _ in 0..3 {
         let (h, file) = killed_once_in_the_quota_phase();
@@ -95,6 +95,11 @@ fn killed_once_in_the_quota_phase() -> (Host, String) {
             LatencyOp::Kernel(KernelOp::Probe),
             Duration::from_millis(15_000),
         )
+        .unwrap();
+    // Between the quota's audit line and the probe, the rebind reads VF 2's driver link: slowed
+    // down, it gives the test time to see the line and kill before the probe is sent.
+    h.sim
+        .set_latency(LatencyOp::Fs(FsOp::Readlink), Duration::from_millis(50))
         .unwrap();
     let child = command(&h, &["apply", "-f", &file])
         .stdout(Stdio::null())
