@@ -221,6 +221,7 @@ pub(crate) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 
 /// [`fits`], a vendor-VFIO VF reached from the parent directory of `gpu`, its PF held open
 /// ([`PciDevice::beside`]): one lookup for the VF, not the walk down the device list's link.
+#[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn fits_beside(
     paths: &HostPaths,
     gpu: &PciDevice,

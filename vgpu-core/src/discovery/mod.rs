@@ -23,9 +23,9 @@ use crate::model::{
     Backend, Gpu, GpuLookupError, Inventory, NVIDIA_VENDOR_ID, NameSource, Vf, Vgpu, VgpuHandle,
     VgpuType, Warning,
 };
-use crate::parse::CreatableType;
 use crate::parse::{
-    gvtg_type_instances, parse_gvtg_description, parse_nvidia_description, parse_nvidia_type_name,
+    CreatableType, gvtg_type_instances, parse_gvtg_description, parse_nvidia_description,
+    parse_nvidia_type_name,
 };
 
 /// Collects per-device problems while discovery carries on.
@@ -251,7 +251,7 @@ struct VfRead {
 }
 
 /// What one VF's NVIDIA vendor interface says, read while the VF's directory is held open:
-/// the type it holds, and when it holds none, what it can take.
+/// the type it holds, and unless it holds one, what it can take.
 struct NvidiaRead {
     current: Result<Option<u32>>,
     creatable: Result<Vec<CreatableType>>,
@@ -260,9 +260,10 @@ struct NvidiaRead {
 impl NvidiaRead {
     fn of(nvidia: &NvidiaVf) -> Self {
         let current = nvidia.current_type();
+        // A type that cannot be read is a warning; what the VF can take still counts.
         let creatable = match current {
-            Ok(None) => nvidia.creatable_types(),
-            _ => Ok(Vec::new()),
+            Ok(Some(_)) => Ok(Vec::new()),
+            _ => nvidia.creatable_types(),
         };
         Self { current, creatable }
     }

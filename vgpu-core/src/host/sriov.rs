@@ -84,7 +84,7 @@ fn wait_for_vf_drivers(
     vfs: &[PciAddress],
     timeout: Duration,
 ) -> Result<Vec<PciAddress>> {
-    // Reached from the PF's directory held open: one lookup per VF and look.
+    // Each VF is reached beside the PF: one lookup per VF each time the wait looks.
     let devices = SysDir::new(paths.pci_devices());
     let mut unbound = pf.beside(vfs, &devices);
     wait::wait_until(paths, &["pci"], timeout, || {

@@ -73,17 +73,8 @@ impl SysDir {
     /// as it would have (absent, not a directory, unreadable), and says so about the file
     /// that was wanted.
     pub(crate) fn held_open(self) -> Self {
-        let opened = self.at("").open(OFlag::O_PATH | OFlag::O_DIRECTORY);
-        match opened {
-            Ok(fd) => Self {
-                path: self.path,
-                held: Some(Held {
-                    fd: Arc::new(fd),
-                    below: PathBuf::new(),
-                }),
-            },
-            Err(_) => self,
-        }
+        let by_path = self.clone();
+        self.opened().unwrap_or(by_path)
     }
 
     /// The same directory held open ([`Self::held_open`]); `None` when it cannot be opened as
