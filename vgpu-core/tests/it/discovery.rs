@@ -262,6 +262,42 @@ fn l40s_vendor_vfio_partly_used_counts_free_vfs_and_capacity() {
     assert_eq!((t.available, t.in_use), (4, 2));
 }
 
+/// A VF whose `current_vgpu_type` does not read as a type id is a warning naming the file;
+/// what the VF lists as creatable still counts, and it is not taken for a vGPU.
+#[test]
+fn l40s_vendor_vfio_unreadable_current_type_warns_and_still_counts_what_the_vf_offers() {
+    let host = l40s_host(4, 0);
+    let vf = vf_address(addr("0000:81:00.0"), 1).unwrap();
+    let file = host
+        .root()
+        .join(format!("sys/bus/pci/devices/{vf}/nvidia/current_vgpu_type"));
+    std::fs::write(&file, "garbage\n").unwrap();
+
+    let inv = inventory(&host);
+
+    let t = inv.gpus[0].types.iter().find(|t| t.id == "1152").unwrap();
+    assert_eq!(
+        (
+            t.available,
+            inv.gpus[0].vgpus.len(),
+            inv.warnings.len(),
+            inv.warnings[0].device.as_str(),
+            inv.warnings[0].message.as_str()
+        ),
+        (
+            4,
+            0,
+            1,
+            vf.to_string().as_str(),
+            format!(
+                "unexpected content in {}: \"garbage\" (expected a type id or 0)",
+                file.display()
+            )
+            .as_str()
+        )
+    );
+}
+
 #[test]
 fn l40s_vendor_vfio_vgpus_are_the_vfs() {
     let inv = inventory(&l40s_host(8, 2));
