@@ -45,10 +45,15 @@ fn vf_domain(n: u32, vgpu_type: &str, vfs: &[&str]) -> String {
 
 /// Domain `n` with the mediated device `uuid`, whose type only `attach`'s record names.
 fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
+    mdev_domain_with(n, "", uuid, type_name)
+}
+
+/// [`mdev_domain`], with `metadata` (Nova's, say) before `attach`'s record.
+fn mdev_domain_with(n: u32, metadata: &str, uuid: &str, type_name: &str) -> String {
     domain_xml(
         n,
         &format!(
-            "<vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{uuid}\" type=\"{type_name}\"/></vgpu:vgpu>"
+            "{metadata}<vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{uuid}\" type=\"{type_name}\"/></vgpu:vgpu>"
         ),
         &format!(
             "    <hostdev mode='subsystem' type='mdev' model='vfio-pci' display='off'>\n      \
@@ -75,18 +80,7 @@ fn out_text(out: &Output) -> String {
 
 /// The vendor-VFIO type set on each VF of `gpu` that has one, as `list --json` shows it.
 fn typed_vfs(h: &Host, gpu: &str) -> Vec<(String, String)> {
-    let list = common::list(h);
-    common::gpu(&list, gpu)["vgpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            (
-                v["id"].as_str().unwrap().to_owned(),
-                v["type"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::vgpu_types(common::gpu(&common::list(h), gpu))
 }
 
 fn records(h: &Host) -> Vec<String> {
@@ -213,16 +207,12 @@ fn source_release_after_a_migration_gives_the_vf_back() {
 fn mdevs_of_a_nova_domain_are_left_to_nova() {
     let dest = common::host("mixed");
     let hooks = install_hook(&dest, &[]);
-    let xml = domain_xml(
+    let xml = mdev_domain_with(
         1,
-        &format!(
-            "<nova:instance xmlns:nova=\"http://openstack.org/xmlns/libvirt/nova/1.1\">\
-             <nova:flavor name=\"vgpu.t4\"/></nova:instance>\
-             <vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{MDEV}\" type=\"GRID T4-2Q\"/></vgpu:vgpu>"
-        ),
-        &format!(
-            "    <hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='{MDEV}'/></source></hostdev>\n"
-        ),
+        "<nova:instance xmlns:nova=\"http://openstack.org/xmlns/libvirt/nova/1.1\">\
+         <nova:flavor name=\"vgpu.t4\"/></nova:instance>",
+        MDEV,
+        "GRID T4-2Q",
     );
 
     let out = run_hook(hooks.path(), "vm1", "migrate", "begin", &xml);
@@ -478,15 +468,7 @@ proptest! {
 fn hook_reads_the_type_attach_recorded_in_libvirts_form() {
     let dest = common::host("mixed");
     let hooks = install_hook(&dest, &[]);
-    let xml = domain_xml(
-        1,
-        &format!(
-            "<vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{MDEV}\" type=\"GRID T4-4Q\"/></vgpu:vgpu>"
-        ),
-        &format!(
-            "    <hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='{MDEV}'/></source></hostdev>\n"
-        ),
-    );
+    let xml = mdev_domain(1, MDEV, "GRID T4-4Q");
 
     let out = run_hook(hooks.path(), "vm1", "migrate", "begin", &xml);
 

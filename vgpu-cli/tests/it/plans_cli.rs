@@ -653,24 +653,7 @@ fn local(host: &Host, args: &[&str]) -> Output {
 /// The vGPUs on `gpu`: (id, type id), in the order `list` gives them.
 fn partition(host: &Host, gpu: &str) -> Vec<(String, String)> {
     let list = json(&local(host, &["list", "--json"]));
-    let gpu = list["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["address"] == gpu)
-        .unwrap()
-        .clone();
-    gpu["vgpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            (
-                v["id"].as_str().unwrap().to_owned(),
-                v["type"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::vgpu_types(common::gpu(&list, gpu))
 }
 
 /// Without NVML, every type change on a vendor-VFIO GPU is reached in one apply: the types

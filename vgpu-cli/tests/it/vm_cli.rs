@@ -92,6 +92,14 @@ fn json(output: &Output) -> serde_json::Value {
     })
 }
 
+/// `attach VM --gpu GPU --type TYPE --json`: a vGPU of `type_name` on `gpu` given to `vm`.
+fn attach_new(host: &Host, vm: &str, gpu: &str, type_name: &str) -> Output {
+    vgpuctl(
+        host,
+        &["attach", vm, "--gpu", gpu, "--type", type_name, "--json"],
+    )
+}
+
 fn create(host: &Host, gpu: &str, type_name: &str, uuid: Option<&str>) -> String {
     let mut args = vec!["create", gpu, "--type", type_name, "--json"];
     if let Some(uuid) = uuid {
@@ -158,23 +166,10 @@ fn attach_of_a_vgpu_another_domain_holds_is_refused_naming_it() {
 fn attach_with_gpu_and_type_twice_changes_nothing_the_second_time() {
     let h = host();
     h.define("vm1");
-    let first = json(&vgpuctl(
-        &h,
-        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
-    ));
-    let second = json(&vgpuctl(
-        &h,
-        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
-    ));
-    let vgpus = json(&vgpuctl(&h, &["list", "--json"]))["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["address"] == T4)
-        .unwrap()["vgpus"]
-        .as_array()
-        .unwrap()
-        .len();
+    let first = json(&attach_new(&h, "vm1", T4, "T4-2Q"));
+    let second = json(&attach_new(&h, "vm1", T4, "T4-2Q"));
+    let list = json(&vgpuctl(&h, &["list", "--json"]));
+    let vgpus = common::vgpu_types(common::gpu(&list, T4)).len();
     assert_eq!(
         (
             &first["created"],
@@ -199,12 +194,7 @@ fn attach_with_gpu_and_type_twice_changes_nothing_the_second_time() {
 fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
     let h = host();
     h.define("vm1");
-    let out = vgpuctl(
-        &h,
-        &[
-            "attach", "vm1", "--gpu", L40S, "--type", "L40S-24Q", "--json",
-        ],
-    );
+    let out = attach_new(&h, "vm1", L40S, "L40S-24Q");
     let value = json(&out);
     assert_eq!(
         (out.status.code(), &value["kind"], &value["created"]),
@@ -222,12 +212,7 @@ fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
 fn nova_config_leaves_out_a_vf_a_domain_outside_nova_holds() {
     let h = host();
     h.define("vm1");
-    let held = json(&vgpuctl(
-        &h,
-        &[
-            "attach", "vm1", "--gpu", L40S, "--type", "L40S-12Q", "--json",
-        ],
-    ))["id"]
+    let held = json(&attach_new(&h, "vm1", L40S, "L40S-12Q"))["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -454,10 +439,7 @@ fn attach_records_the_type_in_the_domains_metadata() {
 fn failed_attach_of_a_started_vgpu_keeps_its_definition() {
     let h = host();
     h.define("vm1");
-    let first = json(&vgpuctl(
-        &h,
-        &["attach", "vm1", "--gpu", T4, "--type", "T4-2Q", "--json"],
-    ));
+    let first = json(&attach_new(&h, "vm1", T4, "T4-2Q"));
     let id = first["id"].as_str().unwrap().to_owned();
     // The domain references it: only a forced stop takes it away.
     assert_eq!(
@@ -514,14 +496,8 @@ fn attach_with_gpu_of_a_plain_vf_twice_changes_nothing_the_second_time() {
     let h = host();
     h.define("vm1");
     vgpuctl(&h, &["sriov", FLEX, "--vfs", "2"]);
-    let first = json(&vgpuctl(
-        &h,
-        &["attach", "vm1", "--gpu", FLEX, "--type", "vf", "--json"],
-    ));
-    let second = vgpuctl(
-        &h,
-        &["attach", "vm1", "--gpu", FLEX, "--type", "vf", "--json"],
-    );
+    let first = json(&attach_new(&h, "vm1", FLEX, "vf"));
+    let second = attach_new(&h, "vm1", FLEX, "vf");
     assert_eq!(
         (
             &first["kind"],

@@ -119,6 +119,21 @@ pub(crate) fn gpu<'a>(list: &'a serde_json::Value, address: &str) -> &'a serde_j
         .unwrap()
 }
 
+/// `(id, type id)` of each vGPU of `gpu`, one GPU of `list --json`, in the order it gives them.
+pub(crate) fn vgpu_types(gpu: &serde_json::Value) -> Vec<(String, String)> {
+    gpu["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_owned(),
+                v["type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// `(memory_mib, driver)` of each VF of the Flex 170, as `list --json` has them.
 pub(crate) fn flex_vfs(h: &Host) -> Vec<(serde_json::Value, serde_json::Value)> {
     let list = list(h);
