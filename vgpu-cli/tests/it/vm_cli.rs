@@ -92,6 +92,17 @@ fn json(output: &Output) -> serde_json::Value {
     })
 }
 
+/// The persistent XML of domain `vm`, as `virsh dumpxml --inactive` prints it.
+fn inactive_xml(host: &Host, vm: &str) -> Vec<u8> {
+    Command::new("virsh")
+        .arg("-c")
+        .arg(host.uri())
+        .args(["dumpxml", "--inactive", vm])
+        .output()
+        .unwrap()
+        .stdout
+}
+
 /// `attach VM --gpu GPU --type TYPE --json`: a vGPU of `type_name` on `gpu` given to `vm`.
 fn attach_new(host: &Host, vm: &str, gpu: &str, type_name: &str) -> Output {
     vgpuctl(
@@ -380,13 +391,8 @@ fn attach_with_guest_address_keeps_it_in_the_domain_xml() {
         &h,
         &["attach", "vm1", UUID, "--guest-address", "0000:00:09.0"],
     );
-    let xml = Command::new("virsh")
-        .arg("-c")
-        .arg(h.uri())
-        .args(["dumpxml", "--inactive", "vm1"])
-        .output()
-        .unwrap();
-    let xml = String::from_utf8_lossy(&xml.stdout);
+    let xml = inactive_xml(&h, "vm1");
+    let xml = String::from_utf8_lossy(&xml);
     assert_eq!(
         (
             out.status.code(),
@@ -410,13 +416,8 @@ fn attach_records_the_type_in_the_domains_metadata() {
 
     let first = vgpuctl(&h, &["attach", "vm1", UUID]);
     let second = vgpuctl(&h, &["attach", "vm1", &vf]);
-    let xml = Command::new("virsh")
-        .arg("-c")
-        .arg(h.uri())
-        .args(["dumpxml", "--inactive", "vm1"])
-        .output()
-        .unwrap();
-    let read = vgpu_domain::xml::domain_in_bytes(&xml.stdout).unwrap();
+    let xml = inactive_xml(&h, "vm1");
+    let read = vgpu_domain::xml::domain_in_bytes(&xml).unwrap();
 
     assert_eq!(
         (first.status.code(), second.status.code()),
@@ -429,7 +430,7 @@ fn attach_records_the_type_in_the_domains_metadata() {
             (vf.parse().unwrap(), "NVIDIA L40S-12Q".to_owned())
         ],
         "{}",
-        String::from_utf8_lossy(&xml.stdout)
+        String::from_utf8_lossy(&xml)
     );
 }
 
