@@ -93,6 +93,7 @@ LAYERS = {
         "delta",
         "parse",
         "nvml",
+        "migration",
         "definition",
         "name",
         "catalog",

@@ -129,6 +129,19 @@ pub enum Command {
         /// The domain's XML, as `virsh dumpxml --migratable DOMAIN` prints it on the source.
         #[arg(short = 'f', long = "file", value_name = "DOMAIN.xml")]
         file: PathBuf,
+        /// The source's migration metadata (`vgpuctl migration-metadata` there): NVML judges
+        /// each vGPU against the GPU it would run on here, and the vGPU type and ECC mode must
+        /// match.
+        #[arg(long, value_name = "FILE")]
+        metadata: Option<PathBuf>,
+    },
+    /// Print the NVML migration metadata of running vGPUs, for `can-host --metadata` on a
+    /// candidate destination. The output is JSON in any format. A VF of NVIDIA's vendor VFIO
+    /// is found through the domain libvirt says holds it.
+    MigrationMetadata {
+        /// The vGPUs, as the domain XML names them: mediated-device UUIDs or VF addresses.
+        #[arg(required = true, value_name = "VGPU")]
+        vgpus: Vec<String>,
     },
     /// Changes to the host: VF counts, vGPUs, definitions, driver bindings.
     #[command(flatten)]

@@ -32,7 +32,12 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Types { gpu } => list::types(&ctx, gpu.as_deref(), out),
         Command::Check { gpu } => check::run(&ctx, gpu.as_deref(), out),
         Command::Tenants => crate::tenants::run(&ctx, out),
-        Command::CanHost { file } => crate::migrate::can_host(&ctx, file, out),
+        Command::CanHost { file, metadata } => {
+            crate::migrate::can_host(&ctx, file, metadata.as_deref(), out)
+        }
+        Command::MigrationMetadata { vgpus } => {
+            crate::migrate::metadata(cli, ctx.paths(), vgpus, ctx.facts(), out)
+        }
         Command::Sched {
             gpu,
             policy,

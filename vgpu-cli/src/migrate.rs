@@ -1,6 +1,8 @@
 //! An incoming domain on this host: the hook's `migrate begin` and `restore begin`, which print
 //! the domain XML rewritten to name this host's devices, and `vgpuctl can-host`, the same
-//! choice made without changing anything (`vgpu_core::manager::migrate`).
+//! choice made without changing anything (`vgpu_core::manager::migrate`). With the source's
+//! metadata (`vgpuctl migration-metadata` there), `can-host` also asks NVML whether each vGPU
+//! can move live (`vgpu_core::manager::migration_checks`).
 //!
 //! Only the hostdevs that are the hook's are looked at: mediated devices, and VFs of NVIDIA's
 //! vendor-specific VFIO (`managed='no'`). A plain VF (`managed='yes'`) is libvirt's own. Nova
@@ -13,14 +15,20 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
+use vgpu_core::HostPaths;
 use vgpu_core::manager::{Arrival, HookDomain, Incoming, IncomingDevice};
 use vgpu_core::model::VgpuHandle;
+use vgpu_core::model::migration::{Compatibility, MigrationCheck, MigrationMetadata};
+use vgpu_core::model::nvml::Fact;
 use vgpu_core::state::HookConfig;
 use vgpu_domain::HostdevKind;
 use vgpu_domain::xml::{self, DomainXml};
 
+use crate::Cli;
 use crate::context::Context;
+use crate::libvirt_facts::Facts;
 use crate::render::{Report, Table};
+use crate::telemetry::Sampler;
 
 /// The hook's request for `domain`, and the devices of it that are the hook's.
 fn request(domain: &DomainXml) -> (HookDomain, Vec<IncomingDevice>) {
@@ -108,6 +116,36 @@ pub(crate) fn hook(ctx: &Context<'_>, text: &str, out: &mut dyn Write) -> Result
 struct CanHost {
     domain: String,
     devices: Vec<Arrival>,
+    /// NVML's verdict and what must match, for each vGPU of the source's metadata; absent
+    /// without `--metadata`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    migration: Option<Vec<MigrationCheck>>,
+}
+
+/// A value known on one host, or `-`.
+fn known<T: ToString>(value: Option<&T>) -> String {
+    value.map_or_else(|| "-".to_owned(), ToString::to_string)
+}
+
+/// How a fact compares on both hosts: `v` when the same, `source -> here` when not.
+fn both<T: ToString + PartialEq>(source: Option<&T>, here: Option<&T>) -> String {
+    match source == here {
+        true => known(source),
+        false => format!("{} -> {}", known(source), known(here)),
+    }
+}
+
+/// NVML's verdict in a word or a few.
+fn verdict(nvml: &Fact<Compatibility>) -> String {
+    match nvml {
+        Fact::Value(v) if v.live() => "live".to_owned(),
+        Fact::Value(v) if v.limits.is_empty() => "not live".to_owned(),
+        Fact::Value(v) => {
+            let limits: Vec<&str> = v.limits.iter().map(|l| l.describe()).collect();
+            format!("limited by {}", limits.join(" and "))
+        }
+        Fact::Unavailable(_) => "unknown".to_owned(),
+    }
 }
 
 impl Report for CanHost {
@@ -123,21 +161,70 @@ impl Report for CanHost {
             ]);
         }
         table.write(out)?;
-        writeln!(
-            out,
-            "{}: can be hosted here ({} vGPU(s))",
-            self.domain,
-            self.devices.len()
-        )
+        if let Some(checks) = &self.migration {
+            writeln!(out)?;
+            let mut table = Table::new(&["DEVICE", "NVML", "TYPE ID", "ECC", "HOST DRIVER"]);
+            for c in checks {
+                let ecc = |e: Option<bool>| e.map(|on| if on { "on" } else { "off" });
+                table.row(vec![
+                    c.from.to_string(),
+                    verdict(&c.nvml),
+                    both(c.type_id.source.as_ref(), c.type_id.here.as_ref()),
+                    both(ecc(c.ecc.source).as_ref(), ecc(c.ecc.here).as_ref()),
+                    both(c.host_driver.source.as_ref(), c.host_driver.here.as_ref()),
+                ]);
+            }
+            table.write(out)?;
+        }
+        let refused = self
+            .migration
+            .iter()
+            .flatten()
+            .filter(|c| !c.accepted())
+            .count();
+        match refused {
+            0 => writeln!(
+                out,
+                "{}: can be hosted here ({} vGPU(s))",
+                self.domain,
+                self.devices.len()
+            ),
+            n => writeln!(
+                out,
+                "{}: cannot move here live ({n} of {} vGPU(s) refused)",
+                self.domain,
+                self.devices.len()
+            ),
+        }
     }
 }
 
-/// `vgpuctl can-host -f DOMAIN.xml`: the choice `migrate begin` would make here, made without
-/// changing anything. A refusal is the error `migrate begin` would fail with.
-pub(crate) fn can_host(ctx: &Context<'_>, file: &Path, out: &mut dyn Write) -> Result<u8> {
+/// The source's migration metadata in `file`.
+fn read_metadata(file: &Path) -> Result<MigrationMetadata> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not migration metadata (`vgpuctl migration-metadata` prints it)",
+            file.display()
+        )
+    })
+}
+
+/// `vgpuctl can-host -f DOMAIN.xml [--metadata FILE]`: the choice `migrate begin` would make
+/// here, made without changing anything. A refusal is the error `migrate begin` would fail
+/// with. With metadata, the report is printed, and each refusal of NVML or of a fact that
+/// must match is the error.
+pub(crate) fn can_host(
+    ctx: &Context<'_>,
+    file: &Path,
+    metadata: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<u8> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let domain = xml::domain_in_bytes(&bytes)
         .with_context(|| format!("{} is not a domain XML vgpu reads", file.display()))?;
+    let metadata = metadata.map(read_metadata).transpose()?;
     let (request, devices) = request(&domain);
     let config = HookConfig::load(ctx.paths())?;
     let incoming = if devices.is_empty() {
@@ -146,13 +233,64 @@ pub(crate) fn can_host(ctx: &Context<'_>, file: &Path, out: &mut dyn Write) -> R
         ctx.manager()
             .migrate_domain(&request, &devices, &config, true)?
     };
-    crate::render::emit(
-        &CanHost {
-            domain: domain.name,
-            devices: incoming.arrivals,
-        },
-        ctx.format(),
-        out,
+    let migration = match &metadata {
+        Some(metadata) => Some(vgpu_core::manager::migration_checks(
+            ctx.nvml(),
+            &ctx.inventory()?,
+            &incoming.arrivals,
+            metadata,
+        )?),
+        None => None,
+    };
+    let report = CanHost {
+        domain: domain.name,
+        devices: incoming.arrivals,
+        migration,
+    };
+    crate::render::emit(&report, ctx.format(), out)?;
+    let refusals: Vec<String> = report
+        .migration
+        .iter()
+        .flatten()
+        .flat_map(|c| c.refusals.iter().map(move |r| format!("{}: {r}", c.from)))
+        .collect();
+    match refusals.is_empty() {
+        true => Ok(crate::EXIT_OK),
+        false => anyhow::bail!(
+            "{} cannot move here live: {}",
+            report.domain,
+            refusals.join("; ")
+        ),
+    }
+}
+
+/// `vgpuctl migration-metadata VGPU...`: the NVML migration metadata of running vGPUs, as JSON
+/// whatever the output format, for `can-host --metadata` on a destination.
+pub(crate) fn metadata(
+    cli: &Cli,
+    paths: &HostPaths,
+    vgpus: &[String],
+    facts: Box<dyn Facts>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let handles = vgpus
+        .iter()
+        .map(|text| {
+            text.parse::<VgpuHandle>().map_err(|err| {
+                anyhow::anyhow!("{text:?} names no vGPU: not a UUID nor a PCI address ({err})")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut sampler = Sampler::new(cli, paths, facts);
+    let (inventory, owners, _) = sampler.holdings()?;
+    let metadata = vgpu_core::manager::migration_metadata(
+        sampler.nvml(),
+        paths,
+        &inventory,
+        &owners,
+        &handles,
     )?;
+    serde_json::to_writer_pretty(&mut *out, &metadata).context("cannot write the metadata")?;
+    writeln!(out).context("cannot write the metadata")?;
     Ok(crate::EXIT_OK)
 }

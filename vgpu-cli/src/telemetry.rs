@@ -97,13 +97,26 @@ impl Sampler {
         self
     }
 
-    /// Reads the host now.
-    pub(crate) fn sample(&mut self) -> Result<Snapshot> {
+    /// The NVML the sampler loaded.
+    pub(crate) fn nvml(&self) -> &Nvml {
+        &self.nvml
+    }
+
+    /// The host now, and who holds each vGPU where libvirt answers.
+    pub(crate) fn holdings(
+        &mut self,
+    ) -> Result<(Inventory, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
         let inventory = vgpu_core::Manager::new(&self.paths, "metrics")
             .capacity_state(&self.nvml)
             .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
             .inventory;
         let (owners, libvirt) = self.owners(&inventory);
+        Ok((inventory, owners, libvirt))
+    }
+
+    /// Reads the host now.
+    pub(crate) fn sample(&mut self) -> Result<Snapshot> {
+        let (inventory, owners, libvirt) = self.holdings()?;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
             true => match vgpu_core::Manager::new(&self.paths, "metrics").usage_totals() {

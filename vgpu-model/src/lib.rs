@@ -21,6 +21,7 @@ pub mod delta;
 pub mod kind;
 pub mod limit;
 pub mod location;
+pub mod migration;
 pub mod name;
 pub mod nvml;
 pub mod parse;
@@ -307,6 +308,13 @@ impl Gpu {
 /// and JSON show the id beside it.
 pub fn type_label<'a>(id: &'a str, name: Option<&'a str>) -> &'a str {
     name.unwrap_or(id)
+}
+
+/// The NVML vGPU type id that a type id of sysfs names: `nvidia-231` (an mdev type) and `1153`
+/// (a type of NVIDIA's vendor-specific VFIO) are NVML's types 231 and 1153. `None` for other
+/// vendors' types.
+pub fn nvml_type_id(id: &str) -> Option<u32> {
+    id.strip_prefix("nvidia-").unwrap_or(id).parse().ok()
 }
 
 impl VgpuType {

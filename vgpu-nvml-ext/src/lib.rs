@@ -15,6 +15,10 @@
 //!   placements call itself (`Device::possible_placements`), but returns its buffer without
 //!   setting the vector's length, so its list is always empty.
 //!
+//! - vGPU migration metadata and NVIDIA's compatibility verdict ([`migration`]):
+//!   `nvml-wrapper` decodes a vGPU's metadata without its opaque section, which the verdict
+//!   needs.
+//!
 //! MIG mode is set with `nvml-wrapper`'s own `Device::set_mig_mode`.
 //!
 //! Signatures and structure layouts are those of `nvml.h` as `nvml-wrapper-sys` binds it
@@ -23,6 +27,8 @@
 //! as NVML was told; every count NVML returns is bounded by that size before it is used.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod migration;
 
 use std::os::raw::c_uint;
 

@@ -194,6 +194,10 @@ pub(crate) struct Vgpu {
     pub(crate) gpu_instance_id: Option<u32>,
     #[serde(default)]
     pub(crate) utilization: Vec<Sample>,
+    /// The guest driver version the guest reported; absent: the guest driver has not
+    /// reported (`NVML_VGPU_INSTANCE_GUEST_INFO_STATE_UNINITIALIZED`).
+    #[serde(default)]
+    pub(crate) guest_driver: Option<String>,
 }
 
 /// One GPU.
@@ -295,6 +299,32 @@ pub(crate) struct Data {
     /// simulated host at every call, and MIG changes are asked of it (see `sim`).
     #[serde(default)]
     pub(crate) sim_root: Option<PathBuf>,
+    /// The rule `nvmlGetVgpuCompatibility` follows on this host.
+    #[serde(default)]
+    pub(crate) migration: Migration,
+}
+
+/// Which vGPUs this host takes by live migration (`nvmlGetVgpuCompatibility`). A vGPU is
+/// compatible with a GPU when none of these limits it:
+///
+/// - the GPU: the source GPU's `pci_device_id` differs from this GPU's, or this GPU does not
+///   support the vGPU's type (`NVML_VGPU_COMPATIBILITY_LIMIT_GPU`);
+/// - the host driver: the source's driver version is not in `host_drivers`
+///   (`NVML_VGPU_COMPATIBILITY_LIMIT_HOST_DRIVER`);
+/// - the guest driver: the guest reported a driver version not in `guest_drivers`
+///   (`NVML_VGPU_COMPATIBILITY_LIMIT_GUEST_DRIVER`).
+///
+/// A compatible vGPU can move live or cold (`NVML_VGPU_VM_COMPATIBILITY_LIVE | _COLD`); any
+/// limit leaves `NVML_VGPU_VM_COMPATIBILITY_NONE`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Migration {
+    /// The source host driver versions taken; absent: this host's `driver_version` only.
+    #[serde(default)]
+    pub(crate) host_drivers: Option<Vec<String>>,
+    /// The guest driver versions taken; absent: any.
+    #[serde(default)]
+    pub(crate) guest_drivers: Option<Vec<String>>,
 }
 
 fn driver_version() -> String {

@@ -15,7 +15,7 @@
 //! beside the library, so that a test copies the library into a directory of its own with its
 //! data. Top-level keys: `driver_version`, `nvml_version`, `init` (how `nvmlInit_v2`
 //! answers), `functions` (how each function answers, by NVML name), `confidential_computing`,
-//! `sim_root` (below), and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
+//! `sim_root` (below), `[migration]` (below), and `[[gpu]]` tables: `pci`, `name`, `uuid`, `pci_device_id`, `virtualization_mode`,
 //! `host_vgpu_mode`, `mig`/`ecc` (`{ current, pending }`; absent: not supported),
 //! `mig_reset_required` (a MIG-mode change waits for a GPU reset; default `false`),
 //! `scheduler` (`{ policy, arr_mode, timeslice_ns }`), `scheduler_capabilities`,
@@ -25,10 +25,21 @@
 //! `nvidia-smi mig -lgipp` lists them), `[[gpu.gpu_instance]]` (`id`, `profile_id`,
 //! `placement_start`, `placement_size`) and `[[gpu.vgpu]]`
 //! (`instance`, `type_id`, `uuid`, `mdev_uuid`, `vm_id = { kind, id }`, `fb_usage_mib`,
-//! `encoder`, `gpu_instance_id`, `utilization`). A value the data leaves out that NVML may
+//! `encoder`, `gpu_instance_id`, `utilization`, `guest_driver`). A value the data leaves out that NVML may
 //! not give is answered `NVML_ERROR_NOT_SUPPORTED`: `mig`, `ecc`, the scheduler's, a type's
 //! or a profile's `placements`, a vGPU's `mdev_uuid` (NVML gives it only on KVM, for a vGPU
 //! that is a mediated device) and `vm_id`.
+//!
+//! # Migration
+//!
+//! `nvmlVgpuInstanceGetMetadata` and `nvmlDeviceGetVgpuMetadata` give metadata whose opaque
+//! section names the vGPU's type and its GPU's `pci_device_id`, or the GPU's device id and
+//! supported types. `nvmlGetVgpuCompatibility` judges a vGPU's metadata against a GPU's by
+//! the data's rule. A vGPU is limited by the GPU when the device ids differ or the GPU lacks
+//! its type; by the host driver when the source's driver version is not in
+//! `migration.host_drivers` (default: this host's `driver_version`); by the guest driver when
+//! the guest reported a version not in `migration.guest_drivers` (default: any). Without a
+//! limit it can move live or cold.
 //!
 //! # A view of a simulated host
 //!

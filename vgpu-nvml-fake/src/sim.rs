@@ -373,6 +373,7 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
             encoder: None,
             gpu_instance_id: v.gpu_instance,
             utilization: Vec::new(),
+            guest_driver: None,
         })
         .collect();
 }

@@ -16,6 +16,7 @@ mod lifecycle_cli;
 mod man_pages;
 mod mig_cli;
 mod migrate_cli;
+mod migrate_nvml;
 mod no_libvirt;
 mod nova_config;
 mod nova_inventory;

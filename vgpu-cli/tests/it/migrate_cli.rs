@@ -44,7 +44,7 @@ fn vf_domain(n: u32, vgpu_type: &str, vfs: &[&str]) -> String {
 }
 
 /// Domain `n` with the mediated device `uuid`, whose type only `attach`'s record names.
-fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
+pub(crate) fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
     mdev_domain_with(n, "", uuid, type_name)
 }
 

@@ -31,7 +31,7 @@ fn data(name: &str) -> PathBuf {
 
 /// libvirt's test driver holding `web-1` (tenant `acme`), `batch-3` (tenant `initech`) and
 /// Nova's `server-7` (project `globex`).
-fn libvirt_uri() -> String {
+pub(crate) fn libvirt_uri() -> String {
     format!("test://{}", data("libvirt-mixed.xml").display())
 }
 
@@ -44,7 +44,7 @@ const BATCH_3: [&str; 2] = [
 /// The `mixed` host with a T4-2Q (`UUID`, held by `web-1`), two more (`BATCH_3`, held by
 /// `batch-3`), an L40S-12Q on the first VF (held by `server-7`) and a Flex VF on `vfio-pci`
 /// that no domain holds.
-fn mixed() -> Host {
+pub(crate) fn mixed() -> Host {
     let h = host("mixed");
     for args in [
         &["create", T4, "--type", "T4-2Q", "--uuid", UUID][..],
@@ -60,12 +60,12 @@ fn mixed() -> Host {
     h
 }
 
-fn fake_nvml() -> FakeNvml {
+pub(crate) fn fake_nvml() -> FakeNvml {
     FakeNvml::new(&std::fs::read_to_string(data("fake-nvml-mixed.toml")).unwrap()).unwrap()
 }
 
 /// `vgpuctl` on `h` with libvirt at `uri` and NVML from `nvml` (none: not loaded).
-fn command(h: &Host, uri: &str, nvml: Option<&FakeNvml>, args: &[&str]) -> Command {
+pub(crate) fn command(h: &Host, uri: &str, nvml: Option<&FakeNvml>, args: &[&str]) -> Command {
     let mut cmd = common::command(h, &["--connect", uri]);
     if let Some(nvml) = nvml {
         cmd.arg("--nvml-library").arg(nvml.library());

@@ -110,6 +110,22 @@ pub enum NvmlError {
         /// Where the profile's placements start.
         starts: Vec<u32>,
     },
+    /// NVML runs no vGPU that is the one named, so it has no migration metadata for it.
+    #[error("{vgpu} on {gpu}: NVML runs no vGPU that is it: {reason}")]
+    NotRunning {
+        /// The vGPU, as the domain XML names it.
+        vgpu: String,
+        /// Its GPU.
+        gpu: PciAddress,
+        /// Why NVML's vGPUs do not name it.
+        reason: String,
+    },
+    /// Migration metadata does not go with the domain it is checked against.
+    #[error("migration metadata: {reason}")]
+    BadMetadata {
+        /// What does not fit.
+        reason: String,
+    },
     /// What was asked applies to NVIDIA GPUs only.
     #[error("{gpu} is not an NVIDIA GPU: {what} applies to NVIDIA GPUs only")]
     NotNvidia {
@@ -144,6 +160,8 @@ impl NvmlError {
             NvmlError::NotLoaded { .. } | NvmlError::MigModeOff { .. } => ErrorKind::Conflict,
             NvmlError::NoFreeGpuInstance { .. } => ErrorKind::NoCapacity,
             NvmlError::VgpusRunning { .. } => ErrorKind::Busy,
+            NvmlError::NotRunning { .. } => ErrorKind::NotFound,
+            NvmlError::BadMetadata { .. } => ErrorKind::BadInput,
             NvmlError::PolicyNotSupported { .. }
             | NvmlError::BadTimeslice { .. }
             | NvmlError::NotNvidia { .. }

@@ -11,6 +11,8 @@
 //! `nvml-wrapper` does the loading and the calls; the few NVML functions it does not wrap go
 //! through `vgpu-nvml-ext`, over the same loaded library. This crate has no `unsafe`.
 //!
+//! NVIDIA's live-migration metadata and compatibility verdict are read here too (`migration`).
+//!
 //! Besides reading, NVML makes a few changes a MIG-backed vGPU needs (`mig_write`): MIG mode,
 //! and GPU instances made at a placement and destroyed.
 
@@ -19,6 +21,7 @@
 pub(crate) mod host_state;
 pub(crate) mod mig;
 pub(crate) mod mig_write;
+mod migration;
 #[cfg(feature = "nvml")]
 mod read;
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
@@ -26,6 +29,7 @@ pub(crate) mod sched;
 
 pub use host_state::add_nvml_facts;
 pub use mig_write::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
+pub use migration::RawVgpuMetadata;
 pub use sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
 
 use std::path::{Path, PathBuf};

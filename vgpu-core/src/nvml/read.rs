@@ -369,9 +369,11 @@ pub(super) fn enrich(nvml: &nvml_wrapper::Nvml, gpu: &mut Gpu) -> Vec<Warning> {
     };
     for nvml_type in supported {
         let id = nvml_type.id();
-        let Some(ty) = gpu.types.iter_mut().find(|t| {
-            t.id.trim_start_matches("nvidia-").parse::<u64>().ok() == Some(u64::from(id))
-        }) else {
+        let Some(ty) = gpu
+            .types
+            .iter_mut()
+            .find(|t| crate::model::nvml_type_id(&t.id) == Some(id))
+        else {
             continue;
         };
         if let Ok(name) = nvml_type.name() {
@@ -386,4 +388,54 @@ pub(super) fn enrich(nvml: &nvml_wrapper::Nvml, gpu: &mut Gpu) -> Vec<Warning> {
         }
     }
     Vec::new()
+}
+
+/// The metadata of the running vGPU `instance`, whole, with its fixed part read.
+pub(super) fn vgpu_metadata(
+    nvml: &nvml_wrapper::Nvml,
+    instance: u32,
+) -> Fact<super::RawVgpuMetadata> {
+    const FUNCTION: &str = "nvmlVgpuInstanceGetMetadata";
+    let bytes = match fact(
+        FUNCTION,
+        vgpu_nvml_ext::migration::vgpu_instance_metadata(nvml, instance),
+    ) {
+        Fact::Value(bytes) => bytes,
+        Fact::Unavailable(why) => return Fact::Unavailable(why),
+    };
+    match vgpu_nvml_ext::migration::vgpu_metadata_header(&bytes) {
+        Some(header) => Fact::Value(super::RawVgpuMetadata {
+            bytes,
+            host_driver: header.host_driver,
+            guest_driver: header.guest_driver,
+        }),
+        None => Fact::unknown(
+            Cause::Unexpected,
+            format!("{FUNCTION}: {} bytes are not whole metadata", bytes.len()),
+        ),
+    }
+}
+
+/// NVML's verdict on the vGPU metadata `metadata` and the GPU at `address`.
+pub(super) fn compatibility(
+    nvml: &nvml_wrapper::Nvml,
+    address: PciAddress,
+    metadata: &[u8],
+) -> Fact<crate::model::migration::Compatibility> {
+    let device = match device_at(nvml, address) {
+        Ok(device) => device,
+        Err(why) => return Fact::Unavailable(why),
+    };
+    let pgpu = match fact(
+        "nvmlDeviceGetVgpuMetadata",
+        vgpu_nvml_ext::migration::device_vgpu_metadata(&device),
+    ) {
+        Fact::Value(bytes) => bytes,
+        Fact::Unavailable(why) => return Fact::Unavailable(why),
+    };
+    fact(
+        "nvmlGetVgpuCompatibility",
+        vgpu_nvml_ext::migration::vgpu_compatibility(nvml, metadata, &pgpu),
+    )
+    .map(|v| crate::model::migration::Compatibility::from_bits(v.vm, v.limit))
 }

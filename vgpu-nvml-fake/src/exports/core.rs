@@ -143,7 +143,7 @@ pub(crate) fn on_gpu<T>(
 }
 
 /// Writes `text` into a C character array (NUL-terminated, cut to fit).
-fn fill(array: &mut [c_char], text: &str) {
+pub(crate) fn fill(array: &mut [c_char], text: &str) {
     let room = array.len().saturating_sub(1);
     for (slot, byte) in array
         .iter_mut()

@@ -3,6 +3,7 @@
 mod core;
 mod mig;
 mod mig_write;
+mod migration;
 mod newer;
 mod sched;
 mod vgpu;

@@ -296,6 +296,20 @@ pub fn usage_from_nvml(
     usage
 }
 
+/// The vGPU among NVML's `running` ones on `gpu` that is the host's vGPU `id`, matched as
+/// [`usage_from_nvml`] matches them: by mdev UUID, else by VM and type.
+pub fn nvml_vgpu<'a>(
+    gpu: &Gpu,
+    running: &'a [NvmlVgpu],
+    owners: &BTreeMap<VgpuHandle, Owner>,
+    id: VgpuHandle,
+) -> Option<&'a NvmlVgpu> {
+    matches(gpu, running, owners)
+        .into_iter()
+        .find(|(matched, _, _)| *matched == id)
+        .map(|(_, vgpu, _)| vgpu)
+}
+
 /// The host vGPU of `gpu` that each of NVML's `running` vGPUs is, where one is: by mdev UUID
 /// first, then by VM and type among the vGPUs no UUID matched; a host vGPU matched twice is
 /// left out.
@@ -354,7 +368,7 @@ fn vm_and_type(
         VmId::Domain(_) => return None,
     };
     let mut candidates = gpu.vgpus.iter().filter(|v| {
-        v.type_id.trim_start_matches("nvidia-").parse::<u32>().ok() == Some(type_id)
+        crate::model::nvml_type_id(&v.type_id) == Some(type_id)
             && owners.get(&v.id).is_some_and(|o| o.uuid == vm)
             && !claimed.contains(&v.id)
     });

@@ -357,7 +357,7 @@ fn t4_2q_id() -> u32 {
     t4.types
         .iter()
         .find(|t| t.name.as_deref() == Some("GRID T4-2Q"))
-        .and_then(|t| t.id.trim_start_matches("nvidia-").parse().ok())
+        .and_then(|t| crate::model::nvml_type_id(&t.id))
         .unwrap_or_default()
 }
 
@@ -374,7 +374,7 @@ fn vendor_vfio_inventory() -> (Inventory, VgpuHandle, u32) {
         type_id: ty.clone(),
         parent: vf,
     }];
-    let nvml_id = ty.trim_start_matches("nvidia-").parse().unwrap_or_default();
+    let nvml_id = crate::model::nvml_type_id(&ty).unwrap_or_default();
     (
         Inventory {
             gpus: vec![l40s],

@@ -1,0 +1,233 @@
+//! NVIDIA's migration verdict between two simulated `mixed` hosts, each with the test NVML.
+//! The source prints a vGPU's metadata (`vgpuctl migration-metadata`). The destination's
+//! `can-host --metadata` asks NVML about it under the rule the destination's data states
+//! (`[migration]` of the test NVML's data).
+
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::common::{self, UUID, json, stderr};
+use crate::migrate_cli::mdev_domain;
+use crate::telemetry_cli::{command, fake_nvml, libvirt_uri, mixed};
+use vgpu_testing::fake_nvml::FakeNvml;
+
+/// The L40S VF that the Nova domain `server-7` holds on the source.
+const L40S_VF: &str = "0000:5e:00.4";
+
+/// The destination's NVML: its T4 with ECC `ecc`, the driver `driver`, and `migration` as
+/// the `[migration]` table.
+fn destination_data(driver: &str, device_id: &str, ecc: bool, migration: &str) -> String {
+    format!(
+        "driver_version = \"{driver}\"\n{migration}\n[[gpu]]\npci = \"0000:3b:00.0\"\n\
+         name = \"Tesla T4\"\nuuid = \"GPU-2b2b3c4d-0000-4000-8000-00000000003b\"\n\
+         pci_device_id = {device_id}\nhost_vgpu_mode = \"non-sriov\"\n\
+         ecc = {{ current = {ecc}, pending = {ecc} }}\n\
+         [[gpu.type]]\nid = 231\nname = \"GRID T4-2Q\"\nclass = \"Quadro\"\n\
+         framebuffer_mib = 2048\nmax_instances = 8\n"
+    )
+}
+
+fn run(h: &common::Host, uri: &str, nvml: Option<&FakeNvml>, args: &[&str]) -> Output {
+    command(h, uri, nvml, args).output().unwrap()
+}
+
+#[test]
+fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not() {
+    let h = mixed();
+    let nvml = fake_nvml();
+    let out = run(
+        &h,
+        &libvirt_uri(),
+        Some(&nvml),
+        &["migration-metadata", UUID, L40S_VF],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut doc = json(&out);
+    let buffers: Vec<Value> = doc["vgpus"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .map(|v| v["nvml"].take())
+        .collect();
+    assert_eq!(
+        doc,
+        json!({"format": "vgpu-migration-metadata/1", "vgpus": [
+            {"vgpu": UUID, "gpu": "0000:3b:00.0", "instance": 1, "type_id": 231,
+             "type_name": null, "ecc": true, "host_driver": "550.90.05",
+             "guest_driver": "550.90.07", "nvml": null},
+            {"vgpu": L40S_VF, "gpu": "0000:5e:00.0", "instance": 2, "type_id": 1153,
+             "type_name": null, "ecc": false, "host_driver": "550.90.05",
+             "guest_driver": null, "nvml": null},
+        ]})
+    );
+    // The structure (`nvmlVgpuMetadata_t`, 212 bytes) and the opaque section past its end:
+    // `vgpu-nvml-fake vgpu type=231 device=0x1eb810de` (46 bytes, over the 4 declared).
+    let len = |v: &Value| v.as_str().map(str::len);
+    assert_eq!(
+        buffers.iter().map(len).collect::<Vec<_>>(),
+        [
+            Some(4 * 254_usize.div_ceil(3)),
+            Some(4 * 255_usize.div_ceil(3))
+        ]
+    );
+
+    // Without libvirt, NVML's vGPUs name the VF only by a VM nobody names.
+    let absent = format!("test://{}", h.state.path().join("absent.xml").display());
+    let out = run(&h, &absent, Some(&nvml), &["migration-metadata", L40S_VF]);
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: {L40S_VF} on 0000:5e:00.0: NVML runs no vGPU that is it: NVML names a \
+                 VF's vGPU only by its VM and type, and libvirt names no domain that holds it\n"
+            )
+        )
+    );
+    // A Flex VF is not NVIDIA's; no NVML, no metadata.
+    let out = run(
+        &h,
+        &libvirt_uri(),
+        Some(&nvml),
+        &["migration-metadata", "0001:03:00.1"],
+    );
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            "vgpuctl: error: 0001:03:00.0 is not an NVIDIA GPU: migration metadata applies to NVIDIA \
+             GPUs only\n"
+                .to_owned()
+        )
+    );
+    let out = run(&h, &libvirt_uri(), None, &["migration-metadata", UUID]);
+    let text = stderr(&out);
+    assert!(
+        out.status.code() == Some(1)
+            && text.starts_with(
+                "vgpuctl: error: NVML is needed to read a vGPU's migration metadata, but it is not loaded: "
+            ),
+        "{text}"
+    );
+}
+
+#[test]
+fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name() {
+    let source = mixed();
+    let nvml = fake_nvml();
+    let out = run(
+        &source,
+        &libvirt_uri(),
+        Some(&nvml),
+        &["migration-metadata", UUID],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let metadata = dir.path().join("web-1.json");
+    std::fs::write(&metadata, &out.stdout).unwrap();
+    let domain = dir.path().join("web-1.xml");
+    std::fs::write(&domain, mdev_domain(1, UUID, "GRID T4-2Q")).unwrap();
+
+    let dest = common::host("mixed");
+    let taken = "[migration]\nhost_drivers = [\"550.90.05\", \"550.127.05\"]\n";
+    let dest_nvml =
+        FakeNvml::new(&destination_data("550.127.05", "0x1eb810de", true, taken)).unwrap();
+    let can_host = |extra: &[&str]| {
+        let mut args = vec![
+            "can-host",
+            "-f",
+            domain.to_str().unwrap(),
+            "--metadata",
+            metadata.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        run(&dest, &libvirt_uri(), Some(&dest_nvml), &args)
+    };
+    let out = can_host(&["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        json(&out)["migration"],
+        json!([{
+            "from": UUID, "to": UUID, "gpu": "0000:3b:00.0",
+            "type_id": {"source": 231, "here": 231},
+            "ecc": {"source": true, "here": true},
+            "host_driver": {"source": "550.90.05", "here": "550.127.05"},
+            "guest_driver": "550.90.07",
+            "nvml": {"value": {"moves": ["cold", "live"], "limits": []}},
+            "refusals": [],
+        }])
+    );
+
+    // Each limit of the destination's rule, and ECC, refused by name; nothing is made.
+    let refused = |data: String, why: &str| {
+        dest_nvml.set_data(&data).unwrap();
+        let out = can_host(&[]);
+        assert_eq!(
+            (out.status.code(), stderr(&out)),
+            (
+                Some(1),
+                format!("vgpuctl: error: vm1 cannot move here live: {UUID}: {why}\n")
+            ),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let table = refused(
+        destination_data("550.127.05", "0x1eb810de", true, ""),
+        "NVML does not allow a live move: limited by the host driver",
+    );
+    assert!(
+        table.contains(&format!(
+            "{UUID}  limited by the host driver  231      on   550.90.05 -> 550.127.05"
+        )) && table.ends_with("vm1: cannot move here live (1 of 1 vGPU(s) refused)\n"),
+        "{table}"
+    );
+    refused(
+        destination_data(
+            "550.90.05",
+            "0x1eb810de",
+            true,
+            "[migration]\nguest_drivers = [\"535.183.01\"]\n",
+        ),
+        "NVML does not allow a live move: limited by the guest driver",
+    );
+    refused(
+        destination_data("550.90.05", "0x20b510de", true, ""),
+        "NVML does not allow a live move: limited by the GPU",
+    );
+    refused(
+        destination_data("550.90.05", "0x1eb810de", false, ""),
+        "ECC is on at the source and off here",
+    );
+
+    // Metadata that does not go with the domain is refused before NVML is asked.
+    let other = dir.path().join("other.xml");
+    std::fs::write(
+        &other,
+        mdev_domain(2, "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a21", "GRID T4-2Q"),
+    )
+    .unwrap();
+    let out = run(
+        &dest,
+        &libvirt_uri(),
+        Some(&dest_nvml),
+        &[
+            "can-host",
+            "-f",
+            other.to_str().unwrap(),
+            "--metadata",
+            metadata.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: migration metadata: it names vGPU {UUID}, which the domain XML does not\n"
+            )
+        )
+    );
+}

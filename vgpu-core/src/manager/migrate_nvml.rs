@@ -1,0 +1,196 @@
+//! NVIDIA's live-migration metadata on the source, and its compatibility verdict on the
+//! destination ("vGPU Migration" of the NVML API Reference Guide).
+//!
+//! NVML names a running vGPU by its own instance id. Which host vGPU that is comes from the
+//! match telemetry makes ([`vgpu_report::telemetry::nvml_vgpu`]): the mdev UUID, or else the
+//! VM and the type. A VF of NVIDIA's vendor-specific VFIO has no mdev UUID, so its metadata
+//! needs libvirt to say which domain holds it.
+//!
+//! On the destination, each vGPU is judged against what `migrate begin` would make of it here
+//! ([`Arrival`]), by [`migration::judge`].
+
+use std::collections::BTreeMap;
+
+use vgpu_report::telemetry::Owner;
+
+use super::migrate::Arrival;
+use crate::error::{Error, NvmlError, Object, Result};
+use crate::host::paths::HostPaths;
+use crate::model::migration::{
+    self, FORMAT, Here, MigrationCheck, MigrationMetadata, VgpuMetadata,
+};
+use crate::model::nvml::{Fact, NvmlHost, Unavailable};
+use crate::model::pci::PciAddress;
+use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
+use crate::nvml::Nvml;
+
+/// Reads NVML on the source: each of `vgpus` (as the domain XML names them), its GPU, NVML's
+/// vGPU instance, type and metadata. `owners` says which domain holds each vGPU of
+/// `inventory`; a vendor-VFIO VF is found only through it.
+///
+/// # Errors
+/// NVML not loaded; a vGPU that is not this host's, is not on an NVIDIA GPU, or that NVML
+/// does not run; a call that fails.
+pub fn migration_metadata(
+    nvml: &Nvml,
+    paths: &HostPaths,
+    inventory: &Inventory,
+    owners: &BTreeMap<VgpuHandle, Owner>,
+    vgpus: &[VgpuHandle],
+) -> Result<MigrationMetadata> {
+    if !nvml.status().loaded {
+        return Err(NvmlError::NotLoaded {
+            needed_for: "read a vGPU's migration metadata".to_owned(),
+            reason: nvml.status().reason.clone().unwrap_or_default(),
+        }
+        .into());
+    }
+    let host = nvml.read();
+    let mut out = MigrationMetadata {
+        format: FORMAT.to_owned(),
+        vgpus: Vec::new(),
+    };
+    for &id in vgpus {
+        out.vgpus
+            .push(one(nvml, paths, inventory, &host, owners, id)?);
+    }
+    Ok(out)
+}
+
+fn one(
+    nvml: &Nvml,
+    paths: &HostPaths,
+    inventory: &Inventory,
+    host: &NvmlHost,
+    owners: &BTreeMap<VgpuHandle, Owner>,
+    id: VgpuHandle,
+) -> Result<VgpuMetadata> {
+    let Some(gpu) = inventory
+        .gpus
+        .iter()
+        .find(|g| g.vgpus.iter().any(|v| v.id == id))
+    else {
+        return Err(Error::NotFound {
+            what: Object::Vgpu,
+            id: id.to_string(),
+            path: paths.pci_devices(),
+        });
+    };
+    if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
+        return Err(NvmlError::NotNvidia {
+            gpu: gpu.address,
+            what: "migration metadata".to_owned(),
+        }
+        .into());
+    }
+    let call = |why: Unavailable| NvmlError::Call {
+        gpu: gpu.address,
+        why,
+    };
+    let nvml_gpu = host.gpu(gpu.address);
+    let running = match nvml_gpu.map(|g| &g.vgpus) {
+        Some(Fact::Value(running)) => running.as_slice(),
+        Some(Fact::Unavailable(why)) => return Err(call(why.clone()).into()),
+        None => &[],
+    };
+    let Some(vgpu) = vgpu_report::telemetry::nvml_vgpu(gpu, running, owners, id) else {
+        let reason = match (gpu.backend, owners.get(&id)) {
+            (Backend::NvidiaVfio, None) => "NVML names a VF's vGPU only by its VM and type, \
+                 and libvirt names no domain that holds it"
+                .to_owned(),
+            (Backend::NvidiaVfio, Some(owner)) => format!(
+                "none of NVML's vGPUs on the GPU is of its type in domain {} ({})",
+                owner.domain, owner.uuid
+            ),
+            _ => "a vGPU has metadata only while its VM runs".to_owned(),
+        };
+        return Err(NvmlError::NotRunning {
+            vgpu: id.to_string(),
+            gpu: gpu.address,
+            reason,
+        }
+        .into());
+    };
+    let type_id = match &vgpu.type_id {
+        Fact::Value(id) => *id,
+        Fact::Unavailable(why) => return Err(call(why.clone()).into()),
+    };
+    let raw = match nvml.raw_vgpu_metadata(vgpu.instance) {
+        Fact::Value(raw) => raw,
+        Fact::Unavailable(why) => return Err(call(why).into()),
+    };
+    let type_name = nvml_gpu
+        .and_then(|g| g.supported_types.value())
+        .and_then(|types| types.iter().find(|t| t.id == type_id))
+        .and_then(|t| t.name.value().cloned());
+    Ok(VgpuMetadata {
+        vgpu: id,
+        gpu: gpu.address,
+        instance: vgpu.instance,
+        type_id,
+        type_name,
+        ecc: nvml_gpu
+            .and_then(|g| g.ecc_mode.value())
+            .map(|ecc| ecc.current),
+        host_driver: raw.host_driver,
+        guest_driver: raw.guest_driver,
+        nvml: raw.bytes,
+    })
+}
+
+/// Judges on the destination each vGPU of `metadata` against what it would become here
+/// (`arrivals`, the choice `migrate begin` makes): [`migration::judge`] with NVML's verdict,
+/// the vGPU type, ECC and this host's driver.
+///
+/// # Errors
+/// Metadata in another format, or for a vGPU the domain does not name; a vGPU on an NVIDIA GPU
+/// here that the metadata leaves out.
+pub fn migration_checks(
+    nvml: &Nvml,
+    inventory: &Inventory,
+    arrivals: &[Arrival],
+    metadata: &MigrationMetadata,
+) -> Result<Vec<MigrationCheck>> {
+    let bad = |reason: String| Error::from(NvmlError::BadMetadata { reason });
+    if metadata.format != FORMAT {
+        return Err(bad(format!("format {:?}, not {FORMAT:?}", metadata.format)));
+    }
+    let mut checks = Vec::new();
+    for source in &metadata.vgpus {
+        let Some(arrival) = arrivals.iter().find(|a| a.from == source.vgpu) else {
+            return Err(bad(format!(
+                "it names vGPU {}, which the domain XML does not",
+                source.vgpu
+            )));
+        };
+        let nvml_gpu = nvml.read_gpu(arrival.gpu);
+        let here = Here {
+            vgpu: arrival.to,
+            gpu: arrival.gpu,
+            type_id: crate::model::nvml_type_id(&arrival.type_id),
+            ecc: nvml_gpu
+                .value()
+                .and_then(|g| g.ecc_mode.value())
+                .map(|ecc| ecc.current),
+            host_driver: nvml.status().driver_version.clone(),
+            nvml: nvml.compatibility(arrival.gpu, &source.nvml),
+        };
+        checks.push(migration::judge(source, here));
+    }
+    let nvidia = |gpu: PciAddress| {
+        inventory
+            .gpus
+            .iter()
+            .any(|g| g.address == gpu && g.vendor_id == Some(NVIDIA_VENDOR_ID))
+    };
+    if let Some(missing) = arrivals
+        .iter()
+        .find(|a| nvidia(a.gpu) && !metadata.vgpus.iter().any(|m| m.vgpu == a.from))
+    {
+        return Err(bad(format!(
+            "it leaves out vGPU {}, which would run on NVIDIA GPU {} here",
+            missing.from, missing.gpu
+        )));
+    }
+    Ok(checks)
+}

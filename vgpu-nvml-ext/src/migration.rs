@@ -1,0 +1,231 @@
+//! vGPU migration metadata and NVIDIA's compatibility verdict ("vGPU Migration" of the NVML
+//! API Reference Guide):
+//!
+//! - `nvmlVgpuInstanceGetMetadata`: a running vGPU's metadata, on the source host;
+//! - `nvmlDeviceGetVgpuMetadata`: a physical GPU's metadata, on the destination host;
+//! - `nvmlGetVgpuCompatibility`: whether that vGPU can run on that GPU, and if not what limits
+//!   it.
+//!
+//! Both metadata structures end in an opaque section of `opaqueDataSize` bytes that runs past
+//! the structure's declared end. NVML needs all of it back, so the metadata is kept as the whole
+//! buffer NVML filled. `nvml-wrapper`'s `VgpuInstance::metadata` decodes the fixed part only.
+
+use std::mem::{offset_of, size_of};
+use std::os::raw::c_uint;
+
+use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try, nvml_try_count};
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::{
+    nvmlVgpuGuestInfoState_enum_NVML_VGPU_INSTANCE_GUEST_INFO_STATE_INITIALIZED as GUEST_INFO_INITIALIZED,
+    nvmlVgpuMetadata_t, nvmlVgpuPgpuCompatibility_t, nvmlVgpuPgpuMetadata_t,
+};
+
+/// A metadata buffer NVML filled, whole: the structure, then its opaque section.
+trait Metadata: Copy {
+    /// Where `opaqueDataSize` sits in the structure.
+    const OPAQUE_SIZE_AT: usize;
+    /// Where the opaque section starts.
+    const OPAQUE_AT: usize;
+}
+
+impl Metadata for nvmlVgpuMetadata_t {
+    const OPAQUE_SIZE_AT: usize = offset_of!(nvmlVgpuMetadata_t, opaqueDataSize);
+    const OPAQUE_AT: usize = offset_of!(nvmlVgpuMetadata_t, opaqueData);
+}
+
+impl Metadata for nvmlVgpuPgpuMetadata_t {
+    const OPAQUE_SIZE_AT: usize = offset_of!(nvmlVgpuPgpuMetadata_t, opaqueDataSize);
+    const OPAQUE_AT: usize = offset_of!(nvmlVgpuPgpuMetadata_t, opaqueData);
+}
+
+/// Whether `bytes` are one whole metadata buffer of `T`: the fixed part, and the opaque section
+/// it says it has.
+fn whole<T: Metadata>(bytes: &[u8]) -> bool {
+    let Some(size) = bytes.get(T::OPAQUE_SIZE_AT..T::OPAQUE_SIZE_AT + 4) else {
+        return false;
+    };
+    let opaque = u32::from_ne_bytes([size[0], size[1], size[2], size[3]]) as usize;
+    bytes.len() >= size_of::<T>() && bytes.len() >= T::OPAQUE_AT.saturating_add(opaque)
+}
+
+/// `bytes` in a buffer of whole `T`s, so that NVML reads an aligned structure, with the
+/// opaque section after it. The tail past `bytes` is zero.
+fn aligned<T: Metadata>(bytes: &[u8]) -> Vec<T> {
+    let count = bytes.len().div_ceil(size_of::<T>()).max(1);
+    // SAFETY: both structures are integers and character arrays; all zero is a valid value.
+    let mut buffer: Vec<T> = vec![unsafe { std::mem::zeroed() }; count];
+    // SAFETY: `buffer` holds `count * size_of::<T>()` bytes, at least `bytes.len()`; the two do
+    // not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            buffer.as_mut_ptr().cast::<u8>(),
+            bytes.len(),
+        )
+    };
+    buffer
+}
+
+/// Calls a metadata getter twice: for the size, then into a buffer of that size. Returns the
+/// bytes NVML said the metadata takes.
+fn fetch<T: Metadata>(
+    call: impl Fn(*mut T, *mut c_uint) -> nvml_wrapper_sys::bindings::nvmlReturn_t,
+) -> Result<Vec<u8>, NvmlError> {
+    let mut needed: c_uint = 0;
+    nvml_try_count(call(std::ptr::null_mut(), &mut needed))?;
+    let needed = (needed as usize).max(size_of::<T>());
+    let mut buffer: Vec<T> = aligned(&vec![0; needed]);
+    let room = buffer.len() * size_of::<T>();
+    let mut size = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
+    nvml_try(call(buffer.as_mut_ptr(), &mut size))?;
+    let len = (size as usize).clamp(size_of::<T>(), room);
+    // SAFETY: `buffer` holds `room` initialised bytes and `len <= room`.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), len) };
+    let bytes = bytes.to_vec();
+    if whole::<T>(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(NvmlError::IncorrectBits(nvml_wrapper::error::Bits::U32(
+            size,
+        )))
+    }
+}
+
+/// The metadata of the running vGPU `instance` (`nvmlVgpuInstanceGetMetadata`), whole: what
+/// the destination's `nvmlGetVgpuCompatibility` takes.
+pub fn vgpu_instance_metadata(nvml: &Nvml, instance: u32) -> Result<Vec<u8>, NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlVgpuInstanceGetMetadata.as_ref())?;
+    fetch::<nvmlVgpuMetadata_t>(|buffer, size| {
+        // SAFETY: `buffer` is null with `*size` 0, or holds `*size` bytes (`fetch`); `size`
+        // points at a local.
+        unsafe { sym(instance, buffer, size) }
+    })
+}
+
+/// The metadata of the physical GPU `device` (`nvmlDeviceGetVgpuMetadata`), whole.
+pub fn device_vgpu_metadata(device: &Device<'_>) -> Result<Vec<u8>, NvmlError> {
+    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetVgpuMetadata.as_ref())?;
+    fetch::<nvmlVgpuPgpuMetadata_t>(|buffer, size| {
+        // SAFETY: as in `vgpu_instance_metadata`; the handle is valid while `device` lives.
+        unsafe { sym(device.handle(), buffer, size) }
+    })
+}
+
+/// NVML's verdict on a vGPU and a GPU (`nvmlVgpuPgpuCompatibility_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VgpuCompatibility {
+    /// `NVML_VGPU_VM_COMPATIBILITY_*` bits: how the VM can move (cold, hibernate, sleep, live).
+    pub vm: u32,
+    /// `NVML_VGPU_COMPATIBILITY_LIMIT_*` bits: what limits it (host driver, guest driver, GPU,
+    /// other).
+    pub limit: u32,
+}
+
+/// Whether the vGPU of metadata `vgpu` can run on the GPU of metadata `pgpu`
+/// (`nvmlGetVgpuCompatibility`). Buffers that are not whole metadata (shorter than the
+/// opaque section they announce) are `InvalidArg`, never handed to NVML.
+pub fn vgpu_compatibility(
+    nvml: &Nvml,
+    vgpu: &[u8],
+    pgpu: &[u8],
+) -> Result<VgpuCompatibility, NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlGetVgpuCompatibility.as_ref())?;
+    if !whole::<nvmlVgpuMetadata_t>(vgpu) || !whole::<nvmlVgpuPgpuMetadata_t>(pgpu) {
+        return Err(NvmlError::InvalidArg);
+    }
+    let mut vgpu = aligned::<nvmlVgpuMetadata_t>(vgpu);
+    let mut pgpu = aligned::<nvmlVgpuPgpuMetadata_t>(pgpu);
+    let mut out = nvmlVgpuPgpuCompatibility_t {
+        vgpuVmCompatibility: 0,
+        compatibilityLimitCode: 0,
+    };
+    // SAFETY: both buffers hold whole metadata, opaque sections included (checked above);
+    // `out` is a local.
+    nvml_try(unsafe { sym(vgpu.as_mut_ptr(), pgpu.as_mut_ptr(), &mut out) })?;
+    Ok(VgpuCompatibility {
+        vm: out.vgpuVmCompatibility,
+        limit: out.compatibilityLimitCode,
+    })
+}
+
+/// The fixed part of a vGPU's metadata that says something to a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VgpuMetadataHeader {
+    /// The host driver version the vGPU runs under.
+    pub host_driver: String,
+    /// The guest driver version, once the guest driver has reported it.
+    pub guest_driver: Option<String>,
+}
+
+/// A NUL-terminated string of a character array, cut at the array's end if NVML filled all of
+/// it.
+fn text(chars: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|b| *b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The fixed part of the vGPU metadata `bytes`; `None` when they are not whole metadata.
+pub fn vgpu_metadata_header(bytes: &[u8]) -> Option<VgpuMetadataHeader> {
+    if !whole::<nvmlVgpuMetadata_t>(bytes) {
+        return None;
+    }
+    let raw = aligned::<nvmlVgpuMetadata_t>(bytes)[0];
+    Some(VgpuMetadataHeader {
+        host_driver: text(&raw.hostDriverVersion),
+        guest_driver: (raw.guestInfoState == GUEST_INFO_INITIALIZED)
+            .then(|| text(&raw.guestDriverVersion)),
+    })
+}
+
+/// The host driver version of the GPU metadata `bytes`; `None` when they are not whole
+/// metadata.
+pub fn pgpu_metadata_host_driver(bytes: &[u8]) -> Option<String> {
+    whole::<nvmlVgpuPgpuMetadata_t>(bytes)
+        .then(|| text(&aligned::<nvmlVgpuPgpuMetadata_t>(bytes)[0].hostDriverVersion))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vGPU metadata buffer with `opaque` after the structure, as NVML fills one.
+    fn vgpu_bytes(opaque: &[u8], declared: u32) -> Vec<u8> {
+        let at = <nvmlVgpuMetadata_t as Metadata>::OPAQUE_AT;
+        let mut bytes = vec![0u8; (at + opaque.len()).max(size_of::<nvmlVgpuMetadata_t>())];
+        let size_at = <nvmlVgpuMetadata_t as Metadata>::OPAQUE_SIZE_AT;
+        bytes[size_at..size_at + 4].copy_from_slice(&declared.to_ne_bytes());
+        let host = offset_of!(nvmlVgpuMetadata_t, hostDriverVersion);
+        bytes[host..host + 9].copy_from_slice(b"550.90.05");
+        bytes[at..at + opaque.len()].copy_from_slice(opaque);
+        bytes
+    }
+
+    #[test]
+    fn header_reads_the_host_driver_and_no_guest_driver_before_the_guest_reports() {
+        let bytes = vgpu_bytes(b"opaque state", 12);
+        assert_eq!(
+            vgpu_metadata_header(&bytes),
+            Some(VgpuMetadataHeader {
+                host_driver: "550.90.05".to_owned(),
+                guest_driver: None,
+            })
+        );
+    }
+
+    #[test]
+    fn metadata_shorter_than_its_opaque_section_is_not_whole() {
+        let bytes = vgpu_bytes(b"opaque state", 64);
+        assert_eq!(
+            (
+                whole::<nvmlVgpuMetadata_t>(&bytes),
+                vgpu_metadata_header(&bytes)
+            ),
+            (false, None)
+        );
+        assert!(!whole::<nvmlVgpuMetadata_t>(&bytes[..8]));
+    }
+}
