@@ -38,6 +38,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-check.8",
             "vgpuctl-tenants.8",
             "vgpuctl-can-host.8",
+            "vgpuctl-migration-metadata.8",
             "vgpuctl-sriov.8",
             "vgpuctl-create.8",
             "vgpuctl-destroy.8",
