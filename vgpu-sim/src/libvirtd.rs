@@ -86,6 +86,7 @@ pub struct Builder {
     config: Vec<(String, String)>,
     log_level: u8,
     log_filters: Option<String>,
+    host_uuid: Option<String>,
 }
 
 impl Builder {
@@ -112,6 +113,14 @@ impl Builder {
     /// fixture's own.
     pub fn config(mut self, name: &str, text: &str) -> Self {
         self.config.push((name.to_owned(), text.to_owned()));
+        self
+    }
+
+    /// The host UUID the daemon reports (`host_uuid` of `libvirtd.conf`). Two daemons on one
+    /// machine need different ones to migrate between them: libvirt refuses "to migrate guest
+    /// to the same host" when the UUIDs are equal.
+    pub fn host_uuid(mut self, uuid: &str) -> Self {
+        self.host_uuid = Some(uuid.to_owned());
         self
     }
 
@@ -236,6 +245,9 @@ impl Builder {
         if let Some(filters) = &self.log_filters {
             let _infallible = writeln!(conf, "log_filters = \"{filters}\"");
         }
+        if let Some(uuid) = &self.host_uuid {
+            let _infallible = writeln!(conf, "host_uuid = \"{uuid}\"");
+        }
         let _infallible = writeln!(
             conf,
             "log_outputs = \"{}:file:{}\"",
@@ -299,6 +311,7 @@ impl Libvirtd {
             config: Vec::new(),
             log_level: 3,
             log_filters: None,
+            host_uuid: None,
         }
     }
 

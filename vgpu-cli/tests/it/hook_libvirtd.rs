@@ -19,11 +19,22 @@ use vgpu_sim::libvirtd::Libvirtd;
 
 const T4: &str = "0000:3b:00.0";
 const MDEV: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
+/// vgpu's metadata namespace.
+const NS: &str = crate::common::NS;
+/// The UUID of the domain migrated offline.
+const VM3: &str = "00000000-0000-4000-8000-000000000003";
 
 /// A system libvirtd in its own mount namespace with the hook installed by `vgpuctl hook
 /// install` for `sim` and `state`, stopped on drop; the hooks directory lives as long.
 fn start(sim: &SimHost, state: &Path) -> (Libvirtd, tempfile::TempDir) {
-    let daemon = Libvirtd::builder("qemu").config("qemu.conf", "stdio_handler = \"file\"\n");
+    start_as(sim, state, "00000000-0000-4000-8000-0000000000d1")
+}
+
+/// [`start`], the daemon reporting `host_uuid`.
+fn start_as(sim: &SimHost, state: &Path, host_uuid: &str) -> (Libvirtd, tempfile::TempDir) {
+    let daemon = Libvirtd::builder("qemu")
+        .config("qemu.conf", "stdio_handler = \"file\"\n")
+        .host_uuid(host_uuid);
     if let Some(why) = daemon.missing() {
         panic!("this test starts a system libvirtd: {why} (scripts/install-deps.sh)");
     }
@@ -43,10 +54,15 @@ fn start(sim: &SimHost, state: &Path) -> (Libvirtd, tempfile::TempDir) {
 
 /// Defines a domain named `name` with `devices`.
 fn define(daemon: &Libvirtd, name: &str, devices: &str) {
+    define_with(daemon, name, "", devices);
+}
+
+/// [`define`], with `metadata` (a `<metadata>` element, or nothing).
+fn define_with(daemon: &Libvirtd, name: &str, metadata: &str, devices: &str) {
     let mut xml = tempfile::NamedTempFile::new().unwrap();
     write!(
         xml,
-        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory>\
+        "<domain type='qemu'><name>{name}</name>{metadata}<memory unit='MiB'>64</memory>\
          <os><type arch='x86_64' machine='pc'>hvm</type></os>\
          <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>\
          </domain>"
@@ -153,5 +169,114 @@ fn virsh_start_of_a_domain_whose_mdev_is_not_defined_fails_with_the_hooks_line()
         ),
         (false, true, true),
         "{stderr}"
+    );
+}
+
+/// An offline migration (`virsh migrate --offline --persistent`) between two system libvirtd.
+/// The destination's libvirt runs the hook's `migrate begin` with the domain XML, and defines
+/// the domain with the XML the hook printed: the mdev UUID is held there, so the hook made
+/// another. The destination's `virsh start` runs `prepare`, which finds that mdev the domain's
+/// own; QEMU cannot take it here (no VFIO), and `release` gives it back. A domain whose vGPU
+/// type is unknown is refused with the hook's line, and the destination defines nothing.
+#[test]
+fn offline_migration_defines_the_domain_with_the_hooks_xml_and_its_start_gives_the_mdev_back() {
+    let dest = SimHost::mount_for_test("mixed");
+    let (_state, state) = state_dir();
+    let held = vgpuctl(&dest, &state)
+        .args(["create", T4, "--type", "T4-2Q", "--uuid", MDEV])
+        .output()
+        .unwrap();
+    assert!(held.status.success(), "{}", text(&held.stderr));
+    let (target, _hooks) = start_as(&dest, &state, "00000000-0000-4000-8000-0000000000d2");
+    let source = Libvirtd::builder("qemu")
+        .host_uuid("00000000-0000-4000-8000-0000000000d3")
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let metadata = format!(
+        "<uuid>{VM3}</uuid><metadata><vgpu:vgpu xmlns:vgpu=\"{NS}\">\
+         <device id=\"{MDEV}\" type=\"GRID T4-2Q\"/></vgpu:vgpu></metadata>"
+    );
+    define_with(&source, "vm3", &metadata, &mdev_hostdev(MDEV));
+    let migrate = source.virsh(&["migrate", "--offline", "--persistent", "vm3", target.uri()]);
+    assert!(
+        migrate.status.success(),
+        "virsh migrate: {}\n{}",
+        text(&migrate.stderr),
+        target.logs()
+    );
+    let record = format!("{}", state.join("run/vgpu/hook").join(VM3).display());
+    let audit = hook_audit(&state);
+    let made = audit
+        .iter()
+        .find(|(action, _, _)| action == "start")
+        .map(|(_, device, _)| device.clone())
+        .unwrap_or_default();
+    let line = |action: &str, device: &str| (action.to_owned(), device.to_owned(), "ok".to_owned());
+    let begun = |action: &str| (action.to_owned(), "vm3".to_owned(), "started".to_owned());
+    assert_eq!(
+        audit,
+        [
+            begun("hook-migrate"),
+            line("record", &record),
+            line("start", &made),
+            line("hook-migrate", "vm3"),
+        ]
+    );
+    let xml = text(&target.virsh(&["dumpxml", "vm3"]).stdout);
+    assert!(
+        made != MDEV
+            && xml.contains(&format!("<address uuid='{made}'/>"))
+            && xml.contains(&format!("<device id=\"{made}\" type=\"GRID T4-2Q\"/>"))
+            && !xml.contains(MDEV),
+        "{xml}"
+    );
+
+    let start = target.virsh(&["start", "vm3"]);
+    assert_eq!(
+        (
+            start.status.success(),
+            text(&start.stderr).contains("Mediated host device assignment requires VFIO support"),
+        ),
+        (false, true),
+        "{}",
+        text(&start.stderr)
+    );
+    assert_eq!(
+        hook_audit(&state)[4..],
+        [
+            begun("hook-prepare"),
+            line("hook-prepare", "vm3"),
+            begun("hook-release"),
+            line("stop", &made),
+            line("record", &record),
+            line("hook-release", "vm3"),
+        ]
+    );
+    let mdevs = dest.root().join("sys/bus/mdev/devices");
+    assert_eq!(
+        (
+            mdevs.join(&made).exists(),
+            mdevs.join(MDEV).exists(),
+            Path::new(&record).exists()
+        ),
+        (false, true, false)
+    );
+
+    let other = "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a21";
+    define_with(&source, "vm4", "", &mdev_hostdev(other));
+    let refused = source.virsh(&["migrate", "--offline", "--persistent", "vm4", target.uri()]);
+    let why = text(&refused.stderr);
+    assert_eq!(
+        (
+            refused.status.code(),
+            why.contains(&format!(
+                "vgpu hook: vm4 migrate: domain vm4: cannot make {other} ready: the vGPU type of \
+                 {other} is unknown here"
+            )),
+            text(&target.virsh(&["list", "--all", "--name"]).stdout).trim(),
+            mdevs.join(other).exists()
+        ),
+        (Some(1), true, "vm3", false),
+        "{why}"
     );
 }

@@ -226,8 +226,8 @@ fn mdevs_of_a_nova_domain_are_left_to_nova() {
 }
 
 /// A mediated device keeps its UUID where it is free here, and the XML is left as it is;
-/// where the UUID is taken, a new one is made and the XML names it. The type comes from what
-/// `attach` recorded in the domain's metadata.
+/// where the UUID is taken, a new one is made and the XML names it, in the hostdev and in what
+/// `attach` recorded in the domain's metadata, where the type comes from.
 #[test]
 fn mdev_keeps_its_uuid_when_free_and_is_renamed_when_not() {
     let free = common::host("mixed");
@@ -256,10 +256,15 @@ fn mdev_keeps_its_uuid_when_free_and_is_renamed_when_not() {
     assert_eq!(new.len(), 1, "{ids:?}");
     assert_eq!(
         out_text(&renamed),
-        incoming.replace(
-            &format!("<address uuid='{MDEV}'/>"),
-            &format!("<address uuid='{}'/>", new[0])
-        )
+        incoming
+            .replace(
+                &format!("<address uuid='{MDEV}'/>"),
+                &format!("<address uuid='{}'/>", new[0])
+            )
+            .replace(
+                &format!("<device id=\"{MDEV}\""),
+                &format!("<device id=\"{}\"", new[0])
+            )
     );
     assert_valid_domain(&out_text(&renamed));
 }

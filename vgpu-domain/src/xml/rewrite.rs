@@ -7,27 +7,52 @@ use vgpu_model::VgpuHandle;
 
 #[cfg(doc)]
 use super::DomainXml;
-use super::{METADATA_NAMESPACE, Result, hostdevs, metadata, parse};
+#[cfg(doc)]
+use super::hostdevs;
+use super::{METADATA_NAMESPACE, Result, domain_hostdevs, metadata, parse};
 
 /// `xml` with the `<source><address …/>` of each hostdev that assigns a device `moves` names
-/// (from, to) replaced by one naming `to`. Nothing else changes: not the hostdev's other
-/// children, not white space, not the order.
+/// (from, to) replaced by one naming `to`. The `id` of a `<device>` that vgpu's metadata
+/// element records for `from` becomes `to` as well, so that the type `attach` recorded still
+/// names the device on the next host. Nothing else changes: not the hostdev's other children,
+/// not white space, not the order.
 ///
 /// # Errors
 ///
 /// [`crate::Error::Xml`] as for [`hostdevs`].
 pub fn rewrite_sources(xml: &str, moves: &[(VgpuHandle, VgpuHandle)]) -> Result<String> {
-    let mut elements = hostdevs(xml)?;
-    elements.sort_by_key(|e| e.source.start);
-    let mut out = String::with_capacity(xml.len());
-    let mut at = 0;
-    for element in &elements {
-        let Some((_, to)) = moves.iter().find(|(from, _)| *from == element.device) else {
+    let doc = parse(xml)?;
+    let root = doc.root_element();
+    let to = |device: VgpuHandle| moves.iter().find(|(from, _)| *from == device).map(|m| m.1);
+    let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+    for element in domain_hostdevs(xml, root)? {
+        if let Some(to) = to(element.device) {
+            edits.push((element.source, crate::hostdev::source_address(to)));
+        }
+    }
+    let recorded = metadata(root)
+        .into_iter()
+        .filter(|n| is_vgpu(*n, "vgpu"))
+        .flat_map(|e| e.children())
+        .filter(|n| is_device(*n));
+    for device in recorded {
+        let Some(id) = device
+            .attributes()
+            .find(|a| a.name() == "id" && a.namespace().is_none())
+        else {
             continue;
         };
-        out.push_str(&xml[at..element.source.start]);
-        out.push_str(&crate::hostdev::source_address(*to));
-        at = element.source.end;
+        if let Some(to) = id.value().parse().ok().and_then(to) {
+            edits.push((id.range_value(), to.to_string()));
+        }
+    }
+    edits.sort_by_key(|(range, _)| range.start);
+    let mut out = String::with_capacity(xml.len());
+    let mut at = 0;
+    for (range, text) in edits {
+        out.push_str(&xml[at..range.start]);
+        out.push_str(&text);
+        at = range.end;
     }
     out.push_str(&xml[at..]);
     Ok(out)

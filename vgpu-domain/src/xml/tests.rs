@@ -539,6 +539,44 @@ fn rewrite_sources_changes_only_the_moved_sources() {
 }
 
 #[test]
+fn rewrite_sources_renames_the_device_vgpus_metadata_records_and_no_other() {
+    let new = "6f2b1c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}'><device id='{MDEV_UUID}' type='GRID T4-2Q'/>\
+         <device id='0000:41:00.4' type='NVIDIA L40S-12Q'/></vgpu:vgpu>\
+         <other xmlns='https://example.com/other'><device id='{MDEV_UUID}'/></other>"
+    ))
+    .replace(
+        "<devices/>",
+        &format!(
+            "<devices><hostdev mode='subsystem' type='mdev' model='vfio-pci'><source>\
+             <address uuid='{MDEV_UUID}'/></source></hostdev></devices>"
+        ),
+    );
+    let from = VgpuHandle::Mdev(MDEV_UUID.parse().unwrap());
+    let to = VgpuHandle::Mdev(new.parse().unwrap());
+
+    let rewritten = rewrite_sources(&xml, &[(from, to)]).unwrap();
+
+    assert_eq!(
+        rewritten,
+        xml.replacen(
+            &format!("<device id='{MDEV_UUID}' type"),
+            &format!("<device id='{new}' type"),
+            1
+        )
+        .replace(
+            &format!("<address uuid='{MDEV_UUID}'/>"),
+            &format!("<address uuid='{new}'/>")
+        )
+    );
+    assert_eq!(
+        super::domain(&rewritten).unwrap().device_types[0],
+        (to, "GRID T4-2Q".to_owned())
+    );
+}
+
+#[test]
 fn vgpu_metadata_with_device_keeps_the_rest_and_replaces_the_same_device() {
     let other = "0000:41:00.5";
     let xml = with_metadata(&format!(
