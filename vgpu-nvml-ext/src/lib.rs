@@ -175,22 +175,25 @@ pub fn gpu_instance_profile(
     // SAFETY: the handle is valid while `device` lives; `info` is a local of the type and
     // version NVML is told.
     nvml_try(unsafe { sym(device.handle(), index, &mut info) })?;
-    // The name is NUL-terminated within its array unless NVML filled all of it: cut it at the
-    // array's end in that case rather than reading past it.
-    let bytes: Vec<u8> = info
-        .name
-        .iter()
-        .map(|c| c.to_ne_bytes()[0])
-        .take_while(|b| *b != 0)
-        .collect();
     Ok(GpuInstanceProfile {
         index,
         id: info.id,
         slices: info.sliceCount,
         instance_count: info.instanceCount,
         memory_mib: info.memorySizeMB,
-        name: String::from_utf8_lossy(&bytes).into_owned(),
+        name: text(&info.name),
     })
+}
+
+/// The text of a C character array: up to its NUL, or to the array's end if NVML filled all of
+/// it, never past it.
+pub(crate) fn text(chars: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|b| *b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// A failure of one of the NVML functions a call here makes, with the function's name.

@@ -15,6 +15,8 @@ use std::os::raw::c_uint;
 
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try, nvml_try_count};
 use nvml_wrapper::{Device, Nvml};
+
+use crate::text;
 use nvml_wrapper_sys::bindings::{
     nvmlVgpuGuestInfoState_enum_NVML_VGPU_INSTANCE_GUEST_INFO_STATE_INITIALIZED as GUEST_INFO_INITIALIZED,
     nvmlVgpuMetadata_t, nvmlVgpuPgpuCompatibility_t, nvmlVgpuPgpuMetadata_t,
@@ -155,17 +157,6 @@ pub struct VgpuMetadataHeader {
     pub host_driver: String,
     /// The guest driver version, once the guest driver has reported it.
     pub guest_driver: Option<String>,
-}
-
-/// A NUL-terminated string of a character array, cut at the array's end if NVML filled all of
-/// it.
-fn text(chars: &[std::os::raw::c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .map(|c| c.to_ne_bytes()[0])
-        .take_while(|b| *b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The fixed part of the vGPU metadata `bytes`; `None` when they are not whole metadata.
