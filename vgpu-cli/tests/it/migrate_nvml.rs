@@ -226,7 +226,7 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
         (
             Some(1),
             format!(
-                "vgpuctl: error: migration metadata: it names vGPU {UUID}, which the domain XML does not\n"
+                "vgpuctl: error: migration metadata: it names vGPU {UUID}, which is not one of the vGPUs this host would make for the domain\n"
             )
         )
     );

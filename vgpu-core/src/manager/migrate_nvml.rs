@@ -143,7 +143,7 @@ fn one(
 /// the vGPU type, ECC and this host's driver.
 ///
 /// # Errors
-/// Metadata in another format, or for a vGPU the domain does not name; a vGPU on an NVIDIA GPU
+/// Metadata in another format, or for a vGPU that is not among `arrivals`; a vGPU on an NVIDIA GPU
 /// here that the metadata leaves out.
 pub fn migration_checks(
     nvml: &Nvml,
@@ -159,7 +159,7 @@ pub fn migration_checks(
     for source in &metadata.vgpus {
         let Some(arrival) = arrivals.iter().find(|a| a.from == source.vgpu) else {
             return Err(bad(format!(
-                "it names vGPU {}, which the domain XML does not",
+                "it names vGPU {}, which is not one of the vGPUs this host would make for the domain",
                 source.vgpu
             )));
         };
