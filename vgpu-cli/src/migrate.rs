@@ -236,7 +236,6 @@ pub(crate) fn can_host(
     let migration = match &metadata {
         Some(metadata) => Some(vgpu_core::manager::migration_checks(
             ctx.nvml(),
-            &ctx.inventory()?,
             &incoming.arrivals,
             metadata,
         )?),

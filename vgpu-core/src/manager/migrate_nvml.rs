@@ -20,7 +20,6 @@ use crate::model::migration::{
     self, FORMAT, Here, MigrationCheck, MigrationMetadata, VgpuMetadata,
 };
 use crate::model::nvml::{Fact, NvmlHost, Unavailable};
-use crate::model::pci::PciAddress;
 use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::Nvml;
 
@@ -143,11 +142,10 @@ fn one(
 /// the vGPU type, ECC and this host's driver.
 ///
 /// # Errors
-/// Metadata in another format, or for a vGPU that is not among `arrivals`; a vGPU on an NVIDIA GPU
-/// here that the metadata leaves out.
+/// Metadata in another format, or for a vGPU that is not among `arrivals`; an arrival of an
+/// NVIDIA type (one NVML names, [`crate::model::nvml_type_id`]) that the metadata leaves out.
 pub fn migration_checks(
     nvml: &Nvml,
-    inventory: &Inventory,
     arrivals: &[Arrival],
     metadata: &MigrationMetadata,
 ) -> Result<Vec<MigrationCheck>> {
@@ -163,32 +161,22 @@ pub fn migration_checks(
                 source.vgpu
             )));
         };
-        let nvml_gpu = nvml.read_gpu(arrival.gpu);
         let here = Here {
             vgpu: arrival.to,
             gpu: arrival.gpu,
             type_id: crate::model::nvml_type_id(&arrival.type_id),
-            ecc: nvml_gpu
-                .value()
-                .and_then(|g| g.ecc_mode.value())
-                .map(|ecc| ecc.current),
+            ecc: nvml.ecc_mode(arrival.gpu).value().map(|ecc| ecc.current),
             host_driver: nvml.status().driver_version.clone(),
             nvml: nvml.compatibility(arrival.gpu, &source.nvml),
         };
         checks.push(migration::judge(source, here));
     }
-    let nvidia = |gpu: PciAddress| {
-        inventory
-            .gpus
-            .iter()
-            .any(|g| g.address == gpu && g.vendor_id == Some(NVIDIA_VENDOR_ID))
-    };
-    if let Some(missing) = arrivals
-        .iter()
-        .find(|a| nvidia(a.gpu) && !metadata.vgpus.iter().any(|m| m.vgpu == a.from))
-    {
+    if let Some(missing) = arrivals.iter().find(|a| {
+        crate::model::nvml_type_id(&a.type_id).is_some()
+            && !metadata.vgpus.iter().any(|m| m.vgpu == a.from)
+    }) {
         return Err(bad(format!(
-            "it leaves out vGPU {}, which would run on NVIDIA GPU {} here",
+            "it leaves out vGPU {}, which would be an NVIDIA vGPU on {} here",
             missing.from, missing.gpu
         )));
     }

@@ -5,7 +5,7 @@
 
 use super::Nvml;
 use crate::model::migration::Compatibility;
-use crate::model::nvml::Fact;
+use crate::model::nvml::{EccMode, Fact};
 use crate::model::pci::PciAddress;
 
 /// A vGPU's metadata buffer, whole, with the fixed part decoded.
@@ -20,6 +20,17 @@ pub struct RawVgpuMetadata {
 }
 
 impl Nvml {
+    /// The ECC mode of the GPU at `address` (`nvmlDeviceGetEccMode`), alone: a migration check
+    /// needs only it.
+    #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
+    pub fn ecc_mode(&self, address: PciAddress) -> Fact<EccMode> {
+        #[cfg(feature = "nvml")]
+        if let Some(nvml) = self.wrapper() {
+            return super::read::ecc_mode_at(nvml, address);
+        }
+        self.not_loaded()
+    }
+
     /// The metadata of the running vGPU `instance` (`nvmlVgpuInstanceGetMetadata`).
     #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
     pub fn raw_vgpu_metadata(&self, instance: u32) -> Fact<RawVgpuMetadata> {

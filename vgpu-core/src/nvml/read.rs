@@ -185,10 +185,7 @@ fn gpu(device: &Device<'_>, address: PciAddress, index: u32) -> NvmlGpu {
         ),
         mig_mode,
         gpu_instances,
-        ecc_mode: fact("nvmlDeviceGetEccMode", device.is_ecc_enabled()).map(|e| EccMode {
-            current: e.currently_enabled,
-            pending: e.pending_enabled,
-        }),
+        ecc_mode: ecc_mode(device),
         confidential_computing: fact("nvmlSystemGetConfComputeSettings", device.is_cc_enabled()),
         scheduler: sched::read_state(device),
         scheduler_capabilities: sched::read_capabilities(device),
@@ -196,6 +193,21 @@ fn gpu(device: &Device<'_>, address: PciAddress, index: u32) -> NvmlGpu {
             .map(|types| types.iter().map(RawType::id).collect()),
         supported_types,
         vgpus: vgpus(device, &framebuffers),
+    }
+}
+
+fn ecc_mode(device: &Device<'_>) -> Fact<EccMode> {
+    fact("nvmlDeviceGetEccMode", device.is_ecc_enabled()).map(|e| EccMode {
+        current: e.currently_enabled,
+        pending: e.pending_enabled,
+    })
+}
+
+/// The ECC mode of the GPU at `address`.
+pub(super) fn ecc_mode_at(nvml: &nvml_wrapper::Nvml, address: PciAddress) -> Fact<EccMode> {
+    match device_at(nvml, address) {
+        Ok(device) => ecc_mode(&device),
+        Err(why) => Fact::Unavailable(why),
     }
 }
 
