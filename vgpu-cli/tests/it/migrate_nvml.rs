@@ -230,4 +230,26 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
             )
         )
     );
+    for (doc, why) in [
+        (
+            r#"{"format": "vgpu-migration-metadata/1", "vgpus": []}"#,
+            format!(
+                "it leaves out vGPU {UUID}, which would be an NVIDIA vGPU on 0000:3b:00.0 here"
+            ),
+        ),
+        (
+            r#"{"format": "other/2", "vgpus": []}"#,
+            "format \"other/2\", not \"vgpu-migration-metadata/1\"".to_owned(),
+        ),
+    ] {
+        std::fs::write(&metadata, doc).unwrap();
+        let out = can_host(&[]);
+        assert_eq!(
+            (out.status.code(), stderr(&out)),
+            (
+                Some(1),
+                format!("vgpuctl: error: migration metadata: {why}\n")
+            )
+        );
+    }
 }
