@@ -16,6 +16,7 @@ use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use vgpu_core::HostPaths;
+use vgpu_core::error::NvmlError;
 use vgpu_core::manager::{Arrival, HookDomain, Incoming, IncomingDevice};
 use vgpu_core::model::VgpuHandle;
 use vgpu_core::model::migration::{Compatibility, MigrationCheck, MigrationMetadata};
@@ -191,9 +192,9 @@ impl Report for CanHost {
             ),
             n => writeln!(
                 out,
-                "{}: cannot move here live ({n} of {} vGPU(s) refused)",
+                "{}: cannot move here live ({n} of {} vGPU(s) checked refused)",
                 self.domain,
-                self.devices.len()
+                self.migration.iter().flatten().count()
             ),
         }
     }
@@ -236,6 +237,7 @@ pub(crate) fn can_host(
     let migration = match &metadata {
         Some(metadata) => Some(vgpu_core::manager::migration_checks(
             ctx.nvml(),
+            request.uuid,
             &incoming.arrivals,
             metadata,
         )?),
@@ -281,14 +283,26 @@ pub(crate) fn metadata(
         })
         .collect::<Result<Vec<_>>>()?;
     let mut sampler = Sampler::new(cli, paths, facts);
-    let (inventory, owners, _) = sampler.holdings()?;
+    let (inventory, owners, libvirt) = sampler.holdings()?;
     let metadata = vgpu_core::manager::migration_metadata(
         sampler.nvml(),
         paths,
         &inventory,
         &owners,
         &handles,
-    )?;
+    );
+    let metadata = match (metadata, libvirt.reason) {
+        // NVML's vGPU may not be found for want of the domain libvirt would have named.
+        (Err(err @ vgpu_core::Error::Nvml(NvmlError::NotRunning { .. })), Some(reason))
+            if !libvirt.up =>
+        {
+            return Err(anyhow::Error::from(err).context(format!(
+                "libvirt at {} did not answer ({reason}), so no domain is known to hold a vGPU",
+                libvirt.uri
+            )));
+        }
+        (metadata, _) => metadata?,
+    };
     serde_json::to_writer_pretty(&mut *out, &metadata).context("cannot write the metadata")?;
     writeln!(out).context("cannot write the metadata")?;
     Ok(crate::EXIT_OK)

@@ -312,7 +312,8 @@ pub fn type_label<'a>(id: &'a str, name: Option<&'a str>) -> &'a str {
 
 /// The NVML vGPU type id that a type id of sysfs names: `nvidia-231` (an mdev type) and `1153`
 /// (a type of NVIDIA's vendor-specific VFIO) are NVML's types 231 and 1153. `None` for other
-/// vendors' types.
+/// vendors' types: an mdev type id is `<driver>-<name>` (the kernel's `vfio-mediated-device`
+/// documentation), so a bare number is only ever NVIDIA's `creatable_vgpu_types`.
 pub fn nvml_type_id(id: &str) -> Option<u32> {
     id.strip_prefix("nvidia-").unwrap_or(id).parse().ok()
 }

@@ -9,6 +9,7 @@
 //! facts that must match and can be read on both hosts.
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::VgpuHandle;
 use crate::nvml::Fact;
@@ -35,6 +36,8 @@ pub struct VgpuMetadata {
     pub vgpu: VgpuHandle,
     /// The physical GPU it runs on.
     pub gpu: PciAddress,
+    /// The domain libvirt says holds it, where libvirt answered.
+    pub domain: Option<Uuid>,
     /// NVML's vGPU instance id on the source.
     pub instance: u32,
     /// NVML's vGPU type id.
@@ -290,6 +293,7 @@ mod tests {
         VgpuMetadata {
             vgpu: "0000:5e:00.4".parse().expect("address"),
             gpu: "0000:5e:00.0".parse().expect("address"),
+            domain: None,
             instance: 2,
             type_id: 1153,
             type_name: Some("NVIDIA L40S-12Q".to_owned()),

@@ -18,6 +18,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use crate::text;
 use nvml_wrapper_sys::bindings::{
+    nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE,
     nvmlVgpuGuestInfoState_enum_NVML_VGPU_INSTANCE_GUEST_INFO_STATE_INITIALIZED as GUEST_INFO_INITIALIZED,
     nvmlVgpuMetadata_t, nvmlVgpuPgpuCompatibility_t, nvmlVgpuPgpuMetadata_t,
 };
@@ -28,16 +29,22 @@ trait Metadata: Copy {
     const OPAQUE_SIZE_AT: usize;
     /// Where the opaque section starts.
     const OPAQUE_AT: usize;
+    /// The room `nvml.h` gives the opaque section (`NVML_VGPU_METADATA_OPAQUE_DATA_SIZE`,
+    /// `NVML_VGPU_PGPU_METADATA_OPAQUE_DATA_SIZE`): a buffer handed to NVML has at least that
+    /// much, zero past what the metadata holds, whatever NVML reads.
+    const OPAQUE_ROOM: usize;
 }
 
 impl Metadata for nvmlVgpuMetadata_t {
     const OPAQUE_SIZE_AT: usize = offset_of!(nvmlVgpuMetadata_t, opaqueDataSize);
     const OPAQUE_AT: usize = offset_of!(nvmlVgpuMetadata_t, opaqueData);
+    const OPAQUE_ROOM: usize = 4 + 256;
 }
 
 impl Metadata for nvmlVgpuPgpuMetadata_t {
     const OPAQUE_SIZE_AT: usize = offset_of!(nvmlVgpuPgpuMetadata_t, opaqueDataSize);
     const OPAQUE_AT: usize = offset_of!(nvmlVgpuPgpuMetadata_t, opaqueData);
+    const OPAQUE_ROOM: usize = 256;
 }
 
 /// Whether `bytes` are one whole metadata buffer of `T`: the fixed part, and the opaque section
@@ -51,9 +58,11 @@ fn whole<T: Metadata>(bytes: &[u8]) -> bool {
 }
 
 /// `bytes` in a buffer of whole `T`s, so that NVML reads an aligned structure, with the
-/// opaque section after it. The tail past `bytes` is zero.
+/// opaque section after it, at least [`Metadata::OPAQUE_ROOM`] long. The tail past `bytes` is
+/// zero.
 fn aligned<T: Metadata>(bytes: &[u8]) -> Vec<T> {
-    let count = bytes.len().div_ceil(size_of::<T>()).max(1);
+    let len = bytes.len().max(T::OPAQUE_AT + T::OPAQUE_ROOM);
+    let count = len.div_ceil(size_of::<T>());
     // SAFETY: both structures are integers and character arrays; all zero is a valid value.
     let mut buffer: Vec<T> = vec![unsafe { std::mem::zeroed() }; count];
     // SAFETY: `buffer` holds `count * size_of::<T>()` bytes, at least `bytes.len()`; the two do
@@ -68,49 +77,78 @@ fn aligned<T: Metadata>(bytes: &[u8]) -> Vec<T> {
     buffer
 }
 
-/// Calls a metadata getter twice: for the size, then into a buffer of that size. Returns the
-/// bytes NVML said the metadata takes.
-fn fetch<T: Metadata>(
+/// The most metadata taken from NVML: its opaque sections are a few hundred bytes
+/// (`nvml.h`), so a larger size is refused rather than allocated.
+const MOST: usize = 64 * 1024;
+
+/// How many times the size is asked again when the metadata grew between the two calls (a
+/// guest driver reporting its version, say).
+const TRIES: usize = 3;
+
+/// Calls a metadata getter for the size, then into a buffer of that size, again with the new
+/// size if NVML says it grew meanwhile. Returns the bytes NVML said the metadata takes; whether
+/// they are whole is the caller's to check.
+///
+/// # Safety
+/// `call` hands its pointers to one NVML metadata getter of structure `T`: NVML writes at most
+/// `*size` bytes to the buffer, and the new size to `size`.
+unsafe fn fetch<T: Metadata>(
     call: impl Fn(*mut T, *mut c_uint) -> nvml_wrapper_sys::bindings::nvmlReturn_t,
 ) -> Result<Vec<u8>, NvmlError> {
     let mut needed: c_uint = 0;
     nvml_try_count(call(std::ptr::null_mut(), &mut needed))?;
-    let needed = (needed as usize).max(size_of::<T>());
-    let mut buffer: Vec<T> = aligned(&vec![0; needed]);
-    let room = buffer.len() * size_of::<T>();
-    let mut size = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
-    nvml_try(call(buffer.as_mut_ptr(), &mut size))?;
-    let len = (size as usize).clamp(size_of::<T>(), room);
-    // SAFETY: `buffer` holds `room` initialised bytes and `len <= room`.
-    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), len) };
-    let bytes = bytes.to_vec();
-    if whole::<T>(&bytes) {
-        Ok(bytes)
-    } else {
-        Err(NvmlError::IncorrectBits(nvml_wrapper::error::Bits::U32(
-            size,
-        )))
+    for _ in 0..TRIES {
+        let wanted = (needed as usize).max(size_of::<T>());
+        if wanted > MOST {
+            return Err(NvmlError::IncorrectBits(nvml_wrapper::error::Bits::U32(
+                needed,
+            )));
+        }
+        let count = wanted
+            .max(T::OPAQUE_AT + T::OPAQUE_ROOM)
+            .div_ceil(size_of::<T>());
+        // SAFETY: as in `aligned`.
+        let mut buffer: Vec<T> = vec![unsafe { std::mem::zeroed() }; count];
+        let room = count * size_of::<T>();
+        let mut size = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
+        match call(buffer.as_mut_ptr(), &mut size) {
+            // NVML says how much it needs now: ask again with that.
+            code if code == INSUFFICIENT_SIZE => {
+                needed = size;
+                continue;
+            }
+            code => nvml_try(code)?,
+        }
+        let len = (size as usize).clamp(size_of::<T>(), room);
+        // SAFETY: `buffer` holds `room` initialised bytes and `len <= room`.
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), len) };
+        return Ok(bytes.to_vec());
     }
+    Err(NvmlError::InsufficientSize(Some(needed as usize)))
 }
 
 /// The metadata of the running vGPU `instance` (`nvmlVgpuInstanceGetMetadata`), whole: what
 /// the destination's `nvmlGetVgpuCompatibility` takes.
 pub fn vgpu_instance_metadata(nvml: &Nvml, instance: u32) -> Result<Vec<u8>, NvmlError> {
     let sym = nvml_sym(nvml.lib().nvmlVgpuInstanceGetMetadata.as_ref())?;
-    fetch::<nvmlVgpuMetadata_t>(|buffer, size| {
+    let call = |buffer: *mut nvmlVgpuMetadata_t, size: *mut c_uint| {
         // SAFETY: `buffer` is null with `*size` 0, or holds `*size` bytes (`fetch`); `size`
         // points at a local.
         unsafe { sym(instance, buffer, size) }
-    })
+    };
+    // SAFETY: `call` hands `fetch`'s pointers to `nvmlVgpuInstanceGetMetadata` as they are.
+    unsafe { fetch(call) }
 }
 
 /// The metadata of the physical GPU `device` (`nvmlDeviceGetVgpuMetadata`), whole.
 pub fn device_vgpu_metadata(device: &Device<'_>) -> Result<Vec<u8>, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetVgpuMetadata.as_ref())?;
-    fetch::<nvmlVgpuPgpuMetadata_t>(|buffer, size| {
+    let call = |buffer: *mut nvmlVgpuPgpuMetadata_t, size: *mut c_uint| {
         // SAFETY: as in `vgpu_instance_metadata`; the handle is valid while `device` lives.
         unsafe { sym(device.handle(), buffer, size) }
-    })
+    };
+    // SAFETY: `call` hands `fetch`'s pointers to `nvmlDeviceGetVgpuMetadata` as they are.
+    unsafe { fetch(call) }
 }
 
 /// NVML's verdict on a vGPU and a GPU (`nvmlVgpuPgpuCompatibility_t`).
@@ -141,8 +179,8 @@ pub fn vgpu_compatibility(
         vgpuVmCompatibility: 0,
         compatibilityLimitCode: 0,
     };
-    // SAFETY: both buffers hold whole metadata, opaque sections included (checked above);
-    // `out` is a local.
+    // SAFETY: both buffers hold whole metadata, opaque sections included (checked above), and
+    // at least the opaque room `nvml.h` declares; `out` is a local.
     nvml_try(unsafe { sym(vgpu.as_mut_ptr(), pgpu.as_mut_ptr(), &mut out) })?;
     Ok(VgpuCompatibility {
         vm: out.vgpuVmCompatibility,

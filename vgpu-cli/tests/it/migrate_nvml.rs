@@ -12,6 +12,14 @@ use crate::migrate_cli::mdev_domain;
 use crate::telemetry_cli::{command, fake_nvml, libvirt_uri, mixed};
 use vgpu_testing::fake_nvml::FakeNvml;
 
+/// The UUID of the domain `web-1` (libvirt-mixed.xml), which holds `UUID` on the source.
+const WEB_1: &str = "6c1d2a5e-1111-4b7a-9c3d-000000000001";
+
+/// `web-1` as it arrives, with the mediated device `uuid` whose type `attach` recorded.
+fn web_1(uuid: &str) -> String {
+    mdev_domain(1, uuid, "GRID T4-2Q").replace("00000000-0000-4000-8000-000000000001", WEB_1)
+}
+
 /// The L40S VF that the Nova domain `server-7` holds on the source.
 const L40S_VF: &str = "0000:5e:00.4";
 
@@ -53,10 +61,11 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
     assert_eq!(
         doc,
         json!({"format": "vgpu-migration-metadata/1", "vgpus": [
-            {"vgpu": UUID, "gpu": "0000:3b:00.0", "instance": 1, "type_id": 231,
+            {"vgpu": UUID, "gpu": "0000:3b:00.0", "domain": WEB_1, "instance": 1, "type_id": 231,
              "type_name": null, "ecc": true, "host_driver": "550.90.05",
              "guest_driver": "550.90.07", "nvml": null},
-            {"vgpu": L40S_VF, "gpu": "0000:5e:00.0", "instance": 2, "type_id": 1153,
+            {"vgpu": L40S_VF, "gpu": "0000:5e:00.0",
+             "domain": "6c1d2a5e-1111-4b7a-9c3d-000000000002", "instance": 2, "type_id": 1153,
              "type_name": null, "ecc": false, "host_driver": "550.90.05",
              "guest_driver": null, "nvml": null},
         ]})
@@ -72,18 +81,20 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
         ]
     );
 
-    // Without libvirt, NVML's vGPUs name the VF only by a VM nobody names.
+    // Without libvirt, NVML's vGPUs name the VF only by a VM nobody names; libvirt's silence
+    // is said.
     let absent = format!("test://{}", h.state.path().join("absent.xml").display());
     let out = run(&h, &absent, Some(&nvml), &["migration-metadata", L40S_VF]);
-    assert_eq!(
-        (out.status.code(), stderr(&out)),
-        (
-            Some(1),
-            format!(
-                "vgpuctl: error: {L40S_VF} on 0000:5e:00.0: NVML runs no vGPU that is it: NVML names a \
-                 VF's vGPU only by its VM and type, and libvirt names no domain that holds it\n"
-            )
-        )
+    let text = stderr(&out);
+    assert!(
+        out.status.code() == Some(1)
+            && text.starts_with(&format!("vgpuctl: error: libvirt at {absent} did not answer ("))
+            && text.ends_with(&format!(
+                "), so no domain is known to hold a vGPU: {L40S_VF} on 0000:5e:00.0: NVML runs no \
+                 vGPU that is it: NVML names a VF's vGPU only by its VM and type, and libvirt names \
+                 no domain that holds it\n"
+            )),
+        "{text}"
     );
     // A Flex VF is not NVIDIA's; no NVML, no metadata.
     let out = run(
@@ -126,8 +137,9 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
     let dir = tempfile::tempdir().unwrap();
     let metadata = dir.path().join("web-1.json");
     std::fs::write(&metadata, &out.stdout).unwrap();
+    let out_of_source = out.stdout;
     let domain = dir.path().join("web-1.xml");
-    std::fs::write(&domain, mdev_domain(1, UUID, "GRID T4-2Q")).unwrap();
+    std::fs::write(&domain, web_1(UUID)).unwrap();
 
     let dest = common::host("mixed");
     let taken = "[migration]\nhost_drivers = [\"550.90.05\", \"550.127.05\"]\n";
@@ -181,7 +193,7 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
     assert!(
         table.contains(&format!(
             "{UUID}  limited by the host driver  231      on   550.90.05 -> 550.127.05"
-        )) && table.ends_with("vm1: cannot move here live (1 of 1 vGPU(s) refused)\n"),
+        )) && table.ends_with("vm1: cannot move here live (1 of 1 vGPU(s) checked refused)\n"),
         "{table}"
     );
     refused(
@@ -203,46 +215,64 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
     );
 
     // Metadata that does not go with the domain is refused before NVML is asked.
-    let other = dir.path().join("other.xml");
-    std::fs::write(
-        &other,
-        mdev_domain(2, "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a21", "GRID T4-2Q"),
-    )
-    .unwrap();
-    let out = run(
-        &dest,
-        &libvirt_uri(),
-        Some(&dest_nvml),
-        &[
-            "can-host",
-            "-f",
-            other.to_str().unwrap(),
-            "--metadata",
-            metadata.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        (out.status.code(), stderr(&out)),
+    let doc: Value = serde_json::from_slice(&out_of_source).unwrap();
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut doc = doc.clone();
+        f(&mut doc);
+        doc.to_string()
+    };
+    let other = "9a3e5c71-2b4d-4f60-8e1a-3c5b7d9f0a21";
+    let cases = [
         (
-            Some(1),
+            web_1(other),
+            doc.to_string(),
             format!(
-                "vgpuctl: error: migration metadata: it names vGPU {UUID}, which is not one of the vGPUs this host would make for the domain\n"
-            )
-        )
-    );
-    for (doc, why) in [
+                "it names vGPU {UUID}, which is not one of the vGPUs this host would make for the domain"
+            ),
+        ),
         (
-            r#"{"format": "vgpu-migration-metadata/1", "vgpus": []}"#,
+            mdev_domain(1, UUID, "GRID T4-2Q"),
+            doc.to_string(),
+            format!(
+                "vGPU {UUID} is of domain {WEB_1} there, not of 00000000-0000-4000-8000-000000000001"
+            ),
+        ),
+        (
+            web_1(UUID),
+            with(&|d| {
+                let first = d["vgpus"][0].clone();
+                d["vgpus"].as_array_mut().unwrap().push(first);
+            }),
+            format!("it names vGPU {UUID} twice"),
+        ),
+        (
+            web_1(UUID),
+            with(&|d| d["vgpus"][0]["nvml"] = json!("AQID")),
+            format!("the NVML buffer of vGPU {UUID} (3 bytes) is not whole vGPU metadata"),
+        ),
+        (
+            web_1(UUID),
+            with(&|d| d["vgpus"][0]["host_driver"] = json!("535.183.01")),
+            format!(
+                "vGPU {UUID} is said to run under host driver 535.183.01, its NVML buffer says 550.90.05"
+            ),
+        ),
+        (
+            web_1(UUID),
+            with(&|d| d["vgpus"] = json!([])),
             format!(
                 "it leaves out vGPU {UUID}, which would be an NVIDIA vGPU on 0000:3b:00.0 here"
             ),
         ),
         (
-            r#"{"format": "other/2", "vgpus": []}"#,
+            web_1(UUID),
+            with(&|d| d["format"] = json!("other/2")),
             "format \"other/2\", not \"vgpu-migration-metadata/1\"".to_owned(),
         ),
-    ] {
-        std::fs::write(&metadata, doc).unwrap();
+    ];
+    for (xml, meta, why) in cases {
+        std::fs::write(&domain, xml).unwrap();
+        std::fs::write(&metadata, meta).unwrap();
         let out = can_host(&[]);
         assert_eq!(
             (out.status.code(), stderr(&out)),

@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use uuid::Uuid;
+
 use vgpu_report::telemetry::Owner;
 
 use super::migrate::Arrival;
@@ -21,7 +23,7 @@ use crate::model::migration::{
 };
 use crate::model::nvml::{Fact, NvmlHost, Unavailable};
 use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::Nvml;
+use crate::nvml::{Nvml, RawVgpuMetadata};
 
 /// Reads NVML on the source: each of `vgpus` (as the domain XML names them), its GPU, NVML's
 /// vGPU instance, type and metadata. `owners` says which domain holds each vGPU of
@@ -86,11 +88,17 @@ fn one(
         gpu: gpu.address,
         why,
     };
-    let nvml_gpu = host.gpu(gpu.address);
-    let running = match nvml_gpu.map(|g| &g.vgpus) {
-        Some(Fact::Value(running)) => running.as_slice(),
-        Some(Fact::Unavailable(why)) => return Err(call(why.clone()).into()),
-        None => &[],
+    let Some(nvml_gpu) = host.gpu(gpu.address) else {
+        return Err(NvmlError::NotRunning {
+            vgpu: id.to_string(),
+            gpu: gpu.address,
+            reason: "NVML does not manage this GPU".to_owned(),
+        }
+        .into());
+    };
+    let running = match &nvml_gpu.vgpus {
+        Fact::Value(running) => running.as_slice(),
+        Fact::Unavailable(why) => return Err(call(why.clone()).into()),
     };
     let Some(vgpu) = vgpu_report::telemetry::nvml_vgpu(gpu, running, owners, id) else {
         let reason = match (gpu.backend, owners.get(&id)) {
@@ -119,18 +127,18 @@ fn one(
         Fact::Unavailable(why) => return Err(call(why).into()),
     };
     let type_name = nvml_gpu
-        .and_then(|g| g.supported_types.value())
+        .supported_types
+        .value()
         .and_then(|types| types.iter().find(|t| t.id == type_id))
         .and_then(|t| t.name.value().cloned());
     Ok(VgpuMetadata {
         vgpu: id,
         gpu: gpu.address,
+        domain: owners.get(&id).map(|o| o.uuid),
         instance: vgpu.instance,
         type_id,
         type_name,
-        ecc: nvml_gpu
-            .and_then(|g| g.ecc_mode.value())
-            .map(|ecc| ecc.current),
+        ecc: nvml_gpu.ecc_mode.value().map(|ecc| ecc.current),
         host_driver: raw.host_driver,
         guest_driver: raw.guest_driver,
         nvml: raw.bytes,
@@ -138,14 +146,16 @@ fn one(
 }
 
 /// Judges on the destination each vGPU of `metadata` against what it would become here
-/// (`arrivals`, the choice `migrate begin` makes): [`migration::judge`] with NVML's verdict,
-/// the vGPU type, ECC and this host's driver.
+/// (`arrivals`, the choice `migrate begin` makes for the domain `domain`):
+/// [`migration::judge`] with NVML's verdict, the vGPU type, ECC and this host's driver.
 ///
 /// # Errors
-/// Metadata in another format, or for a vGPU that is not among `arrivals`; an arrival of an
-/// NVIDIA type (one NVML names, [`crate::model::nvml_type_id`]) that the metadata leaves out.
+/// Metadata in another format, of another domain, naming a vGPU twice or one not among
+/// `arrivals`, or whose NVML buffer is not whole metadata (or disagrees with it); an arrival
+/// of an NVIDIA type (one NVML names, [`crate::model::nvml_type_id`]) that it leaves out.
 pub fn migration_checks(
     nvml: &Nvml,
+    domain: Uuid,
     arrivals: &[Arrival],
     metadata: &MigrationMetadata,
 ) -> Result<Vec<MigrationCheck>> {
@@ -154,7 +164,34 @@ pub fn migration_checks(
         return Err(bad(format!("format {:?}, not {FORMAT:?}", metadata.format)));
     }
     let mut checks = Vec::new();
-    for source in &metadata.vgpus {
+    for (i, source) in metadata.vgpus.iter().enumerate() {
+        if metadata.vgpus[..i].iter().any(|m| m.vgpu == source.vgpu) {
+            return Err(bad(format!("it names vGPU {} twice", source.vgpu)));
+        }
+        if let Some(other) = source.domain.filter(|d| *d != domain) {
+            return Err(bad(format!(
+                "vGPU {} is of domain {other} there, not of {domain}",
+                source.vgpu
+            )));
+        }
+        if nvml.status().loaded {
+            match RawVgpuMetadata::decode(source.nvml.clone()) {
+                None => {
+                    return Err(bad(format!(
+                        "the NVML buffer of vGPU {} ({} bytes) is not whole vGPU metadata",
+                        source.vgpu,
+                        source.nvml.len()
+                    )));
+                }
+                Some(raw) if raw.host_driver != source.host_driver => {
+                    return Err(bad(format!(
+                        "vGPU {} is said to run under host driver {}, its NVML buffer says {}",
+                        source.vgpu, source.host_driver, raw.host_driver
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
         let Some(arrival) = arrivals.iter().find(|a| a.from == source.vgpu) else {
             return Err(bad(format!(
                 "it names vGPU {}, which is not one of the vGPUs this host would make for the domain",

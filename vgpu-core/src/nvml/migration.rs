@@ -19,6 +19,24 @@ pub struct RawVgpuMetadata {
     pub guest_driver: Option<String>,
 }
 
+impl RawVgpuMetadata {
+    /// `bytes` with their fixed part decoded; `None` when they are not whole vGPU metadata
+    /// (shorter than the opaque section they announce), or when built without NVML, which
+    /// knows the layout.
+    #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
+    pub fn decode(bytes: Vec<u8>) -> Option<Self> {
+        #[cfg(feature = "nvml")]
+        if let Some(header) = vgpu_nvml_ext::migration::vgpu_metadata_header(&bytes) {
+            return Some(RawVgpuMetadata {
+                bytes,
+                host_driver: header.host_driver,
+                guest_driver: header.guest_driver,
+            });
+        }
+        None
+    }
+}
+
 impl Nvml {
     /// The ECC mode of the GPU at `address` (`nvmlDeviceGetEccMode`), alone: a migration check
     /// needs only it.

@@ -415,15 +415,12 @@ pub(super) fn vgpu_metadata(
         Fact::Value(bytes) => bytes,
         Fact::Unavailable(why) => return Fact::Unavailable(why),
     };
-    match vgpu_nvml_ext::migration::vgpu_metadata_header(&bytes) {
-        Some(header) => Fact::Value(super::RawVgpuMetadata {
-            bytes,
-            host_driver: header.host_driver,
-            guest_driver: header.guest_driver,
-        }),
+    let len = bytes.len();
+    match super::RawVgpuMetadata::decode(bytes) {
+        Some(raw) => Fact::Value(raw),
         None => Fact::unknown(
             Cause::Unexpected,
-            format!("{FUNCTION}: {} bytes are not whole metadata", bytes.len()),
+            format!("{FUNCTION}: {len} bytes are not whole metadata"),
         ),
     }
 }

@@ -14,8 +14,9 @@ use super::{METADATA_NAMESPACE, Result, domain_hostdevs, metadata, parse};
 /// `xml` with the `<source><address …/>` of each hostdev that assigns a device `moves` names
 /// (from, to) replaced by one naming `to`. The `id` of a `<device>` that vgpu's metadata
 /// element records for `from` becomes `to` as well, so that the type `attach` recorded still
-/// names the device on the next host. Nothing else changes: not the hostdev's other children,
-/// not white space, not the order.
+/// names the device on the next host. A record that names a `to` and no `from` is of a device
+/// the domain no longer holds, and is left out. Nothing else changes: not the hostdev's other
+/// children, not white space, not the order.
 ///
 /// # Errors
 ///
@@ -42,8 +43,15 @@ pub fn rewrite_sources(xml: &str, moves: &[(VgpuHandle, VgpuHandle)]) -> Result<
         else {
             continue;
         };
-        if let Some(to) = id.value().parse().ok().and_then(to) {
+        let Ok(handle) = id.value().parse::<VgpuHandle>() else {
+            continue;
+        };
+        if let Some(to) = to(handle) {
             edits.push((id.range_value(), to.to_string()));
+        } else if moves.iter().any(|(_, to)| *to == handle) {
+            // A record of a device the domain no longer has, whose name a move now gives to
+            // another: it would stand for that one's type.
+            edits.push((device.range(), String::new()));
         }
     }
     edits.sort_by_key(|(range, _)| range.start);

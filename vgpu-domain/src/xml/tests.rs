@@ -577,6 +577,31 @@ fn rewrite_sources_renames_the_device_vgpus_metadata_records_and_no_other() {
 }
 
 #[test]
+fn rewrite_sources_leaves_out_a_stale_record_of_the_name_a_move_gives() {
+    let (from, to) = ("0000:41:00.4", "0000:41:00.5");
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}'><device id='{to}' type='NVIDIA L40S-24Q'/>\
+         <device id='{from}' type='NVIDIA L40S-12Q'/></vgpu:vgpu>"
+    ))
+    .replace(
+        "<devices/>",
+        "<devices><hostdev mode='subsystem' type='pci' managed='no'><source>\
+         <address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source></hostdev></devices>",
+    );
+    let moves = [(
+        VgpuHandle::Vf(from.parse().unwrap()),
+        VgpuHandle::Vf(to.parse().unwrap()),
+    )];
+
+    let rewritten = super::domain(&rewrite_sources(&xml, &moves).unwrap()).unwrap();
+
+    assert_eq!(
+        rewritten.device_types,
+        [(moves[0].1, "NVIDIA L40S-12Q".to_owned())]
+    );
+}
+
+#[test]
 fn vgpu_metadata_with_device_keeps_the_rest_and_replaces_the_same_device() {
     let other = "0000:41:00.5";
     let xml = with_metadata(&format!(

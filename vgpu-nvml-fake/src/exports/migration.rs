@@ -31,7 +31,8 @@ const TAG: &str = "vgpu-nvml-fake";
 
 /// Writes `header` and `opaque` after it (at `opaque_at`) to the buffer of `*size` bytes at
 /// `out`, `*size` set to the bytes they take; `INSUFFICIENT_SIZE` with the size when the buffer
-/// is too small (or null: the size query).
+/// is too small (or null with a size of 0: the size query); `INVALID_ARGUMENT` for a null
+/// buffer of another size.
 ///
 /// # Safety
 /// `size` is null or valid for a read and a write; `out` null or valid for `*size` bytes.
@@ -49,6 +50,10 @@ unsafe fn put_metadata<T: Copy>(
     let needed_u32 = c_uint::try_from(needed).map_err(|_| INVALID_ARGUMENT)?;
     // SAFETY: not null, valid as the caller promises.
     let room = unsafe { size.read() };
+    // A null buffer is the size query, with a size of 0 (NVML API Reference Guide).
+    if out.is_null() && room != 0 {
+        return Err(INVALID_ARGUMENT);
+    }
     // SAFETY: as above.
     unsafe { size.write(needed_u32) };
     if room < needed_u32 || out.is_null() {
