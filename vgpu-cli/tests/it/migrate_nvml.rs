@@ -62,14 +62,29 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
         doc,
         json!({"format": "vgpu-migration-metadata/1", "vgpus": [
             {"vgpu": UUID, "gpu": "0000:3b:00.0", "domain": WEB_1, "instance": 1, "type_id": 231,
-             "type_name": null, "ecc": true, "host_driver": "550.90.05",
+             "type_name": "GRID T4-2Q", "ecc": true, "host_driver": "550.90.05",
              "guest_driver": "550.90.07", "nvml": null},
             {"vgpu": L40S_VF, "gpu": "0000:5e:00.0",
              "domain": "6c1d2a5e-1111-4b7a-9c3d-000000000002", "instance": 2, "type_id": 1153,
-             "type_name": null, "ecc": false, "host_driver": "550.90.05",
+             "type_name": "NVIDIA L40S-12Q", "ecc": false, "host_driver": "550.90.05",
              "guest_driver": null, "nvml": null},
         ]})
     );
+    // The type's name is the one `list` shows for that vGPU.
+    let list = common::list(&h);
+    for v in doc["vgpus"].as_array().unwrap() {
+        let gpu = common::gpu(&list, v["gpu"].as_str().unwrap());
+        let (_, type_id) = common::vgpu_types(gpu)
+            .into_iter()
+            .find(|(id, _)| *id == v["vgpu"])
+            .unwrap();
+        let listed = gpu["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == type_id);
+        assert_eq!(listed.map(|t| &t["name"]), Some(&v["type_name"]));
+    }
     // The structure (`nvmlVgpuMetadata_t`, 212 bytes) and the opaque section past its end:
     // `vgpu-nvml-fake vgpu type=231 device=0x1eb810de` (46 bytes, over the 4 declared).
     let len = |v: &Value| v.as_str().map(str::len);

@@ -66,10 +66,10 @@ fn one(
     owners: &BTreeMap<VgpuHandle, Owner>,
     id: VgpuHandle,
 ) -> Result<VgpuMetadata> {
-    let Some(gpu) = inventory
+    let Some((gpu, host_vgpu)) = inventory
         .gpus
         .iter()
-        .find(|g| g.vgpus.iter().any(|v| v.id == id))
+        .find_map(|g| g.vgpus.iter().find(|v| v.id == id).map(|v| (g, v)))
     else {
         return Err(Error::NotFound {
             what: Object::Vgpu,
@@ -126,11 +126,10 @@ fn one(
         Fact::Value(raw) => raw,
         Fact::Unavailable(why) => return Err(call(why).into()),
     };
-    let type_name = nvml_gpu
-        .supported_types
-        .value()
-        .and_then(|types| types.iter().find(|t| t.id == type_id))
-        .and_then(|t| t.name.value().cloned());
+    // The name every command shows for the type.
+    let type_name = inventory
+        .type_name(gpu.address, &host_vgpu.type_id)
+        .map(str::to_owned);
     Ok(VgpuMetadata {
         vgpu: id,
         gpu: gpu.address,
