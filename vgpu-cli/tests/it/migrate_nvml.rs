@@ -136,6 +136,45 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
             ),
         "{text}"
     );
+    // What names no vGPU here, and NVML refusing the metadata, are errors naming them.
+    let dev = h.sim.root().join("sys/bus/pci/devices");
+    let unknown = "6f2b1c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    let refusing = FakeNvml::new(&format!(
+        "functions = {{ nvmlVgpuInstanceGetMetadata = \"not-supported\" }}\n{}",
+        std::fs::read_to_string(nvml.data_path()).unwrap()
+    ))
+    .unwrap();
+    for (nvml, vgpu, why) in [
+        (
+            &nvml,
+            "gpu7",
+            "\"gpu7\" names no vGPU: not a UUID nor a PCI address".to_owned(),
+        ),
+        (
+            &nvml,
+            unknown,
+            format!("no vGPU matches {unknown:?} under {}", dev.display()),
+        ),
+        (
+            &refusing,
+            UUID,
+            "0000:3b:00.0: nvmlVgpuInstanceGetMetadata: not supported by this GPU or its mode \
+             (NVML_ERROR_NOT_SUPPORTED)"
+                .to_owned(),
+        ),
+    ] {
+        let out = run(
+            &h,
+            &libvirt_uri(),
+            Some(nvml),
+            &["migration-metadata", vgpu],
+        );
+        let text = stderr(&out);
+        assert!(
+            out.status.code() == Some(1) && text.starts_with(&format!("vgpuctl: error: {why}")),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -297,4 +336,58 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
             )
         );
     }
+
+    // NVML that cannot judge refuses the vGPU by name; so does a host without NVML.
+    std::fs::write(&domain, web_1(UUID)).unwrap();
+    std::fs::write(&metadata, &doc.to_string()).unwrap();
+    dest_nvml
+        .set_data(&format!(
+            "functions = {{ nvmlGetVgpuCompatibility = \"missing\" }}\n{}",
+            destination_data("550.90.05", "0x1eb810de", true, "")
+        ))
+        .unwrap();
+    let out = can_host(&[]);
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(1),
+            format!(
+                "vgpuctl: error: vm1 cannot move here live: {UUID}: NVML cannot judge it: \
+                 nvmlGetVgpuCompatibility: this driver does not implement it \
+                 (NVML_ERROR_FUNCTION_NOT_FOUND; an older driver)\n"
+            )
+        )
+    );
+    let out = run(
+        &dest,
+        &libvirt_uri(),
+        None,
+        &[
+            "can-host",
+            "-f",
+            domain.to_str().unwrap(),
+            "--metadata",
+            metadata.to_str().unwrap(),
+        ],
+    );
+    let text = stderr(&out);
+    assert!(
+        out.status.code() == Some(1)
+            && text.starts_with(&format!(
+                "vgpuctl: error: vm1 cannot move here live: {UUID}: NVML cannot judge it: NVML is \
+                 not loaded: "
+            )),
+        "{text}"
+    );
+    std::fs::write(&metadata, "{\"format\": ").unwrap();
+    let out = can_host(&[]);
+    let text = stderr(&out);
+    assert!(
+        out.status.code() == Some(1)
+            && text.starts_with(&format!(
+                "vgpuctl: error: {} is not migration metadata (`vgpuctl migration-metadata` prints it)",
+                metadata.display()
+            )),
+        "{text}"
+    );
 }
