@@ -339,7 +339,7 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
 
     // NVML that cannot judge refuses the vGPU by name; so does a host without NVML.
     std::fs::write(&domain, web_1(UUID)).unwrap();
-    std::fs::write(&metadata, &doc.to_string()).unwrap();
+    std::fs::write(&metadata, doc.to_string()).unwrap();
     dest_nvml
         .set_data(&format!(
             "functions = {{ nvmlGetVgpuCompatibility = \"missing\" }}\n{}",
