@@ -328,17 +328,41 @@ mod tests {
 
     #[test]
     fn live_verdict_with_matching_type_and_ecc_is_accepted_and_reports_both_drivers() {
-        let check = judge(&source(), here(Fact::Value(Compatibility::from_bits(9, 0))));
+        let verdict = Compatibility::from_bits(9, 0);
         assert_eq!(
-            (check.accepted(), check.host_driver),
-            (
-                true,
-                Both {
+            judge(&source(), here(Fact::Value(verdict.clone()))),
+            MigrationCheck {
+                from: source().vgpu,
+                to: "0000:5e:00.5".parse().expect("address"),
+                gpu: "0000:5e:00.0".parse().expect("address"),
+                type_id: Both {
+                    source: Some(1153),
+                    here: Some(1153)
+                },
+                ecc: Both {
+                    source: Some(false),
+                    here: Some(false)
+                },
+                host_driver: Both {
                     source: Some("550.90.05".to_owned()),
                     here: Some("550.127.05".to_owned())
-                }
-            )
+                },
+                guest_driver: None,
+                nvml: Fact::Value(verdict),
+                refusals: Vec::new(),
+            }
         );
+    }
+
+    #[test]
+    fn unknown_ecc_on_either_side_is_no_refusal() {
+        for (from, to) in [(None, Some(true)), (Some(false), None), (None, None)] {
+            let mut s = source();
+            s.ecc = from;
+            let mut h = here(Fact::Value(Compatibility::from_bits(8, 0)));
+            h.ecc = to;
+            assert!(judge(&s, h).accepted(), "{from:?} {to:?}");
+        }
     }
 
     #[test]
@@ -361,6 +385,15 @@ mod tests {
         assert_eq!(
             judge(&source(), here(unknown)).refusals,
             ["NVML cannot judge it: NVML is not loaded: no driver"]
+        );
+        let mut untyped = here(Fact::Value(Compatibility::from_bits(1, 0)));
+        untyped.type_id = None;
+        assert_eq!(
+            judge(&source(), untyped).refusals,
+            [
+                "the vGPU type here has no NVML id; the source's is 1153",
+                "NVML does not allow a live move, and names no limit",
+            ]
         );
     }
 

@@ -257,4 +257,69 @@ mod tests {
         );
         assert!(!whole::<nvmlVgpuMetadata_t>(&bytes[..8]));
     }
+
+    /// A scripted metadata getter: the sizes it says it needs, one per call, each call after
+    /// the first writing `bytes` when the buffer holds them.
+    fn scripted(
+        sizes: Vec<c_uint>,
+        bytes: Vec<u8>,
+    ) -> impl Fn(*mut nvmlVgpuMetadata_t, *mut c_uint) -> nvml_wrapper_sys::bindings::nvmlReturn_t
+    {
+        let calls = std::cell::Cell::new(0_usize);
+        move |buffer, size| {
+            let n = calls.get();
+            calls.set(n + 1);
+            let needed = sizes[n.min(sizes.len() - 1)];
+            // SAFETY: `fetch` passes a local size and a buffer of at least `*size` bytes.
+            unsafe {
+                let room = size.read();
+                size.write(needed);
+                if buffer.is_null() || room < needed {
+                    return INSUFFICIENT_SIZE;
+                }
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buffer.cast::<u8>(), bytes.len());
+            }
+            0
+        }
+    }
+
+    #[test]
+    fn fetch_asks_again_when_the_metadata_grows_and_gives_up_after_three_tries() {
+        let grown = vgpu_bytes(&[7; 600], 600);
+        let len = c_uint::try_from(grown.len()).expect("small");
+        // The size query says 216 bytes; the fill says it grew to `len`; the next fill holds it.
+        // SAFETY: the scripted getter honours `fetch`'s contract.
+        let bytes = unsafe { fetch(scripted(vec![216, len, len], grown.clone())) };
+        assert_eq!(bytes.ok(), Some(grown.clone()));
+        // It grows at every call: after three fills, the size the third said.
+        let sizes = vec![216, 1000, 2000, 3000, 4000];
+        // SAFETY: as above.
+        let err = unsafe { fetch(scripted(sizes, grown.clone())) }.expect_err("gives up");
+        assert!(
+            matches!(err, NvmlError::InsufficientSize(Some(3000))),
+            "{err:?}"
+        );
+        // A size past 64 KiB is refused, not allocated.
+        // SAFETY: as above.
+        let err = unsafe { fetch(scripted(vec![70_000], grown)) }.expect_err("refused");
+        assert!(matches!(err, NvmlError::IncorrectBits(_)), "{err:?}");
+    }
+
+    #[test]
+    fn aligned_pads_the_opaque_section_to_nvml_h_s_room_with_zeros() {
+        let bytes = vgpu_bytes(b"abc", 3);
+        let buffer = aligned::<nvmlVgpuMetadata_t>(&bytes);
+        let room = buffer.len() * size_of::<nvmlVgpuMetadata_t>();
+        // SAFETY: `buffer` holds `room` initialised bytes.
+        let all = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), room) };
+        let at = <nvmlVgpuMetadata_t as Metadata>::OPAQUE_AT;
+        assert!(room >= at + 260, "{room}");
+        assert_eq!(
+            (
+                &all[..bytes.len()],
+                all[bytes.len()..].iter().all(|b| *b == 0)
+            ),
+            (&bytes[..], true)
+        );
+    }
 }

@@ -313,13 +313,18 @@ fn destination_without_the_type_or_room_refuses_in_one_line_and_changes_nothing(
 }
 
 /// The kernel refuses the second of an incoming domain's two vGPUs: `migrate begin` exits 1
-/// naming that VF and the error, prints no XML, and undoes the first; no record is left.
-/// Libvirt then cancels the migration.
+/// naming that VF and the error, prints no XML, and undoes the first; no record of it is
+/// left. Another domain's vGPU on the same GPU stays. Libvirt then cancels the migration.
 #[test]
 fn failure_making_the_second_vgpu_undoes_the_first() {
     let dest = common::host("l40s-vendor-vfio");
     let hooks = install_hook(&dest, &[]);
-    let (first, second) = (common::vf("41", 0), common::vf("41", 1));
+    let (first, second, other) = (
+        common::vf("41", 0),
+        common::vf("41", 1),
+        common::vf("41", 2),
+    );
+    prepared(hooks.path(), 2, "L40S-12Q", &other);
     dest.sim
         .fail_next(1, 5, &format!("*/{second}/nvidia/current_vgpu_type"));
 
@@ -348,8 +353,8 @@ fn failure_making_the_second_vgpu_undoes_the_first() {
                  Input/output error (os error 5)\n"
             ),
             String::new(),
-            Vec::new(),
-            Vec::<String>::new()
+            vec![(other, "1153".to_owned())],
+            vec!["00000000-0000-4000-8000-000000000002".to_owned()]
         )
     );
 }

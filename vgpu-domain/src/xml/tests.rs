@@ -593,11 +593,57 @@ fn rewrite_sources_leaves_out_a_stale_record_of_the_name_a_move_gives() {
         VgpuHandle::Vf(to.parse().unwrap()),
     )];
 
-    let rewritten = super::domain(&rewrite_sources(&xml, &moves).unwrap()).unwrap();
+    let rewritten = rewrite_sources(&xml, &moves).unwrap();
 
     assert_eq!(
-        rewritten.device_types,
+        rewritten,
+        xml.replace(&format!("<device id='{to}' type='NVIDIA L40S-24Q'/>"), "")
+            .replace(
+                &format!("<device id='{from}'"),
+                &format!("<device id='{to}'")
+            )
+            .replace("function='0x4'", "function='0x5'")
+    );
+    assert_eq!(
+        super::domain(&rewritten).unwrap().device_types,
         [(moves[0].1, "NVIDIA L40S-12Q".to_owned())]
+    );
+}
+
+#[test]
+fn rewrite_sources_swaps_two_devices_and_their_records() {
+    let (a, b) = ("0000:41:00.4", "0000:41:00.5");
+    let source = |f: &str| {
+        format!(
+            "<hostdev mode='subsystem' type='pci' managed='no'><source>\
+             <address domain='0x0000' bus='0x41' slot='0x00' function='{f}'/></source></hostdev>"
+        )
+    };
+    let xml = with_metadata(&format!(
+        "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}'><device id='{a}' type='A'/>\
+         <device id='{b}' type='B'/></vgpu:vgpu>"
+    ))
+    .replace(
+        "<devices/>",
+        &format!("<devices>{}{}</devices>", source("0x4"), source("0x5")),
+    );
+    let (va, vb) = (
+        VgpuHandle::Vf(a.parse().unwrap()),
+        VgpuHandle::Vf(b.parse().unwrap()),
+    );
+
+    let rewritten = rewrite_sources(&xml, &[(va, vb), (vb, va)]).unwrap();
+
+    assert_eq!(
+        rewritten,
+        with_metadata(&format!(
+            "<vgpu:vgpu xmlns:vgpu='{METADATA_NAMESPACE}'><device id='{b}' type='A'/>\
+             <device id='{a}' type='B'/></vgpu:vgpu>"
+        ))
+        .replace(
+            "<devices/>",
+            &format!("<devices>{}{}</devices>", source("0x5"), source("0x4")),
+        )
     );
 }
 
