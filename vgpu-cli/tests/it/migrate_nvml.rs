@@ -5,9 +5,11 @@
 
 use std::process::Output;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::common::{self, UUID, json, stderr};
+use crate::common::{self, T4, UUID, json, stderr};
 use crate::migrate_cli::mdev_domain;
 use crate::telemetry_cli::{command, fake_nvml, libvirt_uri, mixed};
 use vgpu_testing::fake_nvml::FakeNvml;
@@ -85,14 +87,32 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
             .find(|t| t["id"] == type_id);
         assert_eq!(listed.map(|t| &t["name"]), Some(&v["type_name"]));
     }
-    // The structure (`nvmlVgpuMetadata_t`, 212 bytes) and the opaque section past its end:
-    // `vgpu-nvml-fake vgpu type=231 device=0x1eb810de` (46 bytes, over the 4 declared).
-    let len = |v: &Value| v.as_str().map(str::len);
+    // Each buffer is NVML's whole: the structure (`nvmlVgpuMetadata_t`, 212 bytes) with the
+    // host driver at byte 92, then the opaque section past its declared 4 bytes, at 208.
+    let decoded: Vec<Vec<u8>> = buffers
+        .iter()
+        .map(|b| STANDARD.decode(b.as_str().unwrap()).unwrap())
+        .collect();
+    let parts = |b: &Vec<u8>| {
+        (
+            b.len(),
+            String::from_utf8_lossy(&b[92..101]).into_owned(),
+            String::from_utf8_lossy(&b[208..]).into_owned(),
+        )
+    };
     assert_eq!(
-        buffers.iter().map(len).collect::<Vec<_>>(),
+        decoded.iter().map(parts).collect::<Vec<_>>(),
         [
-            Some(4 * 254_usize.div_ceil(3)),
-            Some(4 * 255_usize.div_ceil(3))
+            (
+                254,
+                "550.90.05".to_owned(),
+                "vgpu-nvml-fake vgpu type=231 device=0x1eb810de".to_owned()
+            ),
+            (
+                255,
+                "550.90.05".to_owned(),
+                "vgpu-nvml-fake vgpu type=1153 device=0x26b910de".to_owned()
+            ),
         ]
     );
 
@@ -195,7 +215,10 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
     let domain = dir.path().join("web-1.xml");
     std::fs::write(&domain, web_1(UUID)).unwrap();
 
+    // The destination holds the source's mdev UUID already: the vGPU would get a new one.
     let dest = common::host("mixed");
+    let held = common::vgpuctl(&dest, &["create", T4, "--type", "T4-2Q", "--uuid", UUID]);
+    assert_eq!(held.status.code(), Some(0), "{}", stderr(&held));
     let taken = "[migration]\nhost_drivers = [\"550.90.05\", \"550.127.05\"]\n";
     let dest_nvml =
         FakeNvml::new(&destination_data("550.127.05", "0x1eb810de", true, taken)).unwrap();
@@ -212,10 +235,17 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
     };
     let out = can_host(&["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut report = json(&out);
+    let to = report["migration"][0]["to"].take();
+    assert_eq!(report["devices"][0]["to"], to);
+    assert!(
+        to.as_str().is_some_and(|t| t.len() == 36 && t != UUID),
+        "{to}"
+    );
     assert_eq!(
-        json(&out)["migration"],
+        report["migration"],
         json!([{
-            "from": UUID, "to": UUID, "gpu": "0000:3b:00.0",
+            "from": UUID, "to": null, "gpu": "0000:3b:00.0",
             "type_id": {"source": 231, "here": 231},
             "ecc": {"source": true, "here": true},
             "host_driver": {"source": "550.90.05", "here": "550.127.05"},
@@ -267,6 +297,8 @@ fn destination_takes_nvml_s_verdict_and_refuses_each_limit_and_mismatch_by_name(
         destination_data("550.90.05", "0x1eb810de", false, ""),
         "ECC is on at the source and off here",
     );
+
+    assert_eq!(common::vgpu_ids(&dest, T4), [UUID], "can-host made nothing");
 
     // Metadata that does not go with the domain is refused before NVML is asked.
     let doc: Value = serde_json::from_slice(&out_of_source).unwrap();
