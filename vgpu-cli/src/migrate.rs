@@ -276,11 +276,7 @@ pub(crate) fn metadata(
 ) -> Result<u8> {
     let handles = vgpus
         .iter()
-        .map(|text| {
-            text.parse::<VgpuHandle>().map_err(|err| {
-                anyhow::anyhow!("{text:?} names no vGPU: not a UUID nor a PCI address ({err})")
-            })
-        })
+        .map(|text| crate::mutate::handle(paths, text))
         .collect::<Result<Vec<_>>>()?;
     let mut sampler = Sampler::new(cli, paths, facts);
     let (inventory, owners, libvirt) = sampler.holdings()?;

@@ -164,22 +164,38 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
         std::fs::read_to_string(nvml.data_path()).unwrap()
     ))
     .unwrap();
+    // Two vGPUs of the type in server-7, which holds one VF: NVML cannot say which is the VF.
+    let twice = FakeNvml::new(&format!(
+        "{}\n[[gpu.vgpu]]\ninstance = 5\ntype_id = 1153\nuuid = \"{unknown}\"\n\
+         vm_id = {{ kind = \"uuid\", id = \"6c1d2a5e-1111-4b7a-9c3d-000000000002\" }}\n",
+        std::fs::read_to_string(nvml.data_path()).unwrap()
+    ))
+    .unwrap();
     for (nvml, vgpu, why) in [
         (
             &nvml,
             "gpu7",
-            "\"gpu7\" names no vGPU: not a UUID nor a PCI address".to_owned(),
+            "\"gpu7\" is not a vGPU id (a mediated device UUID or a VF's PCI address)\n".to_owned(),
         ),
         (
             &nvml,
             unknown,
-            format!("no vGPU matches {unknown:?} under {}", dev.display()),
+            format!("no vGPU matches {unknown:?} under {}\n", dev.display()),
+        ),
+        (
+            &twice,
+            L40S_VF,
+            format!(
+                "{L40S_VF} on 0000:5e:00.0: NVML runs no vGPU that is it: NVML runs 2 vGPU(s) of \
+                 its type in domain server-7 (6c1d2a5e-1111-4b7a-9c3d-000000000002) and names \
+                 none by its VF, so which one it is cannot be told\n"
+            ),
         ),
         (
             &refusing,
             UUID,
             "0000:3b:00.0: nvmlVgpuInstanceGetMetadata: not supported by this GPU or its mode \
-             (NVML_ERROR_NOT_SUPPORTED)"
+             (NVML_ERROR_NOT_SUPPORTED)\n"
                 .to_owned(),
         ),
     ] {
@@ -189,10 +205,9 @@ fn source_metadata_names_the_vgpu_by_mdev_uuid_or_by_its_domain_and_says_why_not
             Some(nvml),
             &["migration-metadata", vgpu],
         );
-        let text = stderr(&out);
-        assert!(
-            out.status.code() == Some(1) && text.starts_with(&format!("vgpuctl: error: {why}")),
-            "{text}"
+        assert_eq!(
+            (out.status.code(), stderr(&out)),
+            (Some(1), format!("vgpuctl: error: {why}"))
         );
     }
 }

@@ -105,10 +105,27 @@ fn one(
             (Backend::NvidiaVfio, None) => "NVML names a VF's vGPU only by its VM and type, \
                  and libvirt names no domain that holds it"
                 .to_owned(),
-            (Backend::NvidiaVfio, Some(owner)) => format!(
-                "none of NVML's vGPUs on the GPU is of its type in domain {} ({})",
-                owner.domain, owner.uuid
-            ),
+            (Backend::NvidiaVfio, Some(owner)) => {
+                let nvml_type = crate::model::nvml_type_id(&host_vgpu.type_id);
+                let alike = running
+                    .iter()
+                    .filter(|v| {
+                        vgpu_report::telemetry::vm_of(v) == Some(owner.uuid)
+                            && v.type_id.value().copied() == nvml_type
+                    })
+                    .count();
+                match alike {
+                    0 => format!(
+                        "none of NVML's vGPUs on the GPU is of its type in domain {} ({})",
+                        owner.domain, owner.uuid
+                    ),
+                    n => format!(
+                        "NVML runs {n} vGPU(s) of its type in domain {} ({}) and names none by \
+                         its VF, so which one it is cannot be told",
+                        owner.domain, owner.uuid
+                    ),
+                }
+            }
             _ => "a vGPU has metadata only while its VM runs".to_owned(),
         };
         return Err(NvmlError::NotRunning {

@@ -363,10 +363,7 @@ fn vm_and_type(
     claimed: &BTreeSet<VgpuHandle>,
 ) -> Option<VgpuHandle> {
     let type_id = *vgpu.type_id.value()?;
-    let vm = match vgpu.vm_id.value()? {
-        VmId::Uuid(text) => Uuid::try_parse(text.trim()).ok()?,
-        VmId::Domain(_) => return None,
-    };
+    let vm = vm_of(vgpu)?;
     let mut candidates = gpu.vgpus.iter().filter(|v| {
         crate::model::nvml_type_id(&v.type_id) == Some(type_id)
             && owners.get(&v.id).is_some_and(|o| o.uuid == vm)
@@ -374,6 +371,15 @@ fn vm_and_type(
     });
     let first = candidates.next()?;
     candidates.next().is_none().then_some(first.id)
+}
+
+/// The UUID of the VM NVML says `vgpu` runs in: on KVM, the libvirt domain's. `None` when
+/// NVML does not say, or names the VM otherwise.
+pub fn vm_of(vgpu: &NvmlVgpu) -> Option<Uuid> {
+    match vgpu.vm_id.value()? {
+        VmId::Uuid(text) => Uuid::try_parse(text.trim()).ok(),
+        VmId::Domain(_) => None,
+    }
 }
 
 fn vgpu_usage(vgpu: &NvmlVgpu, matched_by: MatchedBy) -> VgpuUsage {
