@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use vgpu_sim::SimHost;
 
-use crate::common;
+use crate::common::{self, mdev_hostdev};
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:5e:00.0";
@@ -127,13 +127,6 @@ fn domain_xml(uuid: &str, metadata: &str, devices: &str) -> String {
         "<domain type='kvm' id='1'>\n  <name>vm1</name>\n  <uuid>{uuid}</uuid>\n  \
          <metadata>{metadata}</metadata>\n  <memory unit='KiB'>65536</memory>\n  \
          <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n{devices}  </devices>\n</domain>\n"
-    )
-}
-
-fn mdev_hostdev(uuid: &str) -> String {
-    format!(
-        "    <hostdev mode='subsystem' type='mdev' managed='no' model='vfio-pci' display='off'>\
-         <source><address uuid='{uuid}'/></source></hostdev>\n"
     )
 }
 

@@ -17,10 +17,10 @@ use std::process::Command;
 use vgpu_sim::SimHost;
 use vgpu_sim::libvirtd::Libvirtd;
 
+use crate::common::{NS, mdev_hostdev};
+
 const T4: &str = "0000:3b:00.0";
 const MDEV: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
-/// vgpu's metadata namespace.
-const NS: &str = crate::common::NS;
 /// The UUID of the domain migrated offline.
 const VM3: &str = "00000000-0000-4000-8000-000000000003";
 
@@ -85,13 +85,6 @@ fn vgpuctl(sim: &SimHost, state: &Path) -> Command {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn mdev_hostdev(uuid: &str) -> String {
-    format!(
-        "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\
-         <source><address uuid='{uuid}'/></source></hostdev>"
-    )
 }
 
 /// The audit log's `(action, device, result)` of lines the hook wrote.

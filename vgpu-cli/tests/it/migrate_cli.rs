@@ -8,22 +8,15 @@ use std::process::Output;
 
 use proptest::prelude::*;
 
-use crate::common::{self, Host, NS, install_hook, json, pci_source, run_hook, stderr, vgpuctl};
+use crate::common::{
+    self, Host, NS, domain_xml, install_hook, json, mdev_domain, mdev_domain_with, pci_source,
+    run_hook, stderr, vgpuctl,
+};
 
 const GPU_A: &str = "0000:41:00.0";
 const GPU_B: &str = "0000:c1:00.0";
 const T4: &str = "0000:3b:00.0";
 const MDEV: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
-
-/// A domain the schema accepts, named `vm<n>`, with `metadata` and `devices` as given.
-fn domain_xml(n: u32, metadata: &str, devices: &str) -> String {
-    format!(
-        "<domain type='kvm'>\n  <name>vm{n}</name>\n  \
-         <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata>{metadata}</metadata>\n  \
-         <memory unit='KiB'>65536</memory>\n  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n  \
-         <devices>\n{devices}  </devices>\n</domain>\n"
-    )
-}
 
 /// Domain `n` asking for `vgpu_type` on the vendor-VFIO VFs `vfs`.
 fn vf_domain(n: u32, vgpu_type: &str, vfs: &[&str]) -> String {
@@ -40,25 +33,6 @@ fn vf_domain(n: u32, vgpu_type: &str, vfs: &[&str]) -> String {
         n,
         &format!("<vgpu:vgpu xmlns:vgpu=\"{NS}\" type=\"{vgpu_type}\"/>"),
         &devices,
-    )
-}
-
-/// Domain `n` with the mediated device `uuid`, whose type only `attach`'s record names.
-pub(crate) fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
-    mdev_domain_with(n, "", uuid, type_name)
-}
-
-/// [`mdev_domain`], with `metadata` (Nova's, say) before `attach`'s record.
-fn mdev_domain_with(n: u32, metadata: &str, uuid: &str, type_name: &str) -> String {
-    domain_xml(
-        n,
-        &format!(
-            "{metadata}<vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{uuid}\" type=\"{type_name}\"/></vgpu:vgpu>"
-        ),
-        &format!(
-            "    <hostdev mode='subsystem' type='mdev' model='vfio-pci' display='off'>\n      \
-             <source><address uuid='{uuid}'/></source>\n    </hostdev>\n"
-        ),
     )
 }
 

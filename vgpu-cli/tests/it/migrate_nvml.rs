@@ -9,9 +9,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::common::{self, T4, UUID, json, stderr};
-use crate::migrate_cli::mdev_domain;
-use crate::telemetry_cli::{command, fake_nvml, libvirt_uri, mixed};
+use crate::common::mixed::{command, fake_nvml, libvirt_uri, mixed};
+use crate::common::{self, T4, UUID, json, mdev_domain, stderr};
 use vgpu_testing::fake_nvml::FakeNvml;
 
 /// The UUID of the domain `web-1` (libvirt-mixed.xml), which holds `UUID` on the source.

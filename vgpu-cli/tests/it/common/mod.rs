@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 use vgpu_sim::SimHost;
 
+pub(crate) mod mixed;
+
 pub(crate) const T4: &str = "0000:3b:00.0";
 pub(crate) const FLEX: &str = "0000:4d:00.0";
 pub(crate) const UUID: &str = "3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c";
@@ -282,5 +284,39 @@ pub(crate) fn domain(n: u32, tenant: &str, vgpu_type: &str, vfs: &[String]) -> S
          <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata><vgpu:vgpu \
          xmlns:vgpu=\"{NS}\" type=\"{vgpu_type}\" tenant=\"{tenant}\"/></metadata>\n  \
          <memory unit='KiB'>65536</memory>\n  <devices>\n{devices}  </devices>\n</domain>\n"
+    )
+}
+
+/// A `<hostdev>` naming the mediated device `uuid`.
+pub(crate) fn mdev_hostdev(uuid: &str) -> String {
+    format!(
+        "    <hostdev mode='subsystem' type='mdev' managed='no' model='vfio-pci' display='off'>\
+         <source><address uuid='{uuid}'/></source></hostdev>\n"
+    )
+}
+
+/// A domain the schema accepts, named `vm<n>`, with `metadata` and `devices` as given.
+pub(crate) fn domain_xml(n: u32, metadata: &str, devices: &str) -> String {
+    format!(
+        "<domain type='kvm'>\n  <name>vm{n}</name>\n  \
+         <uuid>00000000-0000-4000-8000-{n:012x}</uuid>\n  <metadata>{metadata}</metadata>\n  \
+         <memory unit='KiB'>65536</memory>\n  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n  \
+         <devices>\n{devices}  </devices>\n</domain>\n"
+    )
+}
+
+/// Domain `n` with the mediated device `uuid`, whose type only `attach`'s record names.
+pub(crate) fn mdev_domain(n: u32, uuid: &str, type_name: &str) -> String {
+    mdev_domain_with(n, "", uuid, type_name)
+}
+
+/// [`mdev_domain`], with `metadata` (Nova's, say) before `attach`'s record.
+pub(crate) fn mdev_domain_with(n: u32, metadata: &str, uuid: &str, type_name: &str) -> String {
+    domain_xml(
+        n,
+        &format!(
+            "{metadata}<vgpu:vgpu xmlns:vgpu=\"{NS}\"><device id=\"{uuid}\" type=\"{type_name}\"/></vgpu:vgpu>"
+        ),
+        &mdev_hostdev(uuid),
     )
 }
