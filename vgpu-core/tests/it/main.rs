@@ -14,6 +14,7 @@ mod lifecycle;
 mod lifecycle_sriov;
 mod mig;
 mod nvml;
+mod nvml_migration;
 mod plans;
 mod quota_plans;
 mod release_guard;

@@ -24,7 +24,7 @@ const L40S: &str = include_str!("../../../vgpu-nvml-fake/data/l40s-vendor-vfio.t
 const H200_MIG: &str = include_str!("../../../vgpu-nvml-fake/data/h200-mig.toml");
 
 /// One GPU with a running vGPU, every fact given.
-const ONE_VGPU: &str = r#"
+pub(crate) const ONE_VGPU: &str = r#"
 driver_version = "550.90.05"
 nvml_version = "12.550.90.05"
 confidential_computing = true
@@ -91,7 +91,7 @@ fn only_gpu_on(profile: &str, data: &str) -> NvmlGpu {
 }
 
 /// `data` with `function` answering `behaviour` for every GPU.
-fn with_function(data: &str, function: &str, behaviour: &str) -> String {
+pub(crate) fn with_function(data: &str, function: &str, behaviour: &str) -> String {
     format!("{data}\n[functions]\n{function} = \"{behaviour}\"\n")
 }
 
