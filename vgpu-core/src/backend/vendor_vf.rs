@@ -48,7 +48,7 @@ pub(super) fn fits(paths: &HostPaths, placement: &Placement) -> Result<bool> {
 
 /// [`fits`] for the VF `vf`: it holds no vGPU and lists `type_id` as creatable.
 pub(super) fn fits_vf(vf: &PciDevice, type_id: u32) -> Result<bool> {
-    match NvidiaVf::of_device(vf) {
+    match NvidiaVf::of_device(vf)? {
         Some(nvidia) => Ok(nvidia.current_type()?.is_none()
             && nvidia.creatable_types()?.iter().any(|c| c.id == type_id)),
         None => Ok(false),
@@ -56,7 +56,7 @@ pub(super) fn fits_vf(vf: &PciDevice, type_id: u32) -> Result<bool> {
 }
 
 fn vendor_vf(paths: &HostPaths, vf: PciAddress) -> Result<NvidiaVf> {
-    NvidiaVf::of(&paths.pci_device(&vf)).ok_or_else(|| no_vendor_vf(paths, vf))
+    NvidiaVf::of(&paths.pci_device(&vf))?.ok_or_else(|| no_vendor_vf(paths, vf))
 }
 
 /// [`Error::NotFound`]: VF `vf` has no `nvidia/` directory.
@@ -92,7 +92,7 @@ pub(crate) fn set_type(
 ) -> Result<()> {
     // Held open: the path down to the VF is looked up once for all its files.
     let device = PciDevice::new(paths, vf).held_open();
-    let nvidia = NvidiaVf::of_device(&device).ok_or_else(|| no_vendor_vf(paths, vf))?;
+    let nvidia = NvidiaVf::of_device(&device)?.ok_or_else(|| no_vendor_vf(paths, vf))?;
     if let Some(current) = nvidia.current_type()? {
         return Err(Error::InUse {
             device: vf.to_string(),
@@ -176,7 +176,7 @@ pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress, within: Duration) ->
 
 /// The vendor vGPU on `vf`, if it is a vendor-VFIO VF holding one.
 pub(super) fn running(vf: &PciDevice) -> Result<Option<Running>> {
-    match NvidiaVf::of_device(vf) {
+    match NvidiaVf::of_device(vf)? {
         Some(nvidia) => Ok(nvidia
             .current_type()?
             .map(|type_id| Running::VendorVf { type_id })),

@@ -286,7 +286,7 @@ fn read_gpu(
     let vf_devices = warnings.list(address, device.virtfn_devices(devices));
     // Intel's SR-IOV drivers publish each VF's local memory under the PF's `drm/`; looked up
     // once, not once per VF.
-    let has_iov = warnings.ok(address, device.iov_dir()).is_some();
+    let iov = warnings.ok(address, device.iov_dir());
 
     let pf_parent = MdevParent::of(&device);
     let pf_is_parent = pf_parent.is_parent();
@@ -305,7 +305,7 @@ fn read_gpu(
         if !pf_is_parent && parent.is_parent() {
             vf_types.add(vf_address, &parent, &mut type_warnings);
         }
-        if let Some(nvidia) = NvidiaVf::of_device(&vf) {
+        if let Some(nvidia) = warnings.ok(vf_address, NvidiaVf::of_device(&vf)) {
             nvidia_vfs.push((vf_address, NvidiaRead::of(&nvidia)));
         }
         vf_reads.push(VfRead {
@@ -355,9 +355,9 @@ fn read_gpu(
                 driver: warnings.ok(vf.address, vf.driver),
                 iommu_group: warnings.ok(vf.address, vf.iommu_group),
                 vgpu_type,
-                memory_mib: has_iov
-                    .then(|| warnings.ok(address, device.lmem_quota(i + 1)))
-                    .flatten()
+                memory_mib: iov
+                    .as_deref()
+                    .and_then(|iov| warnings.ok(address, PciDevice::lmem_quota_in(iov, i + 1)))
                     .map(|bytes| bytes / (1024 * 1024)),
             }
         })

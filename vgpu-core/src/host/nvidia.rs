@@ -26,16 +26,17 @@ pub(crate) struct NvidiaVf {
 }
 
 impl NvidiaVf {
-    /// The vendor interface of the VF whose device directory is `vf_path`, when it has one.
-    pub(crate) fn of(vf_path: &Path) -> Option<Self> {
-        SysDir::new(child(vf_path, "nvidia"))
-            .opened()
-            .map(|dir| Self { dir })
+    /// The vendor interface of the VF whose device directory is `vf_path`, when it has one;
+    /// a directory that is there but cannot be opened is [`crate::Error::Read`].
+    pub(crate) fn of(vf_path: &Path) -> Result<Option<Self>> {
+        Ok(SysDir::new(child(vf_path, "nvidia"))
+            .opened()?
+            .map(|dir| Self { dir }))
     }
 
     /// [`Self::of`] the VF `vf`, looked up through its directory (held open, when it is).
-    pub(crate) fn of_device(vf: &PciDevice) -> Option<Self> {
-        vf.dir().join("nvidia").opened().map(|dir| Self { dir })
+    pub(crate) fn of_device(vf: &PciDevice) -> Result<Option<Self>> {
+        Ok(vf.dir().join("nvidia").opened()?.map(|dir| Self { dir }))
     }
 
     /// The `nvidia/` directory.

@@ -56,7 +56,7 @@ impl PciDevice {
     /// it stays (a driver change keeps the directory; disabling a VF does not).
     pub(crate) fn existing(paths: &HostPaths, address: PciAddress) -> Result<Self> {
         let device = Self::new(paths, address);
-        match device.dir.clone().opened() {
+        match device.dir.clone().opened()? {
             Some(dir) => Ok(Self { address, dir }),
             None => Err(Error::NotFound {
                 what: Object::PciDevice,
@@ -200,13 +200,18 @@ impl PciDevice {
     /// single-tile GPUs, `gt0/` on multi-tile ones (intel-gpu-i915-backports,
     /// `gt/iov/intel_iov_sysfs.c`); `None` when neither has it.
     fn iov_attr(&self, function: &str, name: &str) -> Result<Option<PathBuf>> {
-        let Some(iov) = self.iov_dir()? else {
-            return Ok(None);
-        };
-        Ok(["gt", "gt0"]
+        Ok(self
+            .iov_dir()?
+            .and_then(|iov| Self::iov_attr_in(&iov, function, name)))
+    }
+
+    /// [`Self::iov_attr`] in the provisioning directory `iov` ([`Self::iov_dir`]) found
+    /// already.
+    fn iov_attr_in(iov: &Path, function: &str, name: &str) -> Option<PathBuf> {
+        ["gt", "gt0"]
             .into_iter()
             .map(|gt| iov.join(function).join(gt).join(name))
-            .find(|path| sysfs::exists(path)))
+            .find(|path| sysfs::exists(path))
     }
 
     /// The local-memory quota file of this PF's VF `m` (from 1): `iov/vf<m>/gt*/lmem_quota`,
@@ -217,7 +222,16 @@ impl PciDevice {
 
     /// The local-memory quota of this PF's VF `m` (from 1) in bytes; `None` without quotas.
     pub(crate) fn lmem_quota(&self, m: usize) -> Result<Option<u64>> {
-        match self.lmem_quota_path(m)? {
+        match self.iov_dir()? {
+            None => Ok(None),
+            Some(iov) => Self::lmem_quota_in(&iov, m),
+        }
+    }
+
+    /// [`Self::lmem_quota`] in the provisioning directory `iov` ([`Self::iov_dir`]) found
+    /// already: for a caller reading every VF's, which looks `iov` up once.
+    pub(crate) fn lmem_quota_in(iov: &Path, m: usize) -> Result<Option<u64>> {
+        match Self::iov_attr_in(iov, &format!("vf{m}"), "lmem_quota") {
             None => Ok(None),
             Some(path) => sysfs::read_parsed(&path, "a byte count", |t| t.parse().ok()),
         }
@@ -228,7 +242,10 @@ impl PciDevice {
     /// local memory less the PF's spare). `None` when the driver publishes no such total, or a
     /// VF has no quota.
     pub(crate) fn lmem_total(&self, vfs: usize) -> Result<Option<u64>> {
-        let Some(path) = self.iov_attr("pf", "available/lmem_max_quota")? else {
+        let Some(iov) = self.iov_dir()? else {
+            return Ok(None);
+        };
+        let Some(path) = Self::iov_attr_in(&iov, "pf", "available/lmem_max_quota") else {
             return Ok(None);
         };
         let Some(mut total) = sysfs::read_parsed(&path, "a byte count", |t| t.parse::<u64>().ok())?
@@ -236,7 +253,7 @@ impl PciDevice {
             return Ok(None);
         };
         for m in 1..=vfs {
-            let Some(quota) = self.lmem_quota(m)? else {
+            let Some(quota) = Self::lmem_quota_in(&iov, m)? else {
                 return Ok(None);
             };
             total = total.saturating_add(quota);
@@ -255,16 +272,24 @@ impl PciDevice {
 
     /// The functions at `addresses`, this PF's VFs, reached from its parent directory held
     /// open and named as `devices` names them ([`Self::virtfn_devices`]).
+    ///
+    /// Where the platform put the first VF elsewhere (on s390 and pseries the platform
+    /// enumerates VFs and `pci_iov_sysfs_link` only links them), every VF is reached through
+    /// the device list instead.
     pub(crate) fn beside(&self, addresses: &[PciAddress], devices: &SysDir) -> Vec<PciDevice> {
         let parent = self.dir.join("..").held_open();
+        let is_beside = addresses
+            .first()
+            .is_none_or(|first| parent.is_dir(&first.to_string()));
         addresses
             .iter()
             .map(|&address| {
                 let name = address.to_string();
-                Self {
-                    address,
-                    dir: parent.join_as(&name, devices.path().join(&name)),
-                }
+                let dir = match is_beside {
+                    true => parent.join_as(&name, devices.path().join(&name)),
+                    false => devices.join(&name),
+                };
+                Self { address, dir }
             })
             .collect()
     }
@@ -376,6 +401,43 @@ mod tests {
         let (_host, paths) = two_domains();
         let err = resolve_address(&paths, "GPU-1").unwrap_err();
         assert_eq!(err.kind(), crate::error::ErrorKind::BadInput);
+    }
+
+    /// VFs beside their PF are read there; a VF the platform put elsewhere (linked by
+    /// `pci_iov_sysfs_link`, as on s390) is read through the device list.
+    #[test]
+    fn virtfn_devices_beside_the_pf_or_elsewhere_are_read() {
+        let host = FakeHost::new().unwrap();
+        let pf = addr("0000:41:00.0");
+        host.pci(&PciSpec::new(pf, 0x10de, 0x26b9, 0x030200).sriov(4, 0x26b9))
+            .unwrap();
+        let vf = addr("0000:41:00.4");
+        host.vf(pf, 0, &PciSpec::new(vf, 0x10de, 0x26b9, 0x030200))
+            .unwrap();
+        let paths = HostPaths::new(host.root());
+        let devices = SysDir::new(paths.pci_devices());
+        let read = || -> Vec<Option<u16>> {
+            PciDevice::new(&paths, pf)
+                .virtfn_devices(&devices)
+                .unwrap()
+                .iter()
+                .map(|d| d.vendor_id().unwrap())
+                .collect()
+        };
+        assert_eq!(read(), [Some(0x10de)]);
+
+        let beside = host.device_dir(vf);
+        let elsewhere = Path::new("sys/devices/platform/vfs").join(vf.to_string());
+        std::fs::create_dir_all(host.root().join("sys/devices/platform/vfs")).unwrap();
+        std::fs::rename(host.root().join(&beside), host.root().join(&elsewhere)).unwrap();
+        host.remove(Path::new("sys/bus/pci/devices").join(vf.to_string()))
+            .unwrap();
+        host.link(
+            Path::new("sys/bus/pci/devices").join(vf.to_string()),
+            &elsewhere,
+        )
+        .unwrap();
+        assert_eq!(read(), [Some(0x10de)]);
     }
 
     /// A Flex 170 PF whose `drm/card0/iov` has `pf/<gt>` and `vf1/<gt>`, as i915 lays it out

@@ -377,7 +377,7 @@ fn plan(
             driver: def.driver,
         }));
     }
-    if NvidiaVf::of_device(&device).is_none() {
+    if NvidiaVf::of_device(&device).map_err(ctx)?.is_none() {
         return Ok(None);
     }
     let (wanted, from) = vf_type(domain, config, address, HookConfig::path(paths)).map_err(ctx)?;

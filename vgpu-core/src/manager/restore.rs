@@ -218,9 +218,13 @@ fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<Stri
         "mdev" if !MdevParent::new(&dir).is_parent() => Some(format!(
             "{device} is not a mediated-device parent yet (its driver has not registered it)"
         )),
-        "vf-vgpu" if NvidiaVf::of(&dir).is_none() => Some(format!(
-            "{device} has no NVIDIA vendor-VFIO interface yet (nvidia has not bound it)"
-        )),
+        "vf-vgpu" => match NvidiaVf::of(&dir) {
+            Ok(Some(_)) => None,
+            Ok(None) => Some(format!(
+                "{device} has no NVIDIA vendor-VFIO interface yet (nvidia has not bound it)"
+            )),
+            Err(err) => Some(err.chain()),
+        },
         _ => None,
     }
 }

@@ -80,7 +80,7 @@ pub(crate) fn choose(
 pub(crate) fn used_in_sysfs(paths: &HostPaths, pf: PciAddress) -> Result<BTreeSet<u32>> {
     let mut used = BTreeSet::new();
     for vf in PciDevice::new(paths, pf).virtfns()? {
-        let Some(nvidia) = NvidiaVf::of(&paths.pci_device(&vf)) else {
+        let Some(nvidia) = NvidiaVf::of(&paths.pci_device(&vf))? else {
             continue;
         };
         if nvidia.current_type()?.is_none() {

@@ -74,20 +74,28 @@ impl SysDir {
     /// that was wanted.
     pub(crate) fn held_open(self) -> Self {
         let by_path = self.clone();
-        self.opened().unwrap_or(by_path)
+        match self.opened() {
+            Ok(Some(dir)) => dir,
+            Ok(None) | Err(_) => by_path,
+        }
     }
 
-    /// The same directory held open ([`Self::held_open`]); `None` when it cannot be opened as
-    /// a directory (absent, not a directory, unreadable).
-    pub(crate) fn opened(self) -> Option<Self> {
-        let fd = self.at("").open(OFlag::O_PATH | OFlag::O_DIRECTORY).ok()?;
-        Some(Self {
+    /// The same directory held open ([`Self::held_open`]); `None` when it is absent or not a
+    /// directory ([`super::is_absent`]). Any other failure (no permission, out of file
+    /// descriptors) is [`crate::Error::Read`] with its path and errno.
+    pub(crate) fn opened(self) -> crate::error::Result<Option<Self>> {
+        let fd = match self.at("").open(OFlag::O_PATH | OFlag::O_DIRECTORY) {
+            Ok(fd) => fd,
+            Err(err) if super::is_absent(&err) => return Ok(None),
+            Err(err) => return Err(super::read_error(&self.path, err)),
+        };
+        Ok(Some(Self {
             path: self.path,
             held: Some(Held {
                 fd: Arc::new(fd),
                 below: PathBuf::new(),
             }),
-        })
+        }))
     }
 
     /// Its entry `name` (or itself, for `""`), as the shared readers take it.
