@@ -94,7 +94,8 @@ fn syscalls(root: &str) -> Option<Vec<(String, u64)>> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let calls = fields.get(3)?.parse().ok()?;
-            Some(((*fields.last()?).to_owned(), calls))
+            let name = *fields.last()?;
+            (name != "total").then(|| (name.to_owned(), calls))
         })
         .collect();
     counts.sort_by_key(|(_, calls)| std::cmp::Reverse(*calls));
@@ -145,8 +146,9 @@ fn main() {
                 .take(8)
                 .map(|(name, calls)| format!("{name} {calls}"))
                 .collect();
+            let total: u64 = counts.iter().map(|(_, calls)| calls).sum();
             println!(
-                "system calls of one vgpuctl list --json (strace -c): {}",
+                "system calls of one vgpuctl list --json (strace -c): {total} in all; {}",
                 shown.join(", ")
             );
             if let Some((_, opens)) = counts.iter().find(|(name, _)| name == "openat") {
