@@ -83,6 +83,8 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 display: *display,
                 guest_address: guest_address.map(guest).transpose()?,
             };
+            // The arguments are checked before libvirt is asked anything.
+            let existing = id.as_deref().map(|id| handle(paths, id)).transpose()?;
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
@@ -91,10 +93,8 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 name: target.name.clone(),
                 tenant: conn.tenant(domain)?.map(|t| t.name).unwrap_or_default(),
             };
-            let done = match (id, gpu, type_name) {
-                (Some(id), None, None) => {
-                    attach_existing(&conn, ctx, &claim, handle(paths, id)?, scope, shape)?
-                }
+            let done = match (existing, gpu, type_name) {
+                (Some(id), None, None) => attach_existing(&conn, ctx, &claim, id, scope, shape)?,
                 (None, Some(gpu), Some(type_name)) => attach_new(
                     &conn,
                     ctx,
@@ -108,7 +108,9 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                     },
                     scope,
                 )?,
-                _ => anyhow::bail!("attach takes either ID, or --gpu GPU --type TYPE"),
+                _ => anyhow::bail!(vgpu_cli::Refusal::bad_input(
+                    "attach takes either ID, or --gpu GPU --type TYPE"
+                )),
             };
             // Its type travels with the domain, for the hook of a host it migrates to.
             if done.kind != HostdevKind::PlainVf {
@@ -147,9 +149,9 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
             destroy,
             ..
         } => {
+            let id = handle(paths, id)?;
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
-            let id = handle(paths, id)?;
             let scope = scope(*live, *config, target.running);
             // Detaching what is not attached changes nothing, as attaching what is attached.
             let changed = match conn.detach(domain, id, scope) {
@@ -246,7 +248,10 @@ fn record_type(
         .iter()
         .find_map(|g| g.vgpus.iter().find(|v| v.id == id).map(|v| (g, v)));
     let Some((gpu, vgpu)) = found else {
-        anyhow::bail!("{id} is not a vGPU of this host");
+        anyhow::bail!(vgpu_cli::Refusal::new(
+            vgpu_core::ErrorKind::NotFound,
+            format!("{id} is not a vGPU of this host")
+        ));
     };
     let name = inventory
         .type_name(gpu.address, &vgpu.type_id)

@@ -48,7 +48,10 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Top { interval } => top::run(&ctx, *interval, out),
         Command::Metrics { listen } => telemetry::run(cli, ctx.paths(), *listen, ctx.facts(), out),
         Command::Watch => watch::run(&ctx, out),
-        Command::Vm(_) => anyhow::bail!("this command talks to libvirt: {LIBVIRT_HELPER} runs it"),
+        Command::Vm(_) => anyhow::bail!(crate::Refusal::new(
+            vgpu_core::ErrorKind::HostFault,
+            format!("this command talks to libvirt: {LIBVIRT_HELPER} runs it")
+        )),
         Command::Hook { command } => hook::run(&ctx, command, out),
         Command::Completions { shell } => completions::write(*shell, out).map(|()| EXIT_OK),
         Command::Isolation { gpu } => isolation::run(cli, ctx.paths(), gpu.as_deref(), out),

@@ -284,21 +284,57 @@ fn core_error_of<'a>(
         .or_else(|| (linked.core)(cause))
 }
 
-/// What a caller can do about `err`: the kind of the library error behind it, if any.
-pub fn error_kind(err: &anyhow::Error, linked: LinkedErrors) -> Option<vgpu_core::ErrorKind> {
-    err.chain().find_map(|c| {
-        c.downcast_ref::<vgpu_core::Error>()
-            .map(vgpu_core::Error::kind)
-            .or_else(|| {
-                c.downcast_ref::<vgpu_core::plan::Error>()
-                    .map(vgpu_core::plan::Error::kind)
-            })
-            .or_else(|| {
-                c.downcast_ref::<vgpu_domain::Error>()
-                    .map(vgpu_domain::Error::kind)
-            })
-            .or_else(|| (linked.kind)(c))
-    })
+/// What a caller can do about `err`: the kind of the first typed error in its chain (a
+/// library's, or a [`crate::Refusal`] of the command line). An error with none is a failure
+/// of the machine `vgpuctl` runs on (stdout, a thread, a signal): `permission` when the
+/// kernel said so, `host-fault` otherwise. So every error reported carries a kind.
+pub fn error_kind(err: &anyhow::Error, linked: LinkedErrors) -> vgpu_core::ErrorKind {
+    use vgpu_core::ErrorKind;
+    err.chain()
+        .find_map(|cause| typed_kind(cause, linked))
+        .unwrap_or_else(|| {
+            let io = err
+                .chain()
+                .find_map(|c| c.downcast_ref::<std::io::Error>());
+            match io.map(std::io::Error::kind) {
+                Some(std::io::ErrorKind::PermissionDenied) => ErrorKind::Permission,
+                _ => ErrorKind::HostFault,
+            }
+        })
+}
+
+/// The kind of `cause` when it is an error of a type that says one.
+fn typed_kind(
+    cause: &(dyn std::error::Error + 'static),
+    linked: LinkedErrors,
+) -> Option<vgpu_core::ErrorKind> {
+    use vgpu_core::ErrorKind;
+    use vgpu_core::model::GpuLookupError;
+    if let Some(err) = cause.downcast_ref::<vgpu_core::Error>() {
+        return Some(err.kind());
+    }
+    if let Some(err) = cause.downcast_ref::<vgpu_core::plan::Error>() {
+        return Some(err.kind());
+    }
+    if let Some(err) = cause.downcast_ref::<vgpu_domain::Error>() {
+        return Some(err.kind());
+    }
+    if let Some(refusal) = cause.downcast_ref::<crate::Refusal>() {
+        return Some(refusal.kind);
+    }
+    if let Some(lookup) = cause.downcast_ref::<GpuLookupError>() {
+        return Some(match lookup {
+            GpuLookupError::NotFound { .. } => ErrorKind::NotFound,
+            GpuLookupError::Ambiguous { .. } => ErrorKind::BadInput,
+        });
+    }
+    if cause.is::<vgpu_core::model::name::BadName>()
+        || cause.is::<vgpu_core::model::pci::PciAddressError>()
+        || cause.is::<vgpu_report::usage::UsageError>()
+    {
+        return Some(ErrorKind::BadInput);
+    }
+    (linked.kind)(cause)
 }
 
 /// The planning error behind `err`, if any: returned by `vgpu-plan` itself, or carried by a
@@ -412,7 +448,6 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
         .find_map(|c| c.downcast_ref::<std::io::Error>())?;
     match io.kind() {
         std::io::ErrorKind::PermissionDenied => Some("run as root"),
-        std::io::ErrorKind::NotFound => Some("is --root (or VGPU_ROOT) the root of a host tree?"),
         _ => None,
     }
 }

@@ -205,16 +205,19 @@ fn release(ctx: &Context<'_>, migrated: bool) -> Result<()> {
     }
     match released.failed.as_slice() {
         [] => Ok(()),
-        [(made, err), rest @ ..] => bail!(
-            "cannot take back {}{}: {}",
-            made.handle(),
-            if rest.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {} more)", rest.len())
-            },
-            err.chain()
-        ),
+        [(made, err), rest @ ..] => bail!(crate::Refusal::new(
+            err.kind(),
+            format!(
+                "cannot take back {}{}: {}",
+                made.handle(),
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (and {} more)", rest.len())
+                },
+                err.chain()
+            )
+        )),
     }
 }
 
@@ -272,10 +275,13 @@ fn existing(path: &Path) -> Result<Option<String>> {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             if !text.lines().any(|l| l.starts_with(MARKER)) {
-                bail!(
-                    "{} exists and was not installed by vgpuctl: remove it or rename it first",
-                    path.display()
-                );
+                bail!(crate::Refusal::new(
+                    vgpu_core::ErrorKind::Conflict,
+                    format!(
+                        "{} exists and was not installed by vgpuctl: remove it or rename it first",
+                        path.display()
+                    )
+                ));
             }
             Ok(Some(text))
         }

@@ -44,6 +44,7 @@ mod migrate;
 mod mutate;
 mod nova;
 mod plans;
+mod refusal;
 pub mod render;
 mod sched;
 mod telemetry;
@@ -63,6 +64,7 @@ pub use entry::{
     write_error,
 };
 pub use mutate::handle;
+pub use refusal::Refusal;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;

@@ -202,15 +202,19 @@ impl Report for CanHost {
 
 /// The source's migration metadata in `file`.
 fn read_metadata(file: &Path) -> Result<MigrationMetadata> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    serde_json::from_str(&text).with_context(|| {
-        format!(
+    let text = vgpu_core::state::read_input_text(file, METADATA_LIMIT)?;
+    serde_json::from_str(&text).map_err(|err| {
+        crate::Refusal::bad_input(format!(
             "{} is not migration metadata (`vgpuctl migration-metadata` prints it)",
             file.display()
-        )
+        ))
+        .because(err)
+        .into()
     })
 }
+
+/// The largest metadata file read: NVML's buffers are at most 64 KiB each, in base64.
+const METADATA_LIMIT: usize = 4 * 1024 * 1024;
 
 /// `vgpuctl can-host -f DOMAIN.xml [--metadata FILE]`: the choice `migrate begin` would make
 /// here, made without changing anything. A refusal is the error `migrate begin` would fail
@@ -222,7 +226,7 @@ pub(crate) fn can_host(
     metadata: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = vgpu_core::state::read_input(file, xml::MAX_BYTES)?;
     let domain = xml::domain_in_bytes(&bytes)
         .with_context(|| format!("{} is not a domain XML vgpu reads", file.display()))?;
     let metadata = metadata.map(read_metadata).transpose()?;
@@ -257,11 +261,14 @@ pub(crate) fn can_host(
         .collect();
     match refusals.is_empty() {
         true => Ok(crate::EXIT_OK),
-        false => anyhow::bail!(
-            "{} cannot move here live: {}",
-            report.domain,
-            refusals.join("; ")
-        ),
+        false => anyhow::bail!(crate::Refusal::new(
+            vgpu_core::ErrorKind::Conflict,
+            format!(
+                "{} cannot move here live: {}",
+                report.domain,
+                refusals.join("; ")
+            )
+        )),
     }
 }
 

@@ -109,7 +109,9 @@ pub(crate) fn run(ctx: &Context<'_>, command: &PlanCommand, out: &mut dyn Write)
                     round_up: *round_up,
                 },
                 (None, Some(name)) => PlaceWant::Type(name.clone()),
-                _ => anyhow::bail!("place takes one of --framebuffer SIZE and --type TYPE"),
+                _ => anyhow::bail!(crate::Refusal::bad_input(
+                    "place takes one of --framebuffer SIZE and --type TYPE"
+                )),
             };
             let request = PlaceRequest {
                 count: *count,

@@ -200,7 +200,7 @@ fn libvirt_command_without_helper_json_error_names_it() {
                     "cannot run {}: No such file or directory (os error 2)",
                     alone.path().join("vgpuctl-libvirt").display()
                 ),
-                "kind": null,
+                "kind": "host-fault",
             })
         )
     );

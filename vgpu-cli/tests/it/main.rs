@@ -5,6 +5,7 @@
 
 mod common;
 mod completions_cli;
+mod error_kinds;
 mod exit_codes;
 mod golden;
 mod hook_cli;

@@ -34,6 +34,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A file the caller named (`plan -f`, `can-host -f`, `--metadata`) cannot be read: it is
+    /// missing, unreadable, too large or not text.
+    #[error("cannot read {}", path.display())]
+    Input {
+        /// The file, as the caller named it.
+        path: PathBuf,
+        /// The kernel's answer, or what is wrong with the content.
+        #[source]
+        source: io::Error,
+    },
     /// A netlink uevent socket (the kernel's or udev's) could not be opened or read.
     #[error("cannot {what}")]
     Monitor {
@@ -675,7 +685,8 @@ impl Error {
             | Error::PlanRefused { .. }
             | Error::Config { .. }
             | Error::NoTypeForVf { .. }
-            | Error::MigrationTypeUnknown { .. } => ErrorKind::BadInput,
+            | Error::MigrationTypeUnknown { .. }
+            | Error::Input { .. } => ErrorKind::BadInput,
             Error::Read { .. }
             | Error::Monitor { .. }
             | Error::Missing { .. }
@@ -744,6 +755,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Read { source, .. }
+            | Error::Input { source, .. }
             | Error::Monitor { source, .. }
             | Error::Busy { source, .. }
             | Error::Denied { source, .. }

@@ -27,6 +27,10 @@ fn with_sources() -> Vec<Error> {
             path: path(),
             source: io_source(),
         },
+        Error::Input {
+            path: path(),
+            source: io_source(),
+        },
         Error::Monitor {
             what: "listen to the kernel's uevents of pci".to_owned(),
             source: io_source(),
@@ -91,6 +95,7 @@ fn with_sources() -> Vec<Error> {
 fn has_source(err: &Error) -> bool {
     match err {
         Error::Read { .. }
+        | Error::Input { .. }
         | Error::Monitor { .. }
         | Error::Format { .. }
         | Error::Busy { .. }

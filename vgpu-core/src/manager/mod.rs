@@ -411,6 +411,7 @@ impl Manager {
     pub fn unbind(&self, address: PciAddress, force: bool) -> Result<Option<String>> {
         self.mutate("unbind", &address.to_string(), |op| {
             let paths = op.paths().clone();
+            PciDevice::existing(&paths, address)?;
             op.check_removable(VgpuHandle::Vf(address))?;
             let recorded = driver::recalled_previous(&paths, address)?;
             let defined = op.store().binding(address)?.map(|b| b.previous_driver);

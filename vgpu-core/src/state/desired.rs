@@ -3,19 +3,18 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::host::sysfs::read_bounded;
+use crate::error::Result;
+use crate::state::input::read_input_text;
 use crate::plan::desired::{DesiredFile, Format};
 
 /// The largest desired-state file read.
 const FILE_LIMIT: usize = 1024 * 1024;
 
 /// Reads the desired-state file at `path`, in the format its name and text imply
-/// ([`Format::of_file`]), and parses it ([`DesiredFile::parse`]).
+/// ([`Format::of_file`]), and parses it ([`DesiredFile::parse`]). The file is the caller's:
+/// one that cannot be read is [`crate::Error::Input`].
 pub fn read_desired(path: &Path) -> Result<DesiredFile> {
-    let text = read_bounded(path, FILE_LIMIT)?.ok_or_else(|| Error::Missing {
-        path: path.to_path_buf(),
-    })?;
+    let text = read_input_text(path, FILE_LIMIT)?;
     Ok(DesiredFile::parse(
         path,
         Format::of_file(path, &text),

@@ -6,6 +6,7 @@ pub(crate) mod audit;
 pub(crate) mod desired;
 pub(crate) mod format;
 pub(crate) mod hook;
+pub(crate) mod input;
 pub(crate) mod lock;
 pub(crate) mod store;
 pub mod usage;
@@ -13,6 +14,7 @@ pub mod usage;
 pub use audit::AuditEntry;
 pub use desired::read_desired;
 pub use hook::{HookConfig, Made};
+pub use input::{read_input, read_input_text};
 pub use store::{
     BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
     SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
