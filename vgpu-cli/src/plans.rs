@@ -196,7 +196,10 @@ fn plan_file(
     let desired = vgpu_core::state::read_desired(file)?;
     let config = desired.config(config)?;
     let (state, references) = host_state(ctx, manager, facts)?;
-    Ok((vgpu_core::plan::planner::plan(&state, config), references))
+    let plan = vgpu_core::plan::planner::plan(&state, config);
+    // `plan`, `assert` and `apply --dry-run` refuse what `apply` would: one verdict.
+    manager.plan_policy(&plan)?;
+    Ok((plan, references))
 }
 
 /// Carries `plan` out, showing progress: bars on a terminal, a line per step otherwise, nothing

@@ -223,8 +223,8 @@ fn missing_input_file_is_named_without_a_root_hint() {
             said(&["plan", "-f", file]),
             said(&["can-host", "-f", file, "--metadata", file]),
         ],
-        [format!(
+        std::array::from_fn(|_| format!(
             "vgpuctl: error: cannot read {file}: No such file or directory (os error 2)\n"
-        ); 3]
+        ))
     );
 }

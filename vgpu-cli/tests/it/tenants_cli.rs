@@ -547,3 +547,56 @@ fn apply_of_an_entry_for_a_tenant_keeps_the_policy() {
         stderr(&refused)
     );
 }
+
+/// `plan`, `assert`, `apply --dry-run` and `apply` ask the one tenant-policy verdict: an entry
+/// whose tenant may hold one vGPU and asks two is refused by each alike, naming the rule and
+/// the tenant, and nothing is made.
+#[test]
+fn plan_assert_and_apply_refuse_alike_what_the_tenant_policy_forbids() {
+    let t = Tenants::new("mixed", "[tenant.globex]\nmax_vgpus = 1\n", &[]);
+    let file = t.host.state.path().join("host.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\n[[configs.default.gpu]]\naddress = \"{L40S}\"\n\
+             types = {{ \"L40S-12Q\" = 2 }}\ntenant = \"globex\"\n"
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.extend(["-f", file, "--json"]);
+        let out = crate::common::vgpuctl(&t.host, &args);
+        let state = t.host.state.path().to_str().unwrap();
+        let value = crate::common::json(&out);
+        (
+            out.status.code(),
+            value["kind"].clone(),
+            value["error"].as_str().unwrap_or_default().replace(state, "<state>"),
+        )
+    };
+
+    let seen = [
+        run(&["plan"]),
+        run(&["assert"]),
+        run(&["apply", "--dry-run"]),
+        run(&["apply"]),
+    ];
+
+    let refusal = (
+        Some(1),
+        serde_json::json!("policy"),
+        "domain \"default (apply)\" of tenant \"globex\": refused by \
+         <state>/etc/vgpu/tenants.toml: max_vgpus: tenant \"globex\" may hold 1 vGPUs, and \
+         would hold 2"
+            .to_owned(),
+    );
+    assert_eq!(
+        (seen, t.vf_type(&l40s_vf(0))),
+        (
+            [refusal.clone(), refusal.clone(), refusal.clone(), refusal],
+            "0".to_owned()
+        )
+    );
+}

@@ -174,11 +174,9 @@ pub(super) fn check(plan: &Plan) -> Result<()> {
     })
 }
 
-/// Refuses `plan` when an entry's tenant (`tenant = "acme"`) may not hold the vGPUs it makes,
-/// beside what domains hold now: the hook's check (`policy::enforce`), under the same hold of
-/// the host lock. A refusal applies nothing. Nothing is read without a policy file or a
-/// tenant in the plan.
-pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
+/// What each entry's tenant (`tenant = "acme"`) would be given by `plan`: the vGPUs of the
+/// GPUs it does not refuse, as (GPU, type id), per tenant.
+fn planned_by_tenant(plan: &Plan) -> BTreeMap<&str, Vec<(PciAddress, String)>> {
     let mut by_tenant: BTreeMap<&str, Vec<(PciAddress, String)>> = BTreeMap::new();
     for gpu in plan.gpus.iter().filter(|g| g.refusals.is_empty()) {
         let Some(tenant) = gpu.tenant.as_deref() else {
@@ -193,15 +191,38 @@ pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
         });
         by_tenant.entry(tenant).or_default().extend(made);
     }
-    for (tenant, planned) in by_tenant.into_iter().filter(|(_, p)| !p.is_empty()) {
-        let claim = Claim {
-            uuid: uuid::Uuid::nil(),
-            name: format!("{} (apply)", plan.config),
-            tenant: tenant.to_owned(),
-        };
+    by_tenant.retain(|_, planned| !planned.is_empty());
+    by_tenant
+}
+
+/// The policy's name for what `plan` makes for `tenant`.
+fn plan_claim(plan: &Plan, tenant: &str) -> Claim {
+    Claim {
+        uuid: uuid::Uuid::nil(),
+        name: format!("{} (apply)", plan.config),
+        tenant: tenant.to_owned(),
+    }
+}
+
+/// Refuses `plan` when an entry's tenant may not hold the vGPUs it makes, beside what domains
+/// hold now: the hook's check (`policy::enforce`), under the same hold of the host lock. A
+/// refusal applies nothing. Nothing is read without a policy file or a tenant in the plan.
+pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
+    for (tenant, planned) in planned_by_tenant(plan) {
+        let claim = plan_claim(plan, tenant);
         session.run("apply-policy", tenant, |op| {
             super::policy::enforce(op, &claim, &[], &planned, None).map(drop)
         })?;
+    }
+    Ok(())
+}
+
+/// [`keep_policy`] without the host lock, for `plan` and `assert`: the same question, asked of
+/// the host as it is now.
+pub(super) fn policy_verdict(manager: &super::Manager, plan: &Plan) -> Result<()> {
+    for (tenant, planned) in planned_by_tenant(plan) {
+        let claim = plan_claim(plan, tenant);
+        super::policy::judge(&manager.paths, &manager.store, &claim, &[], &planned, None)?;
     }
     Ok(())
 }

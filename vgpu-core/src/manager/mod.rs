@@ -580,6 +580,18 @@ impl Manager {
         Ok(state)
     }
 
+    /// The tenant policy's verdict on `plan`, as [`Manager::apply`] asks it: each entry with a
+    /// tenant may hold the vGPUs it makes beside what domains hold now. `plan` and `assert`
+    /// ask it, so that they refuse what `apply` would.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PolicyRefused`] naming the tenant and the rule; an error reading the policy
+    /// file or the host.
+    pub fn plan_policy(&self, plan: &Plan) -> Result<()> {
+        apply::policy_verdict(self, plan)
+    }
+
     /// Carries `plan` out: every GPU with steps at once, each GPU's steps in order as one
     /// operation under one hold of the host lock (see `manager/apply.rs`). A GPU whose
     /// steps fail has them undone and the others go on; a GPU the plan refuses because a

@@ -175,11 +175,23 @@ pub(crate) fn enforce(
     planned: &[(PciAddress, String)],
     others: Option<Vec<(PathBuf, Record)>>,
 ) -> Result<Option<Inventory>> {
-    let paths = op.paths();
+    judge(op.paths(), op.store(), claim, existing, planned, others)
+}
+
+/// [`enforce`] of the host at `paths` with the definitions of `store`, for a caller that holds
+/// no operation (`plan`, `assert`): the one verdict of the tenant policy.
+pub(crate) fn judge(
+    paths: &HostPaths,
+    store: &Store,
+    claim: &Claim,
+    existing: &[VgpuHandle],
+    planned: &[(PciAddress, String)],
+    others: Option<Vec<(PathBuf, Record)>>,
+) -> Result<Option<Inventory>> {
     let Some(policy) = read_policy(paths)? else {
         return Ok(None);
     };
-    let inventory = settled_inventory(paths, op.store())?;
+    let inventory = settled_inventory(paths, store)?;
     let others = match others {
         Some(others) => others,
         None => other_records(paths, claim.uuid)?,
