@@ -11,13 +11,16 @@ use vgpu_libvirt::Connection;
 /// it stopped.
 pub(crate) fn facts(cli: &Cli) -> Box<dyn Facts> {
     Box::new(Linked {
-        uri: cli.connect.clone(),
+        uri: cli.uri().to_owned(),
+        absent: libvirt_absent(cli),
         conn: None,
     })
 }
 
 struct Linked {
     uri: String,
+    /// Whether this host has no libvirt ([`libvirt_absent`]), found once.
+    absent: bool,
     conn: Option<Connection>,
 }
 
@@ -31,7 +34,7 @@ impl Facts for Linked {
             Some(conn) => conn,
             None => match Connection::open(&self.uri) {
                 Ok(conn) => conn,
-                Err(_) if libvirt_absent(&self.uri) => return LibvirtFacts::Absent,
+                Err(_) if self.absent => return LibvirtFacts::Absent,
                 Err(err) => return unanswered(format!("{err:#}")),
             },
         };

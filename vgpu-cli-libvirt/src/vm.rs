@@ -260,8 +260,8 @@ fn record_type(
 }
 
 fn connect(cli: &Cli) -> Result<Connection> {
-    Connection::open(&cli.connect)
-        .with_context(|| format!("cannot connect to libvirt at {}", cli.connect))
+    Connection::open(cli.uri())
+        .with_context(|| format!("cannot connect to libvirt at {}", cli.uri()))
 }
 
 /// How the guest sees an attached vGPU.

@@ -47,18 +47,18 @@ pub struct Cli {
     #[arg(long, global = true,
         help_heading = GLOBAL, env = "VGPU_STATE_ROOT", value_name = "DIR")]
     pub state_root: Option<PathBuf>,
-    /// The libvirt connection: for attach, detach, owners, the plan commands, and the domains
-    /// that hold a device before destroy, stop, sriov or unbind take it away
-    /// (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a daemon).
+    /// The libvirt connection (default qemu:///system): for attach, detach, owners, the plan
+    /// commands, and the domains that hold a device before destroy, stop, sriov or unbind take
+    /// it away (`qemu:///embed?root=DIR` runs libvirt's QEMU driver in-process, without a
+    /// daemon). A URI named here must answer before a device is taken away.
     #[arg(
         long,
         global = true,
         help_heading = GLOBAL,
         env = "VGPU_CONNECT",
-        value_name = "URI",
-        default_value = vgpu_domain::DEFAULT_URI
+        value_name = "URI"
     )]
-    pub connect: String,
+    pub connect: Option<String>,
     /// Load NVML (NVIDIA's management library) from PATH instead of the driver's
     /// libnvidia-ml.so.1. A library named here is used whatever --root says: a driver
     /// installed elsewhere, or a test library describing a simulated host.
@@ -588,6 +588,20 @@ pub struct VgpuArgs {
 }
 
 impl Cli {
+    /// The libvirt connection URI: `--connect`, or libvirt's system daemon.
+    pub fn uri(&self) -> &str {
+        self.connect.as_deref().unwrap_or(vgpu_domain::DEFAULT_URI)
+    }
+
+    /// The host's paths: `--root`, with `--state-root` for vgpu's own files.
+    pub fn paths(&self) -> vgpu_core::HostPaths {
+        let paths = vgpu_core::HostPaths::new(&self.root);
+        match &self.state_root {
+            Some(state) => paths.with_state_root(state),
+            None => paths,
+        }
+    }
+
     /// Where NVML comes from: `--nvml-library`, or the driver's library on the local host.
     pub fn nvml_source(&self) -> vgpu_core::nvml::NvmlSource {
         vgpu_core::nvml::NvmlSource {

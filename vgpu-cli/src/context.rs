@@ -26,14 +26,9 @@ pub struct Context<'a> {
 impl<'a> Context<'a> {
     /// The context of `cli`, with libvirt's facts from `facts`. Reads nothing yet.
     pub fn new(cli: &'a Cli, facts: FactsSource) -> Self {
-        let paths = HostPaths::new(&cli.root);
-        let paths = match &cli.state_root {
-            Some(state) => paths.with_state_root(state),
-            None => paths,
-        };
         Context {
             cli,
-            paths,
+            paths: cli.paths(),
             facts,
             nvml: OnceCell::new(),
         }

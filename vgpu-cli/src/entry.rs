@@ -293,9 +293,7 @@ pub fn error_kind(err: &anyhow::Error, linked: LinkedErrors) -> vgpu_core::Error
     err.chain()
         .find_map(|cause| typed_kind(cause, linked))
         .unwrap_or_else(|| {
-            let io = err
-                .chain()
-                .find_map(|c| c.downcast_ref::<std::io::Error>());
+            let io = err.chain().find_map(|c| c.downcast_ref::<std::io::Error>());
             match io.map(std::io::Error::kind) {
                 Some(std::io::ErrorKind::PermissionDenied) => ErrorKind::Permission,
                 _ => ErrorKind::HostFault,

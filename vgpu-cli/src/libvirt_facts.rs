@@ -7,15 +7,18 @@
 //!
 //! | answer | when | what the commands do |
 //! |---|---|---|
-//! | absent | the URI is the local daemon's and no libvirt socket exists | no domain holds anything; nothing said |
+//! | absent | no URI was named (`--connect`, `VGPU_CONNECT`), and libvirt is not installed: no socket in `/run/libvirt`, no domain in `/etc/libvirt/qemu` | no domain holds anything; nothing said |
 //! | answered | libvirt answered | its domains hold what they reference |
 //! | unanswered | libvirt, or `vgpuctl-libvirt`, did not answer (its library missing, the daemon down, a remote host unreachable) | one warning; removals are refused until it answers or `--force` |
 //!
-//! A host without libvirt's library has no local libvirt daemon either, so its socket is
-//! absent and `vgpuctl-libvirt` is never run there.
+//! A libvirt that is installed but not running (its socket or a domain's XML is there) does
+//! not answer: its domains may hold devices. So does a URI that was named. A host without
+//! libvirt's library has no local libvirt daemon either, so its socket is absent and
+//! `vgpuctl-libvirt` is never run there. libvirt's files are looked for on this machine and
+//! under `--state-root`, which stands for the host's `/` on a simulated host.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use vgpu_core::{
@@ -53,16 +56,32 @@ pub trait Facts: Send {
 /// `vgpuctl-libvirt`.
 pub type FactsSource = fn(&Cli) -> Box<dyn Facts>;
 
-/// Whether `uri` names the local system or session daemon and no libvirt socket exists: a host
-/// without libvirt, where no domain can hold a device.
-pub fn libvirt_absent(uri: &str) -> bool {
-    const SOCKETS: &[&str] = &[
-        "/run/libvirt/libvirt-sock",
-        "/run/libvirt/virtqemud-sock",
-        "/var/run/libvirt/libvirt-sock",
+/// Whether this host has no libvirt, so no domain can hold a device: no URI was named, and
+/// neither a libvirt socket nor a QEMU domain's XML is on this machine or under the state root.
+pub fn libvirt_absent(cli: &Cli) -> bool {
+    if cli.connect.is_some() {
+        return false;
+    }
+    let paths = cli.paths();
+    let places = [
+        (PathBuf::from("/run"), PathBuf::from("/etc")),
+        (PathBuf::from("/var/run"), PathBuf::from("/etc")),
+        (paths.run(), paths.etc()),
     ];
-    let local = matches!(uri, "qemu:///system" | "qemu:///session" | "");
-    local && !SOCKETS.iter().any(|s| Path::new(s).exists())
+    !places.iter().any(|(run, etc)| libvirt_installed(run, etc))
+}
+
+/// Whether libvirt's daemon socket is under `run` or a QEMU domain is defined under `etc`.
+fn libvirt_installed(run: &Path, etc: &Path) -> bool {
+    let socket = ["libvirt/libvirt-sock", "libvirt/virtqemud-sock"]
+        .iter()
+        .any(|s| run.join(s).exists());
+    let domains = std::fs::read_dir(etc.join("libvirt/qemu")).is_ok_and(|entries| {
+        entries
+            .filter_map(std::result::Result::ok)
+            .any(|e| e.path().extension().is_some_and(|x| x == "xml"))
+    });
+    socket || domains
 }
 
 /// Facts from `vgpuctl-libvirt owners --json`, run from this executable's directory with the
@@ -72,19 +91,22 @@ pub fn from_helper(cli: &Cli) -> Box<dyn Facts> {
     Box::new(Helper {
         root: cli.root.clone(),
         state_root: cli.state_root.clone(),
-        uri: cli.connect.clone(),
+        uri: cli.uri().to_owned(),
+        absent: libvirt_absent(cli),
     })
 }
 
 struct Helper {
-    root: std::path::PathBuf,
-    state_root: Option<std::path::PathBuf>,
+    root: PathBuf,
+    state_root: Option<PathBuf>,
     uri: String,
+    /// Whether this host has no libvirt ([`libvirt_absent`]), found once.
+    absent: bool,
 }
 
 impl Facts for Helper {
     fn owners(&mut self, _: &Inventory) -> LibvirtFacts {
-        if libvirt_absent(&self.uri) {
+        if self.absent {
             return LibvirtFacts::Absent;
         }
         match self.ask() {

@@ -83,7 +83,7 @@ impl Sampler {
     pub(crate) fn new(cli: &Cli, paths: &HostPaths, facts: Box<dyn Facts>) -> Self {
         Sampler {
             paths: paths.clone(),
-            uri: cli.connect.clone(),
+            uri: cli.uri().to_owned(),
             nvml: cli.nvml_source().load(paths),
             facts,
             usage: false,

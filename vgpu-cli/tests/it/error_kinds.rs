@@ -43,7 +43,9 @@ fn leaf_commands() -> Vec<String> {
 fn kind_of(out: &std::process::Output) -> (Option<i32>, serde_json::Value) {
     let value = json(out);
     assert_eq!(
-        value.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()),
+        value
+            .as_object()
+            .map(|o| o.keys().cloned().collect::<Vec<_>>()),
         Some(vec!["error".to_owned(), "kind".to_owned()]),
         "{value}"
     );
@@ -70,24 +72,89 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
         ("can-host", vec!["can-host", "-f", missing], "bad-input", 1),
         ("check", vec!["check", "0000:99:00.0"], "not-found", 1),
         ("completions", vec!["completions", "zzz"], "usage", 2),
-        ("create", vec!["create", T4, "--type", "nonexist"], "not-found", 1),
-        ("define", vec!["define", T4, "--type", "nonexist"], "not-found", 1),
+        (
+            "create",
+            vec!["create", T4, "--type", "nonexist"],
+            "not-found",
+            1,
+        ),
+        (
+            "define",
+            vec!["define", T4, "--type", "nonexist"],
+            "not-found",
+            1,
+        ),
         ("destroy", vec!["destroy", "nonexist"], "bad-input", 1),
         ("detach", vec!["detach", "vm1", "nonexist"], "bad-input", 1),
-        ("hook install", vec!["hook", "install", "--dir", hooks], "conflict", 1),
-        ("hook uninstall", vec!["hook", "uninstall", "--dir", hooks], "conflict", 1),
-        ("isolation", vec!["isolation", "0000:99:00.0"], "not-found", 1),
+        (
+            "hook install",
+            vec!["hook", "install", "--dir", hooks],
+            "conflict",
+            1,
+        ),
+        (
+            "hook uninstall",
+            vec!["hook", "uninstall", "--dir", hooks],
+            "conflict",
+            1,
+        ),
+        (
+            "isolation",
+            vec!["isolation", "0000:99:00.0"],
+            "not-found",
+            1,
+        ),
         ("list", vec!["list", "0000:99:00.0"], "not-found", 1),
-        ("metrics", vec!["metrics", "--listen", "nonsense"], "usage", 2),
-        ("migration-metadata", vec!["migration-metadata", "nonexist"], "bad-input", 1),
-        ("nova-config", vec!["nova-config", "--nova-release", "x"], "usage", 2),
-        ("owners", vec!["--connect", bad_libvirt, "owners"], "bad-input", 1),
-        ("place", vec!["place", "--count", "1", "--type", "nonexist"], "not-found", 1),
+        (
+            "metrics",
+            vec!["metrics", "--listen", "nonsense"],
+            "usage",
+            2,
+        ),
+        (
+            "migration-metadata",
+            vec!["migration-metadata", "nonexist"],
+            "bad-input",
+            1,
+        ),
+        (
+            "nova-config",
+            vec!["nova-config", "--nova-release", "x"],
+            "usage",
+            2,
+        ),
+        (
+            "owners",
+            vec!["--connect", bad_libvirt, "owners"],
+            "bad-input",
+            1,
+        ),
+        (
+            "place",
+            vec!["place", "--count", "1", "--type", "nonexist"],
+            "not-found",
+            1,
+        ),
         ("plan", vec!["plan", "-f", missing], "bad-input", 1),
-        ("provision", vec!["provision", "--type", "T4-1Q", "0000:99:00.0"], "not-found", 1),
-        ("restore", vec!["restore", "--device", "0000:99:00.0"], "not-found", 1),
+        (
+            "provision",
+            vec!["provision", "--type", "T4-1Q", "0000:99:00.0"],
+            "not-found",
+            1,
+        ),
+        (
+            "restore",
+            vec!["restore", "--device", "0000:99:00.0"],
+            "not-found",
+            1,
+        ),
         ("sched", vec!["sched", "0000:99:00.0"], "not-found", 1),
-        ("sriov", vec!["sriov", "0000:99:00.0", "--vfs", "1"], "not-found", 1),
+        (
+            "sriov",
+            vec!["sriov", "0000:99:00.0", "--vfs", "1"],
+            "not-found",
+            1,
+        ),
         ("start", vec!["start", UUID], "not-found", 1),
         ("stop", vec!["stop", "nonexist"], "bad-input", 1),
         ("top", vec!["top", "--interval", "0"], "usage", 2),
@@ -96,7 +163,13 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
         ("undefine", vec!["undefine", UUID], "not-found", 1),
         (
             "usage",
-            vec!["usage", "--since", "2026-12-01T00:00:00Z", "--until", "2026-11-01T00:00:00Z"],
+            vec![
+                "usage",
+                "--since",
+                "2026-12-01T00:00:00Z",
+                "--until",
+                "2026-11-01T00:00:00Z",
+            ],
             "bad-input",
             1,
         ),
@@ -138,7 +211,11 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
         .iter()
         .map(|(name, _, kind, code)| ((*name).to_owned(), Some(*code), serde_json::json!(kind)))
         .chain([
-            ("tenants".to_owned(), Some(1), serde_json::json!("bad-input")),
+            (
+                "tenants".to_owned(),
+                Some(1),
+                serde_json::json!("bad-input"),
+            ),
             ("watch".to_owned(), Some(1), serde_json::json!("host-fault")),
             ("hook qemu".to_owned(), Some(1), serde_json::Value::Null),
         ])
@@ -161,12 +238,15 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
 /// `hook qemu` given XML that is not XML: its exit code, and `null` when stdout is empty.
 fn hook_with_bad_xml(h: &crate::common::Host) -> (Option<i32>, serde_json::Value) {
     use std::io::Write as _;
-    let mut child = command(h, &["--json", "hook", "qemu", "vm1", "prepare", "begin", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = command(
+        h,
+        &["--json", "hook", "qemu", "vm1", "prepare", "begin", "-"],
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     child.stdin.take().unwrap().write_all(b"<x").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(

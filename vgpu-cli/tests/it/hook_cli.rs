@@ -634,3 +634,106 @@ fn install_over_a_script_it_did_not_write_is_refused() {
         (Some(1), "#!/bin/sh\nexit 0\n".to_owned())
     );
 }
+
+/// Without libvirt, the hook's record is what says a domain holds a vGPU: `destroy`, `undefine`
+/// and `stop` are refused (kind busy, naming the domain and the record) until forced.
+#[test]
+fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
+    let h = Host::new("mixed");
+    h.ok(&["define", T4, "--type", "T4-4Q", "--uuid", MDEV]);
+    let prepared = h.prepare(&domain_xml(VM1, "", &mdev_hostdev(MDEV)));
+    let refused = |command: &str| {
+        let out = h.vgpuctl(&["--json", command, MDEV]);
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            out.status.code(),
+            value["kind"].clone(),
+            value["error"]
+                .as_str()
+                .unwrap()
+                .replace(h.state.path().to_str().unwrap(), "<state>"),
+        )
+    };
+
+    let seen = [refused("destroy"), refused("undefine"), refused("stop")];
+    let running_after_refusals = h.mdev_running(MDEV);
+    let forced = h.vgpuctl(&["destroy", MDEV, "--force"]);
+
+    let said = |command: &str| {
+        (
+            Some(1),
+            serde_json::json!("busy"),
+            format!(
+                "cannot {command} {MDEV}: {MDEV} is in use: the libvirt hook gave it to domain \
+                 \"vm1\" (<state>/run/vgpu/hook/{VM1} says so until the domain's release)"
+            ),
+        )
+    };
+    assert_eq!(
+        (
+            prepared.status.code(),
+            seen,
+            running_after_refusals,
+            forced.status.code(),
+            h.mdev_running(MDEV)
+        ),
+        (
+            Some(0),
+            [said("destroy"), said("undefine"), said("stop")],
+            true,
+            Some(0),
+            false
+        )
+    );
+}
+
+/// A libvirt that is installed but not running (a domain's XML under etc/libvirt/qemu), or a
+/// URI named with --connect that does not answer, may have domains that hold a vGPU: removal
+/// is refused as "does not answer" until forced.
+#[test]
+fn removal_is_refused_when_an_installed_or_named_libvirt_does_not_answer() {
+    let h = Host::new("mixed");
+    h.ok(&["create", T4, "--type", "T4-4Q", "--uuid", MDEV]);
+    let refused = |args: &[&str]| {
+        let out = h.vgpuctl(args);
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let error = value["error"].as_str().unwrap().to_owned();
+        (out.status.code(), value["kind"].clone(), error)
+    };
+    let nobody = "qemu:///system?socket=/nonexistent/libvirt-sock";
+
+    let named = refused(&["--json", "--connect", nobody, "destroy", MDEV]);
+    let domains = h.state.path().join("etc/libvirt/qemu");
+    std::fs::create_dir_all(&domains).unwrap();
+    std::fs::write(domains.join("vm1.xml"), "<domain/>\n").unwrap();
+    let installed = refused(&["--json", "destroy", MDEV]);
+    let still_there = h.mdev_running(MDEV);
+    let forced = h.vgpuctl(&["destroy", MDEV, "--force"]);
+
+    let starts = |seen: &(Option<i32>, serde_json::Value, String), uri: &str| {
+        (
+            seen.0,
+            seen.1.clone(),
+            seen.2.starts_with(&format!(
+                "cannot destroy {MDEV}: {MDEV} is not taken away: libvirt at {uri} does not answer ("
+            )),
+        )
+    };
+    assert_eq!(
+        (
+            starts(&named, nobody),
+            starts(&installed, "qemu:///system"),
+            still_there,
+            forced.status.code(),
+            h.mdev_running(MDEV)
+        ),
+        (
+            (Some(1), serde_json::json!("busy"), true),
+            (Some(1), serde_json::json!("busy"), true),
+            true,
+            Some(0),
+            false
+        ),
+        "{named:?} {installed:?}"
+    );
+}

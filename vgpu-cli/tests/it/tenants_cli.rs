@@ -573,7 +573,10 @@ fn plan_assert_and_apply_refuse_alike_what_the_tenant_policy_forbids() {
         (
             out.status.code(),
             value["kind"].clone(),
-            value["error"].as_str().unwrap_or_default().replace(state, "<state>"),
+            value["error"]
+                .as_str()
+                .unwrap_or_default()
+                .replace(state, "<state>"),
         )
     };
 

@@ -282,7 +282,7 @@ fn adopt(
         let Some(index) = record.made.iter().position(|m| m.handle() == id) else {
             continue;
         };
-        match op.check_removable(id) {
+        match op.check_unreferenced(id) {
             Ok(()) => {}
             // The other domain's guest still has it open: not ours to take.
             Err(Error::HeldOpen { .. }) => return Ok(None),

@@ -8,6 +8,7 @@
 //!
 //! | holder | answer |
 //! |---|---|
+//! | the libvirt hook's record (`run/vgpu/hook/<domain>`) says a domain holds it or was given it | [`Error::InUse`] naming the domain and the record |
 //! | a libvirt domain references the device (live or in its configuration) | [`Error::InUse`] naming the domains |
 //! | libvirt is there but does not answer | [`Error::HoldersUnknown`]: which domains hold it is unknown |
 //! | a process holds its VFIO device open (a guest's QEMU) | [`Error::HeldOpen`] naming the process |
@@ -17,14 +18,19 @@
 //! may have domains that hold it, so nothing is taken away until it answers or the command
 //! is forced ([`DomainReferences::Unanswered`]). The core does not talk to libvirt: the caller
 //! says what libvirt said ([`Manager::with_domain_references`](crate::Manager::with_domain_references)).
-//! A forced session skips every check.
+//! The hook's records are asked always, with libvirt or without: a domain the hook prepared
+//! holds what it was given until its `release`. A forced session skips every check.
 
 use std::collections::BTreeMap;
+
+use std::path::PathBuf;
 
 use super::session::Operation;
 use crate::backend;
 use crate::error::{Error, Result};
+use crate::host::paths::HostPaths;
 use crate::model::VgpuHandle;
+use crate::state::hook::other_records;
 
 /// What libvirt says about which domains reference which devices, as the caller found out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,12 +52,37 @@ pub enum DomainReferences {
 }
 
 impl Operation<'_> {
-    /// The one removal policy (see the module documentation): fails when a libvirt domain
-    /// references `id`, when libvirt does not answer, or when a process holds its VFIO device
-    /// (or that of a mediated device on it) open; a forced session skips the checks.
+    /// The one removal policy (see the module documentation): fails when the hook's record of
+    /// a domain holds `id`, when a libvirt domain references it, when libvirt does not answer,
+    /// or when a process holds its VFIO device (or that of a mediated device on it) open; a
+    /// forced session skips the checks.
     pub(crate) fn check_removable(&self, id: VgpuHandle) -> Result<()> {
+        self.check(id, true)
+    }
+
+    /// [`Operation::check_removable`] without the hook's records: for the hook itself, which
+    /// takes over another record's claim on a device that no guest holds open.
+    pub(crate) fn check_unreferenced(&self, id: VgpuHandle) -> Result<()> {
+        self.check(id, false)
+    }
+
+    fn check(&self, id: VgpuHandle, records: bool) -> Result<()> {
         if self.forced() {
             return Ok(());
+        }
+        if let Some((path, domain)) = records
+            .then(|| hook_holder(self.paths(), id))
+            .transpose()?
+            .flatten()
+        {
+            return Err(Error::InUse {
+                device: id.to_string(),
+                by: format!(
+                    "the libvirt hook gave it to domain {domain:?} ({} says so until the \
+                     domain's release)",
+                    path.display()
+                ),
+            });
         }
         match self.domain_references() {
             DomainReferences::NoLibvirt => {}
@@ -75,7 +106,7 @@ impl Operation<'_> {
         if let VgpuHandle::Vf(address) = id {
             let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&address));
             for mdev in parent.devices()? {
-                self.check_removable(VgpuHandle::Mdev(mdev.uuid))?;
+                self.check(VgpuHandle::Mdev(mdev.uuid), records)?;
             }
         }
         match backend::open_by(self.paths(), id)?.into_iter().next() {
@@ -88,4 +119,14 @@ impl Operation<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// The hook's record that holds `id` (made for its domain, or held by it), with its domain's
+/// name; `None` when no record does.
+fn hook_holder(paths: &HostPaths, id: VgpuHandle) -> Result<Option<(PathBuf, String)>> {
+    let records = other_records(paths, uuid::Uuid::nil())?;
+    Ok(records.into_iter().find_map(|(path, record)| {
+        let holds = record.made.iter().any(|m| m.handle() == id) || record.holds.contains(&id);
+        holds.then_some((path, record.domain))
+    }))
 }

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::state::input::read_input_text;
 use crate::plan::desired::{DesiredFile, Format};
+use crate::state::input::read_input_text;
 
 /// The largest desired-state file read.
 const FILE_LIMIT: usize = 1024 * 1024;
