@@ -292,7 +292,7 @@ fn plan_refuses_a_type_only_the_catalog_names_before_destroying() {
     );
     // The create recorded the empty GPU's offer, which confirms every type: without it, only
     // the catalog names the types the GPU hides now.
-    std::fs::remove_dir_all(host.state.path().join("etc/vgpu/offers")).unwrap();
+    std::fs::remove_dir_all(host.state.path().join("var/lib/vgpu/offers")).unwrap();
 
     let (plan_code, plan) = plan_json(&host, None, &types_toml(L40S, "\"L40S-4C\" = 2"));
 

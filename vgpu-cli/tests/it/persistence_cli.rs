@@ -703,3 +703,72 @@ fn restore_device_of_a_vf_without_its_quota_leaves_it_on_its_driver() {
         )
     );
 }
+
+/// Every file under `dir`, relative to it, sorted; none when it does not exist.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            found.extend(
+                files_under(&path)
+                    .into_iter()
+                    .map(|f| format!("{name}/{f}")),
+            );
+        } else {
+            found.push(path.file_name().unwrap().to_str().unwrap().to_owned());
+        }
+    }
+    found.sort();
+    found
+}
+
+/// What a GPU offered is learned, not defined: it is kept under var/lib/vgpu, and a create and
+/// destroy without --define leave etc/ empty. An offer an earlier version left under
+/// etc/vgpu/offers is read there, and the next change moves it.
+#[test]
+fn offers_live_under_var_lib_and_one_left_under_etc_is_read_then_moved() {
+    const L40S: &str = "0000:41:00.0";
+    let h = host("l40s-vendor-vfio");
+    let made = vgpuctl(&h, &["create", L40S, "--type", "L40S-12Q"]);
+    let id = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    assert_eq!(vgpuctl(&h, &["destroy", &id]).status.code(), Some(0));
+    let etc_after_destroy = files_under(&h.state.path().join("etc"));
+    let learned = h.state.path().join("var/lib/vgpu/offers");
+    let learned_after_destroy = files_under(&learned);
+    let types =
+        |h: &Host| String::from_utf8(vgpuctl(h, &["types", L40S, "--json"]).stdout).unwrap();
+    let with_offer = types(&h);
+    // As an earlier version left it.
+    let legacy = h.state.path().join("etc/vgpu/offers");
+    std::fs::create_dir_all(&legacy).unwrap();
+    let file = format!("{L40S}.json");
+    std::fs::rename(learned.join(&file), legacy.join(&file)).unwrap();
+    let read_from_etc = types(&h);
+    let made = vgpuctl(&h, &["create", L40S, "--type", "L40S-12Q"]);
+
+    assert_eq!(
+        (
+            made.status.code(),
+            etc_after_destroy,
+            learned_after_destroy,
+            read_from_etc == with_offer,
+            files_under(&h.state.path().join("etc")),
+            h.state.path().join("etc/vgpu").exists(),
+            files_under(&learned),
+        ),
+        (
+            Some(0),
+            Vec::<String>::new(),
+            vec![file.clone()],
+            true,
+            Vec::<String>::new(),
+            false,
+            vec![file]
+        )
+    );
+}

@@ -106,6 +106,8 @@ pub(crate) struct AllDefinitions {
 pub struct Store {
     mdevctl: PathBuf,
     vgpu: PathBuf,
+    /// `var/lib/vgpu`: what vgpu learned of the host (offers), not what the operator defined.
+    learned: PathBuf,
 }
 
 impl Store {
@@ -135,6 +137,7 @@ impl Store {
         Self {
             mdevctl: etc.join("mdevctl.d"),
             vgpu: etc.join("vgpu"),
+            learned: paths.var().join("lib/vgpu"),
         }
     }
 

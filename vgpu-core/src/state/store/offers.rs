@@ -1,5 +1,8 @@
-//! Offers a GPU's sysfs made: `etc/vgpu/offers/<gpu>.json`, every vGPU type an NVIDIA
-//! vendor-VFIO GPU listed as creatable under one driver version.
+//! Offers a GPU's sysfs made: `var/lib/vgpu/offers/<gpu>.json`, every vGPU type an NVIDIA
+//! vendor-VFIO GPU listed as creatable under one driver version. They are learned, not
+//! defined, so they live under `var/lib`, not `etc`. An offer recorded by an earlier version
+//! under `etc/vgpu/offers/` is read once, written to its new place by the next change, and
+//! removed.
 //!
 //! A VF's `nvidia/creatable_vgpu_types` lists only the types that fit beside the vGPUs present
 //! (NVIDIA Virtual GPU Software User Guide, "Creating an NVIDIA vGPU on a Linux with KVM
@@ -19,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::Store;
 use crate::capacity::{HostState, KnownType};
 use crate::error::Result;
-use crate::host::durable::write_atomic;
+use crate::host::durable::{present, remove_dir_if_empty, remove_durably, write_atomic};
 use crate::host::nvidia;
 use crate::host::paths::HostPaths;
 use crate::model::pci::PciAddress;
@@ -87,12 +90,21 @@ fn entry(t: &KnownType) -> TypeEntry {
 }
 
 impl Store {
+    /// The file of the offer recorded for `gpu`: `var/lib/vgpu/offers/<gpu>.json`.
+    pub fn offer_path(&self, gpu: PciAddress) -> std::path::PathBuf {
+        self.learned.join(OFFERS_DIR).join(format!("{gpu}.json"))
+    }
+
     /// The offer recorded for `gpu` under `driver_version`; `None` when there is none, or
-    /// only one of another driver version.
+    /// only one of another driver version. One recorded at the old place (`etc/vgpu/offers/`)
+    /// is read when there is none at the new one.
     pub fn offer_of(&self, gpu: PciAddress, driver_version: &str) -> Result<Option<RecordedOffer>> {
-        Ok(self
-            .read_own(OFFERS_DIR, gpu, decode)?
-            .filter(|r| r.driver_version == driver_version))
+        let path = self.offer_path(gpu);
+        let recorded = match super::read_definition(&path)? {
+            Some(text) => Some(decode(&path, gpu, &text)?),
+            None => self.read_own(OFFERS_DIR, gpu, decode)?,
+        };
+        Ok(recorded.filter(|r| r.driver_version == driver_version))
     }
 
     /// Adds the types `types` names from sysfs (named, [`NameSource::Sysfs`]) to the offer
@@ -124,17 +136,28 @@ impl Store {
                 source: NameSource::Recorded,
             });
         }
-        if known.len() == before {
+        let legacy = self.own_path(OFFERS_DIR, gpu);
+        let moving = present(&legacy)?;
+        if known.len() == before && !moving {
             return Ok(false);
         }
         known.sort_by_cached_key(|k| crate::model::type_order(&k.id));
-        let path = self.own_path(OFFERS_DIR, gpu);
+        let path = self.offer_path(gpu);
         let file = OfferFile {
             version: FORMAT_VERSION,
             driver_version: driver_version.to_owned(),
             types: known.iter().map(entry).collect(),
         };
         write_atomic(&path, &encode_own(&path, &file)?)?;
+        if moving {
+            // Written at its new place first: a crash between the two leaves both, and the
+            // new one is read.
+            remove_durably(&legacy)?;
+            if let Some(dir) = legacy.parent() {
+                remove_dir_if_empty(dir)?;
+                dir.parent().map(remove_dir_if_empty).transpose()?;
+            }
+        }
         Ok(true)
     }
 }
