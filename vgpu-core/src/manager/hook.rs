@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 use super::placing::GpuRoom;
 use super::session::Operation;
-use super::{is_gpu_function, stop};
+use super::{is_gpu_function, stop_unchecked};
 use crate::backend::{self, NewVgpu, Running};
 use crate::capacity::check_handout;
 use crate::discovery::discover_gpu;
@@ -542,7 +542,10 @@ pub(super) fn release(op: &mut Operation<'_>, uuid: Uuid, name: &str) -> Result<
             released.left.push(Left { made, reason });
             continue;
         }
-        match stop(op, id) {
+        match op
+            .check_releasable(id, uuid)
+            .and_then(|()| stop_unchecked(op, id))
+        {
             Ok(_) => released.stopped.push(made),
             Err(Error::HeldOpen { pid, command, .. }) => {
                 let reason = format!("process {pid} ({command}) holds it open");

@@ -774,6 +774,11 @@ fn defined(store: &Store, id: VgpuHandle) -> bool {
 /// the one its definition names.
 fn stop(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
     op.check_removable(id)?;
+    stop_unchecked(op, id)
+}
+
+/// [`stop`] once the removal policy has allowed it.
+fn stop_unchecked(op: &mut Operation<'_>, id: VgpuHandle) -> Result<Running> {
     let defined = match id {
         VgpuHandle::Vf(vf) => op.store().binding(vf)?.map(|b| b.previous_driver),
         VgpuHandle::Mdev(_) => None,

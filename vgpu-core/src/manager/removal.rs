@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 
 use std::path::PathBuf;
 
+use uuid::Uuid;
+
 use super::session::Operation;
 use crate::backend;
 use crate::error::{Error, Result};
@@ -57,24 +59,31 @@ impl Operation<'_> {
     /// or when a process holds its VFIO device (or that of a mediated device on it) open; a
     /// forced session skips the checks.
     pub(crate) fn check_removable(&self, id: VgpuHandle) -> Result<()> {
-        self.check(id, true)
+        self.check(id, Records::All)
+    }
+
+    /// [`Operation::check_removable`] for the hook taking back what it gave `domain`: the
+    /// domain's own record does not hold it against its release; every other check stands.
+    pub(crate) fn check_releasable(&self, id: VgpuHandle, domain: Uuid) -> Result<()> {
+        self.check(id, Records::Except(domain))
     }
 
     /// [`Operation::check_removable`] without the hook's records: for the hook itself, which
     /// takes over another record's claim on a device that no guest holds open.
     pub(crate) fn check_unreferenced(&self, id: VgpuHandle) -> Result<()> {
-        self.check(id, false)
+        self.check(id, Records::None)
     }
 
-    fn check(&self, id: VgpuHandle, records: bool) -> Result<()> {
+    fn check(&self, id: VgpuHandle, records: Records) -> Result<()> {
         if self.forced() {
             return Ok(());
         }
-        if let Some((path, domain)) = records
-            .then(|| hook_holder(self.paths(), id))
-            .transpose()?
-            .flatten()
-        {
+        let holder = match records {
+            Records::All => hook_holder(self.paths(), id, Uuid::nil())?,
+            Records::Except(domain) => hook_holder(self.paths(), id, domain)?,
+            Records::None => None,
+        };
+        if let Some((path, domain)) = holder {
             return Err(Error::InUse {
                 device: id.to_string(),
                 by: format!(
@@ -121,10 +130,25 @@ impl Operation<'_> {
     }
 }
 
-/// The hook's record that holds `id` (made for its domain, or held by it), with its domain's
-/// name; `None` when no record does.
-fn hook_holder(paths: &HostPaths, id: VgpuHandle) -> Result<Option<(PathBuf, String)>> {
-    let records = other_records(paths, uuid::Uuid::nil())?;
+/// Whose records of the libvirt hook hold a device against its removal.
+#[derive(Debug, Clone, Copy)]
+enum Records {
+    /// Every domain's.
+    All,
+    /// Every domain's but this one's.
+    Except(Uuid),
+    /// None.
+    None,
+}
+
+/// The hook's record, other than `except`'s, that holds `id` (made for its domain, or held by
+/// it), with its domain's name; `None` when no record does.
+fn hook_holder(
+    paths: &HostPaths,
+    id: VgpuHandle,
+    except: Uuid,
+) -> Result<Option<(PathBuf, String)>> {
+    let records = other_records(paths, except)?;
     Ok(records.into_iter().find_map(|(path, record)| {
         let holds = record.made.iter().any(|m| m.handle() == id) || record.holds.contains(&id);
         holds.then_some((path, record.domain))
