@@ -257,11 +257,15 @@ pub enum ChangeCommand {
         /// Which vGPU.
         #[command(flatten)]
         vgpu: VgpuArgs,
-        /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs).
+        /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs): `restore`
+        /// makes it again at boot.
         #[arg(long)]
         define: bool,
-        /// With --define: start it at boot (`restore`).
+        /// With --define: keep the definition, but start it only on request (`vgpuctl start`).
         #[arg(long, requires = "define")]
+        manual: bool,
+        /// With --define: start it at boot, which --define does by default.
+        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
         auto: bool,
     },
     /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
@@ -273,7 +277,8 @@ pub enum ChangeCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Persist a vGPU without creating it.
+    /// Persist a vGPU without creating it. As `mdevctl define`, it starts only on request
+    /// (`vgpuctl start`) unless --auto.
     Define {
         /// Which vGPU.
         #[command(flatten)]
@@ -312,11 +317,14 @@ pub enum ChangeCommand {
         /// The driver.
         #[arg(long, default_value = "vfio-pci")]
         driver: String,
-        /// Also persist the binding.
+        /// Also persist the binding: `restore` binds it again at boot.
         #[arg(long)]
         define: bool,
-        /// With --define: bind at boot (`restore`).
+        /// With --define: keep the definition, but bind only on request (`vgpuctl start`).
         #[arg(long, requires = "define")]
+        manual: bool,
+        /// With --define: bind at boot, which --define does by default.
+        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
         auto: bool,
         /// Bind a device that is neither a GPU nor a VF of one, or one a process holds open.
         #[arg(long)]
@@ -357,11 +365,15 @@ pub enum ChangeCommand {
         /// vGPUs per GPU (default: as many as fit).
         #[arg(long)]
         count: Option<u32>,
-        /// Also persist each vGPU, as `create --define` does.
+        /// Also persist each vGPU, as `create --define` does: `restore` makes them again at
+        /// boot.
         #[arg(long)]
         define: bool,
-        /// With --define: start them at boot (`restore`).
+        /// With --define: keep the definitions, but start them only on request.
         #[arg(long, requires = "define")]
+        manual: bool,
+        /// With --define: start them at boot, which --define does by default.
+        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
         auto: bool,
         /// For this tenant: refused (exit 1, kind policy) when the tenant policy
         /// (etc/vgpu/tenants.toml) would not let it hold them.

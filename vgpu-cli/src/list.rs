@@ -137,7 +137,19 @@ impl Report for DefinedReport {
                 if d.active { "yes" } else { "no" }.to_owned(),
             ]);
         }
-        table.write(out)
+        table.write(out)?;
+        if self
+            .definitions
+            .iter()
+            .any(|d| d.start.as_deref() == Some("manual"))
+        {
+            writeln!(
+                out,
+                "\nmanual: kept, but not made at boot; `vgpuctl start ID` makes it. \
+                 `--define` makes auto unless --manual."
+            )?;
+        }
+        Ok(())
     }
 }
 

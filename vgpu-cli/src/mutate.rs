@@ -16,6 +16,13 @@ fn start(auto: bool) -> Start {
     if auto { Start::Auto } else { Start::Manual }
 }
 
+/// The one rule of `--define` (sriov, create, bind, provision): what the command made now
+/// comes back at boot, unless `--manual`. (`define` alone writes a definition only, manual
+/// unless `--auto`, as `mdevctl define` does.)
+fn kept(define: bool, manual: bool) -> Option<Start> {
+    define.then(|| start(!manual))
+}
+
 /// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
 /// `bb:dd.f` form (see `vgpu_core::discovery::resolve_address`).
 pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::model::VgpuHandle> {
@@ -77,9 +84,10 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
                     uuid,
                 },
             define,
-            auto,
+            manual,
+            ..
         } => {
-            let define = define.then(|| start(*auto));
+            let define = kept(*define, *manual);
             let created = vgpu_core::discovery::resolve_gpu(paths, gpu)
                 .and_then(|address| manager.create(address, type_name, *uuid, define))
                 .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
@@ -163,10 +171,10 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             address,
             driver,
             define,
-            auto,
+            manual,
             ..
         } => {
-            let define = define.then(|| start(*auto));
+            let define = kept(*define, *manual);
             let previous = manager
                 .bind(*address, driver, define, force)
                 .with_context(|| format!("cannot bind {address} to {driver}"))?;
@@ -230,10 +238,11 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             vfs,
             count,
             define,
-            auto,
+            manual,
             tenant,
+            ..
         } => {
-            let define = define.then(|| start(*auto));
+            let define = kept(*define, *manual);
             let inventory = vgpu_core::discover(paths)?;
             let addresses: Vec<vgpu_core::model::pci::PciAddress> = if *all {
                 inventory.gpus.iter().map(|g| g.address).collect()

@@ -89,7 +89,7 @@ pub(crate) const EXAMPLES: &[Example] = &[
     ),
     (
         "Create a 4 GiB vGPU on a Tesla T4, and make it again at boot:",
-        "vgpuctl create 3b:00.0 --type T4-4Q --define --auto",
+        "vgpuctl create 3b:00.0 --type T4-4Q --define",
     ),
     (
         "Give it to a libvirt domain:",
@@ -115,7 +115,7 @@ pub(crate) fn examples(page: &str) -> &'static [Example] {
             ),
             (
                 "A vGPU on a vendor-VFIO L40S, made again at boot; it prints the VF's address:",
-                "vgpuctl create 5e:00.0 --type L40S-12Q --define --auto",
+                "vgpuctl create 5e:00.0 --type L40S-12Q --define",
             ),
         ],
         "vgpuctl-destroy" => &[(

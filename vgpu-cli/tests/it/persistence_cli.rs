@@ -772,3 +772,62 @@ fn offers_live_under_var_lib_and_one_left_under_etc_is_read_then_moved() {
         )
     );
 }
+
+/// One rule for `--define`: what `sriov`, `bind`, `create` and `provision` made comes back at
+/// boot (`restore`), unless `--manual`; `list --defined` says what manual means.
+#[test]
+fn define_brings_back_at_boot_what_it_made_unless_manual() {
+    const MIXED_FLEX: &str = "0001:03:00.0";
+    const MIXED_FLEX_VF: &str = "0001:03:00.1";
+    const MANUAL: &str = "7d0f6a2e-5b3c-4e1d-8a9f-0c1b2d3e4f5b";
+    let mut h = host("mixed");
+    let made = [
+        vgpuctl(&h, &["sriov", MIXED_FLEX, "--vfs", "4", "--define"]),
+        vgpuctl(&h, &["bind", MIXED_FLEX_VF, "--define"]),
+        vgpuctl(
+            &h,
+            &["create", T4, "--type", "T4-2Q", "--uuid", UUID, "--define"],
+        ),
+        vgpuctl(
+            &h,
+            &[
+                "create", T4, "--type", "T4-2Q", "--uuid", MANUAL, "--define", "--manual",
+            ],
+        ),
+    ]
+    .map(|o| o.status.code());
+
+    reboot(&mut h);
+    let restored = vgpuctl(&h, &["restore"]).status.code();
+
+    let list = list(&h);
+    let vf_driver = gpu(&list, MIXED_FLEX)["vfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|vf| vf["address"] == MIXED_FLEX_VF)
+        .map(|vf| vf["driver"].clone());
+    let defined = String::from_utf8(vgpuctl(&h, &["list", "--defined"]).stdout).unwrap();
+    assert_eq!(
+        (
+            made,
+            restored,
+            vf_driver,
+            vgpu_ids(&h, T4),
+            defined.lines().filter(|l| l.contains(" manual ")).count(),
+            defined.lines().last().map(str::to_owned),
+        ),
+        (
+            [Some(0); 4],
+            Some(0),
+            Some(serde_json::json!("vfio-pci")),
+            vec![UUID.to_owned()],
+            1,
+            Some(
+                "manual: kept, but not made at boot; `vgpuctl start ID` makes it. `--define` \
+                 makes auto unless --manual."
+                    .to_owned()
+            ),
+        )
+    );
+}
