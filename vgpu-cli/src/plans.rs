@@ -14,9 +14,9 @@ use serde::Serialize;
 use vgpu_core::{
     Manager,
     manager::{ApplyEvent, ApplyOutcome, ApplyReport, DomainReferences},
-    model::pci::PciAddress,
+    model::{VgpuHandle, pci::PciAddress},
     plan::{
-        capacity::HostState,
+        capacity::{Hold, HostState},
         place::{Pick, PlaceRequest, PlaceWant, Policy},
         steps::{GpuPlan, Plan, Step},
     },
@@ -164,17 +164,22 @@ fn host_state(
         LibvirtFacts::Answered(owners) => {
             for owned in &owners.vgpus {
                 if let Some(holder) = owned.holders.first() {
-                    state
-                        .holds
-                        .entry(owned.id)
-                        .or_insert_with(|| format!("libvirt domain {}", holder.domain));
+                    let state_word = if holder.running {
+                        "running"
+                    } else {
+                        "shut off"
+                    };
+                    state.holds.entry(owned.id).or_insert_with(|| Hold {
+                        by: format!("libvirt domain {} ({state_word})", holder.domain),
+                        frees: frees(&holder.domain, owned.id, holder.config),
+                    });
                 }
             }
             for reference in &owners.missing {
-                state
-                    .holds
-                    .entry(reference.device)
-                    .or_insert_with(|| format!("libvirt domain {}", reference.domain));
+                state.holds.entry(reference.device).or_insert_with(|| Hold {
+                    by: format!("libvirt domain {}", reference.domain),
+                    frees: frees(&reference.domain, reference.device, reference.config),
+                });
             }
         }
         LibvirtFacts::Unanswered { uri, reason } => {
@@ -184,6 +189,16 @@ fn host_state(
         }
     }
     Ok((state, domain_references(&facts)))
+}
+
+/// What frees `id` from libvirt domain `domain`: the exact `detach`, and whether stopping the
+/// domain would do (not when its configuration names the device).
+fn frees(domain: &str, id: VgpuHandle, config: bool) -> String {
+    let detach = format!("`vgpuctl detach {domain} {id}` frees it");
+    match config {
+        true => format!("{detach}; stopping the domain does not, its configuration names it"),
+        false => format!("{detach}, as stopping the domain does"),
+    }
 }
 
 fn plan_file(

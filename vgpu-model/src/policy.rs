@@ -73,6 +73,9 @@ pub enum Violation {
         held: u64,
         /// Its quota.
         limit: u64,
+        /// Whether `held` counts vGPUs about to be handed out (`false`: it holds them now).
+        #[serde(skip)]
+        asked: bool,
     },
     /// `tenant` holds `held_mib` MiB of frame buffer, over its `max_framebuffer`.
     MaxFramebuffer {
@@ -82,6 +85,9 @@ pub enum Violation {
         held_mib: u64,
         /// Its quota, in MiB.
         limit_mib: u64,
+        /// Whether `held_mib` counts vGPUs about to be handed out (`false`: it holds them now).
+        #[serde(skip)]
+        asked: bool,
     },
 }
 
@@ -107,6 +113,43 @@ impl Violation {
             | Violation::ApartFrom { tenant, .. }
             | Violation::MaxVgpus { tenant, .. }
             | Violation::MaxFramebuffer { tenant, .. } => tenant,
+        }
+    }
+}
+
+/// "would hold" for a count with vGPUs about to be handed out, "holds" for one held now.
+fn holds(asked: bool) -> &'static str {
+    if asked { "would hold" } else { "holds" }
+}
+
+impl Violation {
+    /// The same violation of what is held now, nothing being asked: `tenants` reports these.
+    #[must_use]
+    pub fn as_held(self) -> Self {
+        match self {
+            Violation::MaxVgpus {
+                tenant,
+                held,
+                limit,
+                ..
+            } => Violation::MaxVgpus {
+                tenant,
+                held,
+                limit,
+                asked: false,
+            },
+            Violation::MaxFramebuffer {
+                tenant,
+                held_mib,
+                limit_mib,
+                ..
+            } => Violation::MaxFramebuffer {
+                tenant,
+                held_mib,
+                limit_mib,
+                asked: false,
+            },
+            other => other,
         }
     }
 }
@@ -138,18 +181,22 @@ impl fmt::Display for Violation {
                 tenant,
                 held,
                 limit,
+                asked,
             } => write!(
                 f,
-                "max_vgpus: tenant {tenant:?} may hold {limit} vGPUs, and would hold {held}"
+                "max_vgpus: tenant {tenant:?} may hold {limit} vGPUs, and {} {held}",
+                holds(*asked)
             ),
             Violation::MaxFramebuffer {
                 tenant,
                 held_mib,
                 limit_mib,
+                asked,
             } => write!(
                 f,
                 "max_framebuffer: tenant {tenant:?} may hold {limit_mib} MiB of frame buffer, \
-                 and would hold {held_mib} MiB"
+                 and {} {held_mib} MiB",
+                holds(*asked)
             ),
         }
     }

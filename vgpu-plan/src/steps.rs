@@ -356,8 +356,10 @@ pub enum Refusal {
     Held {
         /// The vGPU.
         id: VgpuHandle,
-        /// What holds it (a process, a libvirt domain).
+        /// What holds it (a process, a libvirt domain and its state).
         by: String,
+        /// What frees it, in words.
+        frees: String,
     },
     /// Several selections of the config match the GPU.
     Overlap {
@@ -539,11 +541,10 @@ impl fmt::Display for Refusal {
             Refusal::NotVirtualizable { backend } => {
                 write!(f, "it offers no vGPUs (backend {backend})")
             }
-            Refusal::Held { id, by } => write!(
+            Refusal::Held { id, by, frees } => write!(
                 f,
                 "{id} would be taken away, but {by} holds it: this GPU is left as it is \
-                 (detach it or stop its guest first; `vgpuctl destroy --force {id}` takes it \
-                 from a running guest)"
+                 ({frees})"
             ),
             Refusal::Overlap { selections } => {
                 let at: Vec<String> = selections.iter().map(Location::to_string).collect();

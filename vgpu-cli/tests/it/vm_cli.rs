@@ -656,9 +656,9 @@ fn apply_that_would_take_a_held_vgpu_skips_the_gpu_saying_what_to_do() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "{T4}: skipped: {UUID} would be taken away, but libvirt domain web-1 holds it: this \
-             GPU is left as it is (detach it or stop its guest first; `vgpuctl destroy --force \
-             {UUID}` takes it from a running guest)\n"
+            "{T4}: skipped: {UUID} would be taken away, but libvirt domain web-1 (shut off) holds \
+             it: this GPU is left as it is (`vgpuctl detach web-1 {UUID}` frees it; stopping the \
+             domain does not, its configuration names it)\n"
         )),
         "{stdout}"
     );

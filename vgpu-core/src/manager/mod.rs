@@ -552,10 +552,15 @@ impl Manager {
             .into_iter()
             .map(|(id, holder)| {
                 let what = format!("process {} ({})", holder.pid, holder.command);
-                match holder.listed {
-                    true => (id, what),
-                    false => (id, format!("{what}, whose open files cannot be listed")),
-                }
+                let by = match holder.listed {
+                    true => what,
+                    false => format!("{what}, whose open files cannot be listed"),
+                };
+                let frees = format!(
+                    "stop process {}, or take it from the guest at once with --force",
+                    holder.pid
+                );
+                (id, crate::plan::capacity::Hold { by, frees })
             })
             .collect();
         let mut local_memory_mib = BTreeMap::new();

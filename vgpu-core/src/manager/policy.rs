@@ -295,7 +295,7 @@ pub(crate) fn report(policy: &Policy, path: Option<&Path>, holdings: &[Holding])
     TenantsReport {
         policy: path.map(Path::to_path_buf),
         tenants,
-        violations: check(policy, &[], holdings),
+        violations: crate::plan::tenants::audit(policy, holdings),
     }
 }
 

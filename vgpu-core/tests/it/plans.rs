@@ -404,8 +404,7 @@ fn apply_skips_gpu_whose_vgpu_a_guest_holds_and_does_the_others() {
         (
             format!(
                 "{uuid} would be taken away, but process 4242 (qemu-system-x86) holds it: this GPU is left \
-                 as it is (detach it or stop its guest first; `vgpuctl destroy --force {uuid}` \
-                 takes it from a running guest)"
+                 as it is (stop process 4242, or take it from the guest at once with --force)"
             ),
             vec![
                 ("0000:3b:00.0".to_owned(), ApplyOutcome::Skipped),

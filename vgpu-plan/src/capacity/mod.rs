@@ -48,6 +48,15 @@ pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
 pub use reservations::{Reservations, reservations};
 
+/// What holds a vGPU against its removal, and what would free it, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// The holder: `process 4242 (qemu-system-x86)`, `libvirt domain web-1 (shut off)`.
+    pub by: String,
+    /// What frees it: `stop the process`, or the command that detaches it.
+    pub frees: String,
+}
+
 /// What the planner, placement and capacity read about a host: what it has, what is defined,
 /// what guests hold, and what NVML says of GPU instances.
 /// `vgpu-core`'s `Manager::host_state` reads it from a host; tests and
@@ -58,9 +67,9 @@ pub struct HostState {
     pub inventory: Inventory,
     /// The persistent definitions.
     pub definitions: DefinitionSet,
-    /// vGPUs a guest holds, with what holds them in words (`process 4242 (qemu-system-x86)`,
-    /// `libvirt domain web-1`): never taken away by a plan.
-    pub holds: BTreeMap<VgpuHandle, String>,
+    /// vGPUs a guest holds, with what holds them and what frees them: never taken away by a
+    /// plan.
+    pub holds: BTreeMap<VgpuHandle, Hold>,
     /// Plain SR-IOV GPUs whose driver provisions each VF's local memory with a quota one can
     /// set (Intel's SR-IOV `i915` and `xe`: `drm/card<N>/iov/`), with the local memory it can
     /// give the VFs in MiB: their quotas and what is left

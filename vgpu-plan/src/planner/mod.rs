@@ -149,7 +149,7 @@ struct Current {
     name: Option<String>,
     running: bool,
     defined: Option<Start>,
-    held: Option<String>,
+    held: Option<crate::capacity::Hold>,
 }
 
 fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> GpuPlan {
@@ -664,11 +664,12 @@ fn diff(
         }
     }
     for current in &remove {
-        if let Some(by) = &current.held {
+        if let Some(hold) = &current.held {
             out.refusals.push(Refused::new(
                 Refusal::Held {
                     id: current.id,
-                    by: by.clone(),
+                    by: hold.by.clone(),
+                    frees: hold.frees.clone(),
                 },
                 Some(entry.at),
             ));

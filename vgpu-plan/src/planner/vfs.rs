@@ -236,7 +236,7 @@ pub(super) fn quota_steps(
             let by = host
                 .holds
                 .get(&VgpuHandle::Vf(vf_now.address))
-                .cloned()
+                .map(|hold| hold.by.clone())
                 .or_else(|| {
                     vf_now
                         .driver

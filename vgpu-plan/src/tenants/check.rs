@@ -107,6 +107,7 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
                 tenant: tenant.to_owned(),
                 held: count,
                 limit,
+                asked: true,
             });
         }
         let framebuffer_limit = policy_of.max_framebuffer_mib;
@@ -115,8 +116,18 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
                 tenant: tenant.to_owned(),
                 held_mib: framebuffer_mib,
                 limit_mib,
+                asked: true,
             });
         }
     }
     violations
+}
+
+/// What breaks `policy` in `holdings` as they are now, nothing being handed out: every rule
+/// [`check`] applies, each said of what is held (`tenants`).
+pub fn audit(policy: &Policy, holdings: &[Holding]) -> Vec<Violation> {
+    check(policy, &[], holdings)
+        .into_iter()
+        .map(Violation::as_held)
+        .collect()
 }

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-pub use check::{Holding, Violation, check};
+pub use check::{Holding, Violation, audit, check};
 
 use crate::desired::{Location, error_at, parse_framebuffer};
 use crate::error::Result;

@@ -284,3 +284,24 @@ fn a_violation_already_there_refuses_only_what_joins_it() {
         ]
     );
 }
+
+#[test]
+fn audit_of_quotas_already_crossed_says_holds_not_would_hold() {
+    let policy = policy();
+    let held = [
+        sliced("acme", "a1", A),
+        sliced("acme", "a2", B),
+        sliced("acme", "a3", "0000:86:00.0"),
+        sliced("acme", "a4", "0000:af:00.0"),
+        holding("acme", "a5", "0000:d8:00.0", 96 * 1024, true),
+    ];
+
+    assert_eq!(
+        lines(&audit(&policy, &held)),
+        [
+            "max_vgpus: tenant \"acme\" may hold 3 vGPUs, and holds 5",
+            "max_framebuffer: tenant \"acme\" may hold 98304 MiB of frame buffer, and holds \
+             196608 MiB"
+        ]
+    );
+}

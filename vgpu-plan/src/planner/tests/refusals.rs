@@ -228,7 +228,13 @@ fn plan_address_of_gpu_without_vgpus_is_not_virtualizable() {
 fn plan_held_vgpu_is_never_destroyed() {
     let mut state = t4_holding("nvidia-233", 1);
     let id = VgpuHandle::Mdev(uuid(1));
-    state.holds.insert(id, "libvirt domain web-1".to_owned());
+    state.holds.insert(
+        id,
+        crate::capacity::Hold {
+            by: "libvirt domain web-1 (shut off)".to_owned(),
+            frees: "detach it from web-1".to_owned(),
+        },
+    );
     let desired = toml(
         "version = 1\n[configs.default]\n[[configs.default.gpu]]\nall = true\nsizes = \"1x4GiB\"\n",
     );
@@ -245,7 +251,8 @@ fn plan_held_vgpu_is_never_destroyed() {
             Vec::new(),
             Refusal::Held {
                 id,
-                by: "libvirt domain web-1".to_owned()
+                by: "libvirt domain web-1 (shut off)".to_owned(),
+                frees: "detach it from web-1".to_owned()
             },
             false
         )

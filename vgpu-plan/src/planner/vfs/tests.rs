@@ -280,7 +280,10 @@ fn plan_quota_of_a_vf_held_open_names_the_holder() {
     let vf0 = bound_vf0(&mut state);
     state.holds.insert(
         VgpuHandle::Vf(vf0),
-        "process 4242 (qemu-system-x86)".to_owned(),
+        crate::capacity::Hold {
+            by: "process 4242 (qemu-system-x86)".to_owned(),
+            frees: "stop the process".to_owned(),
+        },
     );
     let desired = toml(&format!("{FLEX_ON_VFIO}sizes = \"4x2GiB\"\n"));
 
