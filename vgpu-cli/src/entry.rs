@@ -297,6 +297,10 @@ pub fn error_kind(err: &anyhow::Error, linked: LinkedErrors) -> Option<vgpu_core
                 c.downcast_ref::<vgpu_domain::Error>()
                     .map(vgpu_domain::Error::kind)
             })
+            .or_else(|| {
+                c.downcast_ref::<vgpu_report::kubevirt::Error>()
+                    .map(vgpu_report::kubevirt::Error::kind)
+            })
             .or_else(|| (linked.kind)(c))
     })
 }

@@ -14,6 +14,7 @@
 use vgpu_model as model;
 
 pub mod isolation;
+pub mod kubevirt;
 pub mod nova;
 pub mod telemetry;
 pub mod usage;
