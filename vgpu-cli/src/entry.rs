@@ -329,6 +329,24 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
     if err.downcast_ref::<LibvirtUnloadable>().is_some() {
         return Some(LIBVIRT_UNLOADABLE_HINT);
     }
+    if let Some(kubevirt) = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<vgpu_report::kubevirt::Error>())
+    {
+        use vgpu_report::kubevirt::Error as Kubevirt;
+        return match kubevirt {
+            Kubevirt::Conflict { .. } => Some(
+                "give the GPUs of one PCI id one profile across the cluster, or let NVIDIA's or \
+                 Harvester's device plugin serve one resource per profile (--provider nvidia or \
+                 --provider harvester)",
+            ),
+            Kubevirt::NoNodeName { .. } => Some("name the node with --node NAME"),
+            Kubevirt::MergeFile { .. } => {
+                Some("--merge takes what `vgpuctl --json kubevirt-config` printed on each node")
+            }
+            _ => None,
+        };
+    }
     if err.downcast_ref::<HelperNotRun>().is_some() {
         return Some(
             "vgpuctl-libvirt, which runs the commands that talk to libvirt, belongs beside \
