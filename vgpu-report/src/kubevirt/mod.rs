@@ -604,3 +604,67 @@ pub enum YamlError {
     #[error("writing YAML")]
     Write(#[from] fmt::Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_of_1_9_is_the_newest() {
+        assert_eq!("1.9".parse::<Version>(), Ok(Version::NEWEST));
+    }
+
+    #[test]
+    fn version_with_v_and_patch_release_is_taken() {
+        assert_eq!(
+            "v1.7.3".parse::<Version>().map(|v| v.to_string()),
+            Ok("1.7".to_owned())
+        );
+    }
+
+    #[test]
+    fn version_1_10_is_unknown() {
+        assert_eq!(
+            "1.10".parse::<Version>(),
+            Err(Error::UnknownVersion {
+                given: "1.10".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn version_2_0_is_unknown() {
+        assert!("2.0".parse::<Version>().is_err());
+    }
+
+    #[test]
+    fn version_with_leading_zero_is_unknown() {
+        assert!("1.08".parse::<Version>().is_err());
+    }
+
+    #[test]
+    fn version_without_minor_is_unknown() {
+        assert!("1".parse::<Version>().is_err());
+    }
+
+    #[test]
+    fn version_1_7_has_the_gate_and_not_vendor_vfio() {
+        let v: Version = "1.7".parse().unwrap_or(Version::NEWEST);
+        assert_eq!(
+            (v.has_mdev_switch(), v.counts_vendor_vfio()),
+            (false, false)
+        );
+    }
+
+    #[test]
+    fn error_kind_of_a_conflict_is_conflict() {
+        let err = Error::Conflict {
+            selector: "10de:26b9".to_owned(),
+            first: "nvidia.com/A".to_owned(),
+            first_node: "a".to_owned(),
+            second: "nvidia.com/B".to_owned(),
+            second_node: "b".to_owned(),
+        };
+        assert_eq!(err.kind(), ErrorKind::Conflict);
+    }
+}
