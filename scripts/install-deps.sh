@@ -28,6 +28,8 @@ packages=(
   libvirt-daemon              # /usr/sbin/libvirtd, which the hook test starts with hooks in a temporary directory, and its node-device driver, which vgpu-sim's libvirt_nodedev test runs on the simulator
   python3                     # scripts/layering.py, which make lint runs
   python3-nova                # Nova's own parsers (nova.pci.devspec), which check `vgpuctl nova-config`
+  python3-jsonschema          # KubeVirt's OpenAPI definitions, which check `vgpuctl kubevirt-config` and the YAML of docs and contrib
+  python3-yaml                # the YAML those checks read
   libudev-dev                 # the udev crate links libudev (uevent monitors)
   udev                        # systemd-udevd and udevadm, which the uevent and udev-rule tests run
   make                        # make install, which the install test runs

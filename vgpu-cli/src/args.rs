@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 use vgpu_core::{model::nvml::SchedulerPolicy, plan::place::Policy};
 
-use crate::nova;
+use crate::{kubevirt, nova};
 
 /// A switch given as `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -175,6 +175,24 @@ pub enum Command {
         /// or 2025.1 (31) and later, the first to offer vendor-VFIO VFs.
         #[arg(long, value_enum, default_value = "zed")]
         nova_release: nova::NovaReleaseArg,
+    },
+    /// Print the KubeVirt CR patch (permitted host devices, mdevs left alone) that lets a
+    /// KubeVirt or Harvester cluster see exactly the vGPUs this host made, or Harvester's own
+    /// objects.
+    KubevirtConfig {
+        /// The cluster's KubeVirt release, X.Y (1.0 to 1.9; default 1.9).
+        #[arg(long, value_name = "X.Y")]
+        kubevirt_version: Option<String>,
+        /// Who serves the resources: KubeVirt's own device plugins, NVIDIA's sandbox device
+        /// plugin (GPU Operator), or Harvester (its objects instead of the CR).
+        #[arg(long, value_enum, default_value = "kubevirt")]
+        provider: kubevirt::ProviderArg,
+        /// This node's name in the cluster (default: the host's hostname).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
+        /// Other nodes' `kubevirt-config --json` outputs: print the cluster's union.
+        #[arg(long, value_name = "FILE", num_args = 1..)]
+        merge: Vec<PathBuf>,
     },
     /// The vGPUs in use with their domain, tenant, frame buffer, encoder sessions and
     /// utilisation, and the sums per tenant: a table refreshed on a terminal (q quits), one

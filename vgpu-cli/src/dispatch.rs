@@ -8,8 +8,8 @@ use anyhow::Result;
 use crate::context::Context;
 use crate::libvirt_facts::{self, FactsSource, LibvirtFacts};
 use crate::{
-    Cli, Command, EXIT_OK, LIBVIRT_HELPER, check, completions, hook, isolation, list, mutate, nova,
-    plans, sched, telemetry, top, usage, watch,
+    Cli, Command, EXIT_OK, LIBVIRT_HELPER, check, completions, hook, isolation, kubevirt, list,
+    mutate, nova, plans, sched, telemetry, top, usage, watch,
 };
 
 /// Runs `cli`, a command that does not need libvirt ([`Command::uses_libvirt`]), writing its
@@ -61,6 +61,37 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             by,
             csv,
         } => usage::run(&ctx, *since, *until, *by, *csv, out),
+        Command::KubevirtConfig {
+            kubevirt_version,
+            provider,
+            node,
+            merge,
+        } => {
+            let inventory = ctx.state()?.inventory;
+            let facts = ctx.facts().owners(&inventory);
+            let unknown = match &facts {
+                LibvirtFacts::Unanswered { uri, reason } => {
+                    Some(format!("libvirt at {uri} did not answer: {reason}"))
+                }
+                LibvirtFacts::Absent | LibvirtFacts::Answered(_) => None,
+            };
+            let request = kubevirt::Request {
+                version: kubevirt_version.as_deref(),
+                provider: *provider,
+                node: node.as_deref(),
+                merge,
+            };
+            kubevirt::run(
+                cli.json,
+                &request,
+                ctx.paths(),
+                &inventory,
+                &libvirt_facts::held_vgpus(&facts),
+                unknown,
+                out,
+            )?;
+            Ok(EXIT_OK)
+        }
         Command::NovaConfig { nova_release } => {
             let inventory = ctx.state()?.inventory;
             let facts = ctx.facts().owners(&inventory);

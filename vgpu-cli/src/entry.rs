@@ -317,6 +317,9 @@ fn typed_kind(
     if let Some(err) = cause.downcast_ref::<vgpu_domain::Error>() {
         return Some(err.kind());
     }
+    if let Some(err) = cause.downcast_ref::<vgpu_report::kubevirt::Error>() {
+        return Some(err.kind());
+    }
     if let Some(refusal) = cause.downcast_ref::<crate::Refusal>() {
         return Some(refusal.kind);
     }
@@ -358,6 +361,24 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
     use vgpu_core::{Error, ErrorKind};
     if err.downcast_ref::<LibvirtUnloadable>().is_some() {
         return Some(LIBVIRT_UNLOADABLE_HINT);
+    }
+    if let Some(kubevirt) = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<vgpu_report::kubevirt::Error>())
+    {
+        use vgpu_report::kubevirt::Error as Kubevirt;
+        return match kubevirt {
+            Kubevirt::Conflict { .. } => Some(
+                "give the GPUs of one PCI id one profile across the cluster, or let NVIDIA's or \
+                 Harvester's device plugin serve one resource per profile (--provider nvidia or \
+                 --provider harvester)",
+            ),
+            Kubevirt::NoNodeName { .. } => Some("name the node with --node NAME"),
+            Kubevirt::MergeFile { .. } => {
+                Some("--merge takes what `vgpuctl --json kubevirt-config` printed on each node")
+            }
+            _ => None,
+        };
     }
     if err.downcast_ref::<HelperNotRun>().is_some() {
         return Some(

@@ -38,6 +38,7 @@ mod dispatch;
 mod entry;
 mod hook;
 mod isolation;
+mod kubevirt;
 pub mod libvirt_facts;
 mod list;
 mod migrate;

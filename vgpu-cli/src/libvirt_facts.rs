@@ -206,9 +206,11 @@ pub fn references_now(
     Ok(domain_references(&facts.owners(&inventory)))
 }
 
-/// The VFs that a libvirt domain Nova does not manage holds, each with the first such domain
-/// (`nova-config` leaves them out).
-pub(crate) fn foreign_vfs(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
+/// The vGPUs that a libvirt domain `counts` holds, each with the first such domain.
+fn held_by(
+    facts: &LibvirtFacts,
+    counts: fn(&vgpu_domain::Holder) -> bool,
+) -> BTreeMap<VgpuHandle, String> {
     let LibvirtFacts::Answered(owners) = facts else {
         return BTreeMap::new();
     };
@@ -216,11 +218,26 @@ pub(crate) fn foreign_vfs(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> 
         .vgpus
         .iter()
         .filter_map(|owned| {
-            let VgpuHandle::Vf(vf) = owned.id else {
-                return None;
-            };
-            let holder = owned.holders.iter().find(|h| !h.nova)?;
-            Some((vf, holder.domain.clone()))
+            let holder = owned.holders.iter().find(|h| counts(h))?;
+            Some((owned.id, holder.domain.clone()))
         })
         .collect()
+}
+
+/// The VFs that a libvirt domain Nova does not manage holds, each with the first such domain
+/// (`nova-config` leaves them out).
+pub(crate) fn foreign_vfs(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
+    held_by(facts, |h| !h.nova)
+        .into_iter()
+        .filter_map(|(id, domain)| match id {
+            VgpuHandle::Vf(vf) => Some((vf, domain)),
+            VgpuHandle::Mdev(_) => None,
+        })
+        .collect()
+}
+
+/// The vGPUs that any libvirt domain on the host holds, each with the first (`kubevirt-config`
+/// leaves them out: KubeVirt's domains run in its pods, not in the host's libvirt).
+pub(crate) fn held_vgpus(facts: &LibvirtFacts) -> BTreeMap<VgpuHandle, String> {
+    held_by(facts, |_| true)
 }

@@ -5,6 +5,8 @@
 //! - [`isolation`]: for each GPU, the kinds of device it can give a VM, assessed on eight
 //!   dimensions of isolation from the host's facts, with the risk that remains.
 //! - [`nova`]: the `nova.conf` sections an OpenStack Nova compute host needs for its vGPUs.
+//! - [`kubevirt`]: the KubeVirt CR patch or Harvester's objects that let a cluster see a
+//!   host's vGPUs, and their union over a cluster's nodes.
 //! - [`usage`]: vGPU-seconds and frame-buffer byte-seconds per tenant, domain, type or GPU over
 //!   a window, from the usage ledger's intervals and monthly summaries.
 
@@ -14,6 +16,7 @@
 use vgpu_model as model;
 
 pub mod isolation;
+pub mod kubevirt;
 pub mod nova;
 pub mod telemetry;
 pub mod usage;

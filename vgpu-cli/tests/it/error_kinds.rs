@@ -104,6 +104,18 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
             "not-found",
             1,
         ),
+        (
+            "kubevirt-config",
+            vec![
+                "kubevirt-config",
+                "--node",
+                "n1",
+                "--kubevirt-version",
+                "0.9",
+            ],
+            "bad-input",
+            1,
+        ),
         ("list", vec!["list", "0000:99:00.0"], "not-found", 1),
         (
             "metrics",

@@ -12,6 +12,7 @@ mod hook_cli;
 mod hook_libvirtd;
 mod interrupt_cli;
 mod kill_cli;
+mod kubevirt_config;
 mod libvirt_helper;
 mod lifecycle_cli;
 mod man_pages;

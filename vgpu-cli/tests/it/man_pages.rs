@@ -60,6 +60,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-place.8",
             "vgpuctl-sched.8",
             "vgpuctl-nova-config.8",
+            "vgpuctl-kubevirt-config.8",
             "vgpuctl-top.8",
             "vgpuctl-metrics.8",
             "vgpuctl-isolation.8",

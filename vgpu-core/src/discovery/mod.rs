@@ -387,6 +387,12 @@ fn read_gpu(
     }
 }
 
+/// The pci.ids name of a PCI `vendor`, `device` pair (`GA104GL [RTX A4000]`), as `list` shows
+/// a GPU's model; `None` when pci.ids does not know it.
+pub fn device_name(vendor: u16, device: u16) -> Option<String> {
+    pci_names(Some(vendor), Some(device)).1
+}
+
 fn pci_names(vendor_id: Option<u16>, device_id: Option<u16>) -> (Option<String>, Option<String>) {
     let vendor = vendor_id.and_then(|vid| {
         pci_ids::Vendors::iter()

@@ -17,4 +17,10 @@ pub(crate) mod vfio;
 
 pub use paths::HostPaths;
 pub use sriov::{SriovChange, SriovOptions};
+/// The host's name (`proc/sys/kernel/hostname`, without its newline); `None` when the file does
+/// not exist.
+pub fn hostname(paths: &HostPaths) -> crate::Result<Option<String>> {
+    Ok(sysfs::read_attr(&paths.hostname())?.map(|name| name.trim().to_owned()))
+}
+
 pub use uevent::{Uevent, UeventAction, UeventOrigin, UeventParseError, UeventSource};

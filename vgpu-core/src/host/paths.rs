@@ -128,6 +128,11 @@ impl HostPaths {
         self.proc().join("cmdline")
     }
 
+    /// `proc/sys/kernel/hostname`: the host's name, which a cluster names its node by.
+    pub fn hostname(&self) -> PathBuf {
+        self.proc().join("sys/kernel/hostname")
+    }
+
     /// `proc/cpuinfo`.
     pub fn cpuinfo(&self) -> PathBuf {
         self.proc().join("cpuinfo")

@@ -1,0 +1,121 @@
+//! `vgpuctl kubevirt-config`: the host read (definitions, the node's name, other nodes'
+//! outputs), then `vgpu_report::kubevirt`, which holds the rules, written as YAML or JSON.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use vgpu_core::{
+    HostPaths,
+    model::{Inventory, VgpuHandle},
+    state::Store,
+};
+use vgpu_report::kubevirt::{self, Error, Host, NodeConfig, Options, Provider, Version};
+
+/// `--provider`: who serves the resources on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderArg {
+    /// KubeVirt's own device plugins (virt-handler).
+    Kubevirt,
+    /// NVIDIA's sandbox device plugin (GPU Operator): NVIDIA entries are external.
+    Nvidia,
+    /// Harvester: its SRIOVGPUDevice and VGPUDevice objects instead of the CR.
+    Harvester,
+}
+
+impl From<ProviderArg> for Provider {
+    fn from(arg: ProviderArg) -> Self {
+        match arg {
+            ProviderArg::Kubevirt => Provider::Kubevirt,
+            ProviderArg::Nvidia => Provider::Nvidia,
+            ProviderArg::Harvester => Provider::Harvester,
+        }
+    }
+}
+
+/// What the command line asks of `kubevirt-config`.
+pub(crate) struct Request<'a> {
+    /// `--kubevirt-version`, unchecked.
+    pub(crate) version: Option<&'a str>,
+    /// `--provider`.
+    pub(crate) provider: ProviderArg,
+    /// `--node`.
+    pub(crate) node: Option<&'a str>,
+    /// `--merge`.
+    pub(crate) merge: &'a [PathBuf],
+}
+
+/// The most another node's output may weigh.
+const MERGE_LIMIT: usize = 16 << 20;
+
+/// Another node's `kubevirt-config --json` output, read from `path` (the caller's file: one
+/// that cannot be read is bad input, as every file named on the command line).
+fn read_other(path: &Path) -> Result<NodeConfig> {
+    let text = vgpu_core::state::read_input_text(path, MERGE_LIMIT)?;
+    serde_json::from_str(&text).map_err(|err| {
+        Error::MergeFile {
+            path: path.to_path_buf(),
+            reason: format!("not the JSON of kubevirt-config --json: {err}"),
+        }
+        .into()
+    })
+}
+
+/// Runs `kubevirt-config` on the host at `paths`. `held` names the vGPUs that the host's libvirt
+/// domains hold ([`crate::libvirt_facts::held_vgpus`]): they are not counted. `unknown` says why
+/// libvirt could not say which, when it did not answer.
+pub(crate) fn run(
+    json: bool,
+    request: &Request<'_>,
+    paths: &HostPaths,
+    inventory: &Inventory,
+    held: &BTreeMap<VgpuHandle, String>,
+    unknown: Option<String>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let version = match request.version {
+        Some(text) => text.parse::<Version>()?,
+        None => Version::NEWEST,
+    };
+    let node = match request.node {
+        Some(node) => node.to_owned(),
+        None => vgpu_core::host::hostname(paths)?.ok_or_else(|| Error::NoNodeName {
+            path: paths.hostname(),
+        })?,
+    };
+    let others = request
+        .merge
+        .iter()
+        .map(|path| read_other(path).map(|config| (path.clone(), config)))
+        .collect::<Result<Vec<_>>>()?;
+    let store = Store::new(paths);
+    let mdev_defs = store.mdevs()?;
+    let host = Host {
+        node: &node,
+        inventory,
+        mdev_defs: &mdev_defs,
+        held,
+        device_name: &vgpu_core::discovery::device_name,
+    };
+    let options = Options {
+        version,
+        provider: request.provider.into(),
+    };
+    let mut config = kubevirt::build(&host, options)?;
+    if let Some(why) = unknown {
+        config.warnings.push(format!(
+            "vGPUs that the host's libvirt domains hold may be counted: {why}"
+        ));
+    }
+    let config = kubevirt::merge::merge(config, &others)?;
+    if json {
+        crate::render::json(out, &config)?;
+    } else {
+        let mut text = String::new();
+        kubevirt::write_yaml(&mut text, &config)?;
+        out.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}
