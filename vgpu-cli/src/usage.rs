@@ -20,31 +20,43 @@ impl Report for Shown<'_> {
     fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let report = self.0;
         let key = report.by.to_string().to_uppercase();
-        let mut table = Table::new(&[
-            key.as_str(),
-            "VGPU SECONDS",
-            "FB BYTE SECONDS",
-            "INTERVALS",
-            "ESTIMATED",
-        ]);
+        let typed = report.by == vgpu_report::usage::By::Type;
+        let mut header = vec![key.as_str()];
+        if typed {
+            header.push("NAME");
+        }
+        header.extend(["VGPU SECONDS", "FB BYTE SECONDS", "INTERVALS", "ESTIMATED"]);
+        let mut table = Table::new(&header);
         for row in &report.rows {
-            table.row(vec![
-                if row.key.is_empty() {
-                    "(none)".to_owned()
-                } else {
-                    row.key.clone()
-                },
-                format!("{:.3}", row.vgpu_seconds),
-                row.framebuffer_byte_seconds.to_string(),
+            let mut cells = vec![if row.key.is_empty() {
+                "(none)".to_owned()
+            } else {
+                row.key.clone()
+            }];
+            if typed {
+                cells.push(render::opt(row.type_name.as_deref()));
+            }
+            let mark = if row.open > 0 { "*" } else { "" };
+            cells.extend([
+                format!("{:.3}{mark}", row.vgpu_seconds),
+                format!("{}{mark}", row.framebuffer_byte_seconds),
                 row.intervals.to_string(),
                 row.estimated.to_string(),
             ]);
+            table.row(cells);
         }
         writeln!(out, "From {} to {}", report.since, report.until)?;
         if table.is_empty() {
             return writeln!(out, "No vGPU was held.");
         }
-        table.write(out)
+        table.write(out)?;
+        if report.rows.iter().any(|r| r.open > 0) {
+            writeln!(
+                out,
+                "\n* still held: a running domain's interval is open, so this grows until it stops."
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -102,6 +102,7 @@ fn two_tenants_are_billed_the_window_their_vgpus_ran_in_json_and_csv() {
             "framebuffer_byte_seconds": u128::from(L40S_12Q_BYTES) * u128::from(ms) / 1000,
             "intervals": 1,
             "estimated": 0,
+            "open": 0,
         })
     };
     assert_eq!(
@@ -117,7 +118,7 @@ fn two_tenants_are_billed_the_window_their_vgpus_ran_in_json_and_csv() {
     let csv = usage(&h, &[&window[..], &["--by", "domain", "--csv"]].concat());
     let line = |name: &str| {
         format!(
-            "{name},{}.{:03},{},1,0\n",
+            "{name},{}.{:03},{},1,0,0\n",
             ms / 1000,
             ms % 1000,
             u128::from(L40S_12Q_BYTES) * u128::from(ms) / 1000
@@ -128,7 +129,7 @@ fn two_tenants_are_billed_the_window_their_vgpus_ran_in_json_and_csv() {
         (
             Some(0),
             format!(
-                "domain,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated\n{}{}",
+                "domain,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated,open\n{}{}",
                 line("vm1"),
                 line("vm2")
             )
@@ -373,5 +374,60 @@ fn a_full_state_disk_stops_no_domain_and_harms_nothing_written() {
             during,
         ),
         (Some(0), Some(0), true, Some("usage-begin"), before)
+    );
+}
+
+/// A running domain's interval is open: marked `*` in the text, counted in `open` in JSON and
+/// CSV; `--by type` shows the type's name in the text as in JSON and CSV.
+#[test]
+fn a_running_domains_usage_is_marked_open_and_by_type_names_the_type() {
+    let h = host("mixed");
+    let hooks = install_hook(&h, &[]);
+    start(
+        hooks.path(),
+        1,
+        &domain(1, "acme", "L40S-12Q", &[l40s_vf(0)]),
+    );
+
+    let text = usage(&h, &["--by", "type"]);
+    let value = json(&usage(&h, &["--by", "type", "--json"]));
+    let csv = String::from_utf8(usage(&h, &["--by", "type", "--csv"]).stdout).unwrap();
+
+    let text = String::from_utf8(text.stdout).unwrap();
+    let row = text.lines().nth(2).unwrap_or_default().to_owned();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        (
+            text.lines()
+                .nth(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>()),
+            cells.get(1..3).map(<[&str]>::to_vec),
+            [3, 4].map(|i| cells.get(i).is_some_and(|c| c.ends_with('*'))),
+            text.lines().last().map(str::to_owned),
+            value["rows"][0]["open"].clone(),
+            csv.lines().nth(1).map(|l| l.ends_with(",1,0,1")),
+        ),
+        (
+            Some(vec![
+                "TYPE",
+                "NAME",
+                "VGPU",
+                "SECONDS",
+                "FB",
+                "BYTE",
+                "SECONDS",
+                "INTERVALS",
+                "ESTIMATED"
+            ]),
+            Some(vec!["NVIDIA", "L40S-12Q"]),
+            [true, true],
+            Some(
+                "* still held: a running domain's interval is open, so this grows until it stops."
+                    .to_owned()
+            ),
+            serde_json::json!(1),
+            Some(true),
+        ),
+        "{text}"
     );
 }

@@ -129,6 +129,9 @@ pub struct Row {
     pub intervals: u64,
     /// Of those, the ones whose end is estimated.
     pub estimated: u64,
+    /// Of those, the ones with no end yet: a domain holds the vGPU now, so a window that
+    /// ends now grows with each report until it stops.
+    pub open: u64,
 }
 
 impl Serialize for Row {
@@ -144,6 +147,7 @@ impl Serialize for Row {
         map.serialize_entry("framebuffer_byte_seconds", &self.framebuffer_byte_seconds)?;
         map.serialize_entry("intervals", &self.intervals)?;
         map.serialize_entry("estimated", &self.estimated)?;
+        map.serialize_entry("open", &self.open)?;
         map.end()
     }
 }
@@ -179,6 +183,7 @@ struct Sum {
     byte_ms: u128,
     intervals: u64,
     estimated: u64,
+    open: u64,
     /// Every type name seen (`None` for an interval without one).
     names: BTreeSet<Option<String>>,
 }
@@ -197,6 +202,7 @@ impl Sum {
             framebuffer_byte_seconds: self.byte_ms / 1000,
             intervals: self.intervals,
             estimated: self.estimated,
+            open: self.open,
         }
     }
 }
@@ -439,6 +445,10 @@ pub fn report(
                         sum.intervals += 1;
                         sum.estimated += u64::from(interval.estimated);
                     }
+                    // No end yet: a domain still holds it, counted once, in the last piece.
+                    if interval.end.is_none() && end == until {
+                        sum.open += 1;
+                    }
                     if by == By::Type {
                         sum.names.insert(h.type_name.clone());
                     }
@@ -505,6 +515,7 @@ pub fn write_csv(report: &UsageReport, out: &mut dyn fmt::Write) -> fmt::Result 
         "framebuffer_byte_seconds",
         "intervals",
         "estimated",
+        "open",
     ]);
     writeln!(out, "{}", header.join(","))?;
     for row in &report.rows {
@@ -517,6 +528,7 @@ pub fn write_csv(report: &UsageReport, out: &mut dyn fmt::Write) -> fmt::Result 
             row.framebuffer_byte_seconds.to_string(),
             row.intervals.to_string(),
             row.estimated.to_string(),
+            row.open.to_string(),
         ]);
         writeln!(out, "{}", fields.join(","))?;
     }

@@ -172,8 +172,8 @@ fn an_open_interval_counts_up_to_now() {
     let now = stamp(DEC + 7_000, "a", 8_000);
     let report = report(&query(NOV, JAN, By::Gpu), &raw, &[], i64::MIN, &now).unwrap();
     assert_eq!(
-        rows(&report),
-        vec![("0000:41:00.0".to_owned(), 7_000, 1, 0)]
+        (rows(&report), report.rows[0].open),
+        (vec![("0000:41:00.0".to_owned(), 7_000, 1, 0)], 1)
     );
 }
 
@@ -207,6 +207,7 @@ fn json_names_the_key_by_what_rows_are_keyed_by() {
                 "framebuffer_byte_seconds": 3 * GIB,
                 "intervals": 1,
                 "estimated": 0,
+                "open": 0,
             }],
         })
     );
@@ -225,11 +226,11 @@ fn csv_quotes_a_field_with_a_comma_or_a_quote() {
     write_csv(&by_type, &mut text).unwrap();
     assert_eq!(
         text,
-        "tenant,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated\n\
-         \"a,\"\"b\"\"\",1.500,3221225472,1,0\n\
-         plain,0.002,4294967,1,0\n\
-         type,type_name,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated\n\
-         nvidia-1061,NVIDIA L40S-2Q,1.502,3225520439,2,0\n"
+        "tenant,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated,open\n\
+         \"a,\"\"b\"\"\",1.500,3221225472,1,0,0\n\
+         plain,0.002,4294967,1,0,0\n\
+         type,type_name,vgpu_seconds,framebuffer_byte_seconds,intervals,estimated,open\n\
+         nvidia-1061,NVIDIA L40S-2Q,1.502,3225520439,2,0,0\n"
     );
 }
 
