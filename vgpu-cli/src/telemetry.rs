@@ -353,8 +353,9 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
     }
 
     let mut tenant_vgpus = Family::new(
-        "vgpu_tenant_vgpus",
-        "vGPUs in use by a tenant (tenant=\"\": vGPUs no tenant is named for).",
+        "vgpu_tenant_vgpus_held",
+        "vGPUs a tenant's domains hold, running or shut off (tenant=\"\": vGPUs no tenant is \
+         named for); vgpu_tenant_vgpu_seconds_total counts only running time.",
     );
     let mut tenant_allotted = Family::new(
         "vgpu_tenant_framebuffer_bytes",

@@ -75,7 +75,7 @@ fn metrics_without_libvirt_reports_vgpus_without_domain() {
     let wanted = [
         "vgpu_libvirt_up 0",
         "vgpu_framebuffer_bytes{gpu=\"0000:3b:00.0\",vgpu=\"3b1c7e52-0a6d-4f8e-9c1b-2d4e6f8a0b1c\",type=\"nvidia-231\",type_name=\"GRID T4-2Q\",domain=\"\",tenant=\"\"} 2147483648",
-        "vgpu_tenant_vgpus{tenant=\"\"} 5",
+        "vgpu_tenant_vgpus_held{tenant=\"\"} 5",
     ];
     assert_eq!(
         (
