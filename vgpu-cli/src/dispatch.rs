@@ -106,7 +106,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
                 *nova_release,
                 ctx.paths(),
                 &inventory,
-                &libvirt_facts::foreign_vfs(&facts),
+                &libvirt_facts::foreign_vgpus(&facts),
                 unknown,
                 out,
             )?;

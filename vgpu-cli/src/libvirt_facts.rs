@@ -24,7 +24,7 @@ use std::process::Command;
 use vgpu_core::{
     HostPaths,
     manager::DomainReferences,
-    model::{Inventory, VgpuHandle, pci::PciAddress},
+    model::{Inventory, VgpuHandle},
 };
 use vgpu_domain::Owners;
 
@@ -224,16 +224,10 @@ fn held_by(
         .collect()
 }
 
-/// The VFs that a libvirt domain Nova does not manage holds, each with the first such domain
-/// (`nova-config` leaves them out).
-pub(crate) fn foreign_vfs(facts: &LibvirtFacts) -> BTreeMap<PciAddress, String> {
+/// The vGPUs (VFs and mdevs) that libvirt domains Nova does not manage hold, each with the
+/// first such domain (`nova-config` leaves them out).
+pub(crate) fn foreign_vgpus(facts: &LibvirtFacts) -> BTreeMap<VgpuHandle, String> {
     held_by(facts, |h| !h.nova)
-        .into_iter()
-        .filter_map(|(id, domain)| match id {
-            VgpuHandle::Vf(vf) => Some((vf, domain)),
-            VgpuHandle::Mdev(_) => None,
-        })
-        .collect()
 }
 
 /// The vGPUs that any libvirt domain on the host holds, each with the first (`kubevirt-config`

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use vgpu_core::{
     HostPaths,
-    model::{Inventory, pci::PciAddress},
+    model::{Inventory, VgpuHandle},
     state::{HookConfig, Store},
 };
 use vgpu_report::nova::{self, NovaRelease};
@@ -48,15 +48,15 @@ impl From<NovaReleaseArg> for NovaRelease {
     }
 }
 
-/// Runs `nova-config` on the host at `paths`. `foreign` names the VFs that domains Nova does
-/// not manage hold ([`crate::libvirt_facts::foreign_vfs`]): they are left out. `unknown` says why
+/// Runs `nova-config` on the host at `paths`. `foreign` names the vGPUs that domains Nova does
+/// not manage hold ([`crate::libvirt_facts::foreign_vgpus`]): they are left out. `unknown` says why
 /// libvirt could not say which, when it did not answer.
 pub(crate) fn run(
     json: bool,
     release: NovaReleaseArg,
     paths: &HostPaths,
     inventory: &Inventory,
-    foreign: &BTreeMap<PciAddress, String>,
+    foreign: &BTreeMap<VgpuHandle, String>,
     unknown: Option<String>,
     out: &mut dyn Write,
 ) -> Result<()> {

@@ -197,16 +197,26 @@ fn type_name(gpu: &Gpu, id: &str) -> String {
 
 /// Builds the configuration for Nova `release` from `inventory`, the mdev and per-VF vGPU
 /// definitions, and the types the hook's flavor map names (`hook.toml`).
-/// `foreign` names the VFs that libvirt domains Nova does not manage hold, with a holder
-/// each: they are left out, so that Nova does not hand them out a second time.
+/// `foreign` names the vGPUs (VFs and mdevs) that libvirt domains Nova does not manage hold,
+/// with a holder each: they are left out, each with a warning, so that Nova does not hand them
+/// out a second time (a held mdev lowers its group's `max_instances`, and a VF whose mdev is
+/// held is not a parent Nova gets).
 pub fn build(
     release: NovaRelease,
     inventory: &Inventory,
     mdev_defs: &[MdevDefinition],
     vf_defs: &[VfVgpuDefinition],
     flavor_types: &[String],
-    foreign: &BTreeMap<PciAddress, String>,
+    foreign: &BTreeMap<VgpuHandle, String>,
 ) -> NovaConfig {
+    let foreign_vfs: BTreeMap<PciAddress, String> = foreign
+        .iter()
+        .filter_map(|(id, domain)| match id {
+            VgpuHandle::Vf(vf) => Some((*vf, domain.clone())),
+            VgpuHandle::Mdev(_) => None,
+        })
+        .collect();
+    let foreign_vfs = &foreign_vfs;
     let mut nova = NovaConfig {
         nova_release: release,
         nova_versions: release.versions(),
@@ -225,7 +235,7 @@ pub fn build(
                     .iter()
                     .filter(|d| d.parent.parse().is_ok_and(on_gpu))
                     .collect();
-                mdev_group(gpu, &defs).map(|(group, warnings)| {
+                mdev_group(gpu, &defs, foreign).map(|(group, warnings)| {
                     nova.warnings.extend(warnings);
                     add_mdev(&mut nova, group);
                 })
@@ -242,13 +252,13 @@ pub fn build(
                     }
                 }
                 if release.obeys_managed() {
-                    vendor_vfs(gpu, &typed, flavor_types, foreign)
-                        .map(|specs| add_vfs(&mut nova, specs, foreign))
+                    vendor_vfs(gpu, &typed, flavor_types, foreign_vfs)
+                        .map(|specs| add_vfs(&mut nova, specs, foreign_vfs))
                 } else {
                     Err(MANAGED_YES.to_owned())
                 }
             }
-            Backend::Sriov => plain_vfs(gpu).map(|specs| add_vfs(&mut nova, specs, foreign)),
+            Backend::Sriov => plain_vfs(gpu).map(|specs| add_vfs(&mut nova, specs, foreign_vfs)),
             Backend::None => Err(
                 "it offers no vGPUs (no vGPU interface): Nova can pass it through whole with a \
                  [pci] device_spec of its own and an alias of device_type type-PCI"
@@ -276,7 +286,11 @@ fn stopped<'a>(gpu: &Gpu, defs: &[&'a MdevDefinition]) -> Vec<&'a MdevDefinition
 }
 
 /// The `[mdev_<type>]` group of one mediated-device GPU, and the warnings about it.
-fn mdev_group(gpu: &Gpu, defs: &[&MdevDefinition]) -> Result<(MdevGroup, Vec<String>), String> {
+fn mdev_group(
+    gpu: &Gpu,
+    defs: &[&MdevDefinition],
+    foreign: &BTreeMap<VgpuHandle, String>,
+) -> Result<(MdevGroup, Vec<String>), String> {
     let mut types: BTreeSet<String> = gpu.vgpus.iter().map(|v| v.type_id.clone()).collect();
     types.extend(defs.iter().map(|d| d.mdev_type.clone()));
     let type_id = match types.iter().collect::<Vec<_>>().as_slice() {
@@ -300,11 +314,25 @@ fn mdev_group(gpu: &Gpu, defs: &[&MdevDefinition]) -> Result<(MdevGroup, Vec<Str
     let stopped = stopped(gpu, defs);
     let kind = gpu.types.iter().find(|t| t.id == type_id);
     let mut warnings = Vec::new();
+    // The mdevs domains outside Nova hold: Nova must not count them as its own.
+    let held_outside: Vec<(&crate::model::Vgpu, &String)> = gpu
+        .vgpus
+        .iter()
+        .filter_map(|v| foreign.get(&v.id).map(|domain| (v, domain)))
+        .collect();
+    for (vgpu, domain) in &held_outside {
+        warnings.push(format!(
+            "mdev {} left out: libvirt domain {domain} holds it, and Nova does not manage \
+             {domain}",
+            vgpu.id
+        ));
+    }
     let device_addresses = match gpu.backend {
         Backend::VfMdev => {
             let held: Vec<PciAddress> = stopped
                 .iter()
                 .filter_map(|d| d.parent.parse().ok())
+                .chain(held_outside.iter().map(|(v, _)| v.parent))
                 .collect();
             for def in &stopped {
                 warnings.push(format!(
@@ -324,6 +352,7 @@ fn mdev_group(gpu: &Gpu, defs: &[&MdevDefinition]) -> Result<(MdevGroup, Vec<Str
                 .vfs
                 .iter()
                 .filter(|v| v.vgpu_type.as_deref() == Some(type_id.as_str()))
+                .filter(|v| !held.contains(&v.address))
                 .map(|v| v.address)
                 .collect();
             vfs.extend(
@@ -358,7 +387,9 @@ fn mdev_group(gpu: &Gpu, defs: &[&MdevDefinition]) -> Result<(MdevGroup, Vec<Str
     }
     let capacity = match gpu.backend {
         Backend::VfMdev => u32::try_from(device_addresses.len()).ok(),
-        _ => kind.and_then(|t| t.max_instances),
+        _ => kind
+            .and_then(|t| t.max_instances)
+            .map(|max| max.saturating_sub(u32::try_from(held_outside.len()).unwrap_or(u32::MAX))),
     };
     Ok((
         MdevGroup {

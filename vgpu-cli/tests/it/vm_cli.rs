@@ -875,3 +875,41 @@ fn owners_and_list_defined_name_a_vgpus_type_the_same() {
         )
     );
 }
+
+/// `nova-config` does not count a T4 vGPU that a domain outside Nova holds in its type's
+/// `max_instances`, and says so, as for VFs.
+#[test]
+fn nova_config_leaves_out_an_mdev_a_domain_outside_nova_holds() {
+    let h = host();
+    h.define("vm1");
+    let held = json(&attach_new(&h, "vm1", T4, "T4-2Q"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let out = vgpuctl(&h, &["nova-config", "--nova-release", "2025.1", "--json"]);
+    let value = json(&out);
+
+    let t4 = value["mdev"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["device_addresses"] == serde_json::json!([T4]))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            out.status.code(),
+            t4["max_instances"].clone(),
+            value["warnings"].clone()
+        ),
+        (
+            Some(0),
+            serde_json::json!(7),
+            serde_json::json!([format!(
+                "mdev {held} left out: libvirt domain vm1 holds it, and Nova does not manage vm1"
+            )])
+        ),
+        "{value}"
+    );
+}
