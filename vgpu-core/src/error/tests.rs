@@ -188,8 +188,8 @@ fn with_sources_has_one_error_of_each_sourced_variant() {
     let errors = with_sources();
     let variants: std::collections::HashSet<_> =
         errors.iter().map(std::mem::discriminant).collect();
-    // 11: the variants of the `true` arm of `has_source`.
-    assert_eq!((errors.len(), variants.len()), (11, 11));
+    // 12: the variants of the `true` arm of `has_source`.
+    assert_eq!((errors.len(), variants.len()), (12, 12));
 }
 
 #[test]
