@@ -327,7 +327,7 @@ fn man_page_create_has_its_own_options() {
     assert!(create.contains("\\fB\\-\\-type\\fR \\fI<TYPE>\\fR"));
     assert!(create.contains("\\fB\\-\\-uuid\\fR \\fI<UUID>\\fR"));
     assert!(create.contains("\n\\fB\\-\\-define\\fR\n"));
-    assert!(create.contains("\n\\fB\\-\\-auto\\fR\n"));
+    assert!(create.contains("\n\\fB\\-\\-manual\\fR\n"));
 }
 
 #[test]
