@@ -41,12 +41,17 @@ pub enum Error {
         known: Vec<String>,
     },
     /// Fewer vGPUs than asked fit on the GPUs a placement may use; nothing was chosen.
-    #[error("{asked} vGPU(s) asked, the GPUs can take {fits}")]
+    #[error(
+        "{asked} vGPU(s) asked, the GPUs can take {fits}{}",
+        if gpus.is_empty() { String::new() } else { format!(": {}", gpus.join("; ")) }
+    )]
     NoPlacement {
         /// How many were asked for.
         asked: u32,
         /// How many fit.
         fits: u32,
+        /// Each GPU a placement may use, with how many it takes and what bounds it.
+        gpus: Vec<String>,
     },
     /// No GPU a placement may use offers the type asked for: a typo, or a type of another
     /// GPU.
@@ -146,7 +151,11 @@ mod tests {
                 "host.toml has no config named default; it has: a, b",
             ),
             (
-                Error::NoPlacement { asked: 3, fits: 2 },
+                Error::NoPlacement {
+                    asked: 3,
+                    fits: 2,
+                    gpus: Vec::new(),
+                },
                 "3 vGPU(s) asked, the GPUs can take 2",
             ),
             (

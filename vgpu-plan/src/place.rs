@@ -163,7 +163,44 @@ fn place_with(
         .iter()
         .filter_map(|g| slot(host, g, &request.want))
         .collect();
-    choose(host, slots, request, policy, tenancy)
+    choose(host, slots, request, policy, tenancy).map_err(|err| with_reasons(host, request, err))
+}
+
+/// `err`, when it is [`Error::NoPlacement`], with each candidate GPU's reason, not only the
+/// sum: which GPU to free, or why none will do. [`place`] and [`Placer`] say the same.
+fn with_reasons(host: &HostState, request: &PlaceRequest, err: Error) -> Error {
+    match err {
+        Error::NoPlacement { asked, fits, .. } => Error::NoPlacement {
+            asked,
+            fits,
+            gpus: host
+                .inventory
+                .gpus
+                .iter()
+                .filter(|g| is_candidate(g, request.numa_node))
+                .map(|g| room_text(host, g, &request.want))
+                .collect(),
+        },
+        other => other,
+    }
+}
+
+/// What `gpu` takes of `want`, with what bounds it: `0000:3b:00.0 takes 0 (max 16)`.
+fn room_text(host: &HostState, gpu: &Gpu, want: &PlaceWant) -> String {
+    let address = gpu.address;
+    let type_id = match gpu.backend {
+        Backend::Sriov if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) => PLAIN_VF_TYPE.to_owned(),
+        _ => match choose_type(gpu, want) {
+            Some(ty) => ty.id.clone(),
+            None => return format!("{address} offers no type of that size or name"),
+        },
+    };
+    let room = capacity::room(host, gpu, &type_id);
+    match slot(host, gpu, want) {
+        Some(_) => format!("{address} takes {} ({})", room.available, room.limit),
+        None if room.available > 0 => format!("{address}: its VFs' share is too small"),
+        None => format!("{address} takes 0 ({})", room.limit),
+    }
 }
 
 /// Whether `gpu` may take a request's vGPUs: it offers some, on `numa_node` when one is asked.
@@ -185,6 +222,7 @@ fn choose(
         return Err(Error::NoPlacement {
             asked: request.count,
             fits: capacity,
+            gpus: Vec::new(),
         });
     }
     let mut picks = Vec::with_capacity(request.count as usize);

@@ -545,7 +545,11 @@ fn place_more_than_fit_exits_1() {
         (out.status.code(), stderr(&out)),
         (
             Some(1),
-            "vgpuctl: error: cannot place 3 vGPU(s): 3 vGPU(s) asked, the GPUs can take 2\nhint: `vgpuctl types GPU` shows what each GPU can still take\n".to_owned()
+            "vgpuctl: error: cannot place 3 vGPU(s): 3 vGPU(s) asked, the GPUs can take 2: \
+             0000:3b:00.0 takes 1 (the type's maximum is 1 per GPU); 0000:d8:00.0 takes 1 (the \
+             type's maximum is 1 per GPU)\nhint: `vgpuctl types GPU` shows what each GPU can \
+             still take\n"
+                .to_owned()
         )
     );
 }

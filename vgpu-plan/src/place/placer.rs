@@ -160,6 +160,7 @@ impl Placer {
             })
             .collect();
         choose(host, slots, request, policy, tenancy)
+            .map_err(|err| super::with_reasons(host, request, err))
     }
 }
 
