@@ -271,14 +271,21 @@ fn destination_without_the_type_or_room_refuses_in_one_line_and_changes_nothing(
     assert_eq!(out_text(&no_type), "");
     assert_eq!(records(&lacking), Vec::<String>::new());
     assert_eq!(no_room.status.code(), Some(1));
-    // The first GPU's refusal (both hold a 48Q, which rules 12Q out), named as `create` names it.
+    // Every GPU's refusal (both hold a 48Q, which rules 12Q out), each named as `create`
+    // names it.
+    let refusal = |gpu: &str| {
+        format!(
+            "GPU {gpu} has room for 0 more vGPU(s) of type 1153, not 1: NVIDIA L40S-48Q runs on \
+             the GPU or is defined for it, and the type cannot share a GPU with it"
+        )
+    };
     assert_eq!(
         stderr(&no_room),
         format!(
             "vgpu hook: vm1 migrate: domain vm1: cannot make {vf} ready (type \"L40S-12Q\" from \
-             the domain's metadata): GPU {GPU_A} has room for 0 more vGPU(s) of type 1153, not 1: \
-             NVIDIA L40S-48Q runs on the GPU or is defined for it, and the type cannot share a GPU \
-             with it\n"
+             the domain's metadata): no GPU here has room for a vGPU of L40S-12Q: {}; {}\n",
+            refusal(GPU_A),
+            refusal(GPU_B)
         )
     );
     assert_eq!(out_text(&no_room), "");

@@ -176,6 +176,14 @@ pub enum Error {
         /// What is there.
         found: String,
     },
+    /// No GPU here has room for a vGPU of the type: each GPU's refusal, in one line.
+    #[error("no GPU here has room for a vGPU of {wanted}: {}", refusals.join("; "))]
+    NoRoomHere {
+        /// The type asked for.
+        wanted: String,
+        /// Each GPU that offers the type, with why it takes none.
+        refusals: Vec<String>,
+    },
     /// The GPU has no room for as many vGPUs of this type as asked: try another GPU or type.
     #[error(
         "GPU {gpu} has room for {available} more vGPU(s) of type {type_id}, not {asked}{}",
@@ -664,9 +672,10 @@ impl Error {
             Error::NoGpuInstance { .. } => ErrorKind::NotFound,
             Error::Interrupted { .. } => ErrorKind::Interrupted,
             Error::PolicyRefused { .. } => ErrorKind::Policy,
-            Error::NoCapacity { .. } | Error::NoSpace { .. } | Error::MigNoFit { .. } => {
-                ErrorKind::NoCapacity
-            }
+            Error::NoCapacity { .. }
+            | Error::NoRoomHere { .. }
+            | Error::NoSpace { .. }
+            | Error::MigNoFit { .. } => ErrorKind::NoCapacity,
             Error::Busy { .. }
             | Error::Locked { .. }
             | Error::InUse { .. }

@@ -269,9 +269,9 @@ fn ordered(gpus: &[Gpu], backend: Backend, first: Option<PciAddress>) -> Vec<&Gp
 }
 
 /// Where a vGPU of `wanted` goes: the first of `gpus` with room after what this run chose
-/// (`planned`, per GPU and type), on a place not `taken`, `prefer` where it is free. The
-/// refusal, when none has room, is the most telling one: a full GPU's over a GPU that does not
-/// offer the type.
+/// (`planned`, per GPU and type), on a place not `taken`, `prefer` where it is free. When none
+/// has room, the refusal names every full GPU's reason ([`Error::NoRoomHere`], or the one
+/// GPU's own error); a GPU that does not offer the type is said only when no GPU does.
 fn choose<'g>(
     op: &Operation<'_>,
     gpus: &[&'g Gpu],
@@ -280,7 +280,7 @@ fn choose<'g>(
     prefer: Option<PciAddress>,
     planned: &mut Planned,
 ) -> Result<(Placement, &'g Gpu)> {
-    let mut full: Option<Error> = None;
+    let mut full: Vec<Error> = Vec::new();
     let mut offered = Vec::new();
     for gpu in gpus {
         let found = match op.room_for(gpu, wanted) {
@@ -297,7 +297,7 @@ fn choose<'g>(
             .copied()
             .unwrap_or(0);
         if found.room.available <= chosen {
-            full.get_or_insert(found.refusal(chosen + 1, found.room.available));
+            full.push(found.refusal(chosen + 1, found.room.available));
             continue;
         }
         match op.place_preferring(gpu, wanted, taken, prefer) {
@@ -305,13 +305,17 @@ fn choose<'g>(
                 *planned.entry((gpu.address, found.type_id)).or_default() += 1;
                 return Ok((placement, gpu));
             }
-            Err(err) if err.kind() == crate::ErrorKind::NoCapacity => {
-                full.get_or_insert(err);
-            }
+            Err(err) if err.kind() == crate::ErrorKind::NoCapacity => full.push(err),
             Err(err) => return Err(err),
         }
     }
-    if let Some(full) = full {
+    if full.len() > 1 {
+        return Err(Error::NoRoomHere {
+            wanted: wanted.to_owned(),
+            refusals: full.iter().map(Error::chain).collect(),
+        });
+    }
+    if let Some(full) = full.pop() {
         return Err(full);
     }
     offered.sort();

@@ -142,7 +142,14 @@ fn place_definition_of_stopped_vgpu_keeps_its_capacity() {
 
     let err = place(&state, &by_size(4, 12), Policy::Pack).unwrap_err();
 
-    assert!(matches!(err, Error::NoPlacement { asked: 4, fits: 3, .. }));
+    assert!(matches!(
+        err,
+        Error::NoPlacement {
+            asked: 4,
+            fits: 3,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -151,7 +158,14 @@ fn place_more_than_fit_chooses_nothing() {
 
     let err = place(&state, &by_size(3, 48), Policy::Spread).unwrap_err();
 
-    assert!(matches!(err, Error::NoPlacement { asked: 3, fits: 2, .. }));
+    assert!(matches!(
+        err,
+        Error::NoPlacement {
+            asked: 3,
+            fits: 2,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -205,7 +219,14 @@ fn place_size_above_the_vf_share_does_not_fit() {
 
     let err = place(&state, &by_size(1, 4), Policy::Pack).unwrap_err();
 
-    assert!(matches!(err, Error::NoPlacement { asked: 1, fits: 0, .. }));
+    assert!(matches!(
+        err,
+        Error::NoPlacement {
+            asked: 1,
+            fits: 0,
+            ..
+        }
+    ));
 }
 
 #[test]
