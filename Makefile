@@ -23,7 +23,7 @@ MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
-# gen-docs' output to install (DIR/man8/*.8, DIR/man5/vgpu-host.toml.5, DIR/completions/*); empty: gen-docs beside
+# gen-docs' output to install (DIR/man8/*.8, DIR/man5/*.5, DIR/completions/*); empty: gen-docs beside
 # vgpuctl writes them, and without it they are left out.
 VGPU_DOCS ?=
 
@@ -110,7 +110,8 @@ install:
 	if [ -z "$$docs" ]; then echo "make install: no $$gen: man pages and completions left out" >&2; exit 0; fi; \
 	install -d '$(DESTDIR)$(MANDIR)/man8'; \
 	install -m 0644 "$$docs"/man8/*.8 '$(DESTDIR)$(MANDIR)/man8/'; \
-	install -D -m 0644 "$$docs/man5/vgpu-host.toml.5" '$(DESTDIR)$(MANDIR)/man5/vgpu-host.toml.5'; \
+	install -d '$(DESTDIR)$(MANDIR)/man5'; \
+	install -m 0644 "$$docs"/man5/*.5 '$(DESTDIR)$(MANDIR)/man5/'; \
 	install -D -m 0644 "$$docs/completions/vgpuctl" '$(DESTDIR)$(BASHCOMPDIR)/vgpuctl'; \
 	install -D -m 0644 "$$docs/completions/_vgpuctl" '$(DESTDIR)$(ZSHCOMPDIR)/_vgpuctl'; \
 	install -D -m 0644 "$$docs/completions/vgpuctl.fish" '$(DESTDIR)$(FISHCOMPDIR)/vgpuctl.fish'; \

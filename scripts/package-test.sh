@@ -61,7 +61,9 @@ dpkg-deb -f "$out/$deb" Recommends | grep -q 'libvirt0' || fail "the package doe
 [ "$(/usr/bin/vgpuctl --version)" = "vgpuctl $version" ] || fail "vgpuctl --version is not vgpuctl $version"
 [ "$(man -w vgpuctl)" = /usr/share/man/man8/vgpuctl.8.gz ] || fail "man -w vgpuctl: $(man -w vgpuctl 2>&1)"
 [ "$(man -w 8 vgpuctl-create)" = /usr/share/man/man8/vgpuctl-create.8.gz ] || fail "no vgpuctl-create(8)"
-[ "$(man -w 5 vgpu-host.toml)" = /usr/share/man/man5/vgpu-host.toml.5.gz ] || fail "no vgpu-host.toml(5)"
+for page in vgpu-host.toml vgpu-tenants.toml vgpu-hook.toml vgpu-usage.toml; do
+  [ "$(man -w 5 "$page")" = "/usr/share/man/man5/$page.5.gz" ] || fail "no $page(5)"
+done
 [ "$(bash -c 'source /usr/share/bash-completion/completions/vgpuctl && complete -p vgpuctl')" \
   = "complete -o bashdefault -o default -o nosort -F _vgpuctl vgpuctl" ] || fail "no bash completion for vgpuctl"
 for f in /usr/bin/vgpuctl-libvirt /usr/share/zsh/vendor-completions/_vgpuctl \

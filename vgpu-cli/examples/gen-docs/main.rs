@@ -21,7 +21,7 @@ use vgpu_cli::completions::{self, Shell};
 mod man;
 
 const USAGE: &str = "usage: gen-docs OUTDIR\n\n\
-Writes OUTDIR/man8/*.8 (vgpuctl's pages), OUTDIR/man5/vgpu-host.toml.5 and\n\
+Writes OUTDIR/man8/*.8 (vgpuctl's pages), OUTDIR/man5/*.5 (the file formats) and\n\
 OUTDIR/completions/ (bash, zsh, fish). SOURCE_DATE_EPOCH sets the pages' date.";
 
 fn main() -> Result<ExitCode> {
@@ -44,7 +44,7 @@ fn main() -> Result<ExitCode> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     man::write_man_pages(&man_dir)?;
-    man::write_host_toml_page(&format_dir)?;
+    man::write_format_pages(&format_dir)?;
     for shell in Shell::value_variants() {
         let path = completions_dir.join(shell.file_name());
         let mut file = std::fs::File::create(&path)

@@ -1,7 +1,8 @@
 //! The man pages of `vgpuctl`, section 8 (it administers the host): `vgpuctl.8` and one page per
 //! subcommand, nested ones included (`vgpuctl-create.8`, `vgpuctl-hook-install.8`), rendered
-//! from the command-line definition by `clap_mangen`; and `vgpu-host.toml.5`, the format of
-//! the desired-state file, written by hand.
+//! from the command-line definition by `clap_mangen`; and the file formats of section 5,
+//! written by hand: `vgpu-host.toml.5` (the desired state), `vgpu-tenants.toml.5` (the tenant
+//! policy), `vgpu-hook.toml.5` (the hook's settings) and `vgpu-usage.toml.5` (the ledger's).
 //!
 //! Each page has the sections of man-pages(7): NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT
 //! STATUS, ENVIRONMENT, FILES (the root page), EXAMPLES where there are some, SEE ALSO. The
@@ -17,8 +18,13 @@ use clap_mangen::roff::{Roff, bold, italic, roman};
 #[path = "manual.rs"]
 mod manual;
 
-/// The desired-state file's page, with `@DATE@` and `@SOURCE@` for the title line's.
-const HOST_TOML_PAGE: &str = include_str!("vgpu-host.toml.5");
+/// The file formats' pages, by file name, with `@DATE@` and `@SOURCE@` for the title line's.
+const FORMAT_PAGES: [(&str, &str); 4] = [
+    ("vgpu-host.toml.5", include_str!("vgpu-host.toml.5")),
+    ("vgpu-tenants.toml.5", include_str!("vgpu-tenants.toml.5")),
+    ("vgpu-hook.toml.5", include_str!("vgpu-hook.toml.5")),
+    ("vgpu-usage.toml.5", include_str!("vgpu-usage.toml.5")),
+];
 
 /// The widest input line `mandoc -Tlint` accepts without a note.
 const LINE_MAX: usize = 80;
@@ -39,16 +45,20 @@ pub(crate) fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Writes `vgpu-host.toml.5` into `dir` (which must exist); returns its path.
-pub(crate) fn write_host_toml_page(dir: &Path) -> Result<PathBuf> {
+/// Writes the file formats' pages into `dir` (which must exist); returns their paths,
+/// `vgpu-host.toml.5` first.
+pub(crate) fn write_format_pages(dir: &Path) -> Result<Vec<PathBuf>> {
     let cmd = vgpu_cli::Cli::command();
-    let text = HOST_TOML_PAGE
-        .replace("@DATE@", &date()?)
-        .replace("@SOURCE@", &source(&cmd));
-    let path = dir.join("vgpu-host.toml.5");
-    std::fs::write(&path, tidy(&text))
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
+    let (date, source) = (date()?, source(&cmd));
+    let mut written = Vec::new();
+    for (name, page) in FORMAT_PAGES {
+        let text = page.replace("@DATE@", &date).replace("@SOURCE@", &source);
+        let path = dir.join(name);
+        std::fs::write(&path, tidy(&text))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// The title line's source: `vgpuctl VERSION`.

@@ -48,21 +48,26 @@ pub(crate) const FILES: &[(&str, &str)] = &[
     ),
     (
         "/etc/vgpu/hook.toml",
-        "The libvirt hook's settings: the map from Nova flavors to types.",
+        "The libvirt hook's settings: the map from Nova flavors to types; vgpu-hook.toml(5).",
     ),
     (
         "/etc/vgpu/tenants.toml",
-        "The tenant policy that attach, place, provision and the hook check.",
+        "The tenant policy that attach, place, provision, the plans and the hook check; \
+         vgpu-tenants.toml(5).",
     ),
     (
         "/etc/vgpu/usage.toml",
-        "How long the usage ledger keeps raw intervals.",
+        "How long the usage ledger keeps raw intervals; vgpu-usage.toml(5).",
     ),
     (
         "/etc/libvirt/hooks/qemu.d/vgpu",
         "The hook script that hook install writes.",
     ),
     ("/run/vgpu/lock", "The host lock every change holds."),
+    (
+        "/var/lib/vgpu/offers/",
+        "What each vendor-VFIO GPU offered, learned under each driver version.",
+    ),
     (
         "/run/vgpu/hook/",
         "The devices the hook prepared for each domain.",
@@ -165,6 +170,7 @@ pub(crate) fn examples(page: &str) -> &'static [Example] {
 /// The pages every page sees also, after its parent's (name, section).
 pub(crate) const SEE_ALSO: &[(&str, &str)] = &[
     ("vgpu-host.toml", "5"),
+    ("vgpu-tenants.toml", "5"),
     ("mdevctl", "8"),
     ("virsh", "1"),
     ("nvidia-smi", "1"),

@@ -169,7 +169,7 @@ fn man_page_root_has_the_sections_of_a_man_page() {
         );
     }
     assert!(root.ends_with(
-        ".SH \"SEE ALSO\"\n\\fBvgpu\\-host.toml\\fR(5), \\fBmdevctl\\fR(8), \\fBvirsh\\fR(1), \\fBnvidia\\-smi\\fR(1)\n"
+        ".SH \"SEE ALSO\"\n\\fBvgpu\\-host.toml\\fR(5), \\fBvgpu\\-tenants.toml\\fR(5), \\fBmdevctl\\fR(8),\n\\fBvirsh\\fR(1), \\fBnvidia\\-smi\\fR(1)\n"
     ));
 }
 
@@ -178,9 +178,9 @@ fn man_page_root_has_the_sections_of_a_man_page() {
 #[test]
 fn man_pages_pass_mandoc_lint_and_man_warnings() {
     let (dir, names) = pages();
-    let format = man::write_host_toml_page(dir.path()).expect("vgpu-host.toml.5 written");
+    let formats = man::write_format_pages(dir.path()).expect("the section-5 pages written");
     let mut paths: Vec<std::path::PathBuf> = names.iter().map(|n| dir.path().join(n)).collect();
-    paths.push(format);
+    paths.extend(formats);
 
     let lint = std::process::Command::new("mandoc")
         .arg("-Tlint")
@@ -259,10 +259,11 @@ fn exit_codes_in_help_are_the_documented_ones() {
 fn host_toml_page_is_section_5_with_every_key() {
     let dir = tempfile::tempdir().expect("temporary directory");
 
-    let path = man::write_host_toml_page(dir.path()).expect("written");
+    let paths = man::write_format_pages(dir.path()).expect("written");
+    let path = &paths[0];
 
-    assert_eq!(path, dir.path().join("vgpu-host.toml.5"));
-    let text = std::fs::read_to_string(&path).expect("readable");
+    assert_eq!(*path, dir.path().join("vgpu-host.toml.5"));
+    let text = std::fs::read_to_string(path).expect("readable");
     assert!(text.starts_with(".TH VGPU-HOST.TOML 5 "));
     assert!(!text.contains('@'), "a placeholder left");
     for key in [
@@ -414,4 +415,76 @@ fn types_help_explains_every_limit_word() {
         .filter(|cell| !help.contains(&format!("\n  {cell:<16}")))
         .collect();
     assert!(missing.is_empty(), "{missing:?} not in:\n{help}");
+}
+
+/// The configuration files' pages: section 5, each key the parser takes, and each page's
+/// example accepted by vgpuctl's own parser (the example is the file, whole).
+#[test]
+fn config_file_pages_name_every_key_and_their_examples_parse() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let paths = man::write_format_pages(dir.path()).expect("written");
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let text = |name: &str| std::fs::read_to_string(dir.path().join(name)).expect("readable");
+    let example = |name: &str| {
+        let text = text(name);
+        let start = text.find(".EX\n").expect("an example") + 4;
+        let end = text[start..].find(".EE\n").expect("its end") + start;
+        text[start..end].replace("\\-", "-")
+    };
+    let state = tempfile::tempdir().expect("temporary directory");
+    let etc = state.path().join("etc/vgpu");
+    std::fs::create_dir_all(&etc).expect("etc/vgpu");
+    let paths = vgpu_core::HostPaths::new(state.path());
+    std::fs::write(etc.join("tenants.toml"), example("vgpu-tenants.toml.5")).expect("written");
+    std::fs::write(etc.join("hook.toml"), example("vgpu-hook.toml.5")).expect("written");
+    std::fs::write(etc.join("usage.toml"), example("vgpu-usage.toml.5")).expect("written");
+
+    let tenants = vgpu_core::manager::read_policy(&paths).expect("tenants.toml parses");
+    let hook = vgpu_core::state::HookConfig::load(&paths).expect("hook.toml parses");
+    let usage = vgpu_core::state::usage::UsageConfig::load(&paths).expect("usage.toml parses");
+
+    let keys = |name: &str, keys: &[&str]| {
+        let text = text(name);
+        keys.iter()
+            .filter(|k| !text.contains(&format!("\n.B {k}\n")))
+            .map(|k| (*k).to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (
+            names,
+            keys(
+                "vgpu-tenants.toml.5",
+                &[
+                    "isolation",
+                    "spread",
+                    "apart_from",
+                    "max_vgpus",
+                    "max_framebuffer"
+                ]
+            ),
+            keys("vgpu-hook.toml.5", &["[flavors]"]),
+            keys("vgpu-usage.toml.5", &["keep_raw_days"]),
+            tenants.is_some(),
+            hook.flavors.len(),
+            usage.keep_raw_days,
+        ),
+        (
+            vec![
+                "vgpu-host.toml.5".to_owned(),
+                "vgpu-tenants.toml.5".to_owned(),
+                "vgpu-hook.toml.5".to_owned(),
+                "vgpu-usage.toml.5".to_owned()
+            ],
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+            true,
+            2,
+            365
+        )
+    );
 }
