@@ -3,6 +3,7 @@
 //! manager, libvirt's facts, and the reads of the host that commands share.
 
 use std::cell::OnceCell;
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 
@@ -20,7 +21,7 @@ pub struct Context<'a> {
     cli: &'a Cli,
     paths: HostPaths,
     facts: FactsSource,
-    nvml: OnceCell<Nvml>,
+    nvml: OnceCell<Arc<Nvml>>,
 }
 
 impl<'a> Context<'a> {
@@ -52,8 +53,13 @@ impl<'a> Context<'a> {
     /// NVML, loaded from where the command line says the first time it is asked for. NVML
     /// that cannot be loaded is a status ([`Nvml::status`]), not an error.
     pub fn nvml(&self) -> &Nvml {
+        self.shared_nvml()
+    }
+
+    /// [`Context::nvml`], for what outlives the command's stack (the metrics server's sampler).
+    pub(crate) fn shared_nvml(&self) -> &Arc<Nvml> {
         self.nvml
-            .get_or_init(|| self.cli.nvml_source().load(&self.paths))
+            .get_or_init(|| Arc::new(self.cli.nvml_source().load(&self.paths)))
     }
 
     /// The manager for the command: the host at [`Context::paths`], NVML from where the

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::context::Context;
-use crate::libvirt_facts::{self, FactsSource, LibvirtFacts};
+use crate::libvirt_facts::FactsSource;
 use crate::{
     Cli, Command, EXIT_OK, LIBVIRT_HELPER, check, completions, hook, isolation, kubevirt, list,
     mutate, nova, plans, sched, telemetry, top, usage, watch,
@@ -35,9 +35,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::CanHost { file, metadata } => {
             crate::migrate::can_host(&ctx, file, metadata.as_deref(), out)
         }
-        Command::MigrationMetadata { vgpus } => {
-            crate::migrate::metadata(cli, ctx.paths(), vgpus, ctx.facts(), out)
-        }
+        Command::MigrationMetadata { vgpus } => crate::migrate::metadata(&ctx, vgpus, out),
         Command::Sched {
             gpu,
             policy,
@@ -46,7 +44,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         Command::Change(command) => mutate::run(&ctx, command, out),
         Command::Plans(command) => plans::run(&ctx, command, out),
         Command::Top { interval } => top::run(&ctx, *interval, out),
-        Command::Metrics { listen } => telemetry::run(cli, ctx.paths(), *listen, ctx.facts(), out),
+        Command::Metrics { listen } => telemetry::run(&ctx, *listen, out),
         Command::Watch => watch::run(&ctx, out),
         Command::Vm(_) => anyhow::bail!(crate::Refusal::new(
             vgpu_core::ErrorKind::HostFault,
@@ -54,7 +52,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
         )),
         Command::Hook { command } => hook::run(&ctx, command, out),
         Command::Completions { shell } => completions::write(*shell, out).map(|()| EXIT_OK),
-        Command::Isolation { gpu } => isolation::run(cli, ctx.paths(), gpu.as_deref(), out),
+        Command::Isolation { gpu } => isolation::run(&ctx, gpu.as_deref(), out),
         Command::Usage {
             since,
             until,
@@ -67,50 +65,14 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             node,
             merge,
         } => {
-            let inventory = ctx.state()?.inventory;
-            let facts = ctx.facts().owners(&inventory);
-            let unknown = match &facts {
-                LibvirtFacts::Unanswered { uri, reason } => {
-                    Some(format!("libvirt at {uri} did not answer: {reason}"))
-                }
-                LibvirtFacts::Absent | LibvirtFacts::Answered(_) => None,
-            };
             let request = kubevirt::Request {
                 version: kubevirt_version.as_deref(),
                 provider: *provider,
                 node: node.as_deref(),
                 merge,
             };
-            kubevirt::run(
-                cli.json,
-                &request,
-                ctx.paths(),
-                &inventory,
-                &libvirt_facts::held_vgpus(&facts),
-                unknown,
-                out,
-            )?;
-            Ok(EXIT_OK)
+            kubevirt::command(&ctx, &request, out)
         }
-        Command::NovaConfig { nova_release } => {
-            let inventory = ctx.state()?.inventory;
-            let facts = ctx.facts().owners(&inventory);
-            let unknown = match &facts {
-                LibvirtFacts::Unanswered { uri, reason } => {
-                    Some(format!("libvirt at {uri} did not answer: {reason}"))
-                }
-                LibvirtFacts::Absent | LibvirtFacts::Answered(_) => None,
-            };
-            nova::run(
-                cli.json,
-                *nova_release,
-                ctx.paths(),
-                &inventory,
-                &libvirt_facts::foreign_vgpus(&facts),
-                unknown,
-                out,
-            )?;
-            Ok(EXIT_OK)
-        }
+        Command::NovaConfig { nova_release } => nova::command(&ctx, *nova_release, out),
     }
 }

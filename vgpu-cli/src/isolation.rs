@@ -4,24 +4,19 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use vgpu_core::HostPaths;
 use vgpu_report::isolation::Fact as IsolationFact;
 use vgpu_report::isolation::{IsolationReport, NvmlHostFacts};
 
-use crate::{Cli, EXIT_OK, render};
+use crate::context::Context;
+use crate::{EXIT_OK, render};
 
 /// `vgpuctl isolation [GPU]`.
-pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
-    gpu: Option<&str>,
-    out: &mut dyn Write,
-) -> Result<u8> {
-    let mut inventory = vgpu_core::discover(paths)
-        .with_context(|| format!("cannot discover GPUs on the host at {}", cli.root.display()))?;
-    let nvml = cli.nvml_source().load(paths);
+pub(crate) fn run(ctx: &Context<'_>, gpu: Option<&str>, out: &mut dyn Write) -> Result<u8> {
+    let paths = ctx.paths();
+    let mut inventory = ctx.inventory()?;
+    let nvml = ctx.nvml();
     for gpu in &mut inventory.gpus {
         let warnings = nvml.enrich(gpu);
         inventory.warnings.extend(warnings);
@@ -33,7 +28,7 @@ pub(crate) fn run(
         let address = vgpu_core::discovery::find_gpu(&inventory, name, paths)?.address;
         report.gpus.retain(|g| g.gpu == address);
     }
-    if cli.json {
+    if ctx.cli().json {
         render::json(out, &report)?;
     } else {
         table(out, &report)?;

@@ -63,10 +63,31 @@ fn read_other(path: &Path) -> Result<NodeConfig> {
     })
 }
 
+/// `vgpuctl kubevirt-config`: the host as capacity sees it, and who holds what where libvirt
+/// answers.
+pub(crate) fn command(
+    ctx: &crate::context::Context<'_>,
+    request: &Request<'_>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let inventory = ctx.state()?.inventory;
+    let facts = ctx.facts().owners(&inventory);
+    run(
+        ctx.cli().json,
+        request,
+        ctx.paths(),
+        &inventory,
+        &crate::libvirt_facts::held_vgpus(&facts),
+        crate::libvirt_facts::unanswered(&facts),
+        out,
+    )?;
+    Ok(crate::EXIT_OK)
+}
+
 /// Runs `kubevirt-config` on the host at `paths`. `held` names the vGPUs that the host's libvirt
 /// domains hold ([`crate::libvirt_facts::held_vgpus`]): they are not counted. `unknown` says why
 /// libvirt could not say which, when it did not answer.
-pub(crate) fn run(
+fn run(
     json: bool,
     request: &Request<'_>,
     paths: &HostPaths,

@@ -235,3 +235,14 @@ pub(crate) fn foreign_vgpus(facts: &LibvirtFacts) -> BTreeMap<VgpuHandle, String
 pub(crate) fn held_vgpus(facts: &LibvirtFacts) -> BTreeMap<VgpuHandle, String> {
     held_by(facts, |_| true)
 }
+
+/// Why libvirt could not say who holds what, when it did not answer: the warning a report
+/// that leaves held vGPUs out gives instead.
+pub(crate) fn unanswered(facts: &LibvirtFacts) -> Option<String> {
+    match facts {
+        LibvirtFacts::Unanswered { uri, reason } => {
+            Some(format!("libvirt at {uri} did not answer: {reason}"))
+        }
+        LibvirtFacts::Absent | LibvirtFacts::Answered(_) => None,
+    }
+}

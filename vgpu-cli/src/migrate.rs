@@ -15,7 +15,6 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use vgpu_core::HostPaths;
 use vgpu_core::error::NvmlError;
 use vgpu_core::manager::{Arrival, HookDomain, Incoming, IncomingDevice};
 use vgpu_core::model::VgpuHandle;
@@ -25,9 +24,7 @@ use vgpu_core::state::HookConfig;
 use vgpu_domain::HostdevKind;
 use vgpu_domain::xml::{self, DomainXml};
 
-use crate::Cli;
 use crate::context::Context;
-use crate::libvirt_facts::Facts;
 use crate::render::{Report, Table};
 use crate::telemetry::Sampler;
 
@@ -274,18 +271,13 @@ pub(crate) fn can_host(
 
 /// `vgpuctl migration-metadata VGPU...`: the NVML migration metadata of running vGPUs, as JSON
 /// whatever the output format, for `can-host --metadata` on a destination.
-pub(crate) fn metadata(
-    cli: &Cli,
-    paths: &HostPaths,
-    vgpus: &[String],
-    facts: Box<dyn Facts>,
-    out: &mut dyn Write,
-) -> Result<u8> {
+pub(crate) fn metadata(ctx: &Context<'_>, vgpus: &[String], out: &mut dyn Write) -> Result<u8> {
+    let paths = ctx.paths();
     let handles = vgpus
         .iter()
         .map(|text| crate::mutate::handle(paths, text))
         .collect::<Result<Vec<_>>>()?;
-    let mut sampler = Sampler::new(cli, paths, facts);
+    let mut sampler = Sampler::new(ctx);
     let (inventory, owners, libvirt) = sampler.holdings()?;
     let metadata = vgpu_core::manager::migration_metadata(
         sampler.nvml(),

@@ -48,10 +48,31 @@ impl From<NovaReleaseArg> for NovaRelease {
     }
 }
 
+/// `vgpuctl nova-config`: the host as capacity sees it, and who holds what where libvirt
+/// answers.
+pub(crate) fn command(
+    ctx: &crate::context::Context<'_>,
+    release: NovaReleaseArg,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let inventory = ctx.state()?.inventory;
+    let facts = ctx.facts().owners(&inventory);
+    run(
+        ctx.cli().json,
+        release,
+        ctx.paths(),
+        &inventory,
+        &crate::libvirt_facts::foreign_vgpus(&facts),
+        crate::libvirt_facts::unanswered(&facts),
+        out,
+    )?;
+    Ok(crate::EXIT_OK)
+}
+
 /// Runs `nova-config` on the host at `paths`. `foreign` names the vGPUs that domains Nova does
 /// not manage hold ([`crate::libvirt_facts::foreign_vgpus`]): they are left out. `unknown` says why
 /// libvirt could not say which, when it did not answer.
-pub(crate) fn run(
+fn run(
     json: bool,
     release: NovaReleaseArg,
     paths: &HostPaths,
@@ -72,7 +93,7 @@ pub(crate) fn run(
     );
     if let Some(why) = unknown {
         config.warn(format!(
-            "VFs that domains outside Nova hold may be offered: {why}"
+            "vGPUs that domains outside Nova hold may be offered: {why}"
         ));
     }
     if json {

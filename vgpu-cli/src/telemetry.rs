@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -33,8 +33,9 @@ use vgpu_core::{
 use vgpu_domain::Owners;
 use vgpu_report::telemetry::{Owner, Telemetry};
 
+use crate::context::Context;
 use crate::libvirt_facts::{Facts, LibvirtFacts};
-use crate::{Cli, render};
+use crate::render;
 
 /// How long a stopping server waits for the scrapes in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -69,23 +70,26 @@ pub(crate) struct Snapshot {
     pub(crate) usage: Option<UsageTotals>,
 }
 
-/// Takes samples of one host: NVML is loaded once, libvirt asked at every sample.
+/// Takes samples of one host: NVML is the command's (loaded once), libvirt asked at every
+/// sample.
 pub(crate) struct Sampler {
     paths: HostPaths,
     uri: String,
-    nvml: Nvml,
+    nvml: Arc<Nvml>,
+    manager: vgpu_core::Manager,
     facts: Box<dyn Facts>,
     /// Whether each sample reads the usage ledger.
     usage: bool,
 }
 
 impl Sampler {
-    pub(crate) fn new(cli: &Cli, paths: &HostPaths, facts: Box<dyn Facts>) -> Self {
+    pub(crate) fn new(ctx: &Context<'_>) -> Self {
         Sampler {
-            paths: paths.clone(),
-            uri: cli.uri().to_owned(),
-            nvml: cli.nvml_source().load(paths),
-            facts,
+            paths: ctx.paths().clone(),
+            uri: ctx.cli().uri().to_owned(),
+            nvml: Arc::clone(ctx.shared_nvml()),
+            manager: ctx.manager(),
+            facts: ctx.facts(),
             usage: false,
         }
     }
@@ -106,7 +110,8 @@ impl Sampler {
     pub(crate) fn holdings(
         &mut self,
     ) -> Result<(Inventory, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
-        let inventory = vgpu_core::Manager::new(&self.paths, "metrics")
+        let inventory = self
+            .manager
             .capacity_state(&self.nvml)
             .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
             .inventory;
@@ -119,7 +124,7 @@ impl Sampler {
         let (inventory, owners, libvirt) = self.holdings()?;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
-            true => match vgpu_core::Manager::new(&self.paths, "metrics").usage_totals() {
+            true => match self.manager.usage_totals() {
                 Ok(totals) => Some(totals),
                 Err(err) => {
                     tracing::warn!("usage ledger not read: {}", err.chain());
@@ -428,16 +433,14 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
 
 /// `vgpuctl metrics [--listen ADDR]`.
 pub(crate) fn run(
-    cli: &Cli,
-    paths: &HostPaths,
+    ctx: &Context<'_>,
     listen: Option<SocketAddr>,
-    facts: Box<dyn Facts>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let mut sampler = Sampler::new(cli, paths, facts).with_usage();
+    let mut sampler = Sampler::new(ctx).with_usage();
     let Some(addr) = listen else {
         let snapshot = sampler.sample()?;
-        if cli.json {
+        if ctx.cli().json {
             render::json(out, &snapshot)?;
         } else {
             out.write_all(exposition(&snapshot).as_bytes())?;

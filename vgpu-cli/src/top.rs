@@ -19,7 +19,7 @@ use crate::telemetry::{Sampler, Snapshot};
 
 /// `vgpuctl top`.
 pub(crate) fn run(ctx: &Context<'_>, interval: Duration, out: &mut dyn Write) -> Result<u8> {
-    let mut sampler = Sampler::new(ctx.cli(), ctx.paths(), ctx.facts());
+    let mut sampler = Sampler::new(ctx);
     let terminal = io::stdout().is_terminal() && io::stdin().is_terminal();
     if ctx.format() == Format::Table && terminal {
         live(&mut sampler, interval)?;
