@@ -353,6 +353,10 @@ fn plan_error(err: &anyhow::Error, linked: LinkedErrors) -> Option<&vgpu_core::p
 /// The hint for every error of kind no-capacity.
 const NO_CAPACITY: &str = "`vgpuctl types GPU` shows what each GPU can still take";
 
+/// What to do about [`vgpu_core::Error::MigrationTypeUnknown`]: the libvirt hook says it too.
+pub(crate) const MIGRATION_TYPE_UNKNOWN_HINT: &str = "name a type in the domain's metadata, map \
+     its Nova flavor in hook.toml, or give it with `vgpuctl attach` on the source, which records it";
+
 /// What to do about [`vgpu_core::Error::NoTypeForVf`]: the libvirt hook says it too.
 pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, name one in the \
      domain's metadata, or give the domain a Nova flavor that the hook's [flavors] maps";
@@ -436,6 +440,7 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             }
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
             Error::NoTypeForVf { .. } => NO_TYPE_FOR_VF_HINT,
+            Error::MigrationTypeUnknown { .. } => MIGRATION_TYPE_UNKNOWN_HINT,
             Error::UnbindLockRefused { .. } => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }

@@ -92,6 +92,9 @@ fn qemu(
                 Some(vgpu_core::Error::NoTypeForVf { .. }) => {
                     format!(" (hint: {})", crate::entry::NO_TYPE_FOR_VF_HINT)
                 }
+                Some(vgpu_core::Error::MigrationTypeUnknown { .. }) => {
+                    format!(" (hint: {})", crate::entry::MIGRATION_TYPE_UNKNOWN_HINT)
+                }
                 _ => String::new(),
             };
             // Nothing more can be done when stderr is gone; the audit log has the details.

@@ -265,7 +265,10 @@ fn offline_migration_defines_the_domain_with_the_hooks_xml_and_its_start_gives_t
             why.contains(&format!(
                 "vgpu hook: vm4 migrate: domain vm4: cannot make {other} ready: the vGPU type of \
                  {other} is unknown here"
-            )),
+            )) && why.contains(
+                "(hint: name a type in the domain's metadata, map its Nova flavor in hook.toml, \
+                 or give it with `vgpuctl attach` on the source, which records it)"
+            ),
             text(&target.virsh(&["list", "--all", "--name"]).stdout).trim(),
             mdevs.join(other).exists()
         ),

@@ -529,8 +529,8 @@ pub enum Error {
     /// An incoming domain names a vGPU whose type this host cannot know: no type in its
     /// metadata, no Nova flavor `hook.toml` maps, and none `attach` recorded for the device.
     #[error(
-        "the vGPU type of {device} is unknown here: name one in the domain's metadata, map its \
-         Nova flavor in hook.toml, or give it with `vgpuctl attach` on the source, which records it"
+        "the vGPU type of {device} is unknown here: the domain's metadata names none, hook.toml \
+         maps no Nova flavor of it, and the source recorded none"
     )]
     MigrationTypeUnknown {
         /// The device, as the source named it.
