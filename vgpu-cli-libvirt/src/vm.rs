@@ -8,7 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use vgpu_cli::render::{self, Line};
-use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand, handle};
+use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand};
 use vgpu_core::{
     Manager, discover,
     manager::{Claim, DomainReferences},
@@ -66,7 +66,6 @@ struct Detached {
 /// Runs a libvirt command; returns the exit code.
 pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -> Result<u8> {
     let cli = ctx.cli();
-    let paths = ctx.paths();
     match command {
         VmCommand::Attach {
             domain,
@@ -84,7 +83,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
                 guest_address: guest_address.map(guest).transpose()?,
             };
             // The arguments are checked before libvirt is asked anything.
-            let existing = id.as_deref().map(|id| handle(paths, id)).transpose()?;
+            let existing = id.as_deref().map(|id| ctx.vgpu(id)).transpose()?;
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
@@ -149,7 +148,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
             destroy,
             ..
         } => {
-            let id = handle(paths, id)?;
+            let id = ctx.vgpu(id)?;
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);

@@ -85,6 +85,16 @@ impl<'a> Context<'a> {
             .with_context(|| format!("cannot read the host at {}", self.cli.root.display()))
     }
 
+    /// The vGPU `text` names, as every command reads one: a mediated device's UUID, or a VF's
+    /// address in full or in the short `bb:dd.f` form.
+    ///
+    /// # Errors
+    ///
+    /// A text that is neither (kind `bad-input`), or a short address several functions have.
+    pub fn vgpu(&self, text: &str) -> Result<vgpu_core::model::VgpuHandle> {
+        vgpu_handle(&self.paths, text)
+    }
+
     /// The GPUs discovery finds, without NVML.
     pub fn inventory(&self) -> Result<Inventory> {
         vgpu_core::discover(&self.paths).with_context(|| {
@@ -105,4 +115,18 @@ impl<'a> Context<'a> {
 /// The command line as typed, for the audit log.
 fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
+/// `bb:dd.f` form (see `vgpu_core::discovery::resolve_address`).
+pub(crate) fn vgpu_handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::model::VgpuHandle> {
+    if let Ok(uuid) = uuid::Uuid::try_parse(text) {
+        return Ok(vgpu_core::model::VgpuHandle::Mdev(uuid));
+    }
+    // A VF's address, in full or as `bb:dd.f` where one function of the host has it.
+    match vgpu_core::discovery::resolve_address(paths, text) {
+        Ok(address) => Ok(vgpu_core::model::VgpuHandle::Vf(address)),
+        Err(vgpu_core::Error::BadName { .. }) => Ok(text.parse()?),
+        Err(err) => Err(err.into()),
+    }
 }

@@ -64,7 +64,6 @@ pub use entry::{
     LIBVIRT_HELPER, LinkedErrors, core_error, error_kind, exec_libvirt_helper, init_logging, main,
     write_error,
 };
-pub use mutate::handle;
 pub use refusal::Refusal;
 
 /// Success.

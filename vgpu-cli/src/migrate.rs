@@ -275,7 +275,7 @@ pub(crate) fn metadata(ctx: &Context<'_>, vgpus: &[String], out: &mut dyn Write)
     let paths = ctx.paths();
     let handles = vgpus
         .iter()
-        .map(|text| crate::mutate::handle(paths, text))
+        .map(|text| ctx.vgpu(text))
         .collect::<Result<Vec<_>>>()?;
     let mut sampler = Sampler::new(ctx);
     let (inventory, owners, libvirt) = sampler.holdings()?;

@@ -25,20 +25,6 @@ fn kept(define: bool, manual: bool) -> Option<Start> {
     define.then(|| start(!manual))
 }
 
-/// The vGPU `text` names: a mediated device's UUID, or a VF's address in full or in the short
-/// `bb:dd.f` form (see `vgpu_core::discovery::resolve_address`).
-pub fn handle(paths: &HostPaths, text: &str) -> Result<vgpu_core::model::VgpuHandle> {
-    if let Ok(uuid) = uuid::Uuid::try_parse(text) {
-        return Ok(vgpu_core::model::VgpuHandle::Mdev(uuid));
-    }
-    // A VF's address, in full or as `bb:dd.f` where one function of the host has it.
-    match vgpu_core::discovery::resolve_address(paths, text) {
-        Ok(address) => Ok(vgpu_core::model::VgpuHandle::Vf(address)),
-        Err(vgpu_core::Error::BadName { .. }) => Ok(text.parse()?),
-        Err(err) => Err(err.into()),
-    }
-}
-
 #[derive(Serialize)]
 struct Done<'a> {
     id: String,
@@ -176,7 +162,7 @@ impl Change<'_> {
 
     /// `destroy ID`.
     fn destroy(&mut self, id: &str) -> Result<u8> {
-        let vgpu = handle(self.paths, id)?;
+        let vgpu = crate::context::vgpu_handle(self.paths, id)?;
         let destroyed = self
             .manager
             .destroy(vgpu)
@@ -199,7 +185,7 @@ impl Change<'_> {
 
     /// `undefine ID`.
     fn undefine(&mut self, id: &str) -> Result<u8> {
-        let vgpu = handle(self.paths, id)?;
+        let vgpu = crate::context::vgpu_handle(self.paths, id)?;
         let removed = self
             .manager
             .undefine(vgpu)
@@ -220,7 +206,7 @@ impl Change<'_> {
 
     /// `start ID`.
     fn start(&mut self, id: &str) -> Result<u8> {
-        let vgpu = handle(self.paths, id)?;
+        let vgpu = crate::context::vgpu_handle(self.paths, id)?;
         self.manager
             .start(vgpu)
             .with_context(|| format!("cannot start {id}"))?;
@@ -233,7 +219,7 @@ impl Change<'_> {
 
     /// `stop ID`.
     fn stop(&mut self, id: &str) -> Result<u8> {
-        let vgpu = handle(self.paths, id)?;
+        let vgpu = crate::context::vgpu_handle(self.paths, id)?;
         let stopped = self
             .manager
             .stop(vgpu)

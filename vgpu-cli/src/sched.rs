@@ -8,12 +8,13 @@ use serde::Serialize;
 
 use vgpu_core::{
     error::NvmlError,
+    model::nvml::ns_as_ms,
     model::{
         Gpu,
         nvml::{ArrMode, Fact, SchedulerCapabilities, SchedulerState},
         pci::PciAddress,
     },
-    nvml::{Nvml, SchedulerChange, SchedulerRequest, ns_as_ms},
+    nvml::{Nvml, SchedulerChange, SchedulerRequest},
 };
 
 use crate::context::Context;

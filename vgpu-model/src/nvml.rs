@@ -374,6 +374,21 @@ pub enum SchedulerPolicy {
     FixedShare,
 }
 
+/// Nanoseconds in a millisecond.
+pub const NS_PER_MS: u64 = 1_000_000;
+
+/// A duration in nanoseconds (NVML's time slices), in milliseconds as people write them
+/// (`2`, `0.5`).
+pub fn ns_as_ms(ns: u64) -> String {
+    let whole = ns / NS_PER_MS;
+    let frac = ns % NS_PER_MS;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let text = format!("{whole}.{frac:06}");
+    text.trim_end_matches('0').to_owned()
+}
+
 impl SchedulerPolicy {
     /// Every policy, in NVML's numbering order.
     pub const ALL: [SchedulerPolicy; 3] = [
@@ -513,5 +528,20 @@ pub fn already(state: &SchedulerState, request: SchedulerRequest) -> bool {
         Some(ms) => {
             state.timeslice_ns.value().copied().map(u64::from) == Some(u64::from(ms) * 1_000_000)
         }
+    }
+}
+
+#[cfg(test)]
+mod ns_tests {
+    use super::ns_as_ms;
+
+    #[test]
+    fn ns_as_ms_half_millisecond_is_a_decimal() {
+        assert_eq!(ns_as_ms(500_000), "0.5");
+    }
+
+    #[test]
+    fn ns_as_ms_whole_milliseconds_have_no_point() {
+        assert_eq!(ns_as_ms(2_000_000), "2");
     }
 }

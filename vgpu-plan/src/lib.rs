@@ -36,6 +36,7 @@ pub mod place;
 pub mod planner;
 pub mod steps;
 pub mod tenants;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use capacity::{

@@ -30,7 +30,7 @@ pub(crate) mod sched;
 pub use host_state::add_nvml_facts;
 pub use mig_write::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
 pub use migration::RawVgpuMetadata;
-pub use sched::{SchedulerChange, SchedulerRequest, ns_as_ms};
+pub use sched::{SchedulerChange, SchedulerRequest};
 
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,7 @@
 //! be allowed to set only when no VM is running", NVML API Reference): a change is refused
 //! before NVML is asked when vGPUs run, and NVML's own refusal is passed on otherwise.
 
+use crate::model::nvml::{NS_PER_MS, ns_as_ms};
 use serde::Serialize;
 
 use crate::error::NvmlError;
@@ -30,19 +31,6 @@ pub(crate) fn policy_of(code: u32) -> Option<SchedulerPolicy> {
     SchedulerPolicy::ALL
         .into_iter()
         .find(|p| policy_code(*p) == code)
-}
-
-const NS_PER_MS: u64 = 1_000_000;
-
-/// A duration in nanoseconds, in milliseconds as people write them (`2`, `0.5`).
-pub fn ns_as_ms(ns: u64) -> String {
-    let whole = ns / NS_PER_MS;
-    let frac = ns % NS_PER_MS;
-    if frac == 0 {
-        return whole.to_string();
-    }
-    let text = format!("{whole}.{frac:06}");
-    text.trim_end_matches('0').to_owned()
 }
 
 /// Checks `request` for `gpu` before NVML is asked: the policy among those the GPU supports,
@@ -433,11 +421,6 @@ mod tests {
                 running: vec!["0000:41:00.4".to_owned()],
             })
         );
-    }
-
-    #[test]
-    fn ns_as_ms_half_millisecond() {
-        assert_eq!(ns_as_ms(500_000), "0.5");
     }
 
     #[test]
