@@ -90,6 +90,73 @@ const SRIOV_DIR: &str = "sriov";
 const VF_VGPU_DIR: &str = "vf-vgpus";
 const BINDING_DIR: &str = "bindings";
 
+/// One kind of definition kept in vgpu's own files, `etc/vgpu/<DIR>/<address>.json`: where,
+/// keyed by which device, and how it is written and read. The store's accessors are written
+/// once, over this.
+pub(crate) trait OwnKind {
+    /// The directory under `etc/vgpu`.
+    const DIR: &'static str;
+    /// The definition.
+    type Def;
+    /// The device it is keyed by.
+    fn key(d: &Self::Def) -> PciAddress;
+    /// Its file's text, read from `path`, as the definition of `key`.
+    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<Self::Def>;
+    /// The file's bytes for `d`, to be written at `path`.
+    fn encode(path: &Path, d: &Self::Def) -> Result<Vec<u8>>;
+}
+
+/// A PF's VF count and quotas.
+pub(crate) struct Sriov;
+
+impl OwnKind for Sriov {
+    const DIR: &'static str = SRIOV_DIR;
+    type Def = SriovDefinition;
+    fn key(d: &SriovDefinition) -> PciAddress {
+        d.pf
+    }
+    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<SriovDefinition> {
+        decode_sriov(path, key, text)
+    }
+    fn encode(path: &Path, d: &SriovDefinition) -> Result<Vec<u8>> {
+        encode_sriov(path, d)
+    }
+}
+
+/// An NVIDIA vendor-VFIO VF's vGPU type.
+pub(crate) struct VfVgpu;
+
+impl OwnKind for VfVgpu {
+    const DIR: &'static str = VF_VGPU_DIR;
+    type Def = VfVgpuDefinition;
+    fn key(d: &VfVgpuDefinition) -> PciAddress {
+        d.vf
+    }
+    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<VfVgpuDefinition> {
+        decode_vf_vgpu(path, key, text)
+    }
+    fn encode(path: &Path, d: &VfVgpuDefinition) -> Result<Vec<u8>> {
+        encode_vf_vgpu(path, d)
+    }
+}
+
+/// A function's driver binding.
+pub(crate) struct Binding;
+
+impl OwnKind for Binding {
+    const DIR: &'static str = BINDING_DIR;
+    type Def = BindingDefinition;
+    fn key(d: &BindingDefinition) -> PciAddress {
+        d.address
+    }
+    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<BindingDefinition> {
+        decode_binding(path, key, text)
+    }
+    fn encode(path: &Path, d: &BindingDefinition) -> Result<Vec<u8>> {
+        encode_binding(path, d)
+    }
+}
+
 /// Every definition that could be read, and, for each file that could not, the kind of
 /// definition (`sriov`, `bind`, `mdev`, `vf-vgpu`) and the error.
 #[derive(Debug, Default)]
@@ -285,24 +352,23 @@ impl Store {
     /// Every SR-IOV definition that can be read, sorted by PF, and an error for each file that
     /// cannot.
     pub fn sriov_lenient(&self) -> (Vec<SriovDefinition>, Vec<Error>) {
-        self.list_own(SRIOV_DIR, decode_sriov)
+        self.own_lenient::<Sriov>()
     }
 
     /// The SR-IOV definition of `pf`; `None` when there is none.
     pub fn sriov_of(&self, pf: PciAddress) -> Result<Option<SriovDefinition>> {
-        self.read_own(SRIOV_DIR, pf, decode_sriov)
+        self.own_of::<Sriov>(pf)
     }
 
     /// Writes the SR-IOV definition of `d.pf`, replacing any. A quota for no VF of `num_vfs`,
     /// or of no memory, is refused ([`Error::Definition`]).
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
-        let path = self.own_path(SRIOV_DIR, d.pf);
-        write_atomic(&path, &encode_sriov(&path, d)?)
+        self.define_own::<Sriov>(d)
     }
 
     /// Removes the SR-IOV definition of `pf`; `false` when there was none.
     pub(crate) fn undefine_sriov(&self, pf: PciAddress) -> Result<bool> {
-        remove_durably(&self.own_path(SRIOV_DIR, pf))
+        self.undefine_own::<Sriov>(pf)
     }
 
     // ---- NVIDIA vendor-specific VFIO types on VFs ----
@@ -315,23 +381,22 @@ impl Store {
     /// Every VF vGPU definition that can be read, sorted by VF, and an error for each file
     /// that cannot.
     pub fn vf_vgpus_lenient(&self) -> (Vec<VfVgpuDefinition>, Vec<Error>) {
-        self.list_own(VF_VGPU_DIR, decode_vf_vgpu)
+        self.own_lenient::<VfVgpu>()
     }
 
     /// The vGPU definition of `vf`; `None` when there is none.
     pub fn vf_vgpu(&self, vf: PciAddress) -> Result<Option<VfVgpuDefinition>> {
-        self.read_own(VF_VGPU_DIR, vf, decode_vf_vgpu)
+        self.own_of::<VfVgpu>(vf)
     }
 
     /// Writes the vGPU definition of `d.vf`, replacing any.
     pub(crate) fn define_vf_vgpu(&self, d: &VfVgpuDefinition) -> Result<()> {
-        let path = self.own_path(VF_VGPU_DIR, d.vf);
-        write_atomic(&path, &encode_vf_vgpu(&path, d)?)
+        self.define_own::<VfVgpu>(d)
     }
 
     /// Removes the vGPU definition of `vf`; `false` when there was none.
     pub(crate) fn undefine_vf_vgpu(&self, vf: PciAddress) -> Result<bool> {
-        remove_durably(&self.own_path(VF_VGPU_DIR, vf))
+        self.undefine_own::<VfVgpu>(vf)
     }
 
     // ---- driver bindings ----
@@ -344,26 +409,47 @@ impl Store {
     /// Every binding definition that can be read, sorted by address, and an error for each
     /// file that cannot.
     pub fn bindings_lenient(&self) -> (Vec<BindingDefinition>, Vec<Error>) {
-        self.list_own(BINDING_DIR, decode_binding)
+        self.own_lenient::<Binding>()
     }
 
     /// The binding definition of `a`; `None` when there is none.
     pub fn binding(&self, a: PciAddress) -> Result<Option<BindingDefinition>> {
-        self.read_own(BINDING_DIR, a, decode_binding)
+        self.own_of::<Binding>(a)
     }
 
     /// Writes the binding definition of `d.address`, replacing any.
     pub(crate) fn define_binding(&self, d: &BindingDefinition) -> Result<()> {
-        let path = self.own_path(BINDING_DIR, d.address);
-        write_atomic(&path, &encode_binding(&path, d)?)
+        self.define_own::<Binding>(d)
     }
 
     /// Removes the binding definition of `a`; `false` when there was none.
     pub(crate) fn undefine_binding(&self, a: PciAddress) -> Result<bool> {
-        remove_durably(&self.own_path(BINDING_DIR, a))
+        self.undefine_own::<Binding>(a)
     }
 
     // ---- our own files ----
+
+    /// Every definition of kind `K` that can be read, sorted by device, and an error for each
+    /// file that cannot.
+    pub(crate) fn own_lenient<K: OwnKind>(&self) -> (Vec<K::Def>, Vec<Error>) {
+        self.list_own(K::DIR, K::decode)
+    }
+
+    /// The definition of kind `K` of `address`; `None` when there is none.
+    pub(crate) fn own_of<K: OwnKind>(&self, address: PciAddress) -> Result<Option<K::Def>> {
+        self.read_own(K::DIR, address, K::decode)
+    }
+
+    /// Writes the definition `d` of kind `K`, replacing any of its device.
+    pub(crate) fn define_own<K: OwnKind>(&self, d: &K::Def) -> Result<()> {
+        let path = self.own_path(K::DIR, K::key(d));
+        write_atomic(&path, &K::encode(&path, d)?)
+    }
+
+    /// Removes the definition of kind `K` of `address`; `false` when there was none.
+    pub(crate) fn undefine_own<K: OwnKind>(&self, address: PciAddress) -> Result<bool> {
+        remove_durably(&self.own_path(K::DIR, address))
+    }
 
     fn own_path(&self, kind: &str, address: PciAddress) -> PathBuf {
         self.vgpu.join(kind).join(format!("{address}.json"))

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::host::durable::{remove_durably, write_atomic};
 use crate::model::pci::PciAddress;
 use crate::state::format::{FORMAT_VERSION, decode_own, definition, encode_own};
 
@@ -92,26 +91,42 @@ fn check(path: &Path, enabled: bool, instances: &[MigInstanceDefinition]) -> Res
     Ok(())
 }
 
+/// A GPU's MIG mode and GPU instances.
+pub(crate) struct Mig;
+
+impl super::OwnKind for Mig {
+    const DIR: &'static str = MIG_DIR;
+    type Def = MigDefinition;
+    fn key(d: &MigDefinition) -> PciAddress {
+        d.gpu
+    }
+    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<MigDefinition> {
+        decode(path, key, text)
+    }
+    fn encode(path: &Path, d: &MigDefinition) -> Result<Vec<u8>> {
+        encode(path, d)
+    }
+}
+
 impl Store {
     /// Every MIG definition that can be read, sorted by GPU, and an error for each file that
     /// cannot.
     pub fn migs_lenient(&self) -> (Vec<MigDefinition>, Vec<Error>) {
-        self.list_own(MIG_DIR, decode)
+        self.own_lenient::<Mig>()
     }
 
     /// The MIG definition of `gpu`; `None` when there is none.
     pub fn mig_of(&self, gpu: PciAddress) -> Result<Option<MigDefinition>> {
-        self.read_own(MIG_DIR, gpu, decode)
+        self.own_of::<Mig>(gpu)
     }
 
     /// Writes the MIG definition of `d.gpu`, replacing any.
     pub(crate) fn define_mig(&self, d: &MigDefinition) -> Result<()> {
-        let path = self.own_path(MIG_DIR, d.gpu);
-        write_atomic(&path, &encode(&path, d)?)
+        self.define_own::<Mig>(d)
     }
 
     /// Removes the MIG definition of `gpu`; `false` when there was none.
     pub(crate) fn undefine_mig(&self, gpu: PciAddress) -> Result<bool> {
-        remove_durably(&self.own_path(MIG_DIR, gpu))
+        self.undefine_own::<Mig>(gpu)
     }
 }
