@@ -95,6 +95,14 @@ impl<'a> Context<'a> {
         vgpu_handle(&self.paths, text)
     }
 
+    /// The host as capacity sees it ([`Context::state`]), with what libvirt says of who holds
+    /// its vGPUs: what the reports for an orchestrator (`nova-config`, `kubevirt-config`) read.
+    pub(crate) fn inventory_and_holders(&self) -> Result<(Inventory, libvirt_facts::LibvirtFacts)> {
+        let inventory = self.state()?.inventory;
+        let facts = self.facts().owners(&inventory);
+        Ok((inventory, facts))
+    }
+
     /// The GPUs discovery finds, without NVML.
     pub fn inventory(&self) -> Result<Inventory> {
         vgpu_core::discover(&self.paths).with_context(|| {

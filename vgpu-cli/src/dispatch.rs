@@ -71,8 +71,8 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
                 node: node.as_deref(),
                 merge,
             };
-            kubevirt::command(&ctx, &request, out)
+            kubevirt::run(&ctx, &request, out)
         }
-        Command::NovaConfig { nova_release } => nova::command(&ctx, *nova_release, out),
+        Command::NovaConfig { nova_release } => nova::run(&ctx, *nova_release, out),
     }
 }

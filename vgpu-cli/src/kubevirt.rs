@@ -1,17 +1,12 @@
 //! `vgpuctl kubevirt-config`: the host read (definitions, the node's name, other nodes'
 //! outputs), then `vgpu_report::kubevirt`, which holds the rules, written as YAML or JSON.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use vgpu_core::{
-    HostPaths,
-    model::{Inventory, VgpuHandle},
-    state::Store,
-};
+use vgpu_core::state::Store;
 use vgpu_report::kubevirt::{self, Error, Host, NodeConfig, Options, Provider, Version};
 
 /// `--provider`: who serves the resources on the node.
@@ -63,39 +58,18 @@ fn read_other(path: &Path) -> Result<NodeConfig> {
     })
 }
 
-/// `vgpuctl kubevirt-config`: the host as capacity sees it, and who holds what where libvirt
-/// answers.
-pub(crate) fn command(
+/// `vgpuctl kubevirt-config` on the host as capacity sees it, with who holds what where libvirt
+/// answers ([`crate::libvirt_facts::held_vgpus`] leaves those out; when libvirt does not answer, a
+/// warning says so).
+pub(crate) fn run(
     ctx: &crate::context::Context<'_>,
     request: &Request<'_>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let inventory = ctx.state()?.inventory;
-    let facts = ctx.facts().owners(&inventory);
-    run(
-        ctx.cli().json,
-        request,
-        ctx.paths(),
-        &inventory,
-        &crate::libvirt_facts::held_vgpus(&facts),
-        crate::libvirt_facts::unanswered(&facts),
-        out,
-    )?;
-    Ok(crate::EXIT_OK)
-}
-
-/// Runs `kubevirt-config` on the host at `paths`. `held` names the vGPUs that the host's libvirt
-/// domains hold ([`crate::libvirt_facts::held_vgpus`]): they are not counted. `unknown` says why
-/// libvirt could not say which, when it did not answer.
-fn run(
-    json: bool,
-    request: &Request<'_>,
-    paths: &HostPaths,
-    inventory: &Inventory,
-    held: &BTreeMap<VgpuHandle, String>,
-    unknown: Option<String>,
-    out: &mut dyn Write,
-) -> Result<()> {
+    let (inventory, facts) = ctx.inventory_and_holders()?;
+    let (json, paths, inventory) = (ctx.cli().json, ctx.paths(), &inventory);
+    let held = &crate::libvirt_facts::held_vgpus(&facts);
+    let unknown = crate::libvirt_facts::unanswered(&facts);
     let version = match request.version {
         Some(text) => text.parse::<Version>()?,
         None => Version::NEWEST,
@@ -138,5 +112,5 @@ fn run(
         kubevirt::write_yaml(&mut text, &config)?;
         out.write_all(text.as_bytes())?;
     }
-    Ok(())
+    Ok(crate::EXIT_OK)
 }

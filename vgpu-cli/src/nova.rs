@@ -5,13 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use std::collections::BTreeMap;
-
-use vgpu_core::{
-    HostPaths,
-    model::{Inventory, VgpuHandle},
-    state::{HookConfig, Store},
-};
+use vgpu_core::state::{HookConfig, Store};
 use vgpu_report::nova::{self, NovaRelease};
 
 /// `--nova-release`: the Nova releases `vgpu_report::nova` writes for, with the names and
@@ -48,39 +42,18 @@ impl From<NovaReleaseArg> for NovaRelease {
     }
 }
 
-/// `vgpuctl nova-config`: the host as capacity sees it, and who holds what where libvirt
-/// answers.
-pub(crate) fn command(
+/// `vgpuctl nova-config` on the host as capacity sees it, with who holds what where libvirt
+/// answers ([`crate::libvirt_facts::foreign_vgpus`] leaves those out; when libvirt does not answer, a
+/// warning says so).
+pub(crate) fn run(
     ctx: &crate::context::Context<'_>,
     release: NovaReleaseArg,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let inventory = ctx.state()?.inventory;
-    let facts = ctx.facts().owners(&inventory);
-    run(
-        ctx.cli().json,
-        release,
-        ctx.paths(),
-        &inventory,
-        &crate::libvirt_facts::foreign_vgpus(&facts),
-        crate::libvirt_facts::unanswered(&facts),
-        out,
-    )?;
-    Ok(crate::EXIT_OK)
-}
-
-/// Runs `nova-config` on the host at `paths`. `foreign` names the vGPUs that domains Nova does
-/// not manage hold ([`crate::libvirt_facts::foreign_vgpus`]): they are left out. `unknown` says why
-/// libvirt could not say which, when it did not answer.
-fn run(
-    json: bool,
-    release: NovaReleaseArg,
-    paths: &HostPaths,
-    inventory: &Inventory,
-    foreign: &BTreeMap<VgpuHandle, String>,
-    unknown: Option<String>,
-    out: &mut dyn Write,
-) -> Result<()> {
+    let (inventory, facts) = ctx.inventory_and_holders()?;
+    let (json, paths, inventory) = (ctx.cli().json, ctx.paths(), &inventory);
+    let foreign = &crate::libvirt_facts::foreign_vgpus(&facts);
+    let unknown = crate::libvirt_facts::unanswered(&facts);
     let store = Store::new(paths);
     let flavor_types: Vec<String> = HookConfig::load(paths)?.flavors.into_values().collect();
     let mut config = nova::build(
@@ -103,5 +76,5 @@ fn run(
         nova::write_text(&mut text, &config)?;
         out.write_all(text.as_bytes())?;
     }
-    Ok(())
+    Ok(crate::EXIT_OK)
 }

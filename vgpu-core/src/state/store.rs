@@ -106,56 +106,42 @@ pub(crate) trait OwnKind {
     fn encode(path: &Path, d: &Self::Def) -> Result<Vec<u8>>;
 }
 
-/// A PF's VF count and quotas.
-pub(crate) struct Sriov;
+/// Declares the [`OwnKind`] `$kind` of `$def`, in `$dir`, keyed by field `$key`, written by
+/// `$encode` and read by `$decode`.
+macro_rules! own_kind {
+    ($(#[$doc:meta])* $kind:ident, $dir:expr, $def:ty, $key:ident, $decode:path, $encode:path) => {
+        $(#[$doc])*
+        pub(crate) struct $kind;
 
-impl OwnKind for Sriov {
-    const DIR: &'static str = SRIOV_DIR;
-    type Def = SriovDefinition;
-    fn key(d: &SriovDefinition) -> PciAddress {
-        d.pf
-    }
-    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<SriovDefinition> {
-        decode_sriov(path, key, text)
-    }
-    fn encode(path: &Path, d: &SriovDefinition) -> Result<Vec<u8>> {
-        encode_sriov(path, d)
-    }
+        impl $crate::state::store::OwnKind for $kind {
+            const DIR: &'static str = $dir;
+            type Def = $def;
+            fn key(d: &$def) -> PciAddress {
+                d.$key
+            }
+            fn decode(path: &Path, key: PciAddress, text: &str) -> Result<$def> {
+                $decode(path, key, text)
+            }
+            fn encode(path: &Path, d: &$def) -> Result<Vec<u8>> {
+                $encode(path, d)
+            }
+        }
+    };
 }
+pub(crate) use own_kind;
 
-/// An NVIDIA vendor-VFIO VF's vGPU type.
-pub(crate) struct VfVgpu;
-
-impl OwnKind for VfVgpu {
-    const DIR: &'static str = VF_VGPU_DIR;
-    type Def = VfVgpuDefinition;
-    fn key(d: &VfVgpuDefinition) -> PciAddress {
-        d.vf
-    }
-    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<VfVgpuDefinition> {
-        decode_vf_vgpu(path, key, text)
-    }
-    fn encode(path: &Path, d: &VfVgpuDefinition) -> Result<Vec<u8>> {
-        encode_vf_vgpu(path, d)
-    }
-}
-
-/// A function's driver binding.
-pub(crate) struct Binding;
-
-impl OwnKind for Binding {
-    const DIR: &'static str = BINDING_DIR;
-    type Def = BindingDefinition;
-    fn key(d: &BindingDefinition) -> PciAddress {
-        d.address
-    }
-    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<BindingDefinition> {
-        decode_binding(path, key, text)
-    }
-    fn encode(path: &Path, d: &BindingDefinition) -> Result<Vec<u8>> {
-        encode_binding(path, d)
-    }
-}
+own_kind!(
+    /// A PF's VF count and quotas.
+    Sriov, SRIOV_DIR, SriovDefinition, pf, decode_sriov, encode_sriov
+);
+own_kind!(
+    /// An NVIDIA vendor-VFIO VF's vGPU type.
+    VfVgpu, VF_VGPU_DIR, VfVgpuDefinition, vf, decode_vf_vgpu, encode_vf_vgpu
+);
+own_kind!(
+    /// A function's driver binding.
+    Binding, BINDING_DIR, BindingDefinition, address, decode_binding, encode_binding
+);
 
 /// Every definition that could be read, and, for each file that could not, the kind of
 /// definition (`sriov`, `bind`, `mdev`, `vf-vgpu`) and the error.

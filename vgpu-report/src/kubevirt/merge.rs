@@ -105,12 +105,7 @@ pub fn merge(
         check_conflicts(&entries)?;
     }
     permitted.pci = pci.into_iter().map(|(e, _)| e).collect();
-    permitted
-        .mediated
-        .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
-    permitted
-        .pci
-        .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+    permitted.sort();
     Ok(own)
 }
 

@@ -350,12 +350,7 @@ pub fn build(host: &Host<'_>, options: Options) -> Result<NodeConfig, Error> {
             }
         }
     }
-    permitted
-        .mediated
-        .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
-    permitted
-        .pci
-        .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+    permitted.sort();
     if options.provider == Provider::Kubevirt {
         let entries: Vec<(&PciHostDevice, &str)> =
             permitted.pci.iter().map(|e| (e, host.node)).collect();

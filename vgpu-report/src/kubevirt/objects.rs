@@ -92,6 +92,16 @@ pub struct PermittedHostDevices {
     pub pci: Vec<PciHostDevice>,
 }
 
+impl PermittedHostDevices {
+    /// Both lists in the one order every output has: by resource name, then selector.
+    pub fn sort(&mut self) {
+        self.mediated
+            .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+        self.pci
+            .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+    }
+}
+
 /// `v1.MediatedHostDevice`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -91,22 +91,10 @@ fn check(path: &Path, enabled: bool, instances: &[MigInstanceDefinition]) -> Res
     Ok(())
 }
 
-/// A GPU's MIG mode and GPU instances.
-pub(crate) struct Mig;
-
-impl super::OwnKind for Mig {
-    const DIR: &'static str = MIG_DIR;
-    type Def = MigDefinition;
-    fn key(d: &MigDefinition) -> PciAddress {
-        d.gpu
-    }
-    fn decode(path: &Path, key: PciAddress, text: &str) -> Result<MigDefinition> {
-        decode(path, key, text)
-    }
-    fn encode(path: &Path, d: &MigDefinition) -> Result<Vec<u8>> {
-        encode(path, d)
-    }
-}
+super::own_kind!(
+    /// A GPU's MIG mode and GPU instances.
+    Mig, MIG_DIR, MigDefinition, gpu, decode, encode
+);
 
 impl Store {
     /// Every MIG definition that can be read, sorted by GPU, and an error for each file that
