@@ -619,51 +619,96 @@ fn type_text(type_id: Option<&str>, type_name: Option<&str>) -> String {
 
 /// A step in words, as the plan and the progress lines show it.
 fn step_text(step: &Step) -> String {
+    words(step, 1).0
+}
+
+/// The one table of a step's words: what the plan does (`create   NVIDIA L40S-12Q (auto)`),
+/// and how `assert` says the host differs (`lacks 2 x NVIDIA L40S-12Q`) when the step is
+/// needed `times` times over.
+fn words(step: &Step, times: usize) -> (String, String) {
     match step {
-        Step::Vfs { from, to } if from == to => format!("define   {to} VFs"),
-        Step::Vfs { from, to } => format!("vfs      {from} -> {to}"),
+        Step::Vfs { from, to } if from == to => (
+            format!("define   {to} VFs"),
+            format!("{to} VFs are enabled but not defined"),
+        ),
+        Step::Vfs { from, to } => (
+            format!("vfs      {from} -> {to}"),
+            format!("has {from} VFs, not {to}"),
+        ),
         Step::Destroy {
             id,
             type_id,
             type_name,
-        } => format!(
-            "destroy  {id} ({})",
-            type_text(Some(type_id), type_name.as_deref())
+        } => {
+            let ty = type_text(Some(type_id), type_name.as_deref());
+            (
+                format!("destroy  {id} ({ty})"),
+                format!("{id} ({ty}) is not wanted"),
+            )
+        }
+        Step::Undefine { id } => (
+            format!("undefine {id}"),
+            format!("{id} has a definition the config does not"),
         ),
-        Step::Undefine { id } => format!("undefine {id}"),
         Step::Quota {
             from_mib, to_mib, ..
-        } => match from_mib {
-            Some(from) => format!(
-                "quota    {} {} -> {}",
-                vf_text(step),
-                size_text(*from),
-                size_text(*to_mib)
-            ),
-            None => format!("quota    {} -> {}", vf_text(step), size_text(*to_mib)),
-        },
-        Step::Start { id } => format!("start    {id}"),
-        Step::Define { id, start } => format!("define   {id} ({start})"),
+        } => {
+            let (vf, to) = (vf_text(step), size_text(*to_mib));
+            match from_mib {
+                Some(from) => (
+                    format!("quota    {vf} {} -> {to}", size_text(*from)),
+                    format!("{vf} has {} of local memory, not {to}", size_text(*from)),
+                ),
+                None => (
+                    format!("quota    {vf} -> {to}"),
+                    format!("{vf} lacks a local-memory quota of {to}"),
+                ),
+            }
+        }
+        Step::Start { id } => (
+            format!("start    {id}"),
+            format!("{id} is defined but not running"),
+        ),
+        Step::Define { id, start } => (
+            format!("define   {id} ({start})"),
+            format!("{id} is not defined to start {start}"),
+        ),
         Step::Create {
             type_id,
             type_name,
             start,
-        } => format!(
-            "create   {} ({start})",
-            type_text(type_id.as_deref(), type_name.as_deref())
-        ),
+        } => {
+            let ty = type_text(type_id.as_deref(), type_name.as_deref());
+            (
+                format!("create   {ty} ({start})"),
+                format!("lacks {times} x {ty}"),
+            )
+        }
         Step::Scheduler {
             policy,
             timeslice_ms,
-        } => format!("sched    {}", scheduler_text(*policy, *timeslice_ms)),
-        Step::DestroyGpuInstance { id, profile, start } => {
-            format!("destroy  GPU instance {id} ({profile} at slice {start})")
+        } => {
+            let wanted = scheduler_text(*policy, *timeslice_ms);
+            (
+                format!("sched    {wanted}"),
+                format!("its vGPU scheduler is not {wanted}"),
+            )
         }
-        Step::MigMode { on } => format!("mig      {}", if *on { "on" } else { "off" }),
-        Step::CreateGpuInstance { profile, start, .. } => match start {
-            Some(start) => format!("create   GPU instance {profile} at slice {start}"),
-            None => format!("create   GPU instance {profile}"),
-        },
+        Step::DestroyGpuInstance { id, profile, start } => (
+            format!("destroy  GPU instance {id} ({profile} at slice {start})"),
+            format!("GPU instance {id} ({profile}) is not wanted"),
+        ),
+        Step::MigMode { on } => (
+            format!("mig      {}", if *on { "on" } else { "off" }),
+            format!("MIG mode is {}", if *on { "off" } else { "on" }),
+        ),
+        Step::CreateGpuInstance { profile, start, .. } => (
+            match start {
+                Some(start) => format!("create   GPU instance {profile} at slice {start}"),
+                None => format!("create   GPU instance {profile}"),
+            },
+            format!("lacks {times} x GPU instance {profile}"),
+        ),
     }
 }
 
@@ -732,59 +777,7 @@ fn differences(plan: &Plan) -> Vec<Difference<'_>> {
     let mut out = refusals(plan);
     for gpu in &plan.gpus {
         for (step, times) in grouped(&gpu.steps) {
-            let difference = match step {
-                Step::Vfs { from, to } if from == to => {
-                    format!("{to} VFs are enabled but not defined")
-                }
-                Step::Vfs { from, to } => format!("has {from} VFs, not {to}"),
-                Step::Destroy {
-                    id,
-                    type_id,
-                    type_name,
-                } => format!(
-                    "{id} ({}) is not wanted",
-                    type_text(Some(type_id), type_name.as_deref())
-                ),
-                Step::Undefine { id } => format!("{id} has a definition the config does not"),
-                Step::Quota {
-                    from_mib, to_mib, ..
-                } => match from_mib {
-                    Some(from) => format!(
-                        "{} has {} of local memory, not {}",
-                        vf_text(step),
-                        size_text(*from),
-                        size_text(*to_mib)
-                    ),
-                    None => format!(
-                        "{} lacks a local-memory quota of {}",
-                        vf_text(step),
-                        size_text(*to_mib)
-                    ),
-                },
-                Step::Start { id } => format!("{id} is defined but not running"),
-                Step::Define { id, start } => format!("{id} is not defined to start {start}"),
-                Step::Create {
-                    type_id, type_name, ..
-                } => format!(
-                    "lacks {times} x {}",
-                    type_text(type_id.as_deref(), type_name.as_deref())
-                ),
-                Step::Scheduler {
-                    policy,
-                    timeslice_ms,
-                } => format!(
-                    "its vGPU scheduler is not {}",
-                    scheduler_text(*policy, *timeslice_ms)
-                ),
-                Step::DestroyGpuInstance { id, profile, .. } => {
-                    format!("GPU instance {id} ({profile}) is not wanted")
-                }
-                Step::MigMode { on: true } => "MIG mode is off".to_owned(),
-                Step::MigMode { on: false } => "MIG mode is on".to_owned(),
-                Step::CreateGpuInstance { profile, .. } => {
-                    format!("lacks {times} x GPU instance {profile}")
-                }
-            };
+            let difference = words(step, times).1;
             out.push(Difference {
                 gpu: gpu.gpu.to_string(),
                 difference,
