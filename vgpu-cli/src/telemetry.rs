@@ -24,7 +24,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
-use vgpu_core::manager::UsageTotals;
 use vgpu_core::{
     HostPaths,
     model::{Inventory, VgpuHandle, nvml::NvmlStatus},
@@ -32,6 +31,7 @@ use vgpu_core::{
 };
 use vgpu_domain::Owners;
 use vgpu_report::telemetry::{Owner, Telemetry};
+use vgpu_report::usage::{TenantCounter, counters};
 
 use crate::libvirt_facts::{Facts, LibvirtFacts};
 use crate::{Cli, render};
@@ -67,6 +67,15 @@ pub(crate) struct Snapshot {
     /// or not readable (then the counters are left out, never reported as 0).
     #[serde(skip)]
     pub(crate) usage: Option<UsageTotals>,
+}
+
+/// Each tenant's usage since the usage ledger began.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UsageTotals {
+    /// Per tenant.
+    pub(crate) tenants: Vec<TenantCounter>,
+    /// Damaged records skipped.
+    pub(crate) skipped: u64,
 }
 
 /// Takes samples of one host: NVML is loaded once, libvirt asked at every sample.
@@ -119,8 +128,12 @@ impl Sampler {
         let (inventory, owners, libvirt) = self.holdings()?;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
-            true => match vgpu_core::Manager::new(&self.paths, "metrics").usage_totals() {
-                Ok(totals) => Some(totals),
+            true => match vgpu_core::Manager::new(&self.paths, "metrics").usage(i64::MIN, i64::MAX)
+            {
+                Ok(held) => Some(UsageTotals {
+                    tenants: counters(&held.raw, &held.months, &held.now),
+                    skipped: held.skipped,
+                }),
                 Err(err) => {
                     tracing::warn!("usage ledger not read: {}", err.chain());
                     None

@@ -20,7 +20,6 @@ mod removal;
 mod restore;
 mod session;
 mod usage;
-pub use usage::UsageTotals;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -29,9 +29,8 @@ use crate::host::durable::{create_dirs, remove_durably};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::VgpuHandle;
-use crate::model::usage::{Holding, Interval, MonthSummary, Stamp};
+use crate::model::usage::{Holding, Interval, MonthSummary, Stamp, fold_month, month_bounds};
 use crate::state::lock::HostLock;
-use vgpu_report::usage::{fold_month, month_bounds};
 
 use files::{LogEnd, OpenFile};
 
@@ -651,7 +650,7 @@ fn crash() -> Error {
 
 /// The first millisecond of `month` (`YYYY-MM`), as the ledger names its files.
 fn month_start(month: &str) -> i64 {
-    vgpu_report::usage::month_start(month).unwrap_or(0)
+    crate::model::usage::month_start(month).unwrap_or(0)
 }
 
 #[cfg(test)]
