@@ -114,14 +114,9 @@ impl Default for UsageConfig {
 }
 
 impl UsageConfig {
-    /// `etc/vgpu/usage.toml`.
-    pub fn path(paths: &HostPaths) -> PathBuf {
-        paths.etc().join("vgpu/usage.toml")
-    }
-
     /// The host's configuration; the defaults when there is no file.
     pub fn load(paths: &HostPaths) -> Result<Self> {
-        let path = Self::path(paths);
+        let path = paths.usage_toml();
         let Some(text) = read_bounded(&path, 64 * 1024)? else {
             return Ok(Self::default());
         };
