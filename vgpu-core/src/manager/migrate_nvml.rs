@@ -2,8 +2,9 @@
 //! destination ("vGPU Migration" of the NVML API Reference Guide).
 //!
 //! NVML names a running vGPU by its own instance id. Which host vGPU that is comes from the
-//! match telemetry makes ([`nvml_vgpu`]): the mdev UUID, or else the VM and the type. A VF of NVIDIA's vendor-specific VFIO has no mdev UUID, so its metadata
-//! needs libvirt to say which domain holds it.
+//! match telemetry makes ([`nvml_vgpu`]): the mdev UUID, or else the VM and the type. A VF of
+//! NVIDIA's vendor-specific VFIO has no mdev UUID, so its metadata needs libvirt to say which
+//! domain holds it.
 //!
 //! On the destination, each vGPU is judged against what `migrate begin` would make of it here
 //! ([`Arrival`]), by [`migration::judge`].
@@ -12,14 +13,13 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use crate::model::nvml::matching::{Owner, nvml_vgpu, vm_of};
-
 use super::migrate::Arrival;
 use crate::error::{Error, NvmlError, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::model::migration::{
     self, FORMAT, Here, MigrationCheck, MigrationMetadata, VgpuMetadata,
 };
+use crate::model::nvml::matching::{Owner, nvml_vgpu, vm_of};
 use crate::model::nvml::{Fact, NvmlHost, Unavailable};
 use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::{Nvml, RawVgpuMetadata};
