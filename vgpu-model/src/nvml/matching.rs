@@ -33,7 +33,7 @@ pub enum MatchedBy {
 }
 
 /// The vGPU among NVML's `running` ones on `gpu` that is the host's vGPU `id`, matched as
-/// [`matches`] matches them: by mdev UUID, else by VM and type.
+/// [`matches()`] matches them: by mdev UUID, else by VM and type.
 pub fn nvml_vgpu<'a>(
     gpu: &Gpu,
     running: &'a [NvmlVgpu],
