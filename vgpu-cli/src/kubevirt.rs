@@ -7,28 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use vgpu_core::state::Store;
-use vgpu_report::kubevirt::{self, Error, Host, NodeConfig, Options, Provider, Version};
+use vgpu_report::kubevirt::{self, Error, Host, NodeConfig, Options, Version};
 
-/// `--provider`: who serves the resources on the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProviderArg {
-    /// KubeVirt's own device plugins (virt-handler).
-    Kubevirt,
-    /// NVIDIA's sandbox device plugin (GPU Operator): NVIDIA entries are external.
-    Nvidia,
-    /// Harvester: its SRIOVGPUDevice and VGPUDevice objects instead of the CR.
-    Harvester,
-}
-
-impl From<ProviderArg> for Provider {
-    fn from(arg: ProviderArg) -> Self {
-        match arg {
-            ProviderArg::Kubevirt => Provider::Kubevirt,
-            ProviderArg::Nvidia => Provider::Nvidia,
-            ProviderArg::Harvester => Provider::Harvester,
-        }
-    }
-}
+use crate::ProviderArg;
 
 /// What the command line asks of `kubevirt-config`.
 pub(crate) struct Request<'a> {

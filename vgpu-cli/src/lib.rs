@@ -55,8 +55,8 @@ mod usage;
 mod watch;
 
 pub use args::{
-    ChangeCommand, Cli, Command, DEFAULT_HOOKS_DIR, HookCommand, OnOff, PlanCommand, PolicyArg,
-    PolicyName, VgpuArgs, VmCommand,
+    ChangeCommand, Cli, Command, DEFAULT_HOOKS_DIR, HookCommand, NovaReleaseArg, OnOff,
+    PlanCommand, PolicyArg, PolicyName, ProviderArg, VgpuArgs, VmCommand,
 };
 pub use context::Context;
 pub use dispatch::run_local;

@@ -24,7 +24,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
-use vgpu_core::manager::UsageTotals;
 use vgpu_core::{
     HostPaths,
     model::{Inventory, VgpuHandle, nvml::NvmlStatus},
@@ -32,6 +31,7 @@ use vgpu_core::{
 };
 use vgpu_domain::Owners;
 use vgpu_report::telemetry::{Owner, Telemetry};
+use vgpu_report::usage::{TenantCounter, counters};
 
 use crate::context::Context;
 use crate::libvirt_facts::{Facts, LibvirtFacts};
@@ -68,6 +68,15 @@ pub(crate) struct Snapshot {
     /// or not readable (then the counters are left out, never reported as 0).
     #[serde(skip)]
     pub(crate) usage: Option<UsageTotals>,
+}
+
+/// Each tenant's usage since the usage ledger began.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UsageTotals {
+    /// Per tenant.
+    pub(crate) tenants: Vec<TenantCounter>,
+    /// Damaged records skipped.
+    pub(crate) skipped: u64,
 }
 
 /// Takes samples of one host: NVML is the command's (loaded once), libvirt asked at every
@@ -124,8 +133,11 @@ impl Sampler {
         let (inventory, owners, libvirt) = self.holdings()?;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
-            true => match self.manager.usage_totals() {
-                Ok(totals) => Some(totals),
+            true => match self.manager.usage(i64::MIN, i64::MAX) {
+                Ok(held) => Some(UsageTotals {
+                    tenants: counters(&held.raw, &held.months, &held.now),
+                    skipped: held.skipped,
+                }),
                 Err(err) => {
                     tracing::warn!("usage ledger not read: {}", err.chain());
                     None

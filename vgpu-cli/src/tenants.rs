@@ -1,13 +1,14 @@
 //! `vgpuctl tenants`: each tenant's policy and what it holds, and every rule of the tenant
-//! policy broken on the host now (`vgpu_core::Manager::tenants`, whose rules are the one check
-//! the hook and `attach` ask).
+//! policy broken on the host now. `vgpu_core::Manager::holdings` reads what each domain holds;
+//! `vgpu_report::tenants::report` applies the rules, the one check the hook and `attach` ask.
 
 use std::io::Write;
 
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_core::manager::TenantsReport;
+use vgpu_core::manager::read_policy;
+use vgpu_report::tenants::{TenantsReport, report};
 
 use crate::context::Context;
 use crate::render::{self, Report, Table};
@@ -68,7 +69,10 @@ impl Report for Shown<'_> {
 
 /// `vgpuctl tenants`. Exits [`EXIT_CHECK_FAILED`] when a rule is broken now.
 pub(crate) fn run(ctx: &Context<'_>, out: &mut dyn Write) -> Result<u8> {
-    let report = ctx.manager().tenants()?;
+    let policy = read_policy(ctx.paths())?;
+    let holdings = ctx.manager().holdings()?;
+    let path = policy.as_ref().map(|_| ctx.paths().tenants_toml());
+    let report = report(&policy.unwrap_or_default(), path.as_deref(), &holdings);
     render::emit(&Shown(&report), ctx.format(), out)?;
     Ok(if report.violations.is_empty() {
         EXIT_OK

@@ -1,12 +1,14 @@
 //! `vgpuctl usage`: what each tenant, domain, type or GPU held over a window, from the usage
-//! ledger (`vgpu_core::Manager::usage`), as a table, JSON or CSV.
+//! ledger (`vgpu_core::Manager::usage`, reported by `vgpu_report::usage::report`), as a table,
+//! JSON or CSV.
 
 use std::io::Write;
 
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_report::usage::{By, Query, UsageReport, write_csv};
+use vgpu_core::model::usage::month_bounds;
+use vgpu_report::usage::{By, Query, UsageReport, report, write_csv};
 
 use crate::EXIT_OK;
 use crate::context::Context;
@@ -72,11 +74,12 @@ pub(crate) fn run(
 ) -> Result<u8> {
     let now = crate::args::now_ms();
     let query = Query {
-        since_ms: since.unwrap_or_else(|| vgpu_report::usage::month_bounds(now).1),
+        since_ms: since.unwrap_or_else(|| month_bounds(now).1),
         until_ms: until.unwrap_or(now),
         by,
     };
-    let report = ctx.manager().usage(&query)?;
+    let held = ctx.manager().usage(query.since_ms, query.until_ms)?;
+    let report = report(&query, &held.raw, &held.months, held.raw_from_ms, &held.now)?;
     if csv {
         let mut text = String::new();
         write_csv(&report, &mut text)?;

@@ -115,6 +115,8 @@ pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(test)]
+mod graph_tests;
 pub mod host;
 pub mod manager;
 pub mod nvml;

@@ -7,6 +7,8 @@
 //! - [`nova`]: the `nova.conf` sections an OpenStack Nova compute host needs for its vGPUs.
 //! - [`kubevirt`]: the KubeVirt CR patch or Harvester's objects that let a cluster see a
 //!   host's vGPUs, and their union over a cluster's nodes.
+//! - [`tenants`]: each tenant's policy and what it holds, and every rule of the tenant policy
+//!   broken now.
 //! - [`usage`]: vGPU-seconds and frame-buffer byte-seconds per tenant, domain, type or GPU over
 //!   a window, from the usage ledger's intervals and monthly summaries.
 
@@ -19,4 +21,5 @@ pub mod isolation;
 pub mod kubevirt;
 pub mod nova;
 pub mod telemetry;
+pub mod tenants;
 pub mod usage;

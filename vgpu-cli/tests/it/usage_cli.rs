@@ -37,7 +37,7 @@ fn after(ms: i64) -> i64 {
 }
 
 fn rfc3339(ms: i64) -> String {
-    vgpu_report::usage::rfc3339(ms)
+    vgpu_core::model::usage::rfc3339(ms)
 }
 
 /// Runs the hook's `op subop` for domain `n` and asserts it exits 0 silently.

@@ -263,10 +263,6 @@ pub enum Error {
     /// [`Error`](vgpu_plan::Error)).
     #[error(transparent)]
     Plan(#[from] vgpu_plan::Error),
-    /// A usage report's window is refused (`vgpu-report`'s
-    /// [`UsageError`](vgpu_report::usage::UsageError)).
-    #[error(transparent)]
-    Usage(#[from] vgpu_report::usage::UsageError),
     /// A name or value given by the caller is not of the form it must have.
     #[error("{value:?} is not {expected}")]
     BadName {
@@ -660,7 +656,6 @@ impl Error {
             Error::HookDevice { source, .. } => source.kind(),
             Error::Nvml(err) => err.kind(),
             Error::Plan(err) => err.kind(),
-            Error::Usage(_) => ErrorKind::BadInput,
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
             | Error::MdevDefinedElsewhere { .. }

@@ -144,7 +144,6 @@ fn has_source(err: &Error) -> bool {
         | Error::PlanRefused { .. }
         | Error::PlanStale { .. }
         | Error::Ledger { .. }
-        | Error::Usage(_)
         | Error::Config { .. }
         | Error::NotDefined { .. }
         | Error::NoTypeForVf { .. }

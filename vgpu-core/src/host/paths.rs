@@ -78,6 +78,21 @@ impl HostPaths {
         self.state_root.join("var")
     }
 
+    /// `<state root>/etc/vgpu/tenants.toml`: the tenant policy.
+    pub fn tenants_toml(&self) -> PathBuf {
+        self.etc().join("vgpu/tenants.toml")
+    }
+
+    /// `<state root>/etc/vgpu/hook.toml`: the libvirt hook's configuration.
+    pub fn hook_toml(&self) -> PathBuf {
+        self.etc().join("vgpu/hook.toml")
+    }
+
+    /// `<state root>/etc/vgpu/usage.toml`: the usage ledger's configuration.
+    pub fn usage_toml(&self) -> PathBuf {
+        self.etc().join("vgpu/usage.toml")
+    }
+
     /// `sys/bus/pci/devices`: one link per PCI function.
     pub fn pci_devices(&self) -> PathBuf {
         self.sys().join("bus/pci/devices")

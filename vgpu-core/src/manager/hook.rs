@@ -380,7 +380,7 @@ fn plan(
     if NvidiaVf::of_device(&device).map_err(ctx)?.is_none() {
         return Ok(None);
     }
-    let (wanted, from) = vf_type(domain, config, address, HookConfig::path(paths)).map_err(ctx)?;
+    let (wanted, from) = vf_type(domain, config, address, paths.hook_toml()).map_err(ctx)?;
     let type_id = pick(op, pf, address, wanted, planned)
         .map_err(|source| in_context(domain, id, Some(from), source))?;
     Ok(Some(Plan::VendorType {
@@ -403,7 +403,7 @@ fn hand_out(
     let VgpuHandle::Vf(vf) = id else {
         return Ok(());
     };
-    let path = HookConfig::path(op.paths());
+    let path = op.paths().hook_toml();
     let Ok((wanted, from)) = vf_type(domain, config, vf, path) else {
         return Ok(());
     };

@@ -240,7 +240,7 @@ fn wanted_type(
     paths: &crate::HostPaths,
 ) -> Result<(String, String)> {
     let refused = |source: Error| in_context(domain, device.id, None, source);
-    let path = HookConfig::path(paths);
+    let path = paths.hook_toml();
     if let Some((wanted, from)) = domain_type(domain, config, &path).map_err(refused)? {
         return Ok((wanted.to_owned(), from));
     }

@@ -2,9 +2,9 @@
 //! destination ("vGPU Migration" of the NVML API Reference Guide).
 //!
 //! NVML names a running vGPU by its own instance id. Which host vGPU that is comes from the
-//! match telemetry makes ([`vgpu_report::telemetry::nvml_vgpu`]): the mdev UUID, or else the
-//! VM and the type. A VF of NVIDIA's vendor-specific VFIO has no mdev UUID, so its metadata
-//! needs libvirt to say which domain holds it.
+//! match telemetry makes ([`nvml_vgpu`]): the mdev UUID, or else the VM and the type. A VF of
+//! NVIDIA's vendor-specific VFIO has no mdev UUID, so its metadata needs libvirt to say which
+//! domain holds it.
 //!
 //! On the destination, each vGPU is judged against what `migrate begin` would make of it here
 //! ([`Arrival`]), by [`migration::judge`].
@@ -13,14 +13,13 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use vgpu_report::telemetry::Owner;
-
 use super::migrate::Arrival;
 use crate::error::{Error, NvmlError, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::model::migration::{
     self, FORMAT, Here, MigrationCheck, MigrationMetadata, VgpuMetadata,
 };
+use crate::model::nvml::matching::{Owner, nvml_vgpu, vm_of};
 use crate::model::nvml::{Fact, NvmlHost, Unavailable};
 use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::{Nvml, RawVgpuMetadata};
@@ -100,7 +99,7 @@ fn one(
         Fact::Value(running) => running.as_slice(),
         Fact::Unavailable(why) => return Err(call(why.clone()).into()),
     };
-    let Some(vgpu) = vgpu_report::telemetry::nvml_vgpu(gpu, running, owners, id) else {
+    let Some(vgpu) = nvml_vgpu(gpu, running, owners, id) else {
         let reason = match (gpu.backend, owners.get(&id)) {
             (Backend::NvidiaVfio, None) => "NVML names a VF's vGPU only by its VM and type, \
                  and libvirt names no domain that holds it"
@@ -110,8 +109,7 @@ fn one(
                 let alike = running
                     .iter()
                     .filter(|v| {
-                        vgpu_report::telemetry::vm_of(v) == Some(owner.uuid)
-                            && v.type_id.value().copied() == nvml_type
+                        vm_of(v) == Some(owner.uuid) && v.type_id.value().copied() == nvml_type
                     })
                     .count();
                 match alike {

@@ -20,7 +20,6 @@ mod removal;
 mod restore;
 mod session;
 mod usage;
-pub use usage::UsageTotals;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -54,7 +53,7 @@ use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
-pub use policy::{Claim, TenantUse, TenantsReport, policy_path, read_policy};
+pub use policy::{Claim, read_policy};
 pub use removal::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 

@@ -3,9 +3,7 @@
 //! [`check`](crate::plan::tenants::check): the hook, `attach`, `place` and `tenants` all
 //! ask it.
 
-use std::path::{Path, PathBuf};
-
-use serde::Serialize;
+use std::path::PathBuf;
 
 use uuid::Uuid;
 
@@ -17,7 +15,7 @@ use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, PLAIN_VF_TYPE, VgpuHandle, VgpuType};
 use crate::plan::capacity::HostState;
 use crate::plan::place::Tenancy;
-use crate::plan::tenants::{Holding, Policy, TenantPolicy, Violation, check};
+use crate::plan::tenants::{Holding, Policy, check};
 use crate::state::hook::{Record, other_records, read_record, record_path};
 use crate::state::store::{Store, add_recorded_offers};
 
@@ -27,15 +25,10 @@ use super::session::Operation;
 /// The largest policy file read.
 const FILE_LIMIT: usize = 256 * 1024;
 
-/// `etc/vgpu/tenants.toml`.
-pub fn policy_path(paths: &HostPaths) -> PathBuf {
-    paths.etc().join("vgpu/tenants.toml")
-}
-
 /// The host's tenant policy; `None` when there is no file (then nothing is enforced). A file
 /// that cannot be read or parsed is an error naming it, so that a caller fails closed.
 pub fn read_policy(paths: &HostPaths) -> Result<Option<Policy>> {
-    let path = policy_path(paths);
+    let path = paths.tenants_toml();
     match read_bounded(&path, FILE_LIMIT)? {
         Some(text) => Ok(Some(Policy::parse(&path, &text)?)),
         None => Ok(None),
@@ -215,7 +208,7 @@ pub(crate) fn judge(
         return Err(Error::PolicyRefused {
             domain: claim.name.clone(),
             tenant: claim.tenant.clone(),
-            path: policy_path(paths),
+            path: paths.tenants_toml(),
             violation: Box::new(violation),
         });
     }
@@ -238,82 +231,7 @@ pub(crate) fn held<'a>(
         .collect()
 }
 
-/// One tenant in [`TenantsReport`]: its policy and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TenantUse {
-    /// The tenant (`""`: domains without one).
-    pub tenant: String,
-    /// Its policy (the default for a tenant the file does not name).
-    pub policy: TenantPolicy,
-    /// How many vGPUs it holds.
-    pub vgpus: u64,
-    /// Their frame buffer, in bytes.
-    pub framebuffer_bytes: u64,
-    /// The physical GPUs they are on.
-    pub gpus: Vec<crate::model::pci::PciAddress>,
-    /// Its domains holding them.
-    pub domains: Vec<String>,
-}
-
-/// `vgpuctl tenants`: every tenant the policy names or a record holds for, and every rule
-/// broken on the host now (a policy made stricter after the fact, say).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TenantsReport {
-    /// The policy file, when there is one.
-    pub policy: Option<PathBuf>,
-    /// The tenants, by name.
-    pub tenants: Vec<TenantUse>,
-    /// The rules broken now, as [`check`] says with everything held as new.
-    pub violations: Vec<Violation>,
-}
-
-/// The tenants report of `holdings` under `policy` (read from `path`).
-pub(crate) fn report(policy: &Policy, path: Option<&Path>, holdings: &[Holding]) -> TenantsReport {
-    let mut names: std::collections::BTreeSet<&str> =
-        policy.tenants.keys().map(String::as_str).collect();
-    names.extend(holdings.iter().map(|h| h.tenant.as_str()));
-    let tenants = names
-        .into_iter()
-        .map(|name| {
-            let mine: Vec<&Holding> = holdings.iter().filter(|h| h.tenant == name).collect();
-            let mut gpus: Vec<_> = mine.iter().map(|h| h.gpu).collect();
-            gpus.sort();
-            gpus.dedup();
-            let mut domains: Vec<String> = mine.iter().map(|h| h.domain.clone()).collect();
-            domains.sort();
-            domains.dedup();
-            TenantUse {
-                tenant: name.to_owned(),
-                policy: policy.of(name),
-                vgpus: mine.len() as u64,
-                framebuffer_bytes: mine.iter().map(|h| h.framebuffer_mib << 20).sum(),
-                gpus,
-                domains,
-            }
-        })
-        .collect();
-    TenantsReport {
-        policy: path.map(Path::to_path_buf),
-        tenants,
-        violations: crate::plan::tenants::audit(policy, holdings),
-    }
-}
-
 impl Manager {
-    /// `vgpuctl tenants`: each tenant's policy and what the hook's records give it, and every
-    /// rule broken on the host now. Reads only; without a policy file every tenant is shared
-    /// and nothing is broken.
-    pub fn tenants(&self) -> Result<TenantsReport> {
-        let policy = read_policy(&self.paths)?;
-        let holdings = self.holdings()?;
-        let path = policy.as_ref().map(|_| policy_path(&self.paths));
-        Ok(report(
-            &policy.unwrap_or_default(),
-            path.as_deref(),
-            &holdings,
-        ))
-    }
-
     /// What `place --tenant` places under: the policy (the default without a file) and what
     /// every domain's record holds now. Reads only.
     pub fn tenancy(&self, tenant: &str) -> Result<Tenancy> {
@@ -324,8 +242,9 @@ impl Manager {
         })
     }
 
-    /// What every domain's hook record holds now, for its tenant.
-    fn holdings(&self) -> Result<Vec<Holding>> {
+    /// What every domain's hook record holds now, for its tenant. Reads only. `vgpuctl
+    /// tenants` reports it under the policy (`vgpu-report`'s `tenants`).
+    pub fn holdings(&self) -> Result<Vec<Holding>> {
         let paths = &self.paths;
         let inventory = settled_inventory(paths, &Store::new(paths))?;
         let records = other_records(paths, Uuid::nil())?;

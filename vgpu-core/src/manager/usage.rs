@@ -1,6 +1,6 @@
 //! The usage ledger as the hook, `attach`, `detach`, `usage` and `metrics` use it: what a
 //! domain's devices are, from the settled inventory, and each record in the ledger
-//! (`state::usage`).
+//! (`state::usage`). The reports over what the ledger holds are `vgpu-report`'s (`usage`).
 //!
 //! A ledger that cannot be written never stops a domain: the hook reports the loss in the audit
 //! log and on stderr, and answers libvirt as if nothing happened.
@@ -11,17 +11,7 @@ use crate::error::Result;
 use crate::model::VgpuHandle;
 use crate::model::usage::{Holding, Interval};
 use crate::state::audit::{AuditEntry, AuditLog};
-use crate::state::usage::{HostClock, Ledger, Settled, UsageConfig};
-use vgpu_report::usage::{Query, TenantCounter, UsageReport, counters, report};
-
-/// Each tenant's usage since the ledger began ([`Manager::usage_totals`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct UsageTotals {
-    /// Per tenant.
-    pub tenants: Vec<TenantCounter>,
-    /// Damaged records skipped.
-    pub skipped: u64,
-}
+use crate::state::usage::{Contents, HostClock, Ledger, Settled, UsageConfig};
 
 use super::Manager;
 use super::policy::{Claim, identify, settled_inventory};
@@ -70,28 +60,11 @@ impl Manager {
         self.with_ledger(|ledger| ledger.end(uuid, only))
     }
 
-    /// The usage report of `query`'s window, one row per key of `query.by`: what `vgpuctl
-    /// usage` prints.
-    pub fn usage(&self, query: &Query) -> Result<UsageReport> {
-        let contents =
-            self.with_ledger(|ledger| ledger.read_window(query.since_ms, query.until_ms))?;
-        Ok(report(
-            query,
-            &contents.raw,
-            &contents.months,
-            contents.raw_from_ms,
-            &contents.now,
-        )?)
-    }
-
-    /// Each tenant's usage since the ledger began, open intervals up to now, and the damaged
-    /// records skipped: what `metrics` exports as counters.
-    pub fn usage_totals(&self) -> Result<UsageTotals> {
-        let contents = self.with_ledger(|ledger| ledger.read_window(i64::MIN, i64::MAX))?;
-        Ok(UsageTotals {
-            tenants: counters(&contents.raw, &contents.months, &contents.now),
-            skipped: contents.skipped,
-        })
+    /// What the ledger holds for the window `[since_ms, until_ms)`: its raw intervals, the
+    /// closed months' summaries and the damaged records skipped. `vgpuctl usage` reports a
+    /// window from it, and `metrics` counts all time (`i64::MIN` to `i64::MAX`).
+    pub fn usage(&self, since_ms: i64, until_ms: i64) -> Result<Contents> {
+        self.with_ledger(|ledger| ledger.read_window(since_ms, until_ms))
     }
 
     /// Closes what an earlier boot left open and folds closed months ([`Ledger::settle`]).

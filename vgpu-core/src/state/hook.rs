@@ -209,11 +209,6 @@ struct HookConfigFile {
 }
 
 impl HookConfig {
-    /// `etc/vgpu/hook.toml` of the host at `paths`.
-    pub fn path(paths: &HostPaths) -> PathBuf {
-        paths.etc().join("vgpu/hook.toml")
-    }
-
     /// Reads the host's configuration; empty when the file does not exist.
     ///
     /// # Errors
@@ -221,7 +216,7 @@ impl HookConfig {
     /// [`Error::Config`] when it is not TOML, has a key other than `[flavors]`, or maps a
     /// flavor to something that is not a type name; [`Error::Read`] when it cannot be read.
     pub fn load(paths: &HostPaths) -> Result<Self> {
-        let path = Self::path(paths);
+        let path = paths.hook_toml();
         match read_bounded(&path, FILE_LIMIT)? {
             Some(text) => Self::parse(&text, &path),
             None => Ok(Self::default()),

@@ -33,9 +33,6 @@ pub use check::{Holding, Violation, audit, check};
 use crate::desired::{Location, error_at, parse_framebuffer};
 use crate::error::Result;
 
-/// Where the policy file lives, relative to the state root.
-pub const POLICY_FILE: &str = "etc/vgpu/tenants.toml";
-
 /// How far a tenant is kept from other tenants on a physical GPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,6 +1,6 @@
 //! Usage reports from the ledger's intervals and monthly summaries
-//! ([`vgpu_model::usage`]): vGPU-seconds, frame-buffer byte-seconds and intervals per tenant,
-//! domain, type or GPU, over a window.
+//! ([`vgpu_model::usage`], which also holds the ledger's calendar): vGPU-seconds, frame-buffer
+//! byte-seconds and intervals per tenant, domain, type or GPU, over a window.
 //!
 //! - A window is cut into pieces. A month that lies whole inside it and has a summary is read
 //!   from the summary. The rest is read from raw intervals, each cut at the piece's bounds.
@@ -12,14 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
-use jiff::civil::Date;
-use jiff::tz::TimeZone;
-use jiff::{Timestamp, ToSpan};
+use jiff::Timestamp;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::model::pci::PciAddress;
-use crate::model::usage::{Interval, MonthRow, MonthSummary, Stamp};
+use crate::model::usage::{Interval, MonthSummary, Stamp, month_bounds, overlap, rfc3339};
 
 /// What a report's rows are keyed by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -207,43 +205,6 @@ impl Sum {
     }
 }
 
-/// `ms` as a timestamp, held within what `jiff` represents.
-fn timestamp(ms: i64) -> Timestamp {
-    let min = Timestamp::MIN.as_millisecond();
-    let max = Timestamp::MAX.as_millisecond();
-    Timestamp::from_millisecond(ms.clamp(min, max)).unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-/// `ms` in RFC 3339, UTC, with milliseconds: `2026-11-30T01:02:03.456Z`.
-pub fn rfc3339(ms: i64) -> String {
-    timestamp(ms).strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
-/// The UTC month holding `ms`: its name (`YYYY-MM`), its first millisecond and the next
-/// month's first millisecond.
-pub fn month_bounds(ms: i64) -> (String, i64, i64) {
-    let date = timestamp(ms).to_zoned(TimeZone::UTC).date();
-    let first = Date::new(date.year(), date.month(), 1).unwrap_or(date);
-    let start = |d: Date| {
-        d.to_zoned(TimeZone::UTC)
-            .map_or(i64::MAX, |z| z.timestamp().as_millisecond())
-    };
-    let next = first.checked_add(1.month()).map_or(i64::MAX, start);
-    (
-        format!("{:04}-{:02}", first.year(), first.month()),
-        start(first),
-        next,
-    )
-}
-
-/// The first millisecond of `month` (`YYYY-MM`, UTC); `None` for a name that is not a month.
-pub fn month_start(month: &str) -> Option<i64> {
-    let (year, number) = month.split_once('-')?;
-    let date = Date::new(year.parse().ok()?, number.parse().ok()?, 1).ok()?;
-    let zoned = date.to_zoned(TimeZone::UTC).ok()?;
-    Some(zoned.timestamp().as_millisecond())
-}
-
 /// Parses a time: RFC 3339 (`2026-11-01T00:00:00Z`, any offset, fractions of a second), or
 /// before `now_ms` by a count of `s`, `m`, `h`, `d` or `w` (`-30d`).
 pub fn parse_time(text: &str, now_ms: i64) -> Result<i64, UsageError> {
@@ -292,69 +253,6 @@ fn sum_of<'s>(sums: &'s mut BTreeMap<String, Sum>, key: &str) -> &'s mut Sum {
         sums.insert(key.to_owned(), Sum::default());
     }
     sums.get_mut(key).expect("inserted above")
-}
-
-/// The length of `[a, b)` within `[lo, hi)`, in milliseconds.
-fn overlap((a, b): (i64, i64), lo: i64, hi: i64) -> u128 {
-    let (from, to) = (a.max(lo), b.min(hi));
-    u128::try_from(to.saturating_sub(from).max(0)).unwrap_or(0)
-}
-
-/// Folds the intervals of one closed month `[start_ms, end_ms)`, named `month`, into its
-/// summary: one row per tenant, domain, type and GPU. Open intervals count up to `now`.
-pub fn fold_month(
-    start_ms: i64,
-    end_ms: i64,
-    month: &str,
-    intervals: &[Interval],
-    now: &Stamp,
-) -> MonthSummary {
-    type Key = (String, String, String, String);
-    let mut rows: BTreeMap<Key, MonthRow> = BTreeMap::new();
-    for interval in intervals {
-        let span = interval.span_ms(now);
-        let ms = overlap(span, start_ms, end_ms);
-        if ms == 0 {
-            continue;
-        }
-        let h = &interval.holding;
-        let key = (
-            h.tenant.clone(),
-            h.domain.clone(),
-            h.type_id.clone(),
-            h.gpu.to_string(),
-        );
-        let row = rows.entry(key).or_insert_with(|| MonthRow {
-            tenant: h.tenant.clone(),
-            domain: h.domain.clone(),
-            type_id: h.type_id.clone(),
-            type_name: h.type_name.clone(),
-            gpu: h.gpu,
-            vgpu_ms: 0,
-            framebuffer_byte_ms: 0,
-            began: 0,
-            carried: 0,
-            began_estimated: 0,
-            carried_estimated: 0,
-        });
-        row.vgpu_ms += u64::try_from(ms).unwrap_or(u64::MAX);
-        row.framebuffer_byte_ms += u128::from(h.framebuffer_bytes) * ms;
-        let estimated = u64::from(interval.estimated);
-        if span.0 >= start_ms {
-            row.began += 1;
-            row.began_estimated += estimated;
-        } else {
-            row.carried += 1;
-            row.carried_estimated += estimated;
-        }
-    }
-    MonthSummary {
-        month: month.to_owned(),
-        start_ms,
-        end_ms,
-        rows: rows.into_values().collect(),
-        skipped: 0,
-    }
 }
 
 /// A part of a window.

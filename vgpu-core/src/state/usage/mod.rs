@@ -29,9 +29,8 @@ use crate::host::durable::{create_dirs, remove_durably};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::VgpuHandle;
-use crate::model::usage::{Holding, Interval, MonthSummary, Stamp};
+use crate::model::usage::{Holding, Interval, MonthSummary, Stamp, fold_month, month_bounds};
 use crate::state::lock::HostLock;
-use vgpu_report::usage::{fold_month, month_bounds};
 
 use files::{LogEnd, OpenFile};
 
@@ -115,14 +114,9 @@ impl Default for UsageConfig {
 }
 
 impl UsageConfig {
-    /// `etc/vgpu/usage.toml`.
-    pub fn path(paths: &HostPaths) -> PathBuf {
-        paths.etc().join("vgpu/usage.toml")
-    }
-
     /// The host's configuration; the defaults when there is no file.
     pub fn load(paths: &HostPaths) -> Result<Self> {
-        let path = Self::path(paths);
+        let path = paths.usage_toml();
         let Some(text) = read_bounded(&path, 64 * 1024)? else {
             return Ok(Self::default());
         };
@@ -651,7 +645,7 @@ fn crash() -> Error {
 
 /// The first millisecond of `month` (`YYYY-MM`), as the ledger names its files.
 fn month_start(month: &str) -> i64 {
-    vgpu_report::usage::month_start(month).unwrap_or(0)
+    crate::model::usage::month_start(month).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ fn a_damaged_open_json_is_an_error_naming_it() {
 #[test]
 fn usage_toml_with_an_unknown_key_is_refused_with_its_position() {
     let (_dir, paths) = setup();
-    let path = UsageConfig::path(&paths);
+    let path = paths.usage_toml();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, "keep_raw_days = 30\nkeep = 1\n").unwrap();
     let err = UsageConfig::load(&paths).unwrap_err();

@@ -2,9 +2,17 @@
 //! summaries that old intervals are folded into. `vgpu-core` keeps them on disk; `vgpu-report`
 //! sums them per tenant, domain, type or GPU.
 //!
+//! The ledger's calendar is here too: UTC months ([`month_bounds`], [`month_start`]), times in
+//! RFC 3339 ([`rfc3339`]), and one closed month folded into its summary ([`fold_month`]).
+//!
 //! What is counted is allocation time: a vGPU held by a running domain, whether or not the
 //! guest used its engines.
 
+use std::collections::BTreeMap;
+
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -132,3 +140,106 @@ pub struct MonthSummary {
     #[serde(default)]
     pub skipped: u64,
 }
+
+/// `ms` as a timestamp, held within what `jiff` represents.
+fn timestamp(ms: i64) -> Timestamp {
+    let min = Timestamp::MIN.as_millisecond();
+    let max = Timestamp::MAX.as_millisecond();
+    Timestamp::from_millisecond(ms.clamp(min, max)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// `ms` in RFC 3339, UTC, with milliseconds: `2026-11-30T01:02:03.456Z`.
+pub fn rfc3339(ms: i64) -> String {
+    timestamp(ms).strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// The UTC month holding `ms`: its name (`YYYY-MM`), its first millisecond and the next
+/// month's first millisecond.
+pub fn month_bounds(ms: i64) -> (String, i64, i64) {
+    let date = timestamp(ms).to_zoned(TimeZone::UTC).date();
+    let first = Date::new(date.year(), date.month(), 1).unwrap_or(date);
+    let start = |d: Date| {
+        d.to_zoned(TimeZone::UTC)
+            .map_or(i64::MAX, |z| z.timestamp().as_millisecond())
+    };
+    let next = first.checked_add(1.month()).map_or(i64::MAX, start);
+    (
+        format!("{:04}-{:02}", first.year(), first.month()),
+        start(first),
+        next,
+    )
+}
+
+/// The first millisecond of `month` (`YYYY-MM`, UTC); `None` for a name that is not a month.
+pub fn month_start(month: &str) -> Option<i64> {
+    let (year, number) = month.split_once('-')?;
+    let date = Date::new(year.parse().ok()?, number.parse().ok()?, 1).ok()?;
+    let zoned = date.to_zoned(TimeZone::UTC).ok()?;
+    Some(zoned.timestamp().as_millisecond())
+}
+
+/// The length of `[a, b)` within `[lo, hi)`, in milliseconds.
+pub fn overlap((a, b): (i64, i64), lo: i64, hi: i64) -> u128 {
+    let (from, to) = (a.max(lo), b.min(hi));
+    u128::try_from(to.saturating_sub(from).max(0)).unwrap_or(0)
+}
+
+/// Folds the intervals of one closed month `[start_ms, end_ms)`, named `month`, into its
+/// summary: one row per tenant, domain, type and GPU. Open intervals count up to `now`.
+pub fn fold_month(
+    start_ms: i64,
+    end_ms: i64,
+    month: &str,
+    intervals: &[Interval],
+    now: &Stamp,
+) -> MonthSummary {
+    type Key = (String, String, String, String);
+    let mut rows: BTreeMap<Key, MonthRow> = BTreeMap::new();
+    for interval in intervals {
+        let span = interval.span_ms(now);
+        let ms = overlap(span, start_ms, end_ms);
+        if ms == 0 {
+            continue;
+        }
+        let h = &interval.holding;
+        let key = (
+            h.tenant.clone(),
+            h.domain.clone(),
+            h.type_id.clone(),
+            h.gpu.to_string(),
+        );
+        let row = rows.entry(key).or_insert_with(|| MonthRow {
+            tenant: h.tenant.clone(),
+            domain: h.domain.clone(),
+            type_id: h.type_id.clone(),
+            type_name: h.type_name.clone(),
+            gpu: h.gpu,
+            vgpu_ms: 0,
+            framebuffer_byte_ms: 0,
+            began: 0,
+            carried: 0,
+            began_estimated: 0,
+            carried_estimated: 0,
+        });
+        row.vgpu_ms += u64::try_from(ms).unwrap_or(u64::MAX);
+        row.framebuffer_byte_ms += u128::from(h.framebuffer_bytes) * ms;
+        let estimated = u64::from(interval.estimated);
+        if span.0 >= start_ms {
+            row.began += 1;
+            row.began_estimated += estimated;
+        } else {
+            row.carried += 1;
+            row.carried_estimated += estimated;
+        }
+    }
+    MonthSummary {
+        month: month.to_owned(),
+        start_ms,
+        end_ms,
+        rows: rows.into_values().collect(),
+        skipped: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests;

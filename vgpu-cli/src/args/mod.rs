@@ -7,18 +7,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vgpu_core::{model::nvml::SchedulerPolicy, plan::place::Policy};
+mod values;
 
-use crate::{kubevirt, nova};
-
-/// A switch given as `on` or `off`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnOff {
-    /// On.
-    On,
-    /// Off.
-    Off,
-}
+pub use values::{NovaReleaseArg, OnOff, PolicyArg, PolicyName, ProviderArg, Shell};
 
 /// The `--help` heading of the options every command takes, shown after its own.
 const GLOBAL: &str = "Global options";
@@ -174,7 +165,7 @@ pub enum Command {
         /// The Nova release to write for: zed (26) to 2023.2 (28), 2024.1 (29) and 2024.2 (30),
         /// or 2025.1 (31) and later, the first to offer vendor-VFIO VFs.
         #[arg(long, value_enum, default_value = "zed")]
-        nova_release: nova::NovaReleaseArg,
+        nova_release: NovaReleaseArg,
     },
     /// Print the KubeVirt CR patch (permitted host devices, mdevs left alone) that lets a
     /// KubeVirt or Harvester cluster see exactly the vGPUs this host made, or Harvester's own
@@ -186,7 +177,7 @@ pub enum Command {
         /// Who serves the resources: KubeVirt's own device plugins, NVIDIA's sandbox device
         /// plugin (GPU Operator), or Harvester (its objects instead of the CR).
         #[arg(long, value_enum, default_value = "kubevirt")]
-        provider: kubevirt::ProviderArg,
+        provider: ProviderArg,
         /// This node's name in the cluster (default: the host's hostname).
         #[arg(long, value_name = "NAME")]
         node: Option<String>,
@@ -667,75 +658,6 @@ impl Command {
 
 /// Where libvirt looks for hooks (`SYSCONFDIR/libvirt/hooks`, fixed when libvirt is built).
 pub const DEFAULT_HOOKS_DIR: &str = "/etc/libvirt/hooks";
-
-/// A scheduler policy on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyName {
-    /// Round robin over the vGPUs with work.
-    BestEffort,
-    /// An equal share to each running vGPU.
-    EqualShare,
-    /// A fixed share to each vGPU, by its type.
-    FixedShare,
-}
-
-impl From<PolicyName> for SchedulerPolicy {
-    fn from(name: PolicyName) -> Self {
-        match name {
-            PolicyName::BestEffort => SchedulerPolicy::BestEffort,
-            PolicyName::EqualShare => SchedulerPolicy::EqualShare,
-            PolicyName::FixedShare => SchedulerPolicy::FixedShare,
-        }
-    }
-}
-
-/// `place --policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyArg {
-    /// Fill partly used GPUs first (best fit).
-    Pack,
-    /// Balance vGPUs across GPUs.
-    Spread,
-}
-
-impl From<PolicyArg> for Policy {
-    fn from(arg: PolicyArg) -> Self {
-        match arg {
-            PolicyArg::Pack => Policy::Pack,
-            PolicyArg::Spread => Policy::Spread,
-        }
-    }
-}
-
-/// A shell `vgpuctl completions` writes a script for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    /// bash (bash-completion loads it from /usr/share/bash-completion/completions/vgpuctl).
-    Bash,
-    /// zsh (a `_vgpuctl` file in a directory of `$fpath`).
-    Zsh,
-    /// fish (`vgpuctl.fish` in a `vendor_completions.d` directory).
-    Fish,
-}
-
-impl Shell {
-    /// The file name the shell looks the script up by.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Shell::Bash => "vgpuctl",
-            Shell::Zsh => "_vgpuctl",
-            Shell::Fish => "vgpuctl.fish",
-        }
-    }
-
-    pub(crate) fn generator(self) -> clap_complete::Shell {
-        match self {
-            Shell::Bash => clap_complete::Shell::Bash,
-            Shell::Zsh => clap_complete::Shell::Zsh,
-            Shell::Fish => clap_complete::Shell::Fish,
-        }
-    }
-}
 
 /// The shortest refresh interval `--interval` takes.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);

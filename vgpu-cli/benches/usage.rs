@@ -11,7 +11,7 @@
 //!    folding would report it;
 //! 3. the all-time counters of `metrics`.
 //!
-//! `cargo bench -p vgpu-core --bench usage` prints the numbers; it asserts nothing about speed.
+//! `cargo bench -p vgpu-cli --bench usage` prints the numbers; it asserts nothing about speed.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
@@ -22,9 +22,9 @@ use uuid::Uuid;
 use vgpu_core::HostPaths;
 use vgpu_core::model::VgpuHandle;
 use vgpu_core::model::pci::PciAddress;
-use vgpu_core::model::usage::{Holding, Interval, Stamp};
+use vgpu_core::model::usage::{Holding, Interval, Stamp, month_bounds};
 use vgpu_core::state::usage::{Clock, Ledger, UsageConfig};
-use vgpu_report::usage::{By, Query, counters, month_bounds, report};
+use vgpu_report::usage::{By, Query, counters, report};
 
 const STARTS_PER_DAY: i64 = 10_000;
 const DOMAINS: u64 = 500;

@@ -15,6 +15,8 @@ use uuid::Uuid;
 
 use crate::pci::PciAddress;
 
+pub mod matching;
+
 /// Whether NVML was used, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NvmlStatus {

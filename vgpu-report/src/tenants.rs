@@ -1,0 +1,72 @@
+//! The tenants report: each tenant's policy and what it holds, and every rule of the tenant
+//! policy broken now. The caller reads the policy and the holdings (`vgpu-core`'s
+//! `read_policy` and `Manager::holdings`); the rules are `vgpu-plan`'s
+//! ([`check`](vgpu_plan::tenants::check), [`audit`]).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use vgpu_plan::tenants::{Holding, Policy, TenantPolicy, Violation, audit};
+
+use crate::model::pci::PciAddress;
+
+/// One tenant in [`TenantsReport`]: its policy and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantUse {
+    /// The tenant (`""`: domains without one).
+    pub tenant: String,
+    /// Its policy (the default for a tenant the file does not name).
+    pub policy: TenantPolicy,
+    /// How many vGPUs it holds.
+    pub vgpus: u64,
+    /// Their frame buffer, in bytes.
+    pub framebuffer_bytes: u64,
+    /// The physical GPUs they are on.
+    pub gpus: Vec<PciAddress>,
+    /// Its domains holding them.
+    pub domains: Vec<String>,
+}
+
+/// Every tenant the policy names or a record holds for, and every rule broken on the host
+/// now (a policy made stricter after the fact, say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantsReport {
+    /// The policy file, when there is one.
+    pub policy: Option<PathBuf>,
+    /// The tenants, by name.
+    pub tenants: Vec<TenantUse>,
+    /// The rules broken now, as [`check`](vgpu_plan::tenants::check) says with everything held as new.
+    pub violations: Vec<Violation>,
+}
+
+/// The tenants report of `holdings` under `policy` (read from `path`).
+pub fn report(policy: &Policy, path: Option<&Path>, holdings: &[Holding]) -> TenantsReport {
+    let mut names: BTreeSet<&str> = policy.tenants.keys().map(String::as_str).collect();
+    names.extend(holdings.iter().map(|h| h.tenant.as_str()));
+    let tenants = names
+        .into_iter()
+        .map(|name| {
+            let mine: Vec<&Holding> = holdings.iter().filter(|h| h.tenant == name).collect();
+            let mut gpus: Vec<_> = mine.iter().map(|h| h.gpu).collect();
+            gpus.sort();
+            gpus.dedup();
+            let mut domains: Vec<String> = mine.iter().map(|h| h.domain.clone()).collect();
+            domains.sort();
+            domains.dedup();
+            TenantUse {
+                tenant: name.to_owned(),
+                policy: policy.of(name),
+                vgpus: mine.len() as u64,
+                framebuffer_bytes: mine.iter().map(|h| h.framebuffer_mib << 20).sum(),
+                gpus,
+                domains,
+            }
+        })
+        .collect();
+    TenantsReport {
+        policy: path.map(Path::to_path_buf),
+        tenants,
+        violations: audit(policy, holdings),
+    }
+}
