@@ -114,6 +114,7 @@ fn has_source(err: &Error) -> bool {
         | Error::Timeout { .. }
         | Error::NotApplied { .. }
         | Error::NoCapacity { .. }
+        | Error::NoRoomHere { .. }
         | Error::NotBound { .. }
         | Error::UnbindLockRefused { .. }
         | Error::NotFound { .. }
