@@ -1,6 +1,9 @@
-//! The simulator's error type.
+//! The simulator's error type, and the errno the simulated kernel answers with.
 
 use std::path::PathBuf;
+
+/// An errno (positive, as in `libc`).
+pub(crate) type Errno = i32;
 
 /// Errors of the simulator library.
 #[derive(Debug, thiserror::Error)]

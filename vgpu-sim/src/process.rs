@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::control::{Hold, MAX_HELD_FDS};
-use crate::kernel::Errno;
+use crate::error::Errno;
 
 /// The first descriptor `hold` gives (0 to 2 are the standard streams).
 const FIRST_FD: u32 = 3;

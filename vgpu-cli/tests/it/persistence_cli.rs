@@ -16,6 +16,17 @@ fn wait_for(path: &Path) {
     );
 }
 
+/// The writes the simulator holds until nothing blocks them: the `# waiting <path>: <why>`
+/// lines of its control file.
+fn waiting(h: &Host) -> Vec<String> {
+    std::fs::read_to_string(h.sim.root().join(".vgpu-sim/control"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_prefix("# waiting "))
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn sigkill_during_create_then_restore_matches_definitions() {
     let h = host("t4-legacy");
@@ -498,7 +509,11 @@ fn destroy_of_a_vgpu_open_by_a_process_names_it_until_forced() {
     let kept = vgpu_ids(&h, T4);
     let forced = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // QEMU exits once the forced removal waits in the kernel for it.
+            let remove = format!("{UUID}/remove: ");
+            assert!(vgpu_testing::wait_for(Duration::from_secs(20), || {
+                waiting(&h).iter().any(|w| w.contains(&remove))
+            }));
             h.sim.drop_process(4242).unwrap();
         });
         vgpuctl(&h, &["destroy", UUID, "--force"])

@@ -23,6 +23,23 @@ use crate::host::paths::HostPaths;
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How many attempts found each lock file held, for tests that release a lock while another
+/// acquire waits.
+#[cfg(test)]
+static BUSY_ATTEMPTS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// How many attempts have found the lock file at `path` held so far.
+#[cfg(test)]
+pub(crate) fn busy_attempts(path: &Path) -> usize {
+    BUSY_ATTEMPTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(path)
+        .copied()
+        .unwrap_or(0)
+}
+
 /// An exclusive lock on the host, released when dropped.
 #[derive(Debug)]
 pub(crate) struct HostLock {
@@ -67,7 +84,16 @@ impl HostLock {
                     tracing::debug!(path = %path.display(), "host lock taken");
                     return Ok(HostLock { _lock: lock, path });
                 }
-                Err((_, Errno::EWOULDBLOCK | Errno::EINTR)) => {}
+                Err((_, Errno::EWOULDBLOCK | Errno::EINTR)) => {
+                    #[cfg(test)]
+                    {
+                        *BUSY_ATTEMPTS
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .entry(path.clone())
+                            .or_insert(0) += 1;
+                    }
+                }
                 Err((_, errno)) => {
                     return Err(update_error("lock", &path, io::Error::from(errno)));
                 }

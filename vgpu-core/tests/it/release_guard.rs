@@ -13,6 +13,7 @@ use crate::common::{addr, gpu, manager, paths};
 use uuid::Uuid;
 use vgpu_core::{Error, ErrorKind, Manager, host::SriovOptions, model::VgpuHandle, state::Start};
 use vgpu_sim::SimHost;
+use vgpu_testing::wait_for;
 
 const T4: &str = "0000:3b:00.0";
 const L40S: &str = "0000:41:00.0";
@@ -52,16 +53,15 @@ fn timeout(err: &Error) -> Option<(String, PathBuf, u128)> {
     }
 }
 
-/// Polls `done` for up to 5 s.
-fn eventually(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    done()
+/// The writes the simulator holds until nothing blocks them: the `# waiting <path>: <why>`
+/// lines of its control file.
+fn waiting(host: &SimHost) -> Vec<String> {
+    std::fs::read_to_string(host.root().join(".vgpu-sim/control"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_prefix("# waiting "))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn held_open(err: &Error) -> Option<(&str, u32, &str, &str)> {
@@ -149,7 +149,9 @@ fn destroy_with_force_timed_out_removal_takes_effect_when_the_holder_exits() {
         .destroy(VgpuHandle::Mdev(UUID))
         .unwrap_err();
     host.drop_process(QEMU).unwrap();
-    assert!(eventually(|| gpu(&host, T4).vgpus.is_empty()));
+    assert!(wait_for(Duration::from_secs(5), || gpu(&host, T4)
+        .vgpus
+        .is_empty()));
 }
 
 #[test]
@@ -162,7 +164,11 @@ fn destroy_with_force_goes_through_when_the_holder_exits_in_time() {
         .unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
+            // QEMU exits once the forced removal waits in the kernel for it.
+            let remove = format!("{UUID}/remove: ");
+            assert!(wait_for(Duration::from_secs(10), || waiting(&host)
+                .iter()
+                .any(|w| w.contains(&remove))));
             host.drop_process(QEMU).unwrap();
         });
         manager(&host)

@@ -3,11 +3,14 @@
 //!
 //! `pci` holds drivers and binding (`drivers/base/{bus,dd}.c`, `drivers/pci/pci-driver.c`) and
 //! hot-plug; `sriov` the VF count (`drivers/pci/iov.c`) and asynchronous VF probes; `vgpu`
-//! mdevs and NVIDIA's vendor interface; `wait` what a store waits for before the kernel
-//! carries it out.
+//! mdevs and NVIDIA's vendor interface; `register` which devices are VFIO devices, kept in
+//! [`VfioNodes`] after every change; `wait` what a store waits for before the kernel carries it
+//! out. The simulated processes ([`Processes`]) and the VFIO registrations are the kernel's
+//! state, in modules below this one that know nothing of it.
 
 mod mig;
 mod pci;
+mod register;
 mod sriov;
 mod vgpu;
 mod wait;
@@ -23,11 +26,10 @@ use crate::profile::{DeviceSpec, IommuKind, PciAddr, Profile, SriovSpec, TypeSpe
 use crate::uevent::UeventLog;
 use crate::vfio::VfioNodes;
 
+pub(crate) use crate::error::Errno;
 pub(crate) use mig::MigState;
 pub(crate) use pci::{DynId, pci_vars};
 
-/// An errno (positive, as in `libc`).
-pub(crate) type Errno = i32;
 /// The result of a kernel operation.
 pub(crate) type KResult<T> = Result<T, Errno>;
 

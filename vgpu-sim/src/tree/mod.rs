@@ -1,12 +1,13 @@
 //! The filesystem view of the kernel model: directory listings, file contents and stores,
 //! laid out as sysfs, procfs and devtmpfs lay them out. `device` lists the inside of PCI
-//! function directories, `attrs` reads and writes files.
+//! function directories, `attrs` reads and writes files, `wait` says which writes wait.
 
 mod attrs;
 mod config;
 mod cpu;
 mod device;
 mod nvidia;
+mod wait;
 
 pub(crate) use config::UNPRIVILEGED_CONFIG_SIZE;
 

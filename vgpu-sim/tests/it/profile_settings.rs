@@ -9,9 +9,10 @@ use crate::common::{
 };
 use vgpu_sim::{Profile, SimHost};
 
-/// `flex-sriov`: the Flex PF (16 VFs, on `i915`) and its first VF once enabled.
+/// `flex-sriov`: the Flex PF (16 VFs, on `i915`) and its first two VFs once enabled.
 const FLEX_PF: &str = "0000:4d:00.0";
 const FLEX_VF0: &str = "0000:4d:00.1";
+const FLEX_VF1: &str = "0000:4d:00.2";
 /// `l40s-vendor-vfio`: the first L40S PF and its first VF.
 const L40S: &str = "0000:41:00.0";
 const L40S_VF0: &str = "0000:41:00.4";
@@ -75,11 +76,15 @@ fn async_probe_vf_is_bound_after_the_delay() {
 #[test]
 fn async_probe_client_bind_before_the_probe_stays() {
     let h = flex_async(300);
-    echo(&pci(&h, FLEX_PF, "sriov_numvfs"), "1").expect("enable");
+    echo(&pci(&h, FLEX_PF, "sriov_numvfs"), "2").expect("enable");
     echo(&pci(&h, FLEX_VF0, "driver_override"), "vfio-pci").expect("override");
     echo(&drivers_probe(&h), FLEX_VF0).expect("probe");
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    assert_eq!(driver_of(&h, FLEX_VF0), Some("vfio-pci".into()));
+    // Both VFs' probes are due at once: the second VF, left alone, shows when they ran.
+    let probed = eventually(|| driver_of(&h, FLEX_VF1).as_deref() == Some("i915"));
+    assert_eq!(
+        (probed, driver_of(&h, FLEX_VF0)),
+        (true, Some("vfio-pci".into()))
+    );
 }
 
 #[test]
@@ -111,6 +116,8 @@ fn async_probe_disabled_vfs_are_not_probed_later() {
     let numvfs = pci(&h, FLEX_PF, "sriov_numvfs");
     echo(&numvfs, "2").expect("enable");
     echo(&numvfs, "0").expect("disable");
+    // Not a synchronisation: the test is that nothing happens once the probe time (200 ms)
+    // has passed, and no state change marks that moment. So the wait is the latency itself.
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(
         (cat(&numvfs), pci(&h, FLEX_VF0, "").exists()),

@@ -39,13 +39,18 @@ fn lock_dropped_second_acquire_succeeds() {
 fn lock_released_while_waiting_is_taken() {
     let (_dir, paths) = host();
     let held = HostLock::acquire(&paths, Duration::ZERO).unwrap();
+    let lock = held.path().to_owned();
     let releaser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
+        // Released once the acquire below has found the lock held: it is waiting then.
+        let waiting = vgpu_testing::wait_for(Duration::from_secs(10), || {
+            crate::state::lock::busy_attempts(&lock) > 0
+        });
         drop(held);
+        waiting
     });
     let taken = HostLock::acquire(&paths, Duration::from_secs(10));
-    releaser.join().unwrap();
-    assert!(taken.is_ok());
+    let waited = releaser.join().unwrap();
+    assert_eq!((waited, taken.is_ok()), (true, true));
 }
 
 #[test]
