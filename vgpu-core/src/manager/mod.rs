@@ -54,7 +54,7 @@ use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
 pub use policy::{Claim, read_policy};
-pub use removal::DomainReferences;
+pub use session::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 
 /// Performs host mutations for one command.

@@ -21,37 +21,16 @@
 //! The hook's records are asked always, with libvirt or without: a domain the hook prepared
 //! holds what it was given until its `release`. A forced session skips every check.
 
-use std::collections::BTreeMap;
-
 use std::path::PathBuf;
 
 use uuid::Uuid;
 
-use super::session::Operation;
+use super::session::{DomainReferences, Operation};
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::model::VgpuHandle;
 use crate::state::hook::other_records;
-
-/// What libvirt says about which domains reference which devices, as the caller found out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum DomainReferences {
-    /// This host has no libvirt: no domain can reference a device. The default for a
-    /// library that is not told otherwise.
-    #[default]
-    NoLibvirt,
-    /// libvirt answered: the domains that reference each device, live or in their
-    /// configuration; a device missing here is referenced by none.
-    Known(BTreeMap<VgpuHandle, Vec<String>>),
-    /// libvirt is there but did not answer: which domains reference what is unknown.
-    Unanswered {
-        /// The connection URI tried.
-        uri: String,
-        /// Why it did not answer.
-        reason: String,
-    },
-}
 
 impl Operation<'_> {
     /// The one removal policy (see the module documentation): fails when the hook's record of

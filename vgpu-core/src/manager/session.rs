@@ -8,6 +8,7 @@
 //! Definitions are honoured here as well: [`Operation::reservations`] says what a GPU holds
 //! for defined vGPUs that are not running, and placement never gives that away.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -38,6 +39,25 @@ use crate::state::store::{
     BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,
 };
 
+/// What libvirt says about which domains reference which devices, as the caller found out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DomainReferences {
+    /// This host has no libvirt: no domain can reference a device. The default for a
+    /// library that is not told otherwise.
+    #[default]
+    NoLibvirt,
+    /// libvirt answered: the domains that reference each device, live or in their
+    /// configuration; a device missing here is referenced by none.
+    Known(BTreeMap<VgpuHandle, Vec<String>>),
+    /// libvirt is there but did not answer: which domains reference what is unknown.
+    Unanswered {
+        /// The connection URI tried.
+        uri: String,
+        /// Why it did not answer.
+        reason: String,
+    },
+}
+
 /// The host lock and the audit log of one command.
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -53,7 +73,7 @@ pub(crate) struct Session {
     settle: std::sync::Mutex<Option<Settle>>,
     /// NVML, loaded when a step needs it.
     nvml: NvmlCell,
-    references: super::removal::DomainReferences,
+    references: DomainReferences,
     /// Always `Some` until the session ends.
     lock: Option<HostLock>,
 }
@@ -72,7 +92,7 @@ pub(crate) struct SessionOptions {
     /// Where NVML is loaded from when a step needs it.
     pub(crate) nvml: NvmlSource,
     /// Which libvirt domains reference which devices, as the caller found out.
-    pub(crate) references: super::removal::DomainReferences,
+    pub(crate) references: DomainReferences,
 }
 
 impl Session {
@@ -454,7 +474,7 @@ impl Operation<'_> {
     }
 
     /// What the caller said libvirt says about domains.
-    pub(crate) fn domain_references(&self) -> &super::removal::DomainReferences {
+    pub(crate) fn domain_references(&self) -> &DomainReferences {
         &self.session.references
     }
 
