@@ -15,7 +15,7 @@ fn open(dir: &tempfile::TempDir, release_timeout: Duration) -> (HostPaths, Sessi
             force: false,
             release_timeout,
             nvml: NvmlSource::default(),
-            references: crate::manager::removal::DomainReferences::NoLibvirt,
+            references: crate::manager::DomainReferences::NoLibvirt,
         },
     )
     .unwrap();
