@@ -2,7 +2,7 @@
 //! the domain XML rewritten to name this host's devices, and `vgpuctl can-host`, the same
 //! choice made without changing anything (`vgpu_core::manager::migrate`). With the source's
 //! metadata (`vgpuctl migration-metadata` there), `can-host` also asks NVML whether each vGPU
-//! can move live (`vgpu_core::manager::migration_checks`).
+//! can move live (`vgpu_core::nvml::migration_checks`).
 //!
 //! Only the hostdevs that are the hook's are looked at: mediated devices, and VFs of NVIDIA's
 //! vendor-specific VFIO (`managed='no'`). A plain VF (`managed='yes'`) is libvirt's own. Nova
@@ -16,8 +16,9 @@ use anyhow::{Context as _, Result};
 use serde::Serialize;
 
 use vgpu_core::error::NvmlError;
-use vgpu_core::manager::{Arrival, HookDomain, Incoming, IncomingDevice};
+use vgpu_core::manager::{HookDomain, Incoming, IncomingDevice};
 use vgpu_core::model::VgpuHandle;
+use vgpu_core::model::migration::Arrival;
 use vgpu_core::model::migration::{Compatibility, MigrationCheck, MigrationMetadata};
 use vgpu_core::model::nvml::Fact;
 use vgpu_core::state::HookConfig;
@@ -236,7 +237,7 @@ pub(crate) fn can_host(
             .migrate_domain(&request, &devices, &config, true)?
     };
     let migration = match &metadata {
-        Some(metadata) => Some(vgpu_core::manager::migration_checks(
+        Some(metadata) => Some(vgpu_core::nvml::migration_checks(
             ctx.nvml(),
             request.uuid,
             &incoming.arrivals,
@@ -279,13 +280,8 @@ pub(crate) fn metadata(ctx: &Context<'_>, vgpus: &[String], out: &mut dyn Write)
         .collect::<Result<Vec<_>>>()?;
     let mut sampler = Sampler::new(ctx);
     let (inventory, owners, libvirt) = sampler.holdings()?;
-    let metadata = vgpu_core::manager::migration_metadata(
-        sampler.nvml(),
-        paths,
-        &inventory,
-        &owners,
-        &handles,
-    );
+    let metadata =
+        vgpu_core::nvml::migration_metadata(sampler.nvml(), paths, &inventory, &owners, &handles);
     let metadata = match (metadata, libvirt.reason) {
         // NVML's vGPU may not be found for want of the domain libvirt would have named.
         (Err(err @ vgpu_core::Error::Nvml(NvmlError::NotRunning { .. })), Some(reason))

@@ -284,6 +284,33 @@ pub fn judge(source: &VgpuMetadata, here: Here) -> MigrationCheck {
     }
 }
 
+/// What one device of an incoming domain's XML becomes on this host: what `migrate begin`
+/// chooses, and what the destination's NVML verdict is asked of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Arrival {
+    /// As the source named it.
+    pub from: VgpuHandle,
+    /// As this host names it.
+    pub to: VgpuHandle,
+    /// The GPU it is on.
+    pub gpu: PciAddress,
+    /// Its type's id here.
+    pub type_id: String,
+    /// Its type's name, where the GPU gives one.
+    pub type_name: Option<String>,
+    /// Where the type came from, in words.
+    pub type_from: String,
+    /// Made by an earlier run for the same domain, and reused.
+    pub reused: bool,
+}
+
+impl Arrival {
+    /// Whether the XML must name it differently.
+    pub fn rewritten(&self) -> bool {
+        self.from != self.to
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

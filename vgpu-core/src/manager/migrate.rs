@@ -34,6 +34,7 @@ use super::session::Operation;
 use crate::backend::{self, NewVgpu, Placement};
 use crate::discovery::discover;
 use crate::error::{Error, Result};
+use crate::model::migration::Arrival;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, PLAIN_VF_TYPE, VgpuHandle};
 use crate::state::hook::{HookConfig, Made, Moved, Record, read_record, record_path};
@@ -48,32 +49,6 @@ pub struct IncomingDevice {
     pub id: VgpuHandle,
     /// The type `attach` recorded for it in the domain's metadata, by name.
     pub type_name: Option<String>,
-}
-
-/// What one device of the incoming XML becomes here.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Arrival {
-    /// As the source named it.
-    pub from: VgpuHandle,
-    /// As this host names it.
-    pub to: VgpuHandle,
-    /// The GPU it is on.
-    pub gpu: PciAddress,
-    /// Its type's id here.
-    pub type_id: String,
-    /// Its type's name, where the GPU gives one.
-    pub type_name: Option<String>,
-    /// Where the type came from, in words.
-    pub type_from: String,
-    /// Made by an earlier run for the same domain, and reused.
-    pub reused: bool,
-}
-
-impl Arrival {
-    /// Whether the XML must name it differently.
-    pub fn rewritten(&self) -> bool {
-        self.from != self.to
-    }
 }
 
 /// What was, or would be, made for an incoming domain.

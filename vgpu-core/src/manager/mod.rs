@@ -11,7 +11,6 @@ mod create;
 mod hook;
 mod interrupt;
 mod migrate;
-mod migrate_nvml;
 mod parallel;
 mod placing;
 mod policy;
@@ -29,8 +28,7 @@ use uuid::Uuid;
 
 pub use apply::{ApplyEvent, ApplyOutcome, ApplyReport, GpuApply, Progress};
 pub use hook::{HookDomain, Left, Prepared, Released};
-pub use migrate::{Arrival, Incoming, IncomingDevice};
-pub use migrate_nvml::{migration_checks, migration_metadata};
+pub use migrate::{Incoming, IncomingDevice};
 pub use provision::{GpuReport, Target};
 pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 

@@ -29,7 +29,7 @@ pub(crate) mod sched;
 
 pub use host_state::add_nvml_facts;
 pub use mig_write::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};
-pub use migration::RawVgpuMetadata;
+pub use migration::{RawVgpuMetadata, migration_checks, migration_metadata};
 pub use sched::{SchedulerChange, SchedulerRequest};
 
 use std::path::{Path, PathBuf};
