@@ -2,6 +2,7 @@
 //! [`ErrorKind`], the few categories a caller acts on; [`NvmlError`] (`nvml.rs`), the failures
 //! of a change that needs NVML.
 
+mod chain;
 #[cfg(test)]
 mod from_plan_tests;
 mod nvml;
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
+pub(crate) use chain::{error_chain, foreign_error_chain};
 pub use nvml::NvmlError;
 pub use vgpu_model::ErrorKind;
 
@@ -774,39 +776,6 @@ impl Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The message of `err` with every one of its causes, as one line (`a: b: c`). This crate's
-/// errors never repeat their source in their `Display` (the `error` module's tests check every
-/// variant that has one), so each cause is said once. For another crate's error, whose
-/// `Display` may repeat its source, see [`foreign_error_chain`].
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
-}
-
-/// [`error_chain`] for an error of another crate, whose `Display` may already include its
-/// source's text (nvml-wrapper's `LibloadingError` is `"a libloading error occurred: {0}"`
-/// over the libloading error it holds as its source): a cause whose text the message already
-/// has is left out, so that it is said once.
-pub(crate) fn foreign_error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
 
 impl From<vgpu_model::name::BadName> for Error {
     fn from(bad: vgpu_model::name::BadName) -> Self {
