@@ -16,10 +16,12 @@
 //!
 //! Everything here is pure: the caller reads the GPU and writes `vgpu-placement-id`.
 
+pub mod chooser;
 pub mod fit;
 pub mod rule;
 pub mod slots;
 
+pub use chooser::Chooser;
 pub use fit::{Fit, fit};
 pub use rule::{max_instances, supported_placements};
 pub use slots::{Placed, SlotMap};

@@ -1,7 +1,7 @@
 //! A GPU's occupancy in mixed-size mode: which slots each placed vGPU holds.
 
 use super::rule::supported_mask;
-use super::{MAX_VGPUS_PER_GPU, PlacementError, bits, run};
+use super::{MAX_REGION_SLOTS, MAX_VGPUS_PER_GPU, PlacementError, bits, run};
 
 /// A vGPU on a GPU: its placement id and size; it holds the slots `[id, id + size)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,8 +30,9 @@ pub struct SlotMap {
 impl SlotMap {
     /// An empty GPU with a region of `region` slots (1 to 128).
     pub fn new(region: u32) -> Result<Self, PlacementError> {
-        // Size 1 fits every region the rule covers, so this checks the region alone.
-        supported_mask(region, 1).map_err(|_| PlacementError::Region { region })?;
+        if region == 0 || region > MAX_REGION_SLOTS {
+            return Err(PlacementError::Region { region });
+        }
         Ok(Self {
             region,
             occupied: 0,
