@@ -19,6 +19,9 @@
 //!    largest size, then of the next, and so on (ties to the lowest GPU, then id). It is an
 //!    exhaustive search per request of that measure, not an offline optimum over the trace.
 //!
+//! Nearly every refusal is of a 16, 24 or 48 GiB vGPU: a 48 GiB one needs an empty GPU, and
+//! which GPU a small vGPU goes to decides that more than where on the GPU it goes.
+//!
 //! `cargo bench -p vgpu-plan --bench placements` prints the refusals of each and the time per
 //! request of keep room (the whole replay timed, departures included, divided by the
 //! arrivals).
