@@ -15,6 +15,8 @@
 //! - [`capacity`]: [`room`], the one answer to what a GPU can still take, a type's identity,
 //!   the hand-out check, and where new GPU instances fit;
 //! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs;
+//! - [`placement`]: NVIDIA's mixed-size mode: the supported placement ids of a size, a GPU's
+//!   slot map, whether sizes fit together, and where one new vGPU goes;
 //! - [`testing`]: a synthetic fleet of GPUs, a fixture for benchmarks and tests only.
 //!
 //! Carrying a plan out is `vgpu-core`'s `Manager::apply`: each GPU's steps are one operation,
@@ -33,6 +35,7 @@ pub mod error;
 pub mod geometry;
 pub mod offers;
 pub mod place;
+pub mod placement;
 pub mod planner;
 pub mod steps;
 pub mod tenants;

@@ -1,0 +1,238 @@
+//! A GPU's occupancy in mixed-size mode: which slots each placed vGPU holds.
+
+use super::rule::supported_mask;
+use super::{MAX_REGION_SLOTS, MAX_VGPUS_PER_GPU, PlacementError, bits, run};
+
+/// A vGPU on a GPU: its placement id and size; it holds the slots `[id, id + size)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Placed {
+    /// The placement id: its first slot.
+    pub id: u32,
+    /// The placement size in GiB: its count of slots.
+    pub size: u32,
+}
+
+impl Placed {
+    fn mask(self) -> u128 {
+        run(self.size) << self.id
+    }
+}
+
+/// The vGPUs on one GPU and the slots they hold. Every vGPU is at a supported id of its
+/// size, no two overlap, and there are at most 32.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotMap {
+    region: u32,
+    occupied: u128,
+    placed: Vec<Placed>,
+}
+
+impl SlotMap {
+    /// An empty GPU with a region of `region` slots (1 to 128).
+    pub fn new(region: u32) -> Result<Self, PlacementError> {
+        if region == 0 || region > MAX_REGION_SLOTS {
+            return Err(PlacementError::Region { region });
+        }
+        Ok(Self {
+            region,
+            occupied: 0,
+            placed: Vec::new(),
+        })
+    }
+
+    /// The region's slots.
+    pub fn region(&self) -> u32 {
+        self.region
+    }
+
+    /// The vGPUs placed, by id.
+    pub fn placed(&self) -> &[Placed] {
+        &self.placed
+    }
+
+    /// Whether the GPU holds the most vGPUs it may.
+    pub fn is_full(&self) -> bool {
+        self.placed.len() >= MAX_VGPUS_PER_GPU
+    }
+
+    /// The slots held, as a mask.
+    pub(super) fn occupied(&self) -> u128 {
+        self.occupied
+    }
+
+    /// The supported ids of `size` whose slots are all free, as a mask; none when full.
+    pub(super) fn free_mask(&self, size: u32) -> Result<u128, PlacementError> {
+        let supported = supported_mask(self.region, size)?;
+        if self.is_full() {
+            return Ok(0);
+        }
+        Ok(free_among(supported, size, self.occupied))
+    }
+
+    /// The free placements of a `size` GiB type: its supported ids whose slots are all free,
+    /// lowest first; none when the GPU is full.
+    ///
+    /// Fails when the rule does not cover the size on this region.
+    pub fn free_placements(&self, size: u32) -> Result<Vec<u32>, PlacementError> {
+        Ok(bits(self.free_mask(size)?).collect())
+    }
+
+    /// Places a `size` GiB vGPU at `id`.
+    ///
+    /// Fails when the rule does not cover the size, `id` is not a supported id of it, the GPU
+    /// is full, or a placed vGPU holds one of its slots.
+    pub fn place(&mut self, id: u32, size: u32) -> Result<(), PlacementError> {
+        let supported = supported_mask(self.region, size)?;
+        if id >= 128 || supported & 1u128 << id == 0 {
+            return Err(PlacementError::NotSupported { id, size });
+        }
+        if self.is_full() {
+            return Err(PlacementError::Full);
+        }
+        let new = Placed { id, size };
+        if let Some(other) = self.placed.iter().find(|p| p.mask() & new.mask() != 0) {
+            return Err(PlacementError::Overlaps {
+                id,
+                size,
+                other: other.id,
+            });
+        }
+        let at = self.placed.partition_point(|p| p.id < id);
+        self.placed.insert(at, new);
+        self.occupied |= new.mask();
+        Ok(())
+    }
+
+    /// Removes the vGPU at `id` and returns it.
+    ///
+    /// Fails when no vGPU is placed at `id`.
+    pub fn remove(&mut self, id: u32) -> Result<Placed, PlacementError> {
+        let at = self
+            .placed
+            .binary_search_by_key(&id, |p| p.id)
+            .map_err(|_| PlacementError::NotPlaced { id })?;
+        let gone = self.placed.remove(at);
+        self.occupied &= !gone.mask();
+        Ok(gone)
+    }
+}
+
+/// The ids in `supported` whose `size` slots miss `occupied`.
+pub(super) fn free_among(supported: u128, size: u32, occupied: u128) -> u128 {
+    let run = run(size);
+    bits(supported)
+        .filter(|&id| occupied & run << id == 0)
+        .fold(0, |mask, id| mask | 1u128 << id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_map_new_empty_region_is_refused() {
+        let map = SlotMap::new(0);
+
+        assert_eq!(map, Err(PlacementError::Region { region: 0 }));
+    }
+
+    #[test]
+    fn free_placements_empty_l40s_16gib_are_both() {
+        let map = SlotMap::new(48).unwrap();
+
+        assert_eq!(map.free_placements(16), Ok(vec![0, 32]));
+    }
+
+    #[test]
+    fn free_placements_after_1gib_at_0_lose_16gib_at_0() {
+        let mut map = SlotMap::new(48).unwrap();
+        map.place(0, 1).unwrap();
+
+        assert_eq!(map.free_placements(16), Ok(vec![32]));
+    }
+
+    #[test]
+    fn free_placements_uncovered_size_is_refused() {
+        let map = SlotMap::new(24).unwrap();
+
+        assert_eq!(
+            map.free_placements(30),
+            Err(PlacementError::Size {
+                region: 24,
+                size: 30
+            })
+        );
+    }
+
+    #[test]
+    fn place_supported_free_id_is_recorded() {
+        let mut map = SlotMap::new(24).unwrap();
+
+        map.place(12, 6).unwrap();
+
+        assert_eq!(map.placed(), &[Placed { id: 12, size: 6 }]);
+    }
+
+    #[test]
+    fn place_unsupported_id_is_refused() {
+        let mut map = SlotMap::new(48).unwrap();
+
+        let placed = map.place(16, 16);
+
+        assert_eq!(
+            placed,
+            Err(PlacementError::NotSupported { id: 16, size: 16 })
+        );
+    }
+
+    #[test]
+    fn place_id_past_the_mask_is_refused() {
+        let mut map = SlotMap::new(48).unwrap();
+
+        let placed = map.place(500, 1);
+
+        assert_eq!(
+            placed,
+            Err(PlacementError::NotSupported { id: 500, size: 1 })
+        );
+    }
+
+    #[test]
+    fn place_overlapping_is_refused() {
+        let mut map = SlotMap::new(24).unwrap();
+        map.place(0, 12).unwrap();
+
+        let placed = map.place(8, 4);
+
+        assert_eq!(
+            placed,
+            Err(PlacementError::Overlaps {
+                id: 8,
+                size: 4,
+                other: 0
+            })
+        );
+    }
+
+    #[test]
+    fn remove_placed_frees_its_slots() {
+        let mut map = SlotMap::new(48).unwrap();
+        map.place(0, 1).unwrap();
+
+        let gone = map.remove(0);
+
+        assert_eq!(
+            (gone, map.free_placements(16)),
+            (Ok(Placed { id: 0, size: 1 }), Ok(vec![0, 32]))
+        );
+    }
+
+    #[test]
+    fn remove_unplaced_id_is_refused() {
+        let mut map = SlotMap::new(48).unwrap();
+
+        let gone = map.remove(3);
+
+        assert_eq!(gone, Err(PlacementError::NotPlaced { id: 3 }));
+    }
+}
