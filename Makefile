@@ -89,6 +89,7 @@ bench: deps
 	$(CARGO) bench -p vgpu-sim --bench churn
 	$(CARGO) bench -p vgpu-libvirt --bench owners
 	$(CARGO) bench -p vgpu-plan --bench plan
+	$(CARGO) bench -p vgpu-plan --bench placements
 	$(CARGO) bench -p vgpu-cli --bench hook
 
 ## vgpuctl, contrib/udev/60-vgpu.rules and contrib/systemd/vgpu-restore.service, the last two

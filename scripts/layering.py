@@ -103,6 +103,7 @@ LAYERS = {
         "usage",
     ],
     "vgpu-plan": [
+        "placement",
         "error",
         "desired",
         "steps",
