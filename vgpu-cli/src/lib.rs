@@ -55,7 +55,7 @@ mod usage;
 mod watch;
 
 pub use args::{
-    ChangeCommand, Cli, Command, DEFAULT_HOOKS_DIR, HookCommand, NovaReleaseArg, OnOff,
+    ChangeCommand, Cli, Command, DEFAULT_HOOKS_DIR, HookCommand, Keep, NovaReleaseArg, OnOff,
     PlanCommand, PolicyArg, PolicyName, ProviderArg, VgpuArgs, VmCommand,
 };
 pub use context::Context;

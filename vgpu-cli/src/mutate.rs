@@ -18,13 +18,6 @@ fn start(auto: bool) -> Start {
     if auto { Start::Auto } else { Start::Manual }
 }
 
-/// The one rule of `--define` (sriov, create, bind, provision): what the command made now
-/// comes back at boot, unless `--manual`. (`define` alone writes a definition only, manual
-/// unless `--auto`, as `mdevctl define` does.)
-fn kept(define: bool, manual: bool) -> Option<Start> {
-    define.then(|| start(!manual))
-}
-
 #[derive(Serialize)]
 struct Done<'a> {
     id: String,
@@ -58,12 +51,7 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             define,
             ..
         } => change.sriov(gpu, *vfs, *autoprobe, *define),
-        ChangeCommand::Create {
-            vgpu,
-            define,
-            manual,
-            ..
-        } => change.create(vgpu, kept(*define, *manual)),
+        ChangeCommand::Create { vgpu, keep } => change.create(vgpu, keep.start()),
         ChangeCommand::Define { vgpu, auto } => change.define(vgpu, start(*auto)),
         ChangeCommand::Destroy { id, .. } => change.destroy(id),
         ChangeCommand::Undefine { id, .. } => change.undefine(id),
@@ -72,10 +60,9 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
         ChangeCommand::Bind {
             address,
             driver,
-            define,
-            manual,
+            keep,
             ..
-        } => change.bind(*address, driver, kept(*define, *manual)),
+        } => change.bind(*address, driver, keep.start()),
         ChangeCommand::Unbind { address, .. } => change.unbind(*address),
         ChangeCommand::Restore { device } => change.restore(device.as_deref()),
         ChangeCommand::Provision {
@@ -84,17 +71,15 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             type_name,
             vfs,
             count,
-            define,
-            manual,
+            keep,
             tenant,
-            ..
         } => change.provision(&Provision {
             gpus,
             all: *all,
             type_name,
             vfs: *vfs,
             count: *count,
-            define: kept(*define, *manual),
+            define: keep.start(),
             tenant: tenant.as_deref(),
         }),
     }

@@ -266,16 +266,9 @@ pub enum ChangeCommand {
         /// Which vGPU.
         #[command(flatten)]
         vgpu: VgpuArgs,
-        /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for VFs): `restore`
-        /// makes it again at boot.
-        #[arg(long)]
-        define: bool,
-        /// With --define: keep the definition, but start it only on request (`vgpuctl start`).
-        #[arg(long, requires = "define")]
-        manual: bool,
-        /// With --define: start it at boot, which --define does by default.
-        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
-        auto: bool,
+        /// Whether to persist it, and whether it comes back at boot.
+        #[command(flatten)]
+        keep: Keep,
     },
     /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
     /// open or a libvirt domain references it (checked when libvirt answers at --connect).
@@ -326,15 +319,9 @@ pub enum ChangeCommand {
         /// The driver.
         #[arg(long, default_value = "vfio-pci")]
         driver: String,
-        /// Also persist the binding: `restore` binds it again at boot.
-        #[arg(long)]
-        define: bool,
-        /// With --define: keep the definition, but bind only on request (`vgpuctl start`).
-        #[arg(long, requires = "define")]
-        manual: bool,
-        /// With --define: bind at boot, which --define does by default.
-        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
-        auto: bool,
+        /// Whether to persist it, and whether it comes back at boot.
+        #[command(flatten)]
+        keep: Keep,
         /// Bind a device that is neither a GPU nor a VF of one, or one a process holds open.
         #[arg(long)]
         force: bool,
@@ -374,16 +361,9 @@ pub enum ChangeCommand {
         /// vGPUs per GPU (default: as many as fit).
         #[arg(long)]
         count: Option<u32>,
-        /// Also persist each vGPU, as `create --define` does: `restore` makes them again at
-        /// boot.
-        #[arg(long)]
-        define: bool,
-        /// With --define: keep the definitions, but start them only on request.
-        #[arg(long, requires = "define")]
-        manual: bool,
-        /// With --define: start them at boot, which --define does by default.
-        #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
-        auto: bool,
+        /// Whether to persist it, and whether it comes back at boot.
+        #[command(flatten)]
+        keep: Keep,
         /// For this tenant: refused (exit 1, kind policy) when the tenant policy
         /// (etc/vgpu/tenants.toml) would not let it hold them.
         #[arg(long, value_name = "NAME")]
@@ -593,6 +573,34 @@ pub enum HookCommand {
         #[arg(long, default_value = DEFAULT_HOOKS_DIR)]
         dir: PathBuf,
     },
+}
+
+/// The one rule of `--define` for `create`, `bind` and `provision`: what the command makes
+/// now is persisted and comes back at boot (`restore`), unless `--manual`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Keep {
+    /// Also persist it (mdevctl's store for mediated devices, /etc/vgpu for the rest):
+    /// `restore` makes it again at boot.
+    #[arg(long)]
+    pub define: bool,
+    /// With --define: keep the definition, but make it only on request (`vgpuctl start`).
+    #[arg(long, requires = "define")]
+    pub manual: bool,
+    /// With --define: make it at boot, which --define does by default.
+    #[arg(long, requires = "define", conflicts_with = "manual", hide = true)]
+    pub auto: bool,
+}
+
+impl Keep {
+    /// The definition's start, when one is kept.
+    pub fn start(self) -> Option<vgpu_core::state::Start> {
+        use vgpu_core::state::Start;
+        self.define.then_some(if self.manual {
+            Start::Manual
+        } else {
+            Start::Auto
+        })
+    }
 }
 
 /// A vGPU to create or define.
