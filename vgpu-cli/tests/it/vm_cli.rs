@@ -913,3 +913,37 @@ fn nova_config_leaves_out_an_mdev_a_domain_outside_nova_holds() {
         "{value}"
     );
 }
+
+/// `kubevirt-config` does not count a vGPU a domain of the host's libvirt holds (KubeVirt's
+/// domains run in its pods), and says so; the other vGPU of the type is counted.
+#[test]
+fn kubevirt_config_leaves_out_a_vf_a_host_domain_holds() {
+    let h = host();
+    h.define("vm1");
+    let held = json(&attach_new(&h, "vm1", L40S, "L40S-12Q"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    create(&h, L40S, "L40S-12Q", None);
+
+    let out = vgpuctl(&h, &["kubevirt-config", "--node", "node-a", "--json"]);
+    let value = json(&out);
+
+    let warnings: Vec<&str> = value["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains(&held))
+        .collect();
+    assert_eq!(
+        (
+            out.status.code(),
+            value["allocatable"]["nvidia.com/NVIDIA_L40S-12Q"].clone(),
+            warnings.len(),
+            warnings.first().is_some_and(|w| w.contains("vm1")),
+        ),
+        (Some(0), serde_json::json!(1), 1, true),
+        "{value}"
+    );
+}
