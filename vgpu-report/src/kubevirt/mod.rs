@@ -3,9 +3,8 @@
 //!
 //! - **Leave the mdevs alone.** virt-handler deletes every mdev it did not ask for
 //!   (kubevirt/kubevirt#9037). The patch turns that off: `mediatedDevicesConfiguration:
-//!   {enabled: false}` from KubeVirt 1.8 (kubevirt/kubevirt commit d468a0b340, "api: Add
-//!   enabled configurable to mediatedDevicesConfiguration"), the feature gate
-//!   `DisableMDEVConfiguration` before.
+//!   {enabled: false}` from KubeVirt 1.8 (kubevirt/kubevirt#16220, which deprecates the
+//!   gate), the feature gate `DisableMDEVConfiguration` before (kubevirt/kubevirt#9250).
 //! - **Permit what the host holds.** `permittedHostDevices.mediatedDevices` has one entry per
 //!   mdev type the host holds or has defined. Its `mdevNameSelector` is the type's `name` file
 //!   as sysfs has it (the type id where there is none), which virt-handler compares with
