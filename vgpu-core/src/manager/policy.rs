@@ -220,12 +220,25 @@ pub(crate) fn held<'a>(
     inventory: &Inventory,
     records: impl IntoIterator<Item = &'a Record>,
 ) -> Vec<Holding> {
+    held_by_id(inventory, records)
+        .into_iter()
+        .map(|(_, holding)| holding)
+        .collect()
+}
+
+/// [`held`], each holding with the device it is.
+fn held_by_id<'a>(
+    inventory: &Inventory,
+    records: impl IntoIterator<Item = &'a Record>,
+) -> Vec<(VgpuHandle, Holding)> {
     records
         .into_iter()
         .flat_map(|record| {
             let made = record.made.iter().map(|m| m.handle());
             made.chain(record.holds.iter().copied())
-                .filter_map(|id| holding_of(inventory, &record.tenant, &record.domain, id))
+                .filter_map(|id| {
+                    holding_of(inventory, &record.tenant, &record.domain, id).map(|h| (id, h))
+                })
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -245,10 +258,20 @@ impl Manager {
     /// What every domain's hook record holds now, for its tenant. Reads only. `vgpuctl
     /// tenants` reports it under the policy (`vgpu-report`'s `tenants`).
     pub fn holdings(&self) -> Result<Vec<Holding>> {
+        Ok(self
+            .holders()?
+            .into_iter()
+            .map(|(_, holding)| holding)
+            .collect())
+    }
+
+    /// [`Manager::holdings`], each with the device held: who holds a vGPU when libvirt
+    /// cannot say (`vgpuctl metrics` names its domain and tenant from it). Reads only.
+    pub fn holders(&self) -> Result<Vec<(VgpuHandle, Holding)>> {
         let paths = &self.paths;
         let inventory = settled_inventory(paths, &Store::new(paths))?;
         let records = other_records(paths, Uuid::nil())?;
-        Ok(held(&inventory, records.iter().map(|(_, r)| r)))
+        Ok(held_by_id(&inventory, records.iter().map(|(_, r)| r)))
     }
 }
 
