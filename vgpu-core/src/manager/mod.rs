@@ -51,7 +51,7 @@ use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
-pub use policy::{Claim, read_policy};
+pub use policy::{Claim, Holder, read_policy};
 pub use session::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 use vgpu_steps::{not_found, start_defined, stop, stop_unchecked, undefine};

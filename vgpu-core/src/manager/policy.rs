@@ -220,28 +220,36 @@ pub(crate) fn held<'a>(
     inventory: &Inventory,
     records: impl IntoIterator<Item = &'a Record>,
 ) -> Vec<Holding> {
-    held_by_id(inventory, records)
+    records
         .into_iter()
-        .map(|(_, holding)| holding)
+        .flat_map(|record| held_by(inventory, Uuid::nil(), record))
+        .map(|holder| holder.holding)
         .collect()
 }
 
-/// [`held`], each holding with the device it is.
-fn held_by_id<'a>(
-    inventory: &Inventory,
-    records: impl IntoIterator<Item = &'a Record>,
-) -> Vec<(VgpuHandle, Holding)> {
-    records
-        .into_iter()
-        .flat_map(|record| {
-            let made = record.made.iter().map(|m| m.handle());
-            made.chain(record.holds.iter().copied())
-                .filter_map(|id| {
-                    holding_of(inventory, &record.tenant, &record.domain, id).map(|h| (id, h))
-                })
-                .collect::<Vec<_>>()
+/// What one domain's `record` (the domain `uuid`) holds, each with its device.
+fn held_by(inventory: &Inventory, uuid: Uuid, record: &Record) -> Vec<Holder> {
+    let made = record.made.iter().map(|m| m.handle());
+    made.chain(record.holds.iter().copied())
+        .filter_map(|id| {
+            holding_of(inventory, &record.tenant, &record.domain, id).map(|holding| Holder {
+                id,
+                domain_uuid: uuid,
+                holding,
+            })
         })
         .collect()
+}
+
+/// One device a domain's hook record holds ([`Manager::holders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The device.
+    pub id: VgpuHandle,
+    /// The domain's UUID, which names its record.
+    pub domain_uuid: Uuid,
+    /// Its tenant, domain, GPU and frame buffer, as the tenant policy counts it.
+    pub holding: Holding,
 }
 
 impl Manager {
@@ -261,17 +269,26 @@ impl Manager {
         Ok(self
             .holders()?
             .into_iter()
-            .map(|(_, holding)| holding)
+            .map(|holder| holder.holding)
             .collect())
     }
 
-    /// [`Manager::holdings`], each with the device held: who holds a vGPU when libvirt
-    /// cannot say (`vgpuctl metrics` names its domain and tenant from it). Reads only.
-    pub fn holders(&self) -> Result<Vec<(VgpuHandle, Holding)>> {
+    /// [`Manager::holdings`], each with the device held and its domain's UUID: who holds a
+    /// vGPU when libvirt cannot say (`vgpuctl metrics` names its domain and tenant from it).
+    /// Reads only.
+    pub fn holders(&self) -> Result<Vec<Holder>> {
         let paths = &self.paths;
         let inventory = settled_inventory(paths, &Store::new(paths))?;
         let records = other_records(paths, Uuid::nil())?;
-        Ok(held_by_id(&inventory, records.iter().map(|(_, r)| r)))
+        Ok(records
+            .iter()
+            .filter_map(|(path, record)| {
+                // `other_records` keeps only records named by their domain's UUID.
+                let name = path.file_name()?.to_str()?;
+                Some(held_by(&inventory, Uuid::try_parse(name).ok()?, record))
+            })
+            .flatten()
+            .collect())
     }
 }
 
