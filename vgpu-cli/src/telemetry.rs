@@ -4,7 +4,8 @@
 //! A sample is discovery (with NVML filling in types), NVML's usage of the running vGPUs, and
 //! libvirt's ownership (`vgpu_domain::Owners`, with each domain's tenant, from
 //! [`crate::libvirt_facts`]); when libvirt does not answer, or the host has none, vGPUs are
-//! reported without a domain and `vgpu_libvirt_up` is 0.
+//! named by the hook's records (`Manager::holders`, what `vgpuctl tenants` counts), and
+//! `vgpu_libvirt_up` is 0, or left out on a host without libvirt.
 //!
 //! The format is Prometheus's text exposition format 0.0.4
 //! (<https://prometheus.io/docs/instrumenting/exposition_formats/>): one `# HELP` and one
@@ -56,6 +57,9 @@ pub(crate) struct LibvirtStatus {
     pub(crate) up: bool,
     /// Why not, when it did not.
     pub(crate) reason: Option<String>,
+    /// Whether the host has libvirt at all; `vgpu_libvirt_up` is left out when not.
+    #[serde(skip)]
+    pub(crate) present: bool,
 }
 
 /// One sample of the host: `metrics --json` and `top --json`.
@@ -290,7 +294,7 @@ impl Sampler {
     /// Who holds each vGPU, when libvirt answers. A host without libvirt is reported as
     /// libvirt down, with no domain holding anything.
     fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Owner>, LibvirtStatus) {
-        let down = |uri: &str, reason: String| {
+        let down = |uri: &str, reason: String, present: bool| {
             tracing::debug!(
                 uri,
                 "libvirt does not answer, vGPUs have no domain: {reason}"
@@ -299,6 +303,7 @@ impl Sampler {
                 uri: uri.to_owned(),
                 up: false,
                 reason: Some(reason),
+                present,
             }
         };
         match self.facts.owners(inventory) {
@@ -307,14 +312,17 @@ impl Sampler {
                     uri: self.uri.clone(),
                     up: true,
                     reason: None,
+                    present: true,
                 };
                 (owner_map(&owners), status)
             }
             LibvirtFacts::Absent => (
                 BTreeMap::new(),
-                down(&self.uri, "this host has no libvirt".to_owned()),
+                down(&self.uri, "this host has no libvirt".to_owned(), false),
             ),
-            LibvirtFacts::Unanswered { uri, reason } => (BTreeMap::new(), down(&uri, reason)),
+            LibvirtFacts::Unanswered { uri, reason } => {
+                (BTreeMap::new(), down(&uri, reason, true))
+            }
         }
     }
 }
@@ -434,9 +442,11 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
     nvml_up.sample(Vec::new(), u8::from(snapshot.nvml.loaded));
     let mut libvirt_up = Family::new(
         "vgpu_libvirt_up",
-        "Whether libvirt answered (1) or not (0); without it vGPUs have no domain or tenant.",
+        "Whether libvirt answered (1) or not (0); without it vGPUs are named by the hook's records.",
     );
-    libvirt_up.sample(Vec::new(), u8::from(snapshot.libvirt.up));
+    if snapshot.libvirt.present {
+        libvirt_up.sample(Vec::new(), u8::from(snapshot.libvirt.up));
+    }
 
     let mut gpu_vgpus = Family::new("vgpu_gpu_vgpus", "vGPUs in use on a physical GPU.");
     let gpu_names: Vec<(String, String, String)> = t
