@@ -202,7 +202,9 @@ impl Sampler {
             }
         }
         let alerts = self.alerts.then(|| {
-            let holdings = holders.ok().map(|h| h.into_iter().map(|h| h.holding).collect());
+            let holdings = holders
+                .ok()
+                .map(|h| h.into_iter().map(|h| h.holding).collect());
             self.alert_facts(&state, holdings)
         });
         let inventory = state.inventory;
@@ -270,7 +272,9 @@ impl Sampler {
             .collect();
         for d in crate::list::definitions(state) {
             if !d.active && d.start.as_deref() != Some("manual") {
-                *unrealised.entry(physical_gpu(inventory, &d.on)).or_insert(0) += 1;
+                *unrealised
+                    .entry(physical_gpu(inventory, &d.on))
+                    .or_insert(0) += 1;
             }
         }
         let restore = read_restore_run(&self.paths)
@@ -320,9 +324,7 @@ impl Sampler {
                 BTreeMap::new(),
                 down(&self.uri, "this host has no libvirt".to_owned(), false),
             ),
-            LibvirtFacts::Unanswered { uri, reason } => {
-                (BTreeMap::new(), down(&uri, reason, true))
-            }
+            LibvirtFacts::Unanswered { uri, reason } => (BTreeMap::new(), down(&uri, reason, true)),
         }
     }
 }
@@ -657,7 +659,10 @@ fn alert_families(facts: Option<&AlertFacts>) -> Vec<Family<'_>> {
         last_success.sample(Vec::new(), u8::from(run.success()));
     }
     if let Some(boot) = &facts.boot {
-        let ran = facts.restore.as_ref().is_some_and(|r| &r.finished.boot == boot);
+        let ran = facts
+            .restore
+            .as_ref()
+            .is_some_and(|r| &r.finished.boot == boot);
         this_boot.sample(Vec::new(), u8::from(ran));
     }
     vec![
