@@ -342,3 +342,176 @@ fn rules_pass_promtool_check_and_their_unit_tests() {
         stderr(&tested)
     );
 }
+
+/// The metric names `metrics` exposes: those of the golden files, and those left out there
+/// for want of a violation, a `restore` or a ledger interval.
+fn exposed_names() -> Vec<String> {
+    let mut names: Vec<String> = ["metrics-mixed.prom", "metrics-mixed-no-nvml.prom"]
+        .into_iter()
+        .map(|golden| {
+            let path = repo().join("vgpu-cli/tests/golden").join(golden);
+            std::fs::read_to_string(path).unwrap()
+        })
+        .collect::<String>()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .chain(
+            [
+                "vgpu_tenant_policy_violations",
+                "vgpu_restore_last_run_timestamp_seconds",
+                "vgpu_restore_last_success",
+                "vgpu_tenant_vgpu_seconds_total",
+                "vgpu_tenant_framebuffer_byte_seconds_total",
+            ]
+            .map(str::to_owned),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The metric names a PromQL expression selects: identifiers not inside a label matcher, a
+/// range or a string, that are neither a function, an aggregation nor a keyword.
+fn metric_names(expr: &str) -> Vec<String> {
+    const NOT_METRICS: [&str; 15] = [
+        "sum", "count", "min", "max", "avg", "group", "topk", "bottomk", "quantile", "stddev",
+        "stdvar", "and", "or", "unless", "bool",
+    ];
+    const LABEL_LISTS: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut names = Vec::new();
+    let mut i = 0;
+    let skip_to = |from: usize, close: char| {
+        let mut j = from;
+        while j < chars.len() && chars[j] != close {
+            j += 1;
+        }
+        j + 1
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' {
+            i = skip_to(i + 1, '"');
+        } else if c == '{' {
+            i = skip_to(i + 1, '}');
+        } else if c == '[' {
+            i = skip_to(i + 1, ']');
+        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_:".contains(chars[i])) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut next = i;
+            while next < chars.len() && chars[next] == ' ' {
+                next += 1;
+            }
+            let call = chars.get(next) == Some(&'(');
+            if LABEL_LISTS.contains(&word.as_str()) && call {
+                i = skip_to(next + 1, ')');
+            } else if !call && !NOT_METRICS.contains(&word.as_str()) {
+                names.push(word);
+            }
+        } else if c.is_ascii_digit() {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+/// Every `expr` of `value`, depth first.
+fn exprs(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v.as_str()) {
+                    ("expr", Some(expr)) => out.push(expr.to_owned()),
+                    _ => exprs(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| exprs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn dashboard_expressions_use_only_exposed_metrics_and_pass_promtool() {
+    let text = std::fs::read_to_string(repo().join("contrib/grafana/vgpu.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut found = Vec::new();
+    exprs(&dashboard["panels"], &mut found);
+    // Grafana's variables, as Prometheus would get them.
+    let promql: Vec<String> = found
+        .iter()
+        .map(|e| {
+            e.replace("$__rate_interval", "5m")
+                .replace("$gpu", ".*")
+                .replace("$tenant", ".*")
+        })
+        .collect();
+    let exposed = exposed_names();
+    let unknown: Vec<String> = promql
+        .iter()
+        .flat_map(|e| metric_names(e))
+        .filter(|name| !exposed.contains(name))
+        .collect();
+    let used: std::collections::BTreeSet<String> =
+        promql.iter().flat_map(|e| metric_names(e)).collect();
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("dashboard.rules.yml");
+    let mut yaml = "groups:\n  - name: dashboard\n    rules:\n".to_owned();
+    for (n, expr) in promql.iter().enumerate() {
+        yaml.push_str(&format!(
+            "      - record: dashboard:expr_{n}\n        expr: {}\n",
+            serde_json::Value::from(expr.as_str())
+        ));
+    }
+    std::fs::write(&rules, yaml).unwrap();
+    let checked = promtool(&["check", "rules", rules.to_str().unwrap()], None)
+        .map(|out| (out.status.code(), stderr(&out)));
+
+    assert_eq!(
+        (unknown, used.len(), variables, found.len()),
+        (
+            Vec::<String>::new(),
+            13,
+            vec!["datasource", "gpu", "tenant"],
+            13
+        )
+    );
+    if let Some(checked) = checked {
+        assert_eq!(checked, (Some(0), String::new()));
+    }
+}
+
+#[test]
+fn metric_names_leaves_out_functions_labels_and_ranges() {
+    assert_eq!(
+        metric_names(
+            "sum by (tenant) (rate(vgpu_a_total{tenant=~\"x\"}[5m])) and on (gpu) vgpu_b > 0"
+        ),
+        vec!["vgpu_a_total", "vgpu_b"]
+    );
+}
