@@ -23,6 +23,9 @@ MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# The Prometheus rules (contrib/prometheus/vgpu.rules.yml) and the Grafana dashboard
+# (contrib/grafana/vgpu.json), for an operator to load.
+SHAREDIR ?= $(PREFIX)/share/vgpu
 # gen-docs' output to install (DIR/man8/*.8, DIR/man5/*.5, DIR/completions/*); empty: gen-docs beside
 # vgpuctl writes them, and without it they are left out.
 VGPU_DOCS ?=
@@ -93,8 +96,8 @@ bench: deps
 	$(CARGO) bench -p vgpu-cli --bench hook
 
 ## vgpuctl, contrib/udev/60-vgpu.rules and contrib/systemd/vgpu-restore.service, the last two
-## generated from their .in templates with the installed vgpuctl's path, the man pages and the
-## completions. Then, on the host:
+## generated from their .in templates with the installed vgpuctl's path, the man pages, the
+## completions, the Prometheus rules and the Grafana dashboard. Then, on the host:
 ## systemctl daemon-reload && systemctl enable vgpu-restore.service && udevadm control --reload
 install:
 	@bin='$(VGPUCTL_BUILD)'; \
@@ -105,6 +108,8 @@ install:
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/udev/60-vgpu.rules.in > '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules'
 	sed 's|@VGPUCTL@|$(BINDIR)/vgpuctl|g' contrib/systemd/vgpu-restore.service.in > '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'
 	chmod 0644 '$(DESTDIR)$(UDEVRULESDIR)/60-vgpu.rules' '$(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-restore.service'
+	install -D -m 0644 contrib/prometheus/vgpu.rules.yml '$(DESTDIR)$(SHAREDIR)/vgpu.rules.yml'
+	install -D -m 0644 contrib/grafana/vgpu.json '$(DESTDIR)$(SHAREDIR)/vgpu.json'
 	@bin='$(or $(VGPUCTL_BUILD),target/release/vgpuctl)'; docs='$(VGPU_DOCS)'; tmp=; \
 	gen="$$(dirname "$$bin")/examples/gen-docs"; \
 	if [ -z "$$docs" ] && [ -x "$$gen" ]; then tmp=$$(mktemp -d) && docs=$$tmp && "$$gen" "$$docs"; fi; \

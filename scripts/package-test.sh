@@ -68,7 +68,8 @@ done
   = "complete -o bashdefault -o default -o nosort -F _vgpuctl vgpuctl" ] || fail "no bash completion for vgpuctl"
 for f in /usr/bin/vgpuctl-libvirt /usr/share/zsh/vendor-completions/_vgpuctl \
   /usr/share/fish/vendor_completions.d/vgpuctl.fish /usr/lib/udev/rules.d/60-vgpu.rules \
-  /usr/lib/systemd/system/vgpu-restore.service; do
+  /usr/lib/systemd/system/vgpu-restore.service /usr/share/vgpu/vgpu.rules.yml \
+  /usr/share/vgpu/vgpu.json; do
   [ -f "$f" ] || fail "$f is not installed"
 done
 grep -qx 'ExecStart=/usr/bin/vgpuctl restore' /usr/lib/systemd/system/vgpu-restore.service ||

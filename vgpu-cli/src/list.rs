@@ -21,13 +21,13 @@ pub(crate) struct Defined {
     /// The vGPU, VF or PF it is about.
     id: String,
     /// The device it goes on: the mdev parent, the GPU, or the PF itself.
-    on: String,
+    pub(crate) on: String,
     /// What it sets: the type, the driver, the VF count.
     what: String,
     /// When it starts (`auto`, `manual`); `None` for a VF count (always set by `restore`).
-    start: Option<String>,
+    pub(crate) start: Option<String>,
     /// Whether the host is as it says now.
-    active: bool,
+    pub(crate) active: bool,
 }
 
 /// Every definition of `state`, with whether it is in effect, in a stable order.

@@ -4,7 +4,8 @@
 //! A sample is discovery (with NVML filling in types), NVML's usage of the running vGPUs, and
 //! libvirt's ownership (`vgpu_domain::Owners`, with each domain's tenant, from
 //! [`crate::libvirt_facts`]); when libvirt does not answer, or the host has none, vGPUs are
-//! reported without a domain and `vgpu_libvirt_up` is 0.
+//! named by the hook's records (`Manager::holders`, what `vgpuctl tenants` counts), and
+//! `vgpu_libvirt_up` is 0, or left out on a host without libvirt.
 //!
 //! The format is Prometheus's text exposition format 0.0.4
 //! (<https://prometheus.io/docs/instrumenting/exposition_formats/>): one `# HELP` and one
@@ -26,8 +27,12 @@ use serde::Serialize;
 
 use vgpu_core::{
     HostPaths,
-    model::{Inventory, VgpuHandle, nvml::NvmlStatus},
+    manager::read_policy,
+    model::{Inventory, VgpuHandle, nvml::NvmlStatus, pci::PciAddress, policy::Holding},
     nvml::Nvml,
+    plan::capacity::HostState,
+    state::usage::{Clock as _, HostClock},
+    state::{RestoreRun, read_restore_run},
 };
 use vgpu_domain::Owners;
 use vgpu_report::telemetry::{Owner, Telemetry};
@@ -52,6 +57,9 @@ pub(crate) struct LibvirtStatus {
     pub(crate) up: bool,
     /// Why not, when it did not.
     pub(crate) reason: Option<String>,
+    /// Whether the host has libvirt at all; `vgpu_libvirt_up` is left out when not.
+    #[serde(skip)]
+    pub(crate) present: bool,
 }
 
 /// One sample of the host: `metrics --json` and `top --json`.
@@ -68,6 +76,39 @@ pub(crate) struct Snapshot {
     /// or not readable (then the counters are left out, never reported as 0).
     #[serde(skip)]
     pub(crate) usage: Option<UsageTotals>,
+    /// What the alerting rules need beyond telemetry; `None` when not asked for.
+    #[serde(skip)]
+    pub(crate) alerts: Option<AlertFacts>,
+}
+
+/// The host's states an operator is alerted to, for the gauges of `metrics` that only it
+/// reports. Each comes from the function the command showing it uses.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct AlertFacts {
+    /// Rules of the tenant policy broken now, per (tenant, rule): `vgpuctl tenants`'s
+    /// violations. `None` when the policy or the holdings could not be read.
+    pub(crate) violations: Option<BTreeMap<(String, &'static str), u64>>,
+    /// Per GPU and type, how many more can be made now: `vgpuctl types`'s `available`.
+    pub(crate) available: Vec<TypeRoom>,
+    /// Per GPU, definitions that start at boot and are not in effect: `list --defined`.
+    pub(crate) unrealised: BTreeMap<String, u64>,
+    /// The last whole-host `restore`, when one is recorded and readable.
+    pub(crate) restore: Option<RestoreRun>,
+    /// The boot the host runs now, when its boot id is readable.
+    pub(crate) boot: Option<String>,
+}
+
+/// What one type of one GPU can still take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TypeRoom {
+    /// The physical GPU.
+    pub(crate) gpu: String,
+    /// The type's id.
+    pub(crate) type_id: String,
+    /// The type's name, as every command shows it (`""` when unknown).
+    pub(crate) type_name: String,
+    /// How many more can be made now.
+    pub(crate) available: u32,
 }
 
 /// Each tenant's usage since the usage ledger began.
@@ -89,6 +130,8 @@ pub(crate) struct Sampler {
     facts: Box<dyn Facts>,
     /// Whether each sample reads the usage ledger.
     usage: bool,
+    /// Whether each sample reads what the alerting rules need ([`AlertFacts`]).
+    alerts: bool,
 }
 
 impl Sampler {
@@ -100,6 +143,7 @@ impl Sampler {
             manager: ctx.manager(),
             facts: ctx.facts(),
             usage: false,
+            alerts: false,
         }
     }
 
@@ -107,6 +151,12 @@ impl Sampler {
     /// host runs now.
     pub(crate) fn with_usage(mut self) -> Self {
         self.usage = true;
+        self
+    }
+
+    /// The same, reading at each sample what the alerting rules need ([`AlertFacts`]).
+    pub(crate) fn with_alerts(mut self) -> Self {
+        self.alerts = true;
         self
     }
 
@@ -119,18 +169,45 @@ impl Sampler {
     pub(crate) fn holdings(
         &mut self,
     ) -> Result<(Inventory, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
-        let inventory = self
-            .manager
-            .capacity_state(&self.nvml)
-            .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?
-            .inventory;
-        let (owners, libvirt) = self.owners(&inventory);
-        Ok((inventory, owners, libvirt))
+        let (state, owners, libvirt) = self.state_and_owners()?;
+        Ok((state.inventory, owners, libvirt))
     }
 
-    /// Reads the host now.
+    /// The host as capacity sees it, and who holds each vGPU where libvirt answers.
+    fn state_and_owners(
+        &mut self,
+    ) -> Result<(HostState, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
+        let state = self
+            .manager
+            .capacity_state(&self.nvml)
+            .with_context(|| format!("cannot read the host at {}", self.paths.root().display()))?;
+        let (owners, libvirt) = self.owners(&state.inventory);
+        Ok((state, owners, libvirt))
+    }
+
+    /// Reads the host now. A vGPU libvirt names no holder of is named by the hook's record
+    /// of it, as `vgpuctl tenants` names it.
     pub(crate) fn sample(&mut self) -> Result<Snapshot> {
-        let (inventory, owners, libvirt) = self.holdings()?;
+        let (state, mut owners, libvirt) = self.state_and_owners()?;
+        let holders = self.manager.holders().map_err(|err| {
+            tracing::warn!("the hook's records not read: {}", err.chain());
+        });
+        if let Ok(holders) = &holders {
+            for holder in holders {
+                owners.entry(holder.id).or_insert_with(|| Owner {
+                    domain: holder.holding.domain.clone(),
+                    uuid: holder.domain_uuid,
+                    tenant: Some(holder.holding.tenant.clone()).filter(|t| !t.is_empty()),
+                });
+            }
+        }
+        let alerts = self.alerts.then(|| {
+            let holdings = holders
+                .ok()
+                .map(|h| h.into_iter().map(|h| h.holding).collect());
+            self.alert_facts(&state, holdings)
+        });
+        let inventory = state.inventory;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
             true => match self.manager.usage(i64::MIN, i64::MAX) {
@@ -150,13 +227,78 @@ impl Sampler {
             nvml: self.nvml.status().clone(),
             libvirt,
             usage: totals,
+            alerts,
         })
+    }
+
+    /// What the alerting rules need of the host at `state`, with the hook's `holdings`
+    /// (`None`: not readable).
+    fn alert_facts(&self, state: &HostState, holdings: Option<Vec<Holding>>) -> AlertFacts {
+        let violations = holdings.and_then(|holdings| match read_policy(&self.paths) {
+            Ok(policy) => {
+                let report =
+                    vgpu_report::tenants::report(&policy.unwrap_or_default(), None, &holdings);
+                let mut counts = BTreeMap::new();
+                for v in &report.violations {
+                    *counts.entry((v.tenant().to_owned(), v.rule())).or_insert(0) += 1;
+                }
+                Some(counts)
+            }
+            Err(err) => {
+                tracing::warn!("the tenant policy not read: {}", err.chain());
+                None
+            }
+        });
+        let inventory = &state.inventory;
+        let available = inventory
+            .gpus
+            .iter()
+            .flat_map(|g| {
+                g.types.iter().map(|t| TypeRoom {
+                    gpu: g.address.to_string(),
+                    type_id: t.id.clone(),
+                    type_name: inventory
+                        .type_name(g.address, &t.id)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    available: t.available,
+                })
+            })
+            .collect();
+        let mut unrealised: BTreeMap<String, u64> = inventory
+            .gpus
+            .iter()
+            .map(|g| (g.address.to_string(), 0))
+            .collect();
+        for d in crate::list::definitions(state) {
+            if !d.active && d.start.as_deref() != Some("manual") {
+                *unrealised
+                    .entry(physical_gpu(inventory, &d.on))
+                    .or_insert(0) += 1;
+            }
+        }
+        let restore = read_restore_run(&self.paths)
+            .map_err(|err| tracing::warn!("the last restore not read: {}", err.chain()))
+            .ok()
+            .flatten();
+        let boot = HostClock::new(&self.paths)
+            .now()
+            .map_err(|err| tracing::warn!("the boot id not read: {}", err.chain()))
+            .ok()
+            .map(|now| now.boot);
+        AlertFacts {
+            violations,
+            available,
+            unrealised,
+            restore,
+            boot,
+        }
     }
 
     /// Who holds each vGPU, when libvirt answers. A host without libvirt is reported as
     /// libvirt down, with no domain holding anything.
     fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Owner>, LibvirtStatus) {
-        let down = |uri: &str, reason: String| {
+        let down = |uri: &str, reason: String, present: bool| {
             tracing::debug!(
                 uri,
                 "libvirt does not answer, vGPUs have no domain: {reason}"
@@ -165,6 +307,7 @@ impl Sampler {
                 uri: uri.to_owned(),
                 up: false,
                 reason: Some(reason),
+                present,
             }
         };
         match self.facts.owners(inventory) {
@@ -173,14 +316,15 @@ impl Sampler {
                     uri: self.uri.clone(),
                     up: true,
                     reason: None,
+                    present: true,
                 };
                 (owner_map(&owners), status)
             }
             LibvirtFacts::Absent => (
                 BTreeMap::new(),
-                down(&self.uri, "this host has no libvirt".to_owned()),
+                down(&self.uri, "this host has no libvirt".to_owned(), false),
             ),
-            LibvirtFacts::Unanswered { uri, reason } => (BTreeMap::new(), down(&uri, reason)),
+            LibvirtFacts::Unanswered { uri, reason } => (BTreeMap::new(), down(&uri, reason, true)),
         }
     }
 }
@@ -207,6 +351,19 @@ fn owner_map(owners: &Owners) -> BTreeMap<VgpuHandle, Owner> {
             ))
         })
         .collect()
+}
+
+/// The physical GPU of the device at `address`: itself, or the GPU whose VF it is; the
+/// address as given when the host has no such device now (a VF not enabled yet).
+fn physical_gpu(inventory: &Inventory, address: &str) -> String {
+    inventory
+        .gpus
+        .iter()
+        .find(|g| {
+            let same = |a: &PciAddress| a.to_string() == address;
+            same(&g.address) || g.vfs.iter().any(|v| same(&v.address))
+        })
+        .map_or_else(|| address.to_owned(), |g| g.address.to_string())
 }
 
 /// A label value as the exposition format escapes it.
@@ -287,9 +444,11 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
     nvml_up.sample(Vec::new(), u8::from(snapshot.nvml.loaded));
     let mut libvirt_up = Family::new(
         "vgpu_libvirt_up",
-        "Whether libvirt answered (1) or not (0); without it vGPUs have no domain or tenant.",
+        "Whether libvirt answered (1) or not (0); without it vGPUs are named by the hook's records.",
     );
-    libvirt_up.sample(Vec::new(), u8::from(snapshot.libvirt.up));
+    if snapshot.libvirt.present {
+        libvirt_up.sample(Vec::new(), u8::from(snapshot.libvirt.up));
+    }
 
     let mut gpu_vgpus = Family::new("vgpu_gpu_vgpus", "vGPUs in use on a physical GPU.");
     let gpu_names: Vec<(String, String, String)> = t
@@ -421,6 +580,7 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         skipped.sample(Vec::new(), totals.skipped);
     }
 
+    let alerts = alert_families(snapshot.alerts.as_ref());
     let mut out = String::new();
     for family in [
         &nvml_up,
@@ -437,10 +597,82 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         &tenant_seconds,
         &tenant_byte_seconds,
         &skipped,
-    ] {
+    ]
+    .into_iter()
+    .chain(&alerts)
+    {
         family.write(&mut out);
     }
     out
+}
+
+/// The families of `facts` (none when not sampled): what the alerting rules of
+/// `contrib/prometheus/vgpu.rules.yml` watch that telemetry does not say.
+fn alert_families(facts: Option<&AlertFacts>) -> Vec<Family<'_>> {
+    let Some(facts) = facts else {
+        return Vec::new();
+    };
+    let mut violations = Family::new(
+        "vgpu_tenant_policy_violations",
+        "Rules of the tenant policy a tenant breaks now, as vgpuctl tenants lists them.",
+    );
+    for ((tenant, rule), n) in facts.violations.iter().flatten() {
+        violations.sample(vec![("tenant", tenant.as_str()), ("rule", rule)], n);
+    }
+    let mut available = Family::new(
+        "vgpu_gpu_type_available",
+        "vGPUs of a type a GPU can still make now, as vgpuctl types says.",
+    );
+    for room in &facts.available {
+        available.sample(
+            vec![
+                ("gpu", room.gpu.as_str()),
+                ("type", room.type_id.as_str()),
+                ("type_name", room.type_name.as_str()),
+            ],
+            room.available,
+        );
+    }
+    let mut unrealised = Family::new(
+        "vgpu_definitions_unrealised",
+        "Definitions of a GPU that start at boot and are not in effect (vgpuctl list --defined).",
+    );
+    for (gpu, n) in &facts.unrealised {
+        unrealised.sample(vec![("gpu", gpu.as_str())], n);
+    }
+    let mut last_run = Family::new(
+        "vgpu_restore_last_run_timestamp_seconds",
+        "When the last vgpuctl restore of the whole host ended, in seconds since the Unix epoch.",
+    );
+    let mut last_success = Family::new(
+        "vgpu_restore_last_success",
+        "Whether the last vgpuctl restore of the whole host succeeded (1) or not (0).",
+    );
+    let mut this_boot = Family::new(
+        "vgpu_restore_this_boot",
+        "Whether vgpuctl restore of the whole host ran since the host booted (1) or not (0).",
+    );
+    if let Some(run) = &facts.restore {
+        // An f64 holds every count of milliseconds until the year 287,000.
+        #[allow(clippy::cast_precision_loss)]
+        last_run.sample(Vec::new(), run.finished.wall_ms as f64 / 1000.0);
+        last_success.sample(Vec::new(), u8::from(run.success()));
+    }
+    if let Some(boot) = &facts.boot {
+        let ran = facts
+            .restore
+            .as_ref()
+            .is_some_and(|r| &r.finished.boot == boot);
+        this_boot.sample(Vec::new(), u8::from(ran));
+    }
+    vec![
+        violations,
+        available,
+        unrealised,
+        last_run,
+        last_success,
+        this_boot,
+    ]
 }
 
 /// `vgpuctl metrics [--listen ADDR]`.
@@ -449,7 +681,7 @@ pub(crate) fn run(
     listen: Option<SocketAddr>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let mut sampler = Sampler::new(ctx).with_usage();
+    let mut sampler = Sampler::new(ctx).with_usage().with_alerts();
     let Some(addr) = listen else {
         let snapshot = sampler.sample()?;
         if ctx.cli().json {

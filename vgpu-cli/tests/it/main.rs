@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
+mod alerts_cli;
 mod common;
 mod completions_cli;
 mod error_kinds;

@@ -51,7 +51,7 @@ use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
-pub use policy::{Claim, read_policy};
+pub use policy::{Claim, Holder, read_policy};
 pub use session::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 use vgpu_steps::{not_found, start_defined, stop, stop_unchecked, undefine};
@@ -704,16 +704,44 @@ impl Manager {
     /// then driver bindings, then auto-start mediated devices, then NVIDIA VF types.
     /// Idempotent: what is already in place is left alone. Carries on past failures and
     /// reports (and audits) each step; see [`RestoreReport::failed`]. Then closes the usage
-    /// intervals an earlier boot left open ([`Manager::usage_settle`]).
+    /// intervals an earlier boot left open ([`Manager::usage_settle`]). Last, records when it
+    /// ended and whether it succeeded (`var/lib/vgpu/restore.json`,
+    /// [`read_restore_run`](crate::state::read_restore_run)), whatever the outcome.
     pub fn restore(&self) -> Result<RestoreReport> {
-        let session = self.session()?;
-        let report = restore::run(&session, None);
-        session.finish();
+        let report = self.session().and_then(|session| {
+            let report = restore::run(&session, None);
+            session.finish();
+            report
+        });
         // What an earlier boot left open in the usage ledger is closed at this one.
         if let Err(err) = self.usage_settle() {
             self.usage_lost("usage-settle", "usage ledger", &err);
         }
+        self.record_restore_run(&report);
         report
+    }
+
+    /// Writes how `report` ended as the last run; a failure to is logged, never the run's.
+    fn record_restore_run(&self, report: &Result<RestoreReport>) {
+        let (steps, failed, error) = match report {
+            Ok(report) => (report.steps.len() as u64, report.failed() as u64, None),
+            Err(err) => (0, 0, Some(err.chain())),
+        };
+        use crate::state::usage::Clock as _;
+        let recorded = crate::state::usage::HostClock::new(&self.paths)
+            .now()
+            .and_then(|finished| {
+                let run = crate::state::RestoreRun {
+                    finished,
+                    steps,
+                    failed,
+                    error,
+                };
+                crate::state::restore_run::write_restore_run(&self.paths, &run)
+            });
+        if let Err(err) = recorded {
+            tracing::warn!("the last restore is not recorded: {}", err.chain());
+        }
     }
 
     /// [`Manager::restore`] for the definitions that concern one device, named by its PCI

@@ -222,13 +222,34 @@ pub(crate) fn held<'a>(
 ) -> Vec<Holding> {
     records
         .into_iter()
-        .flat_map(|record| {
-            let made = record.made.iter().map(|m| m.handle());
-            made.chain(record.holds.iter().copied())
-                .filter_map(|id| holding_of(inventory, &record.tenant, &record.domain, id))
-                .collect::<Vec<_>>()
+        .flat_map(|record| held_by(inventory, Uuid::nil(), record))
+        .map(|holder| holder.holding)
+        .collect()
+}
+
+/// What one domain's `record` (the domain `uuid`) holds, each with its device.
+fn held_by(inventory: &Inventory, uuid: Uuid, record: &Record) -> Vec<Holder> {
+    let made = record.made.iter().map(|m| m.handle());
+    made.chain(record.holds.iter().copied())
+        .filter_map(|id| {
+            holding_of(inventory, &record.tenant, &record.domain, id).map(|holding| Holder {
+                id,
+                domain_uuid: uuid,
+                holding,
+            })
         })
         .collect()
+}
+
+/// One device a domain's hook record holds ([`Manager::holders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The device.
+    pub id: VgpuHandle,
+    /// The domain's UUID, which names its record.
+    pub domain_uuid: Uuid,
+    /// Its tenant, domain, GPU and frame buffer, as the tenant policy counts it.
+    pub holding: Holding,
 }
 
 impl Manager {
@@ -245,10 +266,29 @@ impl Manager {
     /// What every domain's hook record holds now, for its tenant. Reads only. `vgpuctl
     /// tenants` reports it under the policy (`vgpu-report`'s `tenants`).
     pub fn holdings(&self) -> Result<Vec<Holding>> {
+        Ok(self
+            .holders()?
+            .into_iter()
+            .map(|holder| holder.holding)
+            .collect())
+    }
+
+    /// [`Manager::holdings`], each with the device held and its domain's UUID: who holds a
+    /// vGPU when libvirt cannot say (`vgpuctl metrics` names its domain and tenant from it).
+    /// Reads only.
+    pub fn holders(&self) -> Result<Vec<Holder>> {
         let paths = &self.paths;
         let inventory = settled_inventory(paths, &Store::new(paths))?;
         let records = other_records(paths, Uuid::nil())?;
-        Ok(held(&inventory, records.iter().map(|(_, r)| r)))
+        Ok(records
+            .iter()
+            .filter_map(|(path, record)| {
+                // `other_records` keeps only records named by their domain's UUID.
+                let name = path.file_name()?.to_str()?;
+                Some(held_by(&inventory, Uuid::try_parse(name).ok()?, record))
+            })
+            .flatten()
+            .collect())
     }
 }
 

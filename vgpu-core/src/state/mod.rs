@@ -1,5 +1,5 @@
 //! What `vgpu` keeps on the host itself: persistent definitions ([`Store`]), the host lock,
-//! the audit log, the hook's records and the usage ledger ([`usage`]), each written with the durable file updates of
+//! the audit log, the hook's records, the last `restore` ([`RestoreRun`]) and the usage ledger ([`usage`]), each written with the durable file updates of
 //! `host::durable`.
 
 pub(crate) mod audit;
@@ -8,6 +8,7 @@ pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod input;
 pub(crate) mod lock;
+pub(crate) mod restore_run;
 pub(crate) mod store;
 pub mod usage;
 
@@ -15,6 +16,7 @@ pub use audit::AuditEntry;
 pub use desired::read_desired;
 pub use hook::{HookConfig, Made};
 pub use input::{read_input, read_input_text};
+pub use restore_run::{RestoreRun, read_restore_run, restore_run_path};
 pub use store::{
     BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
     SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
