@@ -737,3 +737,36 @@ fn removal_is_refused_when_an_installed_or_named_libvirt_does_not_answer() {
         "{named:?} {installed:?}"
     );
 }
+
+/// The planner counts the hook's records as holders too: without libvirt, a plan that would
+/// replace a vGPU the hook gave a domain skips that GPU naming the record, and `apply` leaves
+/// the vGPU running, as `destroy` would refuse it.
+#[test]
+fn apply_without_libvirt_skips_a_gpu_whose_vgpu_the_hooks_record_holds() {
+    let h = Host::new("mixed");
+    h.ok(&["define", T4, "--type", "T4-4Q", "--uuid", MDEV]);
+    h.prepare(&domain_xml(VM1, "", &mdev_hostdev(MDEV)));
+    let file = h.state.path().join("host.toml");
+    std::fs::write(
+        &file,
+        format!("version = 1\n[[configs.default.gpu]]\naddress = \"{T4}\"\ntypes = {{ \"T4-2Q\" = 1 }}\n"),
+    )
+    .unwrap();
+
+    let out = h.vgpuctl(&["apply", "-f", file.to_str().unwrap()]);
+
+    let stdout = text(&out.stdout).replace(h.state.path().to_str().unwrap(), "<state>");
+    assert_eq!(
+        (
+            out.status.code(),
+            stdout.contains(&format!(
+                "{T4}: skipped: {MDEV} would be taken away, but domain \"vm1\" by the libvirt \
+                 hook's record <state>/run/vgpu/hook/{VM1} holds it: this GPU is left as it is \
+                 (stopping domain \"vm1\" releases it; `--force` on a removal takes it anyway)\n"
+            )),
+            h.mdev_running(MDEV)
+        ),
+        (Some(1), true, true),
+        "{stdout}"
+    );
+}

@@ -546,21 +546,32 @@ impl Manager {
                 g.vgpus.iter().map(|v| v.id).chain(plain)
             })
             .collect();
-        let holds = backend::open_handles(&self.paths, &handles)?
-            .into_iter()
-            .map(|(id, holder)| {
-                let what = format!("process {} ({})", holder.pid, holder.command);
-                let by = match holder.listed {
-                    true => what,
-                    false => format!("{what}, whose open files cannot be listed"),
-                };
-                let frees = format!(
-                    "stop process {}, or take it from the guest at once with --force",
-                    holder.pid
-                );
-                (id, crate::plan::capacity::Hold { by, frees })
-            })
-            .collect();
+        let mut holds: BTreeMap<VgpuHandle, crate::plan::capacity::Hold> =
+            backend::open_handles(&self.paths, &handles)?
+                .into_iter()
+                .map(|(id, holder)| {
+                    let what = format!("process {} ({})", holder.pid, holder.command);
+                    let by = match holder.listed {
+                        true => what,
+                        false => format!("{what}, whose open files cannot be listed"),
+                    };
+                    let frees = format!(
+                        "stop process {}, or take it from the guest at once with --force",
+                        holder.pid
+                    );
+                    (id, crate::plan::capacity::Hold { by, frees })
+                })
+                .collect();
+        // The hook's records hold their domains' devices, with libvirt or without: a plan
+        // does not propose what the removal policy would refuse.
+        for (id, (record, domain)) in removal::hook_holds(&self.paths, uuid::Uuid::nil())? {
+            holds.entry(id).or_insert_with(|| crate::plan::capacity::Hold {
+                by: format!("domain {domain:?} by the libvirt hook's record {}", record.display()),
+                frees: format!(
+                    "stopping domain {domain:?} releases it; `--force` on a removal takes it anyway"
+                ),
+            });
+        }
         let mut local_memory_mib = BTreeMap::new();
         for gpu in &inventory.gpus {
             if gpu.backend != Backend::Sriov || gpu.vendor_id == Some(NVIDIA_VENDOR_ID) {

@@ -21,6 +21,7 @@
 //! The hook's records are asked always, with libvirt or without: a domain the hook prepared
 //! holds what it was given until its `release`. A forced session skips every check.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use uuid::Uuid;
@@ -127,9 +128,23 @@ fn hook_holder(
     id: VgpuHandle,
     except: Uuid,
 ) -> Result<Option<(PathBuf, String)>> {
-    let records = other_records(paths, except)?;
-    Ok(records.into_iter().find_map(|(path, record)| {
-        let holds = record.made.iter().any(|m| m.handle() == id) || record.holds.contains(&id);
-        holds.then_some((path, record.domain))
-    }))
+    Ok(hook_holds(paths, except)?.remove(&id))
+}
+
+/// Every device the hook's records, other than `except`'s, hold (made for their domain, or held
+/// by it), each with its record and its domain's name: what the removal policy and the planner
+/// (`Manager::host_state`) both count as held.
+pub(crate) fn hook_holds(
+    paths: &HostPaths,
+    except: Uuid,
+) -> Result<BTreeMap<VgpuHandle, (PathBuf, String)>> {
+    let mut held = BTreeMap::new();
+    for (path, record) in other_records(paths, except)? {
+        let ids = record.made.iter().map(|m| m.handle());
+        for id in ids.chain(record.holds.iter().copied()) {
+            held.entry(id)
+                .or_insert_with(|| (path.clone(), record.domain.clone()));
+        }
+    }
+    Ok(held)
 }
