@@ -111,6 +111,17 @@ fn attach_new(host: &Host, vm: &str, gpu: &str, type_name: &str) -> Output {
     )
 }
 
+/// A host whose domain `vm1` holds a new vGPU of `type_name` on `gpu`, and that vGPU's id.
+fn held_by_vm1(gpu: &str, type_name: &str) -> (Host, String) {
+    let h = host();
+    h.define("vm1");
+    let held = json(&attach_new(&h, "vm1", gpu, type_name))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (h, held)
+}
+
 fn create(host: &Host, gpu: &str, type_name: &str, uuid: Option<&str>) -> String {
     let mut args = vec!["create", gpu, "--type", type_name, "--json"];
     if let Some(uuid) = uuid {
@@ -221,12 +232,7 @@ fn attach_with_gpu_of_vendor_vfio_type_attaches_the_vf_unmanaged() {
 /// so that Nova does not hand it out again; the other defined VF is offered.
 #[test]
 fn nova_config_leaves_out_a_vf_a_domain_outside_nova_holds() {
-    let h = host();
-    h.define("vm1");
-    let held = json(&attach_new(&h, "vm1", L40S, "L40S-12Q"))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, held) = held_by_vm1(L40S, "L40S-12Q");
     let free = create(&h, L40S, "L40S-12Q", None);
     vgpuctl(&h, &["define", L40S, "--type", "L40S-12Q"]);
 
@@ -880,12 +886,7 @@ fn owners_and_list_defined_name_a_vgpus_type_the_same() {
 /// `max_instances`, and says so, as for VFs.
 #[test]
 fn nova_config_leaves_out_an_mdev_a_domain_outside_nova_holds() {
-    let h = host();
-    h.define("vm1");
-    let held = json(&attach_new(&h, "vm1", T4, "T4-2Q"))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, held) = held_by_vm1(T4, "T4-2Q");
 
     let out = vgpuctl(&h, &["nova-config", "--nova-release", "2025.1", "--json"]);
     let value = json(&out);
@@ -918,12 +919,7 @@ fn nova_config_leaves_out_an_mdev_a_domain_outside_nova_holds() {
 /// domains run in its pods), and says so; the other vGPU of the type is counted.
 #[test]
 fn kubevirt_config_leaves_out_a_vf_a_host_domain_holds() {
-    let h = host();
-    h.define("vm1");
-    let held = json(&attach_new(&h, "vm1", L40S, "L40S-12Q"))["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (h, held) = held_by_vm1(L40S, "L40S-12Q");
     create(&h, L40S, "L40S-12Q", None);
 
     let out = vgpuctl(&h, &["kubevirt-config", "--node", "node-a", "--json"]);

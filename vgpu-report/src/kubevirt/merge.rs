@@ -88,9 +88,7 @@ pub fn merge(
         let theirs = &theirs.spec.configuration.permitted;
         for entry in &theirs.mediated {
             names::check_resource_name(&entry.resource)?;
-            if !permitted.mediated.contains(entry) {
-                permitted.mediated.push(entry.clone());
-            }
+            permitted.mediated.push(entry.clone());
         }
         for entry in &theirs.pci {
             names::check_resource_name(&entry.resource)?;

@@ -329,24 +329,19 @@ pub fn build(host: &Host<'_>, options: Options) -> Result<NodeConfig, Error> {
         names::check_resource_name(&offer.resource)?;
         *allocatable.entry(offer.resource.clone()).or_insert(0) += offer.count;
         let external = (options.provider == Provider::Nvidia && offer.nvidia).then_some(true);
+        // Each offer is an entry; `sort` keeps one of each.
         if offer.mdev {
-            let entry = MediatedHostDevice {
+            permitted.mediated.push(MediatedHostDevice {
                 selector: offer.selector,
                 resource: offer.resource,
                 external,
-            };
-            if !permitted.mediated.contains(&entry) {
-                permitted.mediated.push(entry);
-            }
+            });
         } else {
-            let entry = PciHostDevice {
+            permitted.pci.push(PciHostDevice {
                 selector: offer.selector,
                 resource: offer.resource,
                 external,
-            };
-            if !permitted.pci.contains(&entry) {
-                permitted.pci.push(entry);
-            }
+            });
         }
     }
     permitted.sort();

@@ -93,12 +93,15 @@ pub struct PermittedHostDevices {
 }
 
 impl PermittedHostDevices {
-    /// Both lists in the one order every output has: by resource name, then selector.
+    /// Both lists in the one order every output has (by resource name, then selector), each
+    /// entry once.
     pub fn sort(&mut self) {
         self.mediated
             .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+        self.mediated.dedup();
         self.pci
             .sort_by(|a, b| (&a.resource, &a.selector).cmp(&(&b.resource, &b.selector)));
+        self.pci.dedup();
     }
 }
 
