@@ -226,6 +226,7 @@ mod tests {
     fn inventory() -> Inventory {
         let mut t4 = gpu("0000:3b:00.0", Backend::Mdev);
         t4.vgpus.push(Vgpu {
+            placement: None,
             id: VgpuHandle::Mdev(MDEV),
             type_id: "nvidia-222".to_owned(),
             parent: address("0000:3b:00.0"),
@@ -234,6 +235,7 @@ mod tests {
         l40s.vfs.push(vf("0000:41:00.4", "nvidia"));
         l40s.vfs.push(vf("0000:41:00.5", "nvidia"));
         l40s.vgpus.push(Vgpu {
+            placement: None,
             id: VgpuHandle::Vf(address("0000:41:00.4")),
             type_id: "1145".to_owned(),
             parent: address("0000:41:00.0"),

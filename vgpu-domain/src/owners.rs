@@ -168,6 +168,7 @@ mod tests {
         let vgpus = [B, A]
             .into_iter()
             .map(|id| Vgpu {
+                placement: None,
                 id: VgpuHandle::Mdev(id),
                 type_id: "nvidia-222".to_owned(),
                 parent,

@@ -75,6 +75,7 @@ fn inventory() -> Inventory {
         let mut t4 = gpu(pf, Backend::Mdev);
         t4.vgpus = (0..MDEVS_PER_GPU)
             .map(|m| Vgpu {
+                placement: None,
                 id: VgpuHandle::Mdev(Uuid::from_u128(((g as u128) << 32) | m as u128 | 1 << 100)),
                 type_id: "nvidia-222".to_owned(),
                 parent: pf,
@@ -87,6 +88,7 @@ fn inventory() -> Inventory {
         let a = address(0, 0x41, 4 + i);
         l40s.vfs.push(vf(a, "nvidia"));
         l40s.vgpus.push(Vgpu {
+            placement: None,
             id: VgpuHandle::Vf(a),
             type_id: "1145".to_owned(),
             parent: l40s.address,

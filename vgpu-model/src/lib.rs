@@ -28,6 +28,7 @@ pub mod parse;
 pub mod pci;
 pub mod policy;
 pub mod serde_hex;
+pub mod sizes;
 pub mod usage;
 
 use std::fmt;
@@ -127,6 +128,10 @@ pub struct Gpu {
     pub types: Vec<VgpuType>,
     /// vGPUs that exist on it now.
     pub vgpus: Vec<Vgpu>,
+    /// NVIDIA: its size mode for time-sliced vGPUs, where NVML reports one (a GPU that
+    /// supports mixed-size mode); `None` elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_mode: Option<sizes::SizeMode>,
 }
 
 /// An enabled SR-IOV virtual function.
@@ -179,6 +184,13 @@ pub struct VgpuType {
     /// What the parents offer, summed (before the per-GPU cap).
     #[serde(skip)]
     pub offered: u32,
+    /// On a GPU in mixed-size mode: the slots of the placement region one vGPU takes (its
+    /// frame buffer in GiB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_size: Option<u32>,
+    /// On a GPU in mixed-size mode: the placement ids a new vGPU of the type can take now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placements: Option<Vec<u32>>,
 }
 
 /// Where a vGPU type's name comes from, most trusted first: the GPU's own offer, what `vgpu`
@@ -233,6 +245,10 @@ pub struct Vgpu {
     pub type_id: String,
     /// The device it sits on: the mdev parent (PF or VF), or the PF of a vendor-VFIO VF.
     pub parent: PciAddress,
+    /// On a GPU in mixed-size mode: its placement id (its first 1-GiB slot), where NVML
+    /// reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<u32>,
 }
 
 /// How a vGPU is named: a mediated device's UUID or the VF that carries it.
@@ -273,6 +289,7 @@ impl Gpu {
     /// inventory, a test); set the fields that matter after.
     pub fn new(address: PciAddress, backend: Backend) -> Self {
         Gpu {
+            size_mode: None,
             address,
             vendor_id: None,
             device_id: None,

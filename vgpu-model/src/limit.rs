@@ -47,6 +47,18 @@ pub enum Limit {
         /// The profile the type needs.
         profile: String,
     },
+    /// Mixed-size mode: the type's placements whose slots are free.
+    Placements {
+        /// How many are free.
+        free: u32,
+    },
+    /// Mixed-size mode: NVML did not say where the type can be placed.
+    PlacementsUnknown,
+    /// Mixed-size mode: the GPU holds the most vGPUs it may.
+    VgpusPerGpu {
+        /// The most vGPUs on one GPU.
+        max: u32,
+    },
 }
 
 impl std::fmt::Display for Limit {
@@ -76,6 +88,16 @@ impl std::fmt::Display for Limit {
                 f,
                 "the GPU instances of profile {profile} are unknown without NVML"
             ),
+            Limit::Placements { free } => {
+                write!(f, "{free} free placement(s) in mixed-size mode")
+            }
+            Limit::PlacementsUnknown => write!(
+                f,
+                "NVML does not say where the type can be placed in mixed-size mode"
+            ),
+            Limit::VgpusPerGpu { max } => {
+                write!(f, "the GPU holds {max} vGPUs, the most in mixed-size mode")
+            }
         }
     }
 }
@@ -95,6 +117,10 @@ impl Limit {
             Limit::MigOff { .. } => "MIG mode off".to_owned(),
             Limit::MigOn => "MIG mode on".to_owned(),
             Limit::MigUnknown { .. } => "no NVML".to_owned(),
+            Limit::Placements { free: 0 } => "no free placement".to_owned(),
+            Limit::Placements { free } => format!("{free} placements"),
+            Limit::PlacementsUnknown => "placements unknown".to_owned(),
+            Limit::VgpusPerGpu { max } => format!("{max} per GPU"),
         }
     }
 }

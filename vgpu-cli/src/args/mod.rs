@@ -97,6 +97,10 @@ pub enum Command {
     ///   MIG mode off    the type needs a MIG GPU instance; MIG mode is off
     ///   MIG mode on     the type is time-sliced; MIG mode is on
     ///   no NVML         MIG instances cannot be listed without NVML
+    ///   N placements    mixed-size mode: N placements of the type are free
+    ///   no free placement  mixed-size mode: every placement overlaps a vGPU
+    ///   placements unknown  mixed-size mode: NVML does not list placements
+    ///   N per GPU       mixed-size mode: the GPU holds its most vGPUs
     ///   not offered     the GPU does not offer the type
     ///
     /// A * after a name: only the built-in catalog names the type.

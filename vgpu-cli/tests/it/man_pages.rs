@@ -404,6 +404,10 @@ fn types_help_explains_every_limit_word() {
         Limit::MigOff { profile: profile() },
         Limit::MigOn,
         Limit::MigUnknown { profile: profile() },
+        Limit::Placements { free: 7 },
+        Limit::Placements { free: 0 },
+        Limit::PlacementsUnknown,
+        Limit::VgpusPerGpu { max: 7 },
     ]
     .iter()
     .map(|limit| limit.short().replace('7', "N"))

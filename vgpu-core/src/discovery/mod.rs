@@ -368,6 +368,7 @@ fn read_gpu(
     };
 
     Gpu {
+        size_mode: None,
         address,
         vendor_id,
         device_id,
@@ -454,6 +455,8 @@ fn finish_type(id: String, tally: TypeTally) -> VgpuType {
     // Parents each report what they could take; the physical GPU can take no more than its
     // per-GPU maximum less what it already holds (an A40's 32 VFs still hold 24 A40-2Q).
     let mut ty = VgpuType {
+        placements: None,
+        placement_size: None,
         id,
         name_source: tally.name.as_ref().map(|_| NameSource::Sysfs),
         name: tally.name,
@@ -564,6 +567,7 @@ impl MdevTally {
         }
         for mdev in warnings.list(address, devices) {
             self.vgpus.push(Vgpu {
+                placement: None,
                 id: VgpuHandle::Mdev(mdev.uuid),
                 type_id: mdev.type_id,
                 parent: address,
@@ -590,6 +594,7 @@ fn nvidia_types(
                 let id = current.to_string();
                 tallies.entry(id.clone()).or_default().in_use += 1;
                 vgpus.push(Vgpu {
+                    placement: None,
                     id: VgpuHandle::Vf(address),
                     type_id: id,
                     parent: pf,
@@ -636,6 +641,7 @@ fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
         {
             vf.vgpu_type = Some(crate::model::PLAIN_VF_TYPE.to_owned());
             vgpus.push(Vgpu {
+                placement: None,
                 id: VgpuHandle::Vf(vf.address),
                 type_id: crate::model::PLAIN_VF_TYPE.to_owned(),
                 parent: pf,
@@ -647,6 +653,8 @@ fn plain_vf_type(pf: PciAddress, vfs: &mut [Vf]) -> (Vec<VgpuType>, Vec<Vgpu>) {
     let first = vfs[0].memory_mib;
     let framebuffer_mib = first.filter(|_| vfs.iter().all(|vf| vf.memory_mib == first));
     let mut ty = VgpuType {
+        placements: None,
+        placement_size: None,
         id: crate::model::PLAIN_VF_TYPE.to_owned(),
         name: None,
         name_source: None,

@@ -611,6 +611,7 @@ fn l40s_created_vgpu_runs_as_vendor_vf() {
     assert_eq!(
         gpu(&host, L40S).vgpus,
         vec![Vgpu {
+            placement: None,
             id: VgpuHandle::Vf(addr(L40S_VF0)),
             type_id: "1152".to_owned(),
             parent: addr(L40S),

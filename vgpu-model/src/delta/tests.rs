@@ -48,6 +48,7 @@ fn pf(
     let (total_vfs, enabled) = vf_counts;
     let address = addr(address);
     Gpu {
+        size_mode: None,
         address,
         vendor_id: Some(vendor),
         device_id: Some(device),
@@ -147,6 +148,7 @@ fn between_gpu_and_absent_removes_gpu_and_vgpus() {
     let mut gpu = t4();
     let uuid = uuid::Uuid::from_u128(7);
     gpu.vgpus.push(Vgpu {
+        placement: None,
         id: VgpuHandle::Mdev(uuid),
         type_id: "nvidia-222".to_owned(),
         parent: gpu.address,
@@ -208,6 +210,7 @@ fn between_vendor_type_set_changes_vgpu_type_and_adds_vgpu() {
     let vf = after.vfs[0].address;
     after.vfs[0].vgpu_type = Some("1145".to_owned());
     after.vgpus.push(Vgpu {
+        placement: None,
         id: VgpuHandle::Vf(vf),
         type_id: "1145".to_owned(),
         parent: after.address,

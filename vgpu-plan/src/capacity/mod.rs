@@ -44,6 +44,7 @@ use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 
 pub use crate::model::limit::Limit;
 pub use crate::model::nvml::MigFacts;
+pub use crate::model::sizes::SizeFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
 pub use reservations::{Reservations, reservations};
@@ -87,6 +88,9 @@ pub struct HostState {
     /// lists only the types creatable beside the vGPUs present. A GPU missing here has an
     /// offer known only from sysfs and the catalog (`supported.rs`).
     pub supported_types: BTreeMap<PciAddress, Vec<KnownType>>,
+    /// The size mode and placements of each NVIDIA GPU that supports mixed-size mode, as
+    /// NVML reports them; a GPU missing here is counted by the equal-size rules.
+    pub sizes: BTreeMap<PciAddress, SizeFacts>,
 }
 
 /// Every persistent definition of a host, as read at one moment.
@@ -168,6 +172,10 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
     let nvidia = gpu.vendor_id == Some(NVIDIA_VENDOR_ID);
     let names = reservations::defined_names(&host.definitions, gpu);
     let mine = profile_of(gpu, type_id, &names);
+    let mixed = nvidia && host.sizes.get(&gpu.address).is_some_and(SizeFacts::mixed);
+    if mixed && mine.is_none() {
+        bounds.extend(placement_bounds(host, gpu, type_id));
+    }
     // Mixing: every type present, running or only defined, against this one.
     if nvidia {
         let present: BTreeSet<&str> = gpu
@@ -177,9 +185,13 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
             .chain(reserved.pending.keys().map(String::as_str))
             .filter(|t| *t != type_id)
             .collect();
-        let clash = present
-            .iter()
-            .find(|other| !share_gpu(mine.is_some(), profile_of(gpu, other, &names).is_some()));
+        let clash = present.iter().find(|other| {
+            !share_gpu(
+                mine.is_some(),
+                profile_of(gpu, other, &names).is_some(),
+                mixed,
+            )
+        });
         if let Some(other) = clash {
             bounds.push((
                 0,
@@ -217,10 +229,37 @@ pub fn room(host: &HostState, gpu: &Gpu, type_id: &str) -> Room {
 }
 
 /// Whether vGPUs of two types, each MIG-backed or time-sliced as said, may be on one NVIDIA
-/// GPU at once: MIG-backed ones of any profiles, one per GPU instance; a time-sliced one with
-/// nothing of another type. The one mixing rule: [`room`] counts by it, the planner plans by it.
-pub(crate) fn share_gpu(a_mig_backed: bool, b_mig_backed: bool) -> bool {
-    a_mig_backed && b_mig_backed
+/// GPU at once: MIG-backed ones of any profiles, one per GPU instance; time-sliced ones of
+/// several types only in mixed-size mode; never a MIG-backed one beside a time-sliced one.
+/// The one mixing rule: [`room`] counts by it, the planner plans by it.
+pub(crate) fn share_gpu(a_mig_backed: bool, b_mig_backed: bool, mixed_size: bool) -> bool {
+    match (a_mig_backed, b_mig_backed) {
+        (true, true) => true,
+        (false, false) => mixed_size,
+        _ => false,
+    }
+}
+
+/// The bounds of a time-sliced type on a GPU in mixed-size mode: the placements the driver
+/// says are creatable now, and the most vGPUs on one GPU.
+fn placement_bounds(host: &HostState, gpu: &Gpu, type_id: &str) -> Vec<(u32, Limit)> {
+    let max = u32::try_from(crate::placement::MAX_VGPUS_PER_GPU).unwrap_or(u32::MAX);
+    let count = u32::try_from(gpu.vgpus.len()).unwrap_or(u32::MAX);
+    let creatable = host
+        .sizes
+        .get(&gpu.address)
+        .and_then(|f| f.creatable.get(type_id));
+    let placements = match creatable {
+        Some(ids) => {
+            let free = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+            (free, Limit::Placements { free })
+        }
+        None => (0, Limit::PlacementsUnknown),
+    };
+    vec![
+        placements,
+        (max.saturating_sub(count), Limit::VgpusPerGpu { max }),
+    ]
 }
 
 /// The bound with the least room; the first of equals.
@@ -327,6 +366,23 @@ fn label(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> String {
         .unwrap_or_else(|| type_id.to_owned())
 }
 
+/// Shows NVML's size facts on `gpu`: its mode, and in mixed-size mode each time-sliced
+/// type's placement size and creatable placements, and each vGPU's placement.
+fn show_sizes(gpu: &mut Gpu, facts: Option<&SizeFacts>) {
+    gpu.size_mode = facts.map(|f| f.mode);
+    let mixed = facts.filter(|f| f.mixed());
+    for ty in &mut gpu.types {
+        let sliced = mixed.filter(|_| ty.mig.is_none());
+        ty.placement_size = sliced
+            .and(ty.framebuffer_mib)
+            .and_then(crate::model::sizes::placement_size);
+        ty.placements = sliced.and_then(|f| f.creatable.get(&ty.id).cloned());
+    }
+    for vgpu in &mut gpu.vgpus {
+        vgpu.placement = mixed.and_then(|f| f.placements.get(&vgpu.id).copied());
+    }
+}
+
 impl HostState {
     /// Completes every type's identity (`identity.rs`), adds the types the GPU supports but
     /// sysfs does not list now (`supported.rs`), and sets every type's `available` and
@@ -347,6 +403,7 @@ impl HostState {
                 ty.available = room.available;
                 ty.limit = Some(room.limit);
             }
+            show_sizes(gpu, self.sizes.get(&gpu.address));
         }
     }
 

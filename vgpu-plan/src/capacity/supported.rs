@@ -74,6 +74,8 @@ fn catalog_rows(gpu: &Gpu) -> impl Iterator<Item = &'static CatalogType> {
 
 fn empty(id: &str, name: String, source: NameSource) -> VgpuType {
     VgpuType {
+        placements: None,
+        placement_size: None,
         id: id.to_owned(),
         mig: mig_backing(&name),
         name: Some(name),

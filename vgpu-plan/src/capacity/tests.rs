@@ -42,6 +42,8 @@ fn h200() -> Gpu {
     gpu.model = Some("GH100 [H200 SXM 141GB]".to_owned());
     gpu.vfs.truncate(16);
     let ty = |id: &str, name: &str, fb: u64, max: u32| VgpuType {
+        placements: None,
+        placement_size: None,
         id: id.to_owned(),
         name: Some(name.to_owned()),
         name_source: Some(crate::model::NameSource::Sysfs),
@@ -80,6 +82,7 @@ fn run_on(gpu: &mut Gpu, i: u32, type_id: &str) {
     let address = gpu.vfs[i as usize].address;
     gpu.vfs[i as usize].vgpu_type = Some(type_id.to_owned());
     gpu.vgpus.push(Vgpu {
+        placement: None,
         id: VgpuHandle::Vf(address),
         type_id: type_id.to_owned(),
         parent: gpu.address,
@@ -379,4 +382,117 @@ mod agreement {
             }
         }
     }
+}
+
+/// An L40S in mixed-size mode with a 24Q vGPU at placement 0 on VF 0 and a 12Q at 24 on VF 1,
+/// where the driver says a 12Q can go at 36 and nothing else fits a 24Q.
+fn mixed_l40s() -> HostState {
+    let mut gpu = fleet::gpu(Model::L40s, addr(L40S), Some(0));
+    run_on(&mut gpu, 0, "1155");
+    run_on(&mut gpu, 1, "1153");
+    let mut state = host(vec![gpu]);
+    let gpu = &state.inventory.gpus[0];
+    let placements = [(gpu.vgpus[0].id, 0), (gpu.vgpus[1].id, 24)];
+    state.sizes.insert(
+        addr(L40S),
+        SizeFacts {
+            mode: crate::model::sizes::SizeMode::Mixed,
+            region: Some(48),
+            creatable: [("1153", vec![36]), ("1155", vec![])]
+                .into_iter()
+                .map(|(t, ids)| (t.to_owned(), ids))
+                .collect(),
+            placements: placements.into_iter().collect(),
+        },
+    );
+    state
+}
+
+#[test]
+fn room_in_mixed_size_mode_is_the_creatable_placements_beside_other_sizes() {
+    let state = mixed_l40s();
+    let gpu = &state.inventory.gpus[0];
+
+    assert_eq!(
+        room(&state, gpu, "1153"),
+        Room {
+            available: 1,
+            limit: Limit::Placements { free: 1 },
+            held: 0
+        }
+    );
+    assert_eq!(
+        room(&state, gpu, "1155"),
+        Room {
+            available: 0,
+            limit: Limit::Placements { free: 0 },
+            held: 0
+        }
+    );
+    // A type NVML gave no placements for has no room: never assumed.
+    assert_eq!(
+        room(&state, gpu, "1154"),
+        Room {
+            available: 0,
+            limit: Limit::PlacementsUnknown,
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn room_in_equal_size_mode_keeps_one_type_per_gpu() {
+    let mut state = mixed_l40s();
+    state.sizes.get_mut(&addr(L40S)).unwrap().mode = crate::model::sizes::SizeMode::Equal;
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1153").limit,
+        Limit::Mixing {
+            with: "NVIDIA L40S-24Q".to_owned()
+        }
+    );
+}
+
+#[test]
+fn room_in_mixed_size_mode_stops_at_32_vgpus_per_gpu() {
+    let mut state = mixed_l40s();
+    let gpu = &mut state.inventory.gpus[0];
+    for i in 2..32 {
+        run_on(gpu, i, "1147");
+    }
+    state
+        .sizes
+        .get_mut(&addr(L40S))
+        .unwrap()
+        .creatable
+        .insert("1147".to_owned(), vec![41, 42, 47]);
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(
+        room(&state, &gpu, "1147"),
+        Room {
+            available: 0,
+            limit: Limit::VgpusPerGpu { max: 32 },
+            held: 0
+        }
+    );
+}
+
+#[test]
+fn settle_shows_the_size_mode_placement_sizes_and_placements() {
+    let mut state = mixed_l40s();
+    state.settle();
+    let gpu = &state.inventory.gpus[0];
+    let ty = |id: &str| gpu.types.iter().find(|t| t.id == id).unwrap();
+
+    assert_eq!(gpu.size_mode, Some(crate::model::sizes::SizeMode::Mixed));
+    assert_eq!(ty("1153").placement_size, Some(12));
+    assert_eq!(ty("1153").placements, Some(vec![36]));
+    assert_eq!(ty("1153").available, 1);
+    assert_eq!(ty("1154").placements, None);
+    assert_eq!(
+        gpu.vgpus.iter().map(|v| v.placement).collect::<Vec<_>>(),
+        vec![Some(0), Some(24)]
+    );
 }

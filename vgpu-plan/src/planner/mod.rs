@@ -380,11 +380,11 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
         return Err(refusals);
     }
     // NVIDIA's mixing rule: MIG-backed types of any profiles together, a time-sliced one
-    // alone (the one rule `capacity::room` counts by).
+    // alone (the one rule `capacity::room` counts by). Plans keep equal-size mode.
     let mixes = types.iter().enumerate().all(|(i, (a, _, _))| {
         types[i + 1..]
             .iter()
-            .all(|(b, _, _)| crate::capacity::share_gpu(a.mig, b.mig))
+            .all(|(b, _, _)| crate::capacity::share_gpu(a.mig, b.mig, false))
     });
     if view.rule == Rule::OneType && !mixes {
         let wanted = types.iter().map(|(o, _, _)| o.label()).collect();

@@ -131,6 +131,7 @@ pub fn gpu(model: Model, address: PciAddress, numa_node: Option<u32>) -> Gpu {
             .collect(),
     };
     let mut gpu = Gpu {
+        size_mode: None,
         address,
         vendor_id: Some(vendor),
         device_id: Some(device),
@@ -165,6 +166,8 @@ pub fn gpu(model: Model, address: PciAddress, numa_node: Option<u32>) -> Gpu {
 
 fn vgpu_type(id: &str, name: Option<&str>, framebuffer_mib: u64, max: u32) -> VgpuType {
     VgpuType {
+        placements: None,
+        placement_size: None,
         id: id.to_owned(),
         name: name.map(str::to_owned),
         name_source: name.map(|_| crate::model::NameSource::Sysfs),
@@ -257,6 +260,7 @@ pub fn record(inventory: &mut Inventory, pick: &Pick) {
         vf.vgpu_type = Some(pick.type_id.clone());
     }
     gpu.vgpus.push(Vgpu {
+        placement: None,
         id,
         type_id: pick.type_id.clone(),
         parent: match gpu.backend {

@@ -135,6 +135,7 @@ fn kinds_idle_t4_gives_passthrough_and_time_sliced() {
 fn kinds_t4_with_a_vgpu_gives_time_sliced_only() {
     let mut t4 = idle_t4();
     t4.vgpus.push(Vgpu {
+        placement: None,
         id: VgpuHandle::Mdev(Uuid::from_u128(1)),
         type_id: t4.types[0].id.clone(),
         parent: t4.address,

@@ -33,6 +33,7 @@ fn inventory() -> Inventory {
     t4.vgpus = [3, 1, 2]
         .into_iter()
         .map(|n| Vgpu {
+            placement: None,
             id: mdev(n),
             type_id: t4_2q.clone(),
             parent: addr(T4),
@@ -45,6 +46,7 @@ fn inventory() -> Inventory {
     // Discovery lists a VF on vfio-pci as a vGPU of type `vf`.
     flex.vfs[1].vgpu_type = Some(crate::model::PLAIN_VF_TYPE.to_owned());
     flex.vgpus.push(Vgpu {
+        placement: None,
         id: VgpuHandle::Vf(flex.vfs[1].address),
         type_id: crate::model::PLAIN_VF_TYPE.to_owned(),
         parent: addr(FLEX),
@@ -370,6 +372,7 @@ fn vendor_vfio_inventory() -> (Inventory, VgpuHandle, u32) {
     let ty = l40s.types.first().map(|t| t.id.clone()).unwrap_or_default();
     let vf = l40s.vfs[0].address;
     l40s.vgpus = vec![Vgpu {
+        placement: None,
         id: VgpuHandle::Vf(vf),
         type_id: ty.clone(),
         parent: vf,

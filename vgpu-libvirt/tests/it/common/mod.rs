@@ -146,6 +146,7 @@ pub fn inventory(mdevs: &[u128], vendor_vfs: &[&str], plain_vfs: &[&str]) -> Inv
     t4.vgpus = mdevs
         .iter()
         .map(|&n| Vgpu {
+            placement: None,
             id: VgpuHandle::Mdev(mdev(n)),
             type_id: "nvidia-222".to_owned(),
             parent: addr("0000:3b:00.0"),
@@ -155,6 +156,7 @@ pub fn inventory(mdevs: &[u128], vendor_vfs: &[&str], plain_vfs: &[&str]) -> Inv
     for address in vendor_vfs {
         l40s.vfs.push(vf(address, "nvidia"));
         l40s.vgpus.push(Vgpu {
+            placement: None,
             id: VgpuHandle::Vf(addr(address)),
             type_id: "1145".to_owned(),
             parent: addr("0000:41:00.0"),
