@@ -7,7 +7,8 @@
 //! - GPU-instance profiles with their names (`nvmlDeviceGetGpuInstanceProfileInfoV`) and the
 //!   GPU instances of a profile (`nvmlDeviceGetGpuInstances`, `nvmlGpuInstanceGetInfo`);
 //! - vGPU utilisation samples (`nvmlDeviceGetVgpuUtilization`);
-//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`);
+//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`), and mixed-size
+//!   mode ([`sizes`]);
 //! - GPU-instance placements, free room, and GPU instances made and destroyed
 //!   (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
 //!   `nvmlDeviceGetGpuInstanceRemainingCapacity`, `nvmlDeviceCreateGpuInstanceWithPlacement`,
@@ -29,6 +30,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod migration;
+pub mod sizes;
 
 use std::os::raw::c_uint;
 
@@ -486,6 +488,18 @@ pub fn vgpu_type_supported_placements(
     )?;
     // SAFETY: the handle is valid while `device` lives.
     let handle = unsafe { device.handle() };
+    placement_list(|list| {
+        // SAFETY: `list` is NVML's structure of the version it is told, its id array (null,
+        // or `count` long) owned by `placement_list` for the call.
+        unsafe { sym(handle, type_id, list) }
+    })
+}
+
+/// A placement list from `call`: first the count (a null id array), then the ids into a
+/// buffer of that count, which lives until the call returns.
+fn placement_list(
+    mut call: impl FnMut(*mut nvmlVgpuPlacementList_v2_t) -> nvmlReturn_t,
+) -> Result<VgpuPlacements, NvmlError> {
     let mut list = nvmlVgpuPlacementList_v2_t {
         version: VGPU_PLACEMENT_LIST_V2,
         placementSize: 0,
@@ -493,16 +507,12 @@ pub fn vgpu_type_supported_placements(
         placementIds: std::ptr::null_mut(),
         mode: HETEROGENEOUS_MODE,
     };
-    // SAFETY: a null id array with a count of 0 asks for the count; `list` is a local of the
-    // version NVML is told.
-    nvml_try_count(unsafe { sym(handle, type_id, &mut list) })?;
+    nvml_try_count(call(&mut list))?;
     let count = list.count;
     let mut ids: Vec<c_uint> = vec![0; count as usize];
     list.placementIds = ids.as_mut_ptr();
     if count > 0 {
-        // SAFETY: `ids` holds `count` elements, the count NVML asked for and is told again
-        // through `list.count`; it lives until after the call.
-        nvml_try(unsafe { sym(handle, type_id, &mut list) })?;
+        nvml_try(call(&mut list))?;
     }
     ids.truncate(list.count.min(count) as usize);
     Ok(VgpuPlacements {

@@ -91,6 +91,9 @@ pub enum Error {
     /// A name or value given by the caller is not of the form it must have.
     #[error(transparent)]
     BadName(#[from] BadName),
+    /// A vGPU cannot take the placement asked for in mixed-size mode.
+    #[error(transparent)]
+    Placement(#[from] crate::capacity::PlacementRefusal),
 }
 
 /// This crate's results.
@@ -106,6 +109,12 @@ impl Error {
             Error::TypeNotOffered { .. } => ErrorKind::NotFound,
             Error::PolicyPlacement { .. } => ErrorKind::Policy,
             Error::WrongType { .. } => ErrorKind::Conflict,
+            Error::Placement(crate::capacity::PlacementRefusal::NotMixed { .. }) => {
+                ErrorKind::Conflict
+            }
+            Error::Placement(crate::capacity::PlacementRefusal::NotCreatable { .. }) => {
+                ErrorKind::NoCapacity
+            }
         }
     }
 

@@ -239,6 +239,19 @@ pub(crate) fn fits_beside(
     }
 }
 
+/// The line NVIDIA's `nvidia/vgpu_params` takes for a vGPU's placement in mixed-size mode
+/// (NVIDIA Virtual GPU Software User Guide, "vGPU Placements").
+pub(crate) fn placement_param(id: u32) -> String {
+    format!("vgpu-placement-id={id}")
+}
+
+/// Asks NVIDIA's driver to place the next vGPU made through `nvidia` (a vendor-VFIO VF's
+/// `nvidia` directory, or a mediated device's) at placement `id`: written before the VF's
+/// type is set, or before the mediated device is opened.
+pub(crate) fn write_placement(nvidia: &std::path::Path, id: u32) -> Result<()> {
+    crate::host::sysfs::write_attr(&nvidia.join("vgpu_params"), &placement_param(id))
+}
+
 /// Makes `vgpu` (from [`Placement::vgpu`]): creates the mediated
 /// device, sets the vendor type (a MIG-backed one on a free GPU instance `nvml` names), or
 /// binds the plain VF for a guest. Returns, for a plain VF, the driver it had.

@@ -444,7 +444,7 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
 
 /// Creates and defines one vGPU of type `wanted` where `create` would put it.
 fn create(op: &mut Operation<'_>, gpu: &Gpu, wanted: &str, start: Start) -> Result<VgpuHandle> {
-    super::create::create(op, gpu, wanted, None, Some(start)).map(|created| created.id)
+    super::create::create(op, gpu, wanted, None, Some(start), None).map(|created| created.id)
 }
 
 /// Where the running vGPU `id` of `gpu` is, as a definition records it.

@@ -22,19 +22,22 @@ use crate::model::{Gpu, VgpuHandle};
 use crate::state::store::Start;
 
 /// Creates a vGPU of type `wanted` on `gpu` where [`Operation::place`] puts it, defining it
-/// first when `define` says when it starts; `uuid` names a mediated device. A place another
-/// tool takes meanwhile is given up for the next one, once (see the module documentation).
+/// first when `define` says when it starts; `uuid` names a mediated device. In mixed-size mode
+/// it takes placement `at`, else [`Operation::placement_id`]'s choice. A place another tool
+/// takes meanwhile is given up for the next one, once (see the module documentation).
 pub(super) fn create(
     op: &mut Operation<'_>,
     gpu: &Gpu,
     wanted: &str,
     uuid: Option<Uuid>,
     define: Option<Start>,
+    at: Option<u32>,
 ) -> Result<Created> {
     let placement = op.place(gpu, wanted)?;
+    let placement_id = op.placement_id(gpu, &placement, at)?;
     let vgpu = placement.vgpu(uuid)?;
     let id = vgpu.handle();
-    let err = match attempt(op, gpu, &placement, &vgpu, define) {
+    let err = match attempt(op, gpu, &placement, (&vgpu, placement_id), define) {
         Ok(previous_driver) => {
             return Ok(Created {
                 id,
@@ -73,7 +76,8 @@ pub(super) fn create(
         VgpuHandle::Vf(_) => None,
     })?;
     let id = vgpu.handle();
-    let previous_driver = attempt(op, &gpu, &placement, &vgpu, define)?;
+    let placement_id = op.placement_id(&gpu, &placement, at)?;
+    let previous_driver = attempt(op, &gpu, &placement, (&vgpu, placement_id), define)?;
     Ok(Created {
         id,
         gpu: gpu.address,
@@ -82,13 +86,14 @@ pub(super) fn create(
     })
 }
 
-/// Defines (when asked) and makes `vgpu` at `placement`; when that fails, what it did is
-/// undone before the error is returned, so that another place can be tried.
+/// Defines (when asked) and makes `vgpu` at `placement` (at its placement id in mixed-size
+/// mode); when that fails, what it did is undone before the error is returned, so that
+/// another place can be tried.
 fn attempt(
     op: &mut Operation<'_>,
     gpu: &Gpu,
     placement: &Placement,
-    vgpu: &NewVgpu,
+    (vgpu, placement_id): (&NewVgpu, Option<u32>),
     define: Option<Start>,
 ) -> Result<Option<String>> {
     let id = vgpu.handle();
@@ -99,7 +104,7 @@ fn attempt(
             None if matches!(id, VgpuHandle::Mdev(_)) => op.check_undefined(id)?,
             None => {}
         }
-        op.realize(vgpu)
+        op.realize_at(vgpu, placement_id)
     })();
     if result.is_err() {
         op.rollback_to(savepoint);

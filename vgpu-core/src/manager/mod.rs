@@ -232,10 +232,25 @@ impl Manager {
         uuid: Option<Uuid>,
         define: Option<Start>,
     ) -> Result<Created> {
+        self.create_at(gpu, wanted, uuid, define, None)
+    }
+
+    /// [`Manager::create`] at placement `at` on a GPU in mixed-size mode; `None` takes the
+    /// placement that keeps the most room for the GPU's largest types. A placement the driver
+    /// cannot take now, or on a GPU not in mixed-size mode, is refused before anything is
+    /// made.
+    pub fn create_at(
+        &self,
+        gpu: PciAddress,
+        wanted: &str,
+        uuid: Option<Uuid>,
+        define: Option<Start>,
+        at: Option<u32>,
+    ) -> Result<Created> {
         self.mutate("create", &gpu.to_string(), |op| {
             let inventory = discover(op.paths())?;
             let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
-            create::create(op, gpu, wanted, uuid, define)
+            create::create(op, gpu, wanted, uuid, define, at)
         })
     }
 

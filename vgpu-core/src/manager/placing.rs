@@ -7,7 +7,7 @@ use crate::capacity::{self, DefinitionSet, HostState, Limit, Room};
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, NVIDIA_VENDOR_ID};
-use crate::nvml::mig;
+use crate::nvml::{host_state, mig};
 use crate::state::store::{add_recorded_offers, record_offers};
 
 /// One GPU's room for one type, as [`Operation::room_for`] finds it.
@@ -87,8 +87,33 @@ impl Operation<'_> {
                 state.mig.insert(gpu.address, facts);
             }
         }
+        if host_state::may_mix(gpu) {
+            if let Some(facts) = host_state::read_size_facts(self.nvml().get(), gpu) {
+                state.sizes.insert(gpu.address, facts);
+            }
+        }
         state.settle();
         Ok(state)
+    }
+
+    /// The placement id for a new vGPU at `placement` on `gpu` in mixed-size mode: `asked`
+    /// when the driver can create the type there, else the one that keeps the most room
+    /// (`capacity::new_placement`); `None` on a GPU not in mixed-size mode.
+    pub(crate) fn placement_id(
+        &self,
+        gpu: &Gpu,
+        placement: &Placement,
+        asked: Option<u32>,
+    ) -> Result<Option<u32>> {
+        let type_id = match placement {
+            Placement::Mdev { type_id, .. } => type_id.clone(),
+            Placement::VendorVf { type_id, .. } => type_id.to_string(),
+            Placement::PlainVf { .. } => crate::model::PLAIN_VF_TYPE.to_owned(),
+        };
+        let state = self.state_of(gpu)?;
+        let settled = &state.inventory.gpus[0];
+        Ok(capacity::new_placement(&state, settled, &type_id, asked)
+            .map_err(crate::plan::Error::from)?)
     }
 
     /// The room `gpu` has for the type `wanted` names (an id, a name, `vf`), the one count

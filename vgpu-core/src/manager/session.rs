@@ -532,6 +532,39 @@ impl Operation<'_> {
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
     }
 
+    /// [`Operation::realize`], at placement `at` in mixed-size mode: written to the VF's
+    /// `nvidia/vgpu_params` before its type is set, or to the new mediated device's before
+    /// anything opens it (a failed write removes the device again).
+    pub(crate) fn realize_at(&mut self, vgpu: &NewVgpu, at: Option<u32>) -> Result<Option<String>> {
+        let Some(id) = at else {
+            return self.realize(vgpu);
+        };
+        match vgpu {
+            NewVgpu::VendorVf { vf, .. } => {
+                let nvidia = self.paths().pci_device(vf).join("nvidia");
+                backend::write_placement(&nvidia, id)?;
+                self.realize(vgpu)
+            }
+            NewVgpu::Mdev { uuid, .. } => {
+                let made = self.realize(vgpu)?;
+                let nvidia = self
+                    .paths()
+                    .mdev_devices()
+                    .join(uuid.to_string())
+                    .join("nvidia");
+                let result = backend::write_placement(&nvidia, id);
+                self.step("place", &uuid.to_string(), result, |()| None)?;
+                Ok(made)
+            }
+            NewVgpu::PlainVf { vf } => Err(Error::Plan(crate::plan::Error::Placement(
+                crate::capacity::PlacementRefusal::NotMixed {
+                    gpu: *vf,
+                    now: "a plain VF has no placement".to_owned(),
+                },
+            ))),
+        }
+    }
+
     /// Creates a defined mediated device on its parent, then writes its attributes in order.
     #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn start_mdev(&mut self, def: &MdevDefinition) -> Result<()> {

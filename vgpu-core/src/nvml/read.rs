@@ -15,6 +15,7 @@ use crate::model::nvml::{
     NvmlVgpu, NvmlVgpuType, Placements, Unavailable, UtilizationSample, VirtualizationMode, VmId,
 };
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID, Warning};
 
 /// `INVALID_GPU_INSTANCE_ID` of `nvml.h`: what a time-sliced vGPU reports as its GPU
@@ -193,6 +194,17 @@ fn gpu(device: &Device<'_>, address: PciAddress, index: u32) -> NvmlGpu {
             .map(|types| types.iter().map(RawType::id).collect()),
         supported_types,
         vgpus: vgpus(device, &framebuffers),
+        size_mode: fact(
+            "nvmlDeviceGetVgpuHeterogeneousMode",
+            vgpu_nvml_ext::sizes::vgpu_heterogeneous_mode(device),
+        )
+        .map(|mixed| {
+            if mixed {
+                SizeMode::Mixed
+            } else {
+                SizeMode::Equal
+            }
+        }),
     }
 }
 
@@ -231,6 +243,14 @@ fn vgpu_type(device: &Device<'_>, ty: &RawType<'_>) -> NvmlVgpuType {
         placements: fact(
             "nvmlDeviceGetVgpuTypeSupportedPlacements",
             vgpu_nvml_ext::vgpu_type_supported_placements(device, ty.id()),
+        )
+        .map(|p| Placements {
+            size: p.size,
+            ids: p.ids,
+        }),
+        creatable_placements: fact(
+            "nvmlDeviceGetVgpuTypeCreatablePlacements",
+            vgpu_nvml_ext::sizes::vgpu_type_creatable_placements(device, ty.id()),
         )
         .map(|p| Placements {
             size: p.size,
@@ -284,6 +304,10 @@ fn vgpus(device: &Device<'_>, framebuffers: &BTreeMap<u32, Fact<u64>>) -> Fact<V
                         average_latency_us: s.average_latency,
                     }
                 }),
+                placement_id: fact(
+                    "nvmlVgpuInstanceGetPlacementId",
+                    vgpu_nvml_ext::sizes::vgpu_instance_placement_id(device.nvml(), instance),
+                ),
                 gpu_instance_id: fact("nvmlVgpuInstanceGetGpuInstanceId", vgpu.gpu_instance_id())
                     .map(|id| (id != INVALID_GPU_INSTANCE_ID).then_some(id)),
                 utilization: match &samples {

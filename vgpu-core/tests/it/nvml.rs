@@ -184,6 +184,10 @@ fn read_supported_type_has_every_field() {
                 size: 24,
                 ids: vec![0, 24]
             }),
+            creatable_placements: Fact::Value(Placements {
+                size: 24,
+                ids: vec![24]
+            }),
         }])
     );
 }
@@ -217,6 +221,7 @@ fn read_active_vgpu_has_every_field_and_latest_sample() {
                 average_latency_us: 850
             }),
             gpu_instance_id: Fact::Value(None),
+            placement_id: Fact::Value(0),
             utilization: Fact::Value(Some(UtilizationSample {
                 instance: 7,
                 timestamp_us: 2000,

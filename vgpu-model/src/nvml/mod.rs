@@ -184,6 +184,9 @@ pub struct NvmlGpu {
     pub creatable_type_ids: Fact<Vec<u32>>,
     /// The vGPUs running on it (`nvmlDeviceGetActiveVgpus`).
     pub vgpus: Fact<Vec<NvmlVgpu>>,
+    /// Its size mode for time-sliced vGPUs (`nvmlDeviceGetVgpuHeterogeneousMode`);
+    /// `NOT_SUPPORTED` on a GPU without mixed-size mode.
+    pub size_mode: Fact<crate::sizes::SizeMode>,
 }
 
 /// `nvmlGpuVirtualizationMode_t`.
@@ -274,6 +277,9 @@ pub struct NvmlVgpuType {
     /// unavailable on drivers and GPUs without placements (before vGPU 17, or not in
     /// mixed-size mode).
     pub placements: Fact<Placements>,
+    /// Where a vGPU of the type can be created now
+    /// (`nvmlDeviceGetVgpuTypeCreatablePlacements`).
+    pub creatable_placements: Fact<Placements>,
 }
 
 /// The placements of a vGPU type (`nvmlVgpuPlacementList_t`).
@@ -321,6 +327,8 @@ pub struct NvmlVgpu {
     /// Its most recent utilisation sample (`nvmlDeviceGetVgpuUtilization`); `None` when the
     /// driver has taken none yet.
     pub utilization: Fact<Option<UtilizationSample>>,
+    /// Its placement id in mixed-size mode (`nvmlVgpuInstanceGetPlacementId`).
+    pub placement_id: Fact<u32>,
 }
 
 /// The VM a vGPU belongs to (`nvmlVgpuVmIdType_t` and the id).

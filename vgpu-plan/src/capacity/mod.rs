@@ -27,6 +27,7 @@
 mod handout;
 pub(crate) mod identity;
 mod mig_fit;
+mod mixed;
 mod reservations;
 pub(crate) mod supported;
 
@@ -47,6 +48,7 @@ pub use crate::model::nvml::MigFacts;
 pub use crate::model::sizes::SizeFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
+pub use mixed::{PlacementRefusal, new_placement};
 pub use reservations::{Reservations, reservations};
 
 /// What holds a vGPU against its removal, and what would free it, in words.

@@ -496,3 +496,78 @@ fn settle_shows_the_size_mode_placement_sizes_and_placements() {
         vec![Some(0), Some(24)]
     );
 }
+
+/// An empty L40S in mixed-size mode, where the driver can create every type at each of its
+/// supported placements.
+fn empty_mixed_l40s() -> HostState {
+    let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+    let creatable = state.inventory.gpus[0]
+        .types
+        .iter()
+        .filter_map(|t| {
+            let size = crate::model::sizes::placement_size(t.framebuffer_mib?)?;
+            Some((
+                t.id.clone(),
+                crate::placement::supported_placements(48, size).ok()?,
+            ))
+        })
+        .collect();
+    state.sizes.insert(
+        addr(L40S),
+        SizeFacts {
+            mode: crate::model::sizes::SizeMode::Mixed,
+            region: Some(48),
+            creatable,
+            placements: BTreeMap::new(),
+        },
+    );
+    state
+}
+
+#[test]
+fn new_placement_of_1gib_keeps_both_16gib_placements_free() {
+    let state = empty_mixed_l40s();
+    let gpu = &state.inventory.gpus[0];
+
+    // The driver's default would be 0, where a 16 GiB vGPU starts; ours is between 16 and 31.
+    let chosen = new_placement(&state, gpu, "1147", None).unwrap().unwrap();
+
+    assert!((16..31).contains(&chosen), "{chosen}");
+    assert_eq!(chosen, 17);
+}
+
+#[test]
+fn new_placement_takes_the_one_asked_when_creatable_and_names_the_others_when_not() {
+    let mut state = empty_mixed_l40s();
+    let creatable = &mut state.sizes.get_mut(&addr(L40S)).unwrap().creatable;
+    creatable.insert("1154".to_owned(), vec![32]);
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(new_placement(&state, &gpu, "1154", Some(32)), Ok(Some(32)));
+    let refused = new_placement(&state, &gpu, "1154", Some(0)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "NVIDIA L40S-16Q cannot be created at placement 0 on 0000:41:00.0 now (it can at: 32)"
+    );
+}
+
+#[test]
+fn new_placement_on_an_equal_size_gpu_is_none_and_refuses_one_asked() {
+    let mut state = empty_mixed_l40s();
+    state.sizes.get_mut(&addr(L40S)).unwrap().mode = crate::model::sizes::SizeMode::Equal;
+    let gpu = state.inventory.gpus[0].clone();
+
+    assert_eq!(new_placement(&state, &gpu, "1147", None), Ok(None));
+    assert_eq!(
+        new_placement(&state, &gpu, "1147", Some(0))
+            .unwrap_err()
+            .to_string(),
+        "0000:41:00.0 is not in mixed-size mode (equal-size mode): a placement applies in \
+         mixed-size mode only"
+    );
+    state.sizes.clear();
+    assert!(matches!(
+        new_placement(&state, &gpu, "1147", Some(0)),
+        Err(PlacementRefusal::NotMixed { now, .. }) if now == "NVML does not report a size mode for it"
+    ));
+}

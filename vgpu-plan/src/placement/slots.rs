@@ -40,6 +40,20 @@ impl SlotMap {
         })
     }
 
+    /// A GPU whose only free slots are those of the placements `free` (id, size) lists: every
+    /// other slot is held. For a GPU known by where vGPUs can go rather than where they are.
+    ///
+    /// Fails for a region of no slots or more than 128.
+    pub fn with_free(region: u32, free: &[(u32, u32)]) -> Result<Self, PlacementError> {
+        let mut map = Self::new(region)?;
+        let open = free
+            .iter()
+            .filter(|(id, size)| *size > 0 && id.saturating_add(*size) <= region)
+            .fold(0u128, |acc, &(id, size)| acc | run(size) << id);
+        map.occupied = run(region) & !open;
+        Ok(map)
+    }
+
     /// The region's slots.
     pub fn region(&self) -> u32 {
         self.region
