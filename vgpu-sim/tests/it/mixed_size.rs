@@ -57,7 +57,7 @@ fn table(h: &common::SimHost, gpu: &str, field: &str, suffix: &str) -> Vec<(u64,
             (t["placement_size"].as_u64().unwrap_or(0), ids)
         })
         .collect();
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     rows
 }
 
