@@ -7,8 +7,10 @@
 //! - GPU-instance profiles with their names (`nvmlDeviceGetGpuInstanceProfileInfoV`) and the
 //!   GPU instances of a profile (`nvmlDeviceGetGpuInstances`, `nvmlGpuInstanceGetInfo`);
 //! - vGPU utilisation samples (`nvmlDeviceGetVgpuUtilization`);
-//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`), and mixed-size
-//!   mode ([`sizes`]);
+//! - a vGPU type's placements (`nvmlDeviceGetVgpuTypeSupportedPlacements`,
+//!   `nvmlDeviceGetVgpuTypeCreatablePlacements`), a vGPU's placement id
+//!   (`nvmlVgpuInstanceGetPlacementId`) and the GPU's mixed-size (heterogeneous) mode
+//!   (`nvmlDeviceGetVgpuHeterogeneousMode`, `nvmlDeviceSetVgpuHeterogeneousMode`);
 //! - GPU-instance placements, free room, and GPU instances made and destroyed
 //!   (`nvmlDeviceGetGpuInstancePossiblePlacements_v2`,
 //!   `nvmlDeviceGetGpuInstanceRemainingCapacity`, `nvmlDeviceCreateGpuInstanceWithPlacement`,
@@ -30,12 +32,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod migration;
-pub mod sizes;
 
 use std::os::raw::c_uint;
 
-use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try, nvml_try_count};
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     nvmlGpuInstance_t, nvmlGpuInstanceInfo_t, nvmlGpuInstancePlacement_t,
     nvmlGpuInstanceProfileInfo_v2_t, nvmlReturn_t, nvmlValue_t,
@@ -44,8 +45,9 @@ use nvml_wrapper_sys::bindings::{
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT,
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG,
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
-    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT, nvmlValueType_t, nvmlVgpuInstance_t,
-    nvmlVgpuInstanceUtilizationSample_t, nvmlVgpuPlacementList_v2_t,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT, nvmlValueType_t,
+    nvmlVgpuHeterogeneousMode_v1_t, nvmlVgpuInstance_t, nvmlVgpuInstanceUtilizationSample_t,
+    nvmlVgpuPlacementId_v1_t, nvmlVgpuPlacementList_v2_t,
 };
 
 /// `NVML_GPU_INSTANCE_PROFILE_COUNT` of the bindings: profile indices are `0..` this.
@@ -72,6 +74,22 @@ pub const GPU_INSTANCE_PROFILE_INFO_V2: u32 = struct_version::<nvmlGpuInstancePr
 
 /// The version tag of `nvmlVgpuPlacementList_v2_t`.
 pub const VGPU_PLACEMENT_LIST_V2: u32 = struct_version::<nvmlVgpuPlacementList_v2_t>(2);
+
+/// The version tag of `nvmlVgpuHeterogeneousMode_v1_t` (`0x1000008`).
+pub const VGPU_HETEROGENEOUS_MODE_V1: u32 = struct_version::<nvmlVgpuHeterogeneousMode_v1_t>(1);
+
+/// The version tag of `nvmlVgpuPlacementId_v1_t`.
+pub const VGPU_PLACEMENT_ID_V1: u32 = struct_version::<nvmlVgpuPlacementId_v1_t>(1);
+
+/// A GPU's vGPU size mode (`nvmlVgpuHeterogeneousMode_t`): NVIDIA's mixed-size mode is
+/// `NVML_FEATURE_ENABLED` there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VgpuSizeMode {
+    /// Every vGPU of the GPU has one type (the default at each boot).
+    Equal,
+    /// Time-sliced vGPUs of several sizes share the GPU, each at a placement id.
+    Mixed,
+}
 
 /// A GPU-instance profile of a GPU (`nvmlGpuInstanceProfileInfo_v2_t`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,39 +504,141 @@ pub fn vgpu_type_supported_placements(
             .nvmlDeviceGetVgpuTypeSupportedPlacements
             .as_ref(),
     )?;
-    // SAFETY: the handle is valid while `device` lives.
-    let handle = unsafe { device.handle() };
-    placement_list(|list| {
-        // SAFETY: `list` is NVML's structure of the version it is told, its id array (null,
-        // or `count` long) owned by `placement_list` for the call.
-        unsafe { sym(handle, type_id, list) }
-    })
+    placements(device, *sym, type_id, HETEROGENEOUS_MODE)
 }
 
-/// A placement list from `call`: first the count (a null id array), then the ids into a
-/// buffer of that count, which lives until the call returns.
-fn placement_list(
-    mut call: impl FnMut(*mut nvmlVgpuPlacementList_v2_t) -> nvmlReturn_t,
+/// The placements of `type_id` on `device` in `list_mode` (`nvmlDeviceGetVgpuTypeSupportedPlacements`
+/// or `...CreatablePlacements`): the count first (null ids), then the ids, asking again
+/// while NVML answers `NVML_ERROR_INSUFFICIENT_SIZE` (the count grew in between).
+fn placements(
+    device: &Device<'_>,
+    sym: unsafe extern "C" fn(
+        nvml_wrapper_sys::bindings::nvmlDevice_t,
+        c_uint,
+        *mut nvmlVgpuPlacementList_v2_t,
+    ) -> nvmlReturn_t,
+    type_id: u32,
+    list_mode: c_uint,
 ) -> Result<VgpuPlacements, NvmlError> {
+    // SAFETY: the handle is valid while `device` lives.
+    let handle = unsafe { device.handle() };
     let mut list = nvmlVgpuPlacementList_v2_t {
         version: VGPU_PLACEMENT_LIST_V2,
         placementSize: 0,
         count: 0,
         placementIds: std::ptr::null_mut(),
-        mode: HETEROGENEOUS_MODE,
+        mode: list_mode,
     };
-    nvml_try_count(call(&mut list))?;
-    let count = list.count;
-    let mut ids: Vec<c_uint> = vec![0; count as usize];
-    list.placementIds = ids.as_mut_ptr();
-    if count > 0 {
-        nvml_try(call(&mut list))?;
+    // SAFETY: a null id array with a count of 0 asks for the count; `list` is a local of the
+    // version NVML is told.
+    nvml_try_count(unsafe { sym(handle, type_id, &mut list) })?;
+    // NVML gives at most one id per slot of a GPU's frame buffer: a few hundred.
+    for _ in 0..4 {
+        let count = list.count;
+        if count == 0 {
+            return Ok(VgpuPlacements {
+                size: list.placementSize,
+                ids: Vec::new(),
+            });
+        }
+        let mut ids: Vec<c_uint> = vec![0; count as usize];
+        list.placementIds = ids.as_mut_ptr();
+        // SAFETY: `ids` holds `count` elements, the count NVML asked for and is told again
+        // through `list.count`; it lives until after the call.
+        let code = unsafe { sym(handle, type_id, &mut list) };
+        list.placementIds = std::ptr::null_mut();
+        if code == nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+            continue;
+        }
+        nvml_try(code)?;
+        ids.truncate(list.count.min(count) as usize);
+        return Ok(VgpuPlacements {
+            size: list.placementSize,
+            ids,
+        });
     }
-    ids.truncate(list.count.min(count) as usize);
-    Ok(VgpuPlacements {
-        size: list.placementSize,
-        ids,
-    })
+    Err(NvmlError::InsufficientSize(None))
+}
+
+/// The placement ids a new vGPU of `type_id` may take on `device` now, in the GPU's mode
+/// (`nvmlDeviceGetVgpuTypeCreatablePlacements`); none when it cannot be created now.
+pub fn vgpu_type_creatable_placements(
+    device: &Device<'_>,
+    type_id: u32,
+) -> Result<VgpuPlacements, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetVgpuTypeCreatablePlacements
+            .as_ref(),
+    )?;
+    placements(device, *sym, type_id, HETEROGENEOUS_MODE)
+}
+
+/// The vGPU size mode of `device` (`nvmlDeviceGetVgpuHeterogeneousMode`):
+/// `NotSupported` on a GPU without NVIDIA's mixed-size mode.
+pub fn vgpu_heterogeneous_mode(device: &Device<'_>) -> Result<VgpuSizeMode, NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetVgpuHeterogeneousMode
+            .as_ref(),
+    )?;
+    let mut mode = nvmlVgpuHeterogeneousMode_v1_t {
+        version: VGPU_HETEROGENEOUS_MODE_V1,
+        mode: 0,
+    };
+    // SAFETY: the handle is valid while `device` lives; `mode` is a local of the version NVML
+    // is told.
+    nvml_try(unsafe { sym(device.handle(), &mut mode) })?;
+    match mode.mode {
+        nvml_wrapper_sys::bindings::nvmlEnableState_enum_NVML_FEATURE_ENABLED => {
+            Ok(VgpuSizeMode::Mixed)
+        }
+        nvml_wrapper_sys::bindings::nvmlEnableState_enum_NVML_FEATURE_DISABLED => {
+            Ok(VgpuSizeMode::Equal)
+        }
+        other => Err(NvmlError::UnexpectedVariant(other)),
+    }
+}
+
+/// Sets the vGPU size mode of `device`: mixed-size when `mixed`, else equal
+/// (`nvmlDeviceSetVgpuHeterogeneousMode`). `InUse` while the GPU has a vGPU, `NotSupported`
+/// on a GPU without the mode.
+pub fn set_vgpu_heterogeneous_mode(device: &Device<'_>, mixed: bool) -> Result<(), NvmlError> {
+    let sym = nvml_sym(
+        device
+            .nvml()
+            .lib()
+            .nvmlDeviceSetVgpuHeterogeneousMode
+            .as_ref(),
+    )?;
+    let mode = nvmlVgpuHeterogeneousMode_v1_t {
+        version: VGPU_HETEROGENEOUS_MODE_V1,
+        mode: if mixed {
+            nvml_wrapper_sys::bindings::nvmlEnableState_enum_NVML_FEATURE_ENABLED
+        } else {
+            nvml_wrapper_sys::bindings::nvmlEnableState_enum_NVML_FEATURE_DISABLED
+        },
+    };
+    // SAFETY: the handle is valid while `device` lives; NVML only reads `mode`, a local of
+    // the version it is told.
+    nvml_try(unsafe { sym(device.handle(), &mode) })
+}
+
+/// The placement id of vGPU instance `instance` (`nvmlVgpuInstanceGetPlacementId`).
+pub fn vgpu_instance_placement_id(nvml: &Nvml, instance: u32) -> Result<u32, NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlVgpuInstanceGetPlacementId.as_ref())?;
+    let mut placement = nvmlVgpuPlacementId_v1_t {
+        version: VGPU_PLACEMENT_ID_V1,
+        placementId: 0,
+    };
+    // SAFETY: `placement` is a local of the version NVML is told; an unknown instance is an
+    // error code, not undefined behaviour.
+    nvml_try(unsafe { sym(instance, &mut placement) })?;
+    Ok(placement.placementId)
 }
 
 #[cfg(test)]
@@ -530,6 +650,24 @@ mod tests {
         assert_eq!(
             GPU_INSTANCE_PROFILE_INFO_V2,
             (std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>() as u32) | (2 << 24)
+        );
+    }
+
+    #[test]
+    fn struct_version_heterogeneous_mode_v1_is_0x1000008() {
+        assert_eq!(VGPU_HETEROGENEOUS_MODE_V1, 0x0100_0008);
+    }
+
+    #[test]
+    fn struct_version_placement_id_v1_is_size_and_version() {
+        assert_eq!(VGPU_PLACEMENT_ID_V1, 0x0100_0008);
+    }
+
+    #[test]
+    fn struct_version_placement_list_v2_is_size_and_version() {
+        assert_eq!(
+            VGPU_PLACEMENT_LIST_V2,
+            (std::mem::size_of::<nvmlVgpuPlacementList_v2_t>() as u32) | (2 << 24)
         );
     }
 

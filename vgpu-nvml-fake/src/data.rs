@@ -82,6 +82,12 @@ pub(crate) struct VgpuType {
     pub(crate) gpu_instance_profile_id: Option<u32>,
     #[serde(default)]
     pub(crate) placements: Option<Placements>,
+    /// Its placements in equal-size mode (a simulator's only).
+    #[serde(skip)]
+    pub(crate) placements_equal: Option<Placements>,
+    /// The ids a new vGPU of the type may take now, in the GPU's mode (a simulator's only).
+    #[serde(skip)]
+    pub(crate) creatable_placements: Option<Vec<u32>>,
 }
 
 fn compute() -> String {
@@ -198,6 +204,9 @@ pub(crate) struct Vgpu {
     /// reported (`NVML_VGPU_INSTANCE_GUEST_INFO_STATE_UNINITIALIZED`).
     #[serde(default)]
     pub(crate) guest_driver: Option<String>,
+    /// Its placement id (a simulator's only).
+    #[serde(skip)]
+    pub(crate) placement_id: Option<u32>,
 }
 
 /// One GPU.
@@ -258,6 +267,10 @@ pub(crate) struct Gpu {
     /// waits for a reset, over a simulator's.
     #[serde(skip)]
     pub(crate) mig_pending: Option<bool>,
+    /// NVIDIA's vGPU size mode: `Some(true)` mixed, `Some(false)` equal, `None` a GPU without
+    /// the mode (a simulator's only).
+    #[serde(skip)]
+    pub(crate) size_mode: Option<bool>,
 }
 
 /// What the data file gave for a GPU that a simulator also describes.

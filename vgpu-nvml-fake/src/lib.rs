@@ -62,6 +62,16 @@
 //! `NVML_ERROR_IN_USE`, `ENOSPC` `NVML_ERROR_INSUFFICIENT_RESOURCES`, `EINVAL`
 //! `NVML_ERROR_INVALID_ARGUMENT`, `EOPNOTSUPP` `NVML_ERROR_NOT_SUPPORTED`.
 //!
+//! NVIDIA's mixed-size mode is the simulator's alone: `nvmlDeviceGetVgpuHeterogeneousMode`
+//! reads its `size_mode` (`NVML_ERROR_NOT_SUPPORTED` on a GPU without one, and for a GPU the
+//! data alone describes), `nvmlDeviceSetVgpuHeterogeneousMode` writes the control line
+//! `size-mode` (`EBUSY` is `NVML_ERROR_IN_USE`). `nvmlDeviceGetVgpuTypeSupportedPlacements`
+//! answers in the list's `mode` (the simulator's mixed or equal ids; the data's `placements`
+//! are the mixed ones), `nvmlDeviceGetVgpuTypeCreatablePlacements` the ids free now, and
+//! `nvmlVgpuInstanceGetPlacementId` a VF's vGPU's placement. Every versioned structure of
+//! another version is `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`; a placement list shorter than
+//! the ids (or with null ids) gets the count and `NVML_ERROR_INSUFFICIENT_SIZE`.
+//!
 //! A behaviour is `ok` (answer from the data), `not-supported`, `uninitialized`, `missing`
 //! (`NVML_ERROR_FUNCTION_NOT_FOUND`, as an older driver answers), `no-permission`,
 //! `driver-not-loaded` or `unknown`. A function the library does not export at all is what

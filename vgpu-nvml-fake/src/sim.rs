@@ -32,8 +32,20 @@ struct SimGpu {
     name: String,
     pci_device_id: u32,
     mig: Option<SimMig>,
+    /// `equal` or `mixed`; absent on a GPU without NVIDIA's mixed-size mode.
+    #[serde(default)]
+    size_mode: Option<String>,
     supported_vgpu_types: Vec<SimType>,
     vfs: Vec<String>,
+    #[serde(default)]
+    vgpus: Vec<SimVgpu>,
+}
+
+/// A vGPU the simulator publishes, with its placement.
+#[derive(Debug, Clone, Deserialize)]
+struct SimVgpu {
+    vf: Option<String>,
+    placement_id: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +83,14 @@ struct SimType {
     framebuffer_mib: u64,
     max_instances: u32,
     gpu_instance_profile: Option<String>,
+    #[serde(default)]
+    placement_size: Option<u32>,
+    #[serde(default)]
+    placement_ids_equal: Option<Vec<u32>>,
+    #[serde(default)]
+    placement_ids_mixed: Option<Vec<u32>>,
+    #[serde(default)]
+    creatable_placement_ids: Option<Vec<u32>>,
 }
 
 /// One VF of a GPU as sysfs shows it.
@@ -249,6 +269,7 @@ fn default_gpu(address: &str) -> Gpu {
         vgpus: Vec::new(),
         given: crate::data::Given::default(),
         mig_pending: None,
+        size_mode: None,
     }
 }
 
@@ -326,12 +347,13 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
                 .collect()
         })
         .unwrap_or_default();
+    g.size_mode = s.size_mode.as_deref().map(|m| m == "mixed");
     let given: Vec<VgpuType> = std::mem::take(&mut g.given.types);
     g.types = s
         .supported_vgpu_types
         .iter()
         .map(|t| {
-            given
+            let mut row = given
                 .iter()
                 .find(|d| d.id == t.id)
                 .cloned()
@@ -344,7 +366,21 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
                     max_instances_per_vm: 1,
                     gpu_instance_profile_id: t.gpu_instance_profile.as_deref().and_then(profile_id),
                     placements: None,
-                })
+                    placements_equal: None,
+                    creatable_placements: None,
+                });
+            if let Some(size) = t.placement_size {
+                let list = |ids: &Option<Vec<u32>>| {
+                    ids.clone().map(|ids| crate::data::Placements { size, ids })
+                };
+                if row.placements.is_none() {
+                    row.placements = list(&t.placement_ids_mixed);
+                }
+                row.placements_equal = list(&t.placement_ids_equal);
+                row.creatable_placements
+                    .clone_from(&t.creatable_placement_ids);
+            }
+            row
         })
         .collect();
     g.given.types = given;
@@ -374,6 +410,11 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
             gpu_instance_id: v.gpu_instance,
             utilization: Vec::new(),
             guest_driver: None,
+            placement_id: s
+                .vgpus
+                .iter()
+                .find(|p| p.vf.as_deref() == Some(v.address.as_str()))
+                .and_then(|p| p.placement_id),
         })
         .collect();
 }

@@ -89,6 +89,22 @@
 //!   instance of its profile (`EINVAL` for none or another profile, `EBUSY` for one in use;
 //!   `gpu_instance_id` itself takes only an instance of the GPU, `EINVAL` otherwise). Out of
 //!   MIG mode only time-sliced types are listed.
+//! * **NVIDIA mixed-size mode** (vGPU user guide, vGPU 17, "vGPU placements", Appendix B;
+//!   `kernel/placement.rs`): an L40S, L4, A10 or H100 80GB (by its profile `catalog`) is in
+//!   `equal` mode at each boot and after leaving `nvidia`; the control line `size-mode`
+//!   switches it while it holds no vGPU. Each vGPU on such a GPU takes slots `[id, id +
+//!   size)`, `size` its type's frame buffer in GiB, at one of its type's supported ids (the
+//!   guide's tables in mixed mode, written as data; `k * size` in equal mode). A VF's
+//!   `nvidia/vgpu_params` (and an NVIDIA mdev's `nvidia/vgpu_params`) takes `key=value`
+//!   pairs (`EINVAL` otherwise); `vgpu-placement-id=N` is taken when `current_vgpu_type`
+//!   creates the vGPU: `EINVAL` when `N` is not a supported id of the type in the GPU's
+//!   mode, `ENOSPC` when its slots are another vGPU's (the simulator's choice: NVIDIA does
+//!   not document the errno); without it the lowest free supported id. An mdev takes the
+//!   lowest free id when created, and its `vgpu_params` moves it at once (same errnos;
+//!   `EBUSY` while a simulated process holds its VFIO device), as the simulator has no mdev
+//!   start. In mixed mode types of any size share the GPU, up to 32 vGPUs and its VFs; a type
+//!   is creatable (and `available_instances` 1) while one of its ids is free. The state
+//!   file publishes the mode, the region, each type's ids and each vGPU's placement.
 //! * **NVIDIA MIG** (MIG user guide, `nvidia-smi mig -lgip`, `-lgipp`): the simulated driver
 //!   owns MIG mode and the GPU instances, each with an id, a profile and a placement (first
 //!   memory slice and size). They start as the profile's `mig` section has them. The
@@ -164,7 +180,8 @@
 //! async-probe 300` delays new VFs' probe), hot-unplug (`unplug 0000:3b:00.0`), processes
 //! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`), MIG
 //! (`mig-mode 0000:18:00.0 on`, `gpu-instance-add 0000:18:00.0 1g.18gb 2`,
-//! `gpu-instance-remove 0000:18:00.0 9`), `counters-reset`, `uevents-clear`, `clear` (faults,
+//! `gpu-instance-remove 0000:18:00.0 9`), NVIDIA's size mode (`size-mode 0000:41:00.0
+//! mixed`), `counters-reset`, `uevents-clear`, `clear` (faults,
 //! latencies and processes). Reading it
 //! shows the pending faults, latencies and waiting writes. `<root>/.vgpu-sim/counters` reads
 //! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`, then `inodes

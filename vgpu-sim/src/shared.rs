@@ -308,6 +308,9 @@ impl Shared {
                 Command::GpuInstanceRemove(gpu, id) => k
                     .remove_gpu_instance(gpu, id)
                     .map_err(|e| (format!("gpu-instance-remove {gpu} {id}: refused"), e))?,
+                Command::SizeMode(gpu, mixed) => k
+                    .set_size_mode(gpu, mixed)
+                    .map_err(|e| (format!("size-mode {gpu}: refused"), e))?,
                 Command::CountersReset => self.counters.reset(),
                 Command::UeventsClear => k.uevents.clear(),
                 Command::Clear => {

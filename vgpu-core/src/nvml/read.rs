@@ -196,14 +196,11 @@ fn gpu(device: &Device<'_>, address: PciAddress, index: u32) -> NvmlGpu {
         vgpus: vgpus(device, &framebuffers),
         size_mode: fact(
             "nvmlDeviceGetVgpuHeterogeneousMode",
-            vgpu_nvml_ext::sizes::vgpu_heterogeneous_mode(device),
+            vgpu_nvml_ext::vgpu_heterogeneous_mode(device),
         )
-        .map(|mixed| {
-            if mixed {
-                SizeMode::Mixed
-            } else {
-                SizeMode::Equal
-            }
+        .map(|mode| match mode {
+            vgpu_nvml_ext::VgpuSizeMode::Equal => SizeMode::Equal,
+            vgpu_nvml_ext::VgpuSizeMode::Mixed => SizeMode::Mixed,
         }),
     }
 }
@@ -250,7 +247,7 @@ fn vgpu_type(device: &Device<'_>, ty: &RawType<'_>) -> NvmlVgpuType {
         }),
         creatable_placements: fact(
             "nvmlDeviceGetVgpuTypeCreatablePlacements",
-            vgpu_nvml_ext::sizes::vgpu_type_creatable_placements(device, ty.id()),
+            vgpu_nvml_ext::vgpu_type_creatable_placements(device, ty.id()),
         )
         .map(|p| Placements {
             size: p.size,
@@ -306,7 +303,7 @@ fn vgpus(device: &Device<'_>, framebuffers: &BTreeMap<u32, Fact<u64>>) -> Fact<V
                 }),
                 placement_id: fact(
                     "nvmlVgpuInstanceGetPlacementId",
-                    vgpu_nvml_ext::sizes::vgpu_instance_placement_id(device.nvml(), instance),
+                    vgpu_nvml_ext::vgpu_instance_placement_id(device.nvml(), instance),
                 ),
                 gpu_instance_id: fact("nvmlVgpuInstanceGetGpuInstanceId", vgpu.gpu_instance_id())
                     .map(|id| (id != INVALID_GPU_INSTANCE_ID).then_some(id)),

@@ -5,5 +5,6 @@ mod mig;
 mod mig_write;
 mod migration;
 mod newer;
+mod placement;
 mod sched;
 mod vgpu;

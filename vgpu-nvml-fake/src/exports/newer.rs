@@ -1,13 +1,12 @@
-//! Functions of newer drivers (vGPU 17 and the versioned profile query): the legacy build of
+//! Functions of newer drivers (the versioned profile query; vGPU 17's placements are in
+//! `placement`): the legacy build of
 //! the fake leaves them out, as an older `libnvidia-ml.so.1` does.
 
 use std::ffi::{c_char, c_uint};
 
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlGpuInstanceProfileInfo_v2_t,
-    nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT,
-    nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED, nvmlReturn_t,
-    nvmlVgpuPlacementList_t, nvmlVgpuTypeId_t,
+    nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT, nvmlReturn_t,
 };
 
 use super::core::on_gpu;
@@ -63,60 +62,6 @@ unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
             };
             // SAFETY: as above.
             unsafe { put(info, value) }
-        },
-    ))
-}
-
-/// `nvmlDeviceGetVgpuTypeSupportedPlacements`: the count when the caller's array is too
-/// small (`NVML_ERROR_INSUFFICIENT_SIZE`), then the ids.
-///
-/// # Safety
-/// `list` is null or valid for a read and a write; its `placementIds` null or valid for
-/// `count` writes.
-#[unsafe(no_mangle)]
-unsafe extern "C" fn nvmlDeviceGetVgpuTypeSupportedPlacements(
-    device: nvmlDevice_t,
-    type_id: nvmlVgpuTypeId_t,
-    list: *mut nvmlVgpuPlacementList_t,
-) -> nvmlReturn_t {
-    done(on_gpu(
-        "nvmlDeviceGetVgpuTypeSupportedPlacements",
-        device,
-        |_, g| {
-            if list.is_null() {
-                return Err(INVALID_ARGUMENT);
-            }
-            // SAFETY: not null, valid as the caller promises.
-            let mut value = unsafe { list.read() };
-            if value.version != struct_version::<nvmlVgpuPlacementList_t>(2) {
-                return Err(INVALID_ARGUMENT);
-            }
-            let t = g
-                .types
-                .iter()
-                .find(|t| t.id == type_id)
-                .ok_or(INVALID_ARGUMENT)?;
-            let placements = t.placements.as_ref().ok_or(NOT_SUPPORTED)?;
-            let room = value.count;
-            let len = u32::try_from(placements.ids.len()).map_err(|_| INVALID_ARGUMENT)?;
-            value.placementSize = placements.size;
-            value.count = len;
-            if room < len || value.placementIds.is_null() {
-                // SAFETY: as above.
-                unsafe { put(list, value)? };
-                return Err(
-                    nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE,
-                );
-            }
-            // SAFETY: `placementIds` is valid for `room >= len` elements as the caller promises.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    placements.ids.as_ptr(),
-                    value.placementIds,
-                    placements.ids.len(),
-                );
-                put(list, value)
-            }
         },
     ))
 }

@@ -280,6 +280,7 @@ pub(crate) fn nvml_gpu(address: &str, vgpus: Vec<NvmlVgpu>) -> NvmlGpu {
         supported_types: no(),
         creatable_type_ids: no(),
         vgpus: Fact::Value(vgpus),
+        size_mode: Fact::unknown(Cause::NotSupported, "not supported"),
     }
 }
 
@@ -320,6 +321,7 @@ fn running(instance: u32, type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu
             average_latency_us: 900,
         }),
         gpu_instance_id: Fact::Value(None),
+        placement_id: Fact::unknown(Cause::NotSupported, "not supported"),
         utilization: Fact::Value(Some(UtilizationSample {
             instance,
             timestamp_us: 1_700_000_000_000_000,

@@ -11,6 +11,7 @@
 //! mig-mode <dddd:bb:ss.f> on|off          turn a GPU's MIG mode on or off
 //! gpu-instance-add <addr> <profile> <start>  make a GPU instance (`nvidia-smi mig -cgi`)
 //! gpu-instance-remove <addr> <id>         destroy a GPU instance (`nvidia-smi mig -dgi`)
+//! size-mode <dddd:bb:ss.f> equal|mixed   NVIDIA's vGPU size mode (`nvidia-smi vgpu -shm 0|1`)
 //! counters-reset                          zero all operation counters
 //! uevents-clear                           empty the uevent log (`.vgpu-sim/uevents`)
 //! clear                                   drop every pending fault, latency and process
@@ -50,6 +51,14 @@
 //! `ENOSPC` when the instance would overlap another or pass the profile's instance count.
 //! `gpu-instance-remove` is refused with `EBUSY` while a vGPU runs on the instance, and with
 //! `EINVAL` for an unknown id.
+//!
+//! `size-mode` is what NVIDIA's driver does for `nvmlDeviceSetVgpuHeterogeneousMode`: `mixed`
+//! turns on mixed-size (heterogeneous) mode, in which time-sliced vGPUs of several sizes
+//! share the GPU, each at a placement id (see `vgpu_params`); `equal` turns it off. Every GPU
+//! boots in `equal`, and a GPU unbound from `nvidia` (or removed) loses the mode. It applies
+//! to a physical GPU with the mode (an L40S, L4, A10 or H100 80GB, by its profile `catalog`:
+//! `ENODEV` for any other device) and is refused with `EBUSY` for a change while the GPU
+//! holds a vGPU, on its VFs or its mdevs. Asking for the mode the GPU has changes nothing.
 //!
 //! A write with an unknown command, a malformed line, an errno, latency, pid, name or target
 //! out of range, more faults or descriptors than fit, or a `hold` naming an existing process
@@ -251,6 +260,8 @@ pub enum Command {
     GpuInstanceAdd(PciAddr, String, u32),
     /// `gpu-instance-remove <addr> <id>`.
     GpuInstanceRemove(PciAddr, u32),
+    /// `size-mode <addr> equal|mixed`: `true` for mixed.
+    SizeMode(PciAddr, bool),
     /// `counters-reset`.
     CountersReset,
     /// `uevents-clear`.
@@ -374,6 +385,14 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                 addr.parse().map_err(|e| bad(format!("{e}")))?,
                 parse_instance_id(id).map_err(bad)?,
             ),
+            ["size-mode", addr, mode] => Command::SizeMode(
+                addr.parse().map_err(|e| bad(format!("{e}")))?,
+                match *mode {
+                    "mixed" => true,
+                    "equal" => false,
+                    _ => return Err(bad(format!("bad size mode {mode:?} (equal or mixed)"))),
+                },
+            ),
             ["counters-reset"] => Command::CountersReset,
             ["uevents-clear"] => Command::UeventsClear,
             ["clear"] => Command::Clear,
@@ -470,6 +489,21 @@ mod tests {
                 Command::GpuInstanceRemove(gpu, 3),
             ]
         );
+    }
+
+    #[test]
+    fn parse_commands_size_mode_parses() {
+        let gpu: PciAddr = "0000:41:00.0".parse().expect("address");
+        assert_eq!(
+            parse_commands("size-mode 0000:41:00.0 mixed\nsize-mode 0000:41:00.0 equal")
+                .expect("valid"),
+            vec![Command::SizeMode(gpu, true), Command::SizeMode(gpu, false)]
+        );
+    }
+
+    #[test]
+    fn parse_commands_size_mode_other_word_fails() {
+        assert!(parse_commands("size-mode 0000:41:00.0 on").is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod mig;
 mod pci;
+mod placement;
 mod register;
 mod sriov;
 mod vgpu;
@@ -29,6 +30,7 @@ use crate::vfio::VfioNodes;
 pub(crate) use crate::error::Errno;
 pub(crate) use mig::MigState;
 pub(crate) use pci::{DynId, pci_vars};
+pub(crate) use placement::{Holder, parse_params, placement_size, region, supported_ids};
 
 /// The result of a kernel operation.
 pub(crate) type KResult<T> = Result<T, Errno>;
@@ -50,6 +52,9 @@ pub(crate) struct NvVf {
     pub(crate) gpu_instance: Option<u32>,
     /// `placement_id` as written (`None`: reads `ENXIO`).
     pub(crate) placement: Option<u32>,
+    /// The mixed-size placement id of the running vGPU (`None` without one, or on a GPU
+    /// without the mode).
+    pub(crate) placed: Option<u32>,
 }
 
 /// One PCI function.
@@ -129,6 +134,10 @@ pub(crate) struct Mdev {
     pub(crate) parent: PciAddr,
     pub(crate) type_id: String,
     pub(crate) group: Option<u32>,
+    /// Its mixed-size placement id (`None` on a GPU without the mode).
+    pub(crate) placement: Option<u32>,
+    /// `nvidia/vgpu_params` as written.
+    pub(crate) params: String,
 }
 
 /// The whole simulated kernel state. Cloned only to try a store out ([`Kernel::blockers`]).
@@ -157,6 +166,8 @@ pub(crate) struct Kernel {
     pub(crate) mig: BTreeMap<PciAddr, MigState>,
     /// `/proc/sys/kernel/random/boot_id`: new at each boot, as the kernel's.
     pub(crate) boot_id: Uuid,
+    /// The GPUs in mixed-size mode (`true`) or equal mode; equal at every boot.
+    pub(crate) size_mode: BTreeMap<PciAddr, bool>,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -253,6 +264,7 @@ impl Kernel {
             uevents: UeventLog::default(),
             mig: mig::boot_mig(&profile),
             boot_id: Uuid::new_v4(),
+            size_mode: BTreeMap::new(),
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k
@@ -367,6 +379,20 @@ impl Kernel {
         used
     }
 
+    /// Whether a simulated process holds mdev `uuid`'s VFIO device (its cdev or its IOMMU
+    /// group's node): a VM runs it.
+    pub(crate) fn mdev_open(&self, uuid: Uuid) -> bool {
+        self.vfio
+            .get(crate::vfio::VfioKey::Mdev(uuid))
+            .is_some_and(|dev| {
+                let nodes = [
+                    format!("/dev/vfio/devices/{}", crate::vfio::cdev_name(dev.index)),
+                    format!("/dev/vfio/{}", dev.group),
+                ];
+                !self.procs.holding(&nodes).is_empty()
+            })
+    }
+
     fn gpu_busy(&self, gpu: PciAddr) -> bool {
         !self.usage(gpu).is_empty()
     }
@@ -381,6 +407,14 @@ impl Kernel {
         let used = self.usage(parent.gpu);
         let mine = used.get(&t.id).copied().unwrap_or(0);
         let others = used.iter().any(|(id, n)| id != &t.id && *n > 0);
+        if self.mixed_on(parent.gpu) {
+            let vf_used = self.mdevs.values().any(|m| m.parent == parent.addr);
+            let free = self.mixed_room(parent.gpu, t);
+            return match parent.vgpu {
+                Some(VgpuMode::MdevOnVf) => u32::from(!vf_used && free),
+                _ => u32::from(free),
+            };
+        }
         match parent.vgpu {
             Some(VgpuMode::Mdev) => {
                 if others {
@@ -424,6 +458,14 @@ impl Kernel {
         }
         let used = self.usage(vf.gpu);
         let mig = self.mig_on(vf.gpu);
+        if self.mixed_on(vf.gpu) {
+            // Mixed-size mode: time-sliced types of any size side by side, each while one of
+            // its placements is free.
+            return self
+                .types_of(vf)
+                .filter(|t| self.mixed_room(vf.gpu, t))
+                .collect();
+        }
         self.types_of(vf)
             .filter(|t| {
                 let mine = used.get(&t.id).copied().unwrap_or(0);

@@ -224,6 +224,8 @@ impl Kernel {
             d.nv = NvVf::default();
             d.unbind_lock = false;
         }
+        // NVIDIA's mixed-size mode does not outlive the driver (vGPU user guide).
+        self.size_mode.remove(&addr);
         self.sync_vfio();
         self.emit_pci(addr, "unbind", &[]);
     }
@@ -446,6 +448,7 @@ impl Kernel {
             let Some(mut d) = self.remove_function(a) else {
                 continue;
             };
+            self.size_mode.remove(&a);
             if rescannable && d.physfn.is_none() {
                 d.driver = None;
                 d.driver_override = None;

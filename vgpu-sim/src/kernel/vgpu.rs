@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::{KResult, Kernel, Mdev, store_ul, sysfs_str};
+use super::{KResult, Kernel, Mdev, parse_params, store_ul, sysfs_str};
 use crate::profile::{PciAddr, VgpuMode};
 use crate::uevent::devpath;
 
@@ -59,6 +59,11 @@ impl Kernel {
                 libc::EUSERS
             });
         }
+        // The lowest free placement of its type; `vgpu_params` may move it before a VM
+        // starts it.
+        let placement = self
+            .choose_placement(p.gpu, t, None, None)
+            .map_err(|_| libc::EUSERS)?;
         let group = self.alloc_group();
         self.mdevs.insert(
             uuid,
@@ -66,6 +71,8 @@ impl Kernel {
                 parent,
                 type_id: type_id.to_owned(),
                 group,
+                placement,
+                params: String::new(),
             },
         );
         if let Some(path) = self.mdev_devpath(parent, uuid) {
@@ -110,14 +117,18 @@ impl Kernel {
     /// or when clearing an unset VF; `EINVAL` for an id not in `creatable_vgpu_types`, or for
     /// a MIG-backed type unless `gpu_instance_id` names a GPU instance of its profile first
     /// (`EBUSY` when another vGPU runs on that instance); `EBUSY` while the GPU's
-    /// `unbindLock` is held. Destroying forgets the VF's GPU instance and placement. NVIDIA's
-    /// driver registers (and unregisters) the VF as a VFIO device.
+    /// `unbindLock` is held. On a GPU with NVIDIA's mixed-size mode the vGPU takes the
+    /// `vgpu-placement-id` of `vgpu_params` (`EINVAL` when its type does not support it in the
+    /// GPU's mode, `ENOSPC` when its slots are another vGPU's), else the lowest free supported
+    /// id (`ENOSPC` when none is free). Destroying forgets the VF's GPU instance and
+    /// placements. NVIDIA's driver registers (and unregisters) the VF as a VFIO device.
     pub(crate) fn set_vgpu_type(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
         let id = u32::try_from(store_ul(data, u64::from(u32::MAX))?).map_err(|_| libc::EINVAL)?;
         let d = self.devs.get(&addr).ok_or(libc::ENODEV)?;
         if self.unbind_locked(d.gpu) {
             return Err(libc::EBUSY);
         }
+        let mut placed = None;
         if id == 0 {
             if d.nv.current == 0 {
                 return Err(libc::EPERM);
@@ -133,9 +144,11 @@ impl Kernel {
             if let Some(profile) = &t.gpu_instance_profile {
                 self.check_gpu_instance(d, profile)?;
             }
+            placed = self.choose_placement(d.gpu, t, parse_params(&d.nv.params)?, None)?;
         }
         if let Some(d) = self.devs.get_mut(&addr) {
             d.nv.current = id;
+            d.nv.placed = placed;
             if id == 0 {
                 d.nv.gpu_instance = None;
                 d.nv.placement = None;
@@ -144,13 +157,16 @@ impl Kernel {
         Ok(())
     }
 
-    /// `vgpu_params` store: refused (`EBUSY`) while a vGPU exists on the VF.
+    /// `vgpu_params` store: refused (`EBUSY`) while a vGPU exists on the VF, `EINVAL` for text
+    /// that is not `key=value` pairs or a `vgpu-placement-id` that is not a number. The
+    /// placement id is checked when `current_vgpu_type` creates the vGPU.
     pub(crate) fn set_vgpu_params(&mut self, addr: PciAddr, data: &[u8]) -> KResult<()> {
         let s = sysfs_str(data)?.to_owned();
         let d = self.devs.get_mut(&addr).ok_or(libc::ENODEV)?;
         if d.nv.current != 0 {
             return Err(libc::EBUSY);
         }
+        parse_params(&s)?;
         d.nv.params = s;
         Ok(())
     }

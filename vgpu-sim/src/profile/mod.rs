@@ -35,6 +35,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
     ("no-iommu", include_str!("../../profiles/no-iommu.toml")),
     ("h200-mig", include_str!("../../profiles/h200-mig.toml")),
+    ("mixed-size", include_str!("../../profiles/mixed-size.toml")),
 ];
 
 const CATALOG: &str = include_str!("../../profiles/catalog.toml");

@@ -58,6 +58,9 @@ impl Kernel {
                     ),
                 }
             }
+            FileRef::MdevParams(u) => {
+                format!("{}\n", self.mdevs.get(u).ok_or(libc::ENODEV)?.params)
+            }
             FileRef::MdevRemove(_)
             | FileRef::Driver(..)
             | FileRef::DriversProbe
@@ -186,6 +189,7 @@ impl Kernel {
             },
             FileRef::Type(a, id, TypeAttr::Create) => self.mdev_create(*a, id, data),
             FileRef::MdevRemove(u) => self.mdev_remove(*u, data),
+            FileRef::MdevParams(u) => self.set_mdev_params(*u, data),
             FileRef::Driver(drv, DrvAttr::Bind) => self.bind(drv, sysfs_str(data)?),
             FileRef::Driver(drv, DrvAttr::Unbind) => self.unbind(drv, sysfs_str(data)?),
             FileRef::Driver(drv, DrvAttr::NewId) => self.new_id(drv, data),

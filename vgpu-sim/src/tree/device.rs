@@ -269,6 +269,14 @@ impl Kernel {
                 let mdev_path = format!("{}/{u}", dev.path());
                 self.list_vfio_dev(d, VfioKey::Mdev(uuid), &mdev_path, rest)?;
             }
+            [u, "nvidia"] if self.mdev_has_params(dev) => {
+                let uuid = Uuid::try_parse(u).ok()?;
+                self.mdevs.get(&uuid).filter(|m| m.parent == a)?;
+                if uuid.to_string() != *u {
+                    return None;
+                }
+                d.file("vgpu_params", FileRef::MdevParams(uuid), RW);
+            }
             [u] => {
                 let uuid = Uuid::try_parse(u).ok()?;
                 let m = self.mdevs.get(&uuid).filter(|m| m.parent == a)?;
@@ -287,6 +295,9 @@ impl Kernel {
                     d.link("iommu_group", &format!("sys/kernel/iommu_groups/{g}"));
                 }
                 d.file("remove", FileRef::MdevRemove(uuid), WO);
+                if self.mdev_has_params(dev) {
+                    d.dir("nvidia");
+                }
                 // `dev_uevent` (drivers/base/core.c): the bound driver; the mdev bus adds
                 // nothing (`mdev_bus_type` has no `uevent`, drivers/vfio/mdev/mdev_driver.c).
                 d.text("uevent", format!("DRIVER={}\n", self.mdev_driver(a)));

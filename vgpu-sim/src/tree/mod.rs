@@ -34,6 +34,8 @@ pub(crate) enum FileRef {
     Pci(PciAddr, PciAttr),
     Type(PciAddr, String, TypeAttr),
     MdevRemove(Uuid),
+    /// An NVIDIA mdev's `nvidia/vgpu_params`.
+    MdevParams(Uuid),
     Driver(String, DrvAttr),
     DriversProbe,
     Rescan,

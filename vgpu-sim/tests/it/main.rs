@@ -15,6 +15,7 @@ mod lmem_quota;
 mod mdev_nvidia;
 mod mdevctl;
 mod mig;
+mod mixed_size;
 mod processes;
 mod profile_settings;
 mod semantics;
