@@ -100,6 +100,7 @@ LAYERS = {
         "catalog",
         "kind",
         "policy",
+        "driver_params",
         "usage",
     ],
     "vgpu-plan": [

@@ -22,7 +22,8 @@ pub(crate) fn run(ctx: &Context<'_>, gpu: Option<&str>, out: &mut dyn Write) -> 
         inventory.warnings.extend(warnings);
     }
     let checks = vgpu_core::checks::check_host(paths, &inventory);
-    let facts = NvmlHostFacts::of(&nvml.read());
+    let mut facts = NvmlHostFacts::of(&nvml.read());
+    facts.driver_params = vgpu_core::checks::nvidia_registry(paths)?;
     let mut report = vgpu_report::isolation::isolation_report(&inventory, &checks, &facts);
     if let Some(name) = gpu {
         let address = vgpu_core::discovery::find_gpu(&inventory, name, paths)?.address;
@@ -58,6 +59,19 @@ fn table(out: &mut dyn Write, report: &IsolationReport) -> std::io::Result<()> {
             gpu.model.as_deref().unwrap_or("-"),
             gpu.backend
         )?;
+        if let Some(nvidia) = &gpu.nvidia {
+            let facts: Vec<String> = nvidia.facts.iter().map(fact).collect();
+            writeln!(out, "  {:<17} {}", "scheduling", facts.join("; "))?;
+            let scrub = &nvidia.scrub;
+            writeln!(
+                out,
+                "  {:<17} {:<13} {}",
+                "scrubbing",
+                scrub.status.to_string(),
+                fact(&scrub.fact)
+            )?;
+            writeln!(out, "  {:<17} risk: {}", "", scrub.residual_risk)?;
+        }
         if gpu.kinds.is_empty() {
             writeln!(
                 out,

@@ -9,8 +9,9 @@ use crate::error::error_chain;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, PROC_LIMIT, read_attr, read_bounded};
-use crate::model::Inventory;
+use crate::model::driver_params::{Registry, SCRUB_KEY, parse_registry};
 use crate::model::pci::PciAddress;
+use crate::model::{Inventory, NVIDIA_VENDOR_ID};
 
 pub use crate::model::checks::{Check, DeviceIsolation, GroupMember, Report, Status};
 
@@ -97,7 +98,7 @@ pub fn check_host(paths: &HostPaths, inventory: &Inventory) -> Report {
         .map(|address| isolation(paths, address))
         .collect();
     let facts = read_facts(paths);
-    let checks = vec![
+    let mut checks = vec![
         cpu_virtualization(paths),
         iommu_firmware(&facts),
         iommu_enabled(&facts),
@@ -106,7 +107,67 @@ pub fn check_host(paths: &HostPaths, inventory: &Inventory) -> Report {
         iommu_groups(&facts, &devices),
         vfio(paths),
     ];
+    checks.extend(scrub_on_free(paths, inventory));
     Report { checks, devices }
+}
+
+/// The NVIDIA driver's registry settings (`proc/driver/nvidia/params`); `None` when the file
+/// does not exist (the driver is not loaded).
+pub fn nvidia_registry(paths: &HostPaths) -> Result<Option<Registry>> {
+    let text = read_bounded(&paths.nvidia_params(), PROC_LIMIT)?;
+    Ok(text.as_deref().map(parse_registry))
+}
+
+/// `scrub-on-free`, on a host whose NVIDIA driver is loaded: a warning naming each NVIDIA GPU
+/// whose freed vGPUs' frame buffer the driver does not clear (`RMDisableScrubOnFree`).
+fn scrub_on_free(paths: &HostPaths, inventory: &Inventory) -> Option<Check> {
+    const ID: &str = "scrub-on-free";
+    let nvidia: Vec<PciAddress> = inventory
+        .gpus
+        .iter()
+        .filter(|g| g.vendor_id == Some(NVIDIA_VENDOR_ID))
+        .map(|g| g.address)
+        .collect();
+    if nvidia.is_empty() {
+        return None;
+    }
+    let registry = match nvidia_registry(paths) {
+        Ok(Some(registry)) => registry,
+        Ok(None) => return None,
+        Err(err) => {
+            return Some(Check::new(
+                ID,
+                Status::Warn,
+                format!(
+                    "the NVIDIA driver's parameters cannot be read: {}",
+                    error_chain(&err)
+                ),
+                None,
+            ));
+        }
+    };
+    let off: Vec<String> = nvidia
+        .iter()
+        .filter(|gpu| registry.scrub_disabled(**gpu).0)
+        .map(ToString::to_string)
+        .collect();
+    if off.is_empty() {
+        return Some(Check::new(
+            ID,
+            Status::Pass,
+            "the NVIDIA driver clears a freed vGPU's frame buffer (its default)",
+            None,
+        ));
+    }
+    Some(Check::new(
+        ID,
+        Status::Warn,
+        format!(
+            "{SCRUB_KEY} is set: frame buffer is not cleared when a vGPU is freed on {}",
+            off.join(", ")
+        ),
+        Some("remove RMDisableScrubOnFree from the nvidia module's NVreg_RegistryDwords"),
+    ))
 }
 
 impl HostFacts {

@@ -34,7 +34,8 @@ impl fmt::Display for Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// Stable id: `cpu-virtualization`, `iommu-firmware`, `iommu-enabled`, `iommu-cmdline`,
-    /// `interrupt-remapping`, `iommu-groups`, `vfio`.
+    /// `interrupt-remapping`, `iommu-groups`, `vfio`; `scrub-on-free` where the NVIDIA driver
+    /// is loaded.
     pub id: &'static str,
     /// The verdict.
     pub status: Status,

@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod checks;
 pub mod definition;
 pub mod delta;
+pub mod driver_params;
 pub mod kind;
 pub mod limit;
 pub mod location;

@@ -132,15 +132,19 @@ pub fn place_for_tenant(
     place_with(host, request, policy, Some(tenancy))
 }
 
-/// What a pick from `slot` would be for `tenancy`'s tenant.
-fn holding(tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
+/// What a pick from `slot` would be for `tenancy`'s tenant, with what its GPU gives it now
+/// (its scheduler as `host` read it).
+fn holding(host: &HostState, tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
+    // As the isolation report's kinds say: a whole plain VF or a MIG-backed type.
+    let kind = DeviceKind::of_type(slot.ty);
+    let scheduler = host.schedulers.get(&slot.gpu.address);
     Holding {
         tenant: tenancy.tenant.clone(),
         domain: String::new(),
         gpu: slot.gpu.address,
         framebuffer_mib: slot.framebuffer_mib.unwrap_or(0),
-        // As the isolation report's kinds say: a whole plain VF or a MIG-backed type.
-        hardware: DeviceKind::of_type(slot.ty).partitioned_in_hardware(),
+        hardware: kind.partitioned_in_hardware(),
+        service: tenants::service(slot.gpu, kind, slot.ty, scheduler),
     }
 }
 
@@ -232,9 +236,11 @@ fn choose(
     for _ in 0..request.count {
         let keeps = |slot: &Slot<'_>| match tenancy {
             None => None,
-            Some(tenancy) => tenants::check(&tenancy.policy, &held, &[holding(tenancy, slot)])
-                .into_iter()
-                .next(),
+            Some(tenancy) => {
+                tenants::check(&tenancy.policy, &held, &[holding(host, tenancy, slot)])
+                    .into_iter()
+                    .next()
+            }
         };
         let best = slots
             .iter()
@@ -268,7 +274,7 @@ fn choose(
             });
         };
         if let Some(tenancy) = tenancy {
-            held.push(holding(tenancy, &slots[i]));
+            held.push(holding(host, tenancy, &slots[i]));
         }
         let slot = &mut slots[i];
         let vf = match slot.on_vfs {
@@ -507,4 +513,4 @@ pub use placer::Placer;
 #[cfg(test)]
 mod tenant_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -27,6 +27,7 @@ mod nvml_cli;
 mod one_truth;
 mod persistence_cli;
 mod plans_cli;
+mod qos_cli;
 mod race_cli;
 mod restore_device_cli;
 mod telemetry_cli;

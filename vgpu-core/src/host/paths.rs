@@ -148,6 +148,12 @@ impl HostPaths {
         self.proc().join("sys/kernel/hostname")
     }
 
+    /// `proc/driver/nvidia/params`: the NVIDIA kernel module's parameters, with its registry
+    /// settings.
+    pub fn nvidia_params(&self) -> PathBuf {
+        self.proc().join("driver/nvidia/params")
+    }
+
     /// `proc/cpuinfo`.
     pub fn cpuinfo(&self) -> PathBuf {
         self.proc().join("cpuinfo")

@@ -18,14 +18,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::policy::Claim;
+use super::policy::{Claim, Schedulers, judge};
 use super::session::{Operation, Session};
 use super::start_defined;
 use crate::backend::{Placement, Running};
 use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Object, Result};
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
+use crate::nvml::NvmlCell;
 use crate::plan::steps::{Before, GpuPlan, Plan, Step};
 use crate::state::store::{SriovDefinition, Start};
 
@@ -208,10 +210,13 @@ fn plan_claim(plan: &Plan, tenant: &str) -> Claim {
 /// hold now: the hook's check (`policy::enforce`), under the same hold of the host lock. A
 /// refusal applies nothing. Nothing is read without a policy file or a tenant in the plan.
 pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
+    let set = schedulers_set(plan);
     for (tenant, planned) in planned_by_tenant(plan) {
         let claim = plan_claim(plan, tenant);
         session.run("apply-policy", tenant, |op| {
-            super::policy::enforce(op, &claim, &[], &planned, None).map(drop)
+            let schedulers = Schedulers::new(op.nvml(), &set);
+            let (paths, store) = (op.paths(), op.store());
+            judge(paths, store, &claim, &[], &planned, None, schedulers).map(drop)
         })?;
     }
     Ok(())
@@ -220,11 +225,36 @@ pub(super) fn keep_policy(session: &Session, plan: &Plan) -> Result<()> {
 /// [`keep_policy`] without the host lock, for `plan` and `assert`: the same question, asked of
 /// the host as it is now.
 pub(super) fn policy_verdict(manager: &super::Manager, plan: &Plan) -> Result<()> {
+    let set = schedulers_set(plan);
+    let nvml = NvmlCell::new(&manager.paths, manager.nvml.clone());
     for (tenant, planned) in planned_by_tenant(plan) {
         let claim = plan_claim(plan, tenant);
-        super::policy::judge(&manager.paths, &manager.store, &claim, &[], &planned, None)?;
+        let schedulers = Schedulers::new(&nvml, &set);
+        judge(
+            &manager.paths,
+            &manager.store,
+            &claim,
+            &[],
+            &planned,
+            None,
+            schedulers,
+        )?;
     }
     Ok(())
+}
+
+/// The scheduler each GPU of `plan` is set to before its vGPUs are made: the QoS classes of
+/// the vGPUs it makes are judged against it, not against the scheduler it replaces.
+fn schedulers_set(plan: &Plan) -> BTreeMap<PciAddress, SchedulerPolicy> {
+    let mut set = BTreeMap::new();
+    for gpu in &plan.gpus {
+        for step in &gpu.steps {
+            if let Step::Scheduler { policy, .. } = step {
+                set.insert(gpu.gpu, *policy);
+            }
+        }
+    }
+    set
 }
 
 /// Runs every GPU of `plan` that has steps as its own operation of `session`, all at once;

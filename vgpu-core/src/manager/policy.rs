@@ -3,6 +3,7 @@
 //! [`check`](crate::plan::tenants::check): the hook, `attach`, `place` and `tenants` all
 //! ask it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use uuid::Uuid;
@@ -11,11 +12,13 @@ use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::kind::DeviceKind;
+use crate::model::nvml::{Fact, SchedulerPolicy, SchedulerState};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, PLAIN_VF_TYPE, VgpuHandle, VgpuType};
+use crate::nvml::NvmlCell;
 use crate::plan::capacity::HostState;
 use crate::plan::place::Tenancy;
-use crate::plan::tenants::{Holding, Policy, check};
+use crate::plan::tenants::{Holding, Policy, Qos, Service, check, service};
 use crate::state::hook::{Record, other_records, read_record, record_path};
 use crate::state::store::{Store, add_recorded_offers};
 
@@ -121,19 +124,51 @@ fn holding(found: &Identified<'_>, tenant: &str, domain: &str) -> Holding {
         gpu: found.gpu.address,
         framebuffer_mib: found.framebuffer_mib.unwrap_or(0),
         hardware: found.kind.partitioned_in_hardware(),
+        service: Service::default(),
     }
 }
 
-/// What a vGPU of type `type_id` about to be made on GPU `gpu` of `inventory` would be.
-pub(crate) fn planned_holding(
-    inventory: &Inventory,
-    tenant: &str,
-    domain: &str,
-    gpu: PciAddress,
-    type_id: &str,
-) -> Option<Holding> {
-    let gpu = inventory.gpus.iter().find(|g| g.address == gpu)?;
-    Some(holding(&typed(gpu, type_id), tenant, domain))
+/// What `found`'s GPU gives it, with the scheduler `scheduler` (NVML's answer, `None` when
+/// not asked).
+fn served(found: &Identified<'_>, scheduler: Option<&Fact<SchedulerState>>) -> Service {
+    service(found.gpu, found.kind, found.ty, scheduler)
+}
+
+/// The schedulers the QoS class of a claim is judged against: NVML's answer for each NVIDIA
+/// GPU asked, or what a plan sets before it makes vGPUs there (`set`). A GPU of another
+/// vendor has none.
+pub(crate) struct Schedulers<'a> {
+    nvml: &'a NvmlCell,
+    set: &'a BTreeMap<PciAddress, SchedulerPolicy>,
+    read: BTreeMap<PciAddress, Fact<SchedulerState>>,
+}
+
+impl<'a> Schedulers<'a> {
+    /// NVML's schedulers from `nvml` (loaded only when a class asks), with the plan's `set`
+    /// over them.
+    pub(crate) fn new(nvml: &'a NvmlCell, set: &'a BTreeMap<PciAddress, SchedulerPolicy>) -> Self {
+        Self {
+            nvml,
+            set,
+            read: BTreeMap::new(),
+        }
+    }
+
+    fn of(&mut self, gpu: &Gpu) -> Option<&Fact<SchedulerState>> {
+        if gpu.vendor_id != Some(crate::model::NVIDIA_VENDOR_ID) {
+            return None;
+        }
+        let fact = match self.set.get(&gpu.address) {
+            Some(policy) => Fact::Value(SchedulerState {
+                policy: Some(*policy),
+                raw_policy: crate::nvml::sched::policy_code(*policy),
+                arr_mode: crate::model::nvml::ArrMode::Default,
+                timeslice_ns: Fact::Value(0),
+            }),
+            None => self.nvml.get().scheduler_state(gpu.address),
+        };
+        Some(self.read.entry(gpu.address).or_insert(fact))
+    }
 }
 
 /// The physical GPU of `inventory` that `address` is, or is a VF of.
@@ -168,11 +203,23 @@ pub(crate) fn enforce(
     planned: &[(PciAddress, String)],
     others: Option<Vec<(PathBuf, Record)>>,
 ) -> Result<Option<Inventory>> {
-    judge(op.paths(), op.store(), claim, existing, planned, others)
+    let none = BTreeMap::new();
+    let schedulers = Schedulers::new(op.nvml(), &none);
+    judge(
+        op.paths(),
+        op.store(),
+        claim,
+        existing,
+        planned,
+        others,
+        schedulers,
+    )
 }
 
 /// [`enforce`] of the host at `paths` with the definitions of `store`, for a caller that holds
-/// no operation (`plan`, `assert`): the one verdict of the tenant policy.
+/// no operation (`plan`, `assert`) or that sets schedulers first (`apply`): the one verdict of
+/// the tenant policy. The claim's QoS class is judged against `schedulers`, asked only when
+/// the tenant's class is above best effort.
 pub(crate) fn judge(
     paths: &HostPaths,
     store: &Store,
@@ -180,6 +227,7 @@ pub(crate) fn judge(
     existing: &[VgpuHandle],
     planned: &[(PciAddress, String)],
     others: Option<Vec<(PathBuf, Record)>>,
+    mut schedulers: Schedulers<'_>,
 ) -> Result<Option<Inventory>> {
     let Some(policy) = read_policy(paths)? else {
         return Ok(None);
@@ -193,16 +241,25 @@ pub(crate) fn judge(
     let (tenant, name) = (claim.tenant.as_str(), claim.name.as_str());
     let mut seen = Vec::new();
     let mut new = Vec::new();
+    let class = policy.of(tenant).qos;
+    let mut judged = |found: Identified<'_>| {
+        let mut holding = holding(&found, tenant, name);
+        if class > Qos::BestEffort {
+            holding.service = served(&found, schedulers.of(found.gpu));
+        }
+        holding
+    };
     for id in existing {
         if !seen.contains(id) {
             seen.push(*id);
-            new.extend(holding_of(&inventory, tenant, name, *id));
+            new.extend(identify(&inventory, *id).map(&mut judged));
         }
     }
     for (device, type_id) in planned {
-        let planned = physical_gpu(&inventory, *device)
-            .and_then(|gpu| planned_holding(&inventory, tenant, name, gpu, type_id));
-        new.extend(planned);
+        let found = physical_gpu(&inventory, *device)
+            .and_then(|gpu| inventory.gpus.iter().find(|g| g.address == gpu))
+            .map(|gpu| typed(gpu, type_id));
+        new.extend(found.map(&mut judged));
     }
     if let Some(violation) = check(&policy, &held, &new).into_iter().next() {
         return Err(Error::PolicyRefused {

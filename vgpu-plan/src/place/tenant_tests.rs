@@ -37,6 +37,7 @@ fn held(tenant: &str, gpu: &str) -> Holding {
         gpu: addr(gpu),
         framebuffer_mib: 12288,
         hardware: false,
+        service: tenants::Service::default(),
     }
 }
 
@@ -123,6 +124,7 @@ fn as_holding(state: &HostState, tenant: &str, pick: &Pick) -> Holding {
         gpu: pick.gpu,
         framebuffer_mib: pick.framebuffer_mib.unwrap_or(0),
         hardware: crate::model::kind::DeviceKind::of_type(ty).partitioned_in_hardware(),
+        service: tenants::Service::default(),
     }
 }
 

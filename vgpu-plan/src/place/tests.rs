@@ -12,7 +12,7 @@ const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
 
 /// `count` vGPUs of `gib` GiB, Q series, exact size.
-pub(super) fn by_size(count: u32, gib: u64) -> PlaceRequest {
+pub(crate) fn by_size(count: u32, gib: u64) -> PlaceRequest {
     PlaceRequest {
         count,
         want: PlaceWant::Framebuffer {

@@ -1,5 +1,7 @@
-//! The one policy check: the hook's `prepare`, `attach`, `place --tenant` and `vgpuctl
-//! tenants` all ask [`check`], so they cannot disagree.
+//! The one policy check: the hook's `prepare`, `attach`, `place --tenant`, `provision
+//! --tenant`, `plan`, `apply`, `migrate begin` and `vgpuctl tenants` all ask [`check`], so
+//! they cannot disagree. It holds the QoS classes too: each new device's GPU must give its
+//! tenant's class ([`Service::serves`](crate::model::policy::Service::serves)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,8 +17,8 @@ type Marked<'a> = (&'a Holding, bool);
 /// lists. With what the host holds as `held` and a domain's devices as `new`, whether the
 /// domain may have them: what the hook, `attach` and `place` ask.
 ///
-/// Violations come in a stable order: per GPU (by address) the GPU rules, then per tenant the
-/// quotas.
+/// Violations come in a stable order: per GPU (by address) the GPU rules (the QoS class
+/// first), then per tenant the quotas.
 pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violation> {
     // Per GPU, per tenant: its holdings there, each with whether it is new.
     let mut gpus: BTreeMap<PciAddress, BTreeMap<&str, Vec<Marked<'_>>>> = BTreeMap::new();
@@ -37,6 +39,18 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
     for (gpu, tenants) in &gpus {
         for (tenant, mine) in tenants {
             let policy_of = policy.of(tenant);
+            let unserved = mine
+                .iter()
+                .find(|(h, is_new)| *is_new && !h.service.serves(policy_of.qos));
+            if let Some((holding, _)) = unserved {
+                violations.push(Violation::Qos {
+                    tenant: (*tenant).to_owned(),
+                    class: policy_of.qos,
+                    gpu: *gpu,
+                    scheduler: holding.service.scheduler,
+                    equal_size: holding.service.equal_size,
+                });
+            }
             if policy_of.spread && mine.len() > 1 && any_new(mine) {
                 violations.push(Violation::Spread {
                     tenant: (*tenant).to_owned(),

@@ -10,13 +10,15 @@
 //!
 //! [tenant.globex]
 //! apart_from = ["acme"]     # never on a physical GPU that holds acme's vGPUs (both ways)
+//! qos = "guaranteed"        # "best-effort" (default), "bounded", "guaranteed", "dedicated"
 //! ```
 //!
 //! [`Policy::parse`] reads it; unknown keys, an unknown tenant in `apart_from`, a bad size and
-//! an unknown isolation class are errors naming the line and column. [`check`] is the one
+//! an unknown isolation or QoS class are errors naming the line and column. [`check`] is the one
 //! answer to whether vGPUs may be handed out under it.
 
 mod check;
+mod qos;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +31,9 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 pub use check::{Holding, Violation, audit, check};
+pub use qos::{equal_size_mode, service};
+
+pub use crate::model::policy::{Qos, Service};
 
 use crate::desired::{Location, error_at, parse_framebuffer};
 use crate::error::Result;
@@ -71,6 +76,8 @@ pub struct TenantPolicy {
     pub max_framebuffer_mib: Option<u64>,
     /// Tenants never on a physical GPU that holds this tenant's vGPUs, nor this tenant on theirs.
     pub apart_from: BTreeSet<String>,
+    /// What the GPU must be when one of the tenant's vGPUs is handed out there.
+    pub qos: Qos,
 }
 
 /// The tenant policy of a host: one [`TenantPolicy`] per tenant named. A tenant the file does
@@ -101,6 +108,7 @@ struct RawTenant {
     max_framebuffer: Option<Spanned<String>>,
     #[serde(default)]
     apart_from: Vec<Spanned<String>>,
+    qos: Option<Spanned<String>>,
 }
 
 impl Policy {
@@ -130,6 +138,20 @@ impl Policy {
                         ));
                     }
                 },
+            };
+            let qos = match &raw_tenant.qos {
+                None => Qos::default(),
+                Some(value) => value.get_ref().parse().map_err(|()| {
+                    error_at(
+                        path,
+                        at(value.span()),
+                        format!(
+                            "unknown qos {:?} of tenant {name:?}: expected \"best-effort\", \
+                             \"bounded\", \"guaranteed\" or \"dedicated\"",
+                            value.get_ref()
+                        ),
+                    )
+                })?,
             };
             let max_framebuffer_mib = match &raw_tenant.max_framebuffer {
                 None => None,
@@ -175,6 +197,7 @@ impl Policy {
                     max_vgpus: raw_tenant.max_vgpus,
                     max_framebuffer_mib,
                     apart_from,
+                    qos,
                 },
             );
         }

@@ -17,6 +17,9 @@ apart_from = ["acme"]
 [tenant.initech]
 isolation = "hardware"
 
+[tenant.umbrella]
+qos = "bounded"
+
 [tenant.""]
 max_vgpus = 1
 "#;
@@ -38,6 +41,7 @@ fn holding(tenant: &str, domain: &str, gpu: &str, framebuffer_mib: u64, hardware
         gpu: addr(gpu),
         framebuffer_mib,
         hardware,
+        service: Service::default(),
     }
 }
 
@@ -69,8 +73,10 @@ fn parse_reads_every_key() {
             max_vgpus: Some(3),
             max_framebuffer_mib: Some(96 * 1024),
             apart_from: BTreeSet::new(),
+            qos: Qos::BestEffort,
         }
     );
+    assert_eq!(policy.of("umbrella").qos, Qos::Bounded);
     assert_eq!(
         policy.of("globex").apart_from,
         BTreeSet::from(["acme".to_owned()])
@@ -87,7 +93,7 @@ fn parse_unknown_key_names_its_position() {
     assert_eq!(
         parse_error("[tenant.acme]\nisolation = \"shared\"\nmax_gpus = 2\n"),
         "/etc/vgpu/tenants.toml:3:1: unknown field `max_gpus`, expected one of `isolation`, \
-         `spread`, `max_vgpus`, `max_framebuffer`, `apart_from`"
+         `spread`, `max_vgpus`, `max_framebuffer`, `apart_from`, `qos`"
     );
 }
 

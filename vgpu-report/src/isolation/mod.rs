@@ -13,6 +13,7 @@
 //! NVML's facts come in as [`NvmlFacts`]. [`isolation_report`] is pure.
 
 mod facts;
+mod nvidia;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -23,10 +24,12 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::model::checks::Report as CheckReport;
+use crate::model::driver_params::Registry;
 pub use crate::model::kind::DeviceKind;
 use crate::model::nvml::{Fact as NvmlFact, NvmlGpu, NvmlHost};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Inventory};
+pub use nvidia::{NvidiaReport, Scrub};
 
 /// A dimension of isolation between tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -115,6 +118,8 @@ pub enum Source {
     Discovery,
     /// NVIDIA's management library.
     Nvml,
+    /// The NVIDIA driver's parameters (`/proc/driver/nvidia/params`).
+    Procfs,
 }
 
 impl fmt::Display for Source {
@@ -123,6 +128,7 @@ impl fmt::Display for Source {
             Source::Check => "check",
             Source::Discovery => "discovery",
             Source::Nvml => "nvml",
+            Source::Procfs => "procfs",
         })
     }
 }
@@ -133,7 +139,8 @@ pub struct Fact {
     /// Its stable name: `iommu-enabled`, `interrupt-remapping`, `vfio` (host checks),
     /// `iommu-group`, `vf-iommu-groups` (group isolation), `backend`, `host-driver`,
     /// `vgpus-in-use`, `vfs-enabled`, `type-framebuffer`, `vf-memory-quota` (discovery),
-    /// `mig-mode`, `vgpu-scheduler`, `ecc`, `confidential-computing` (NVML).
+    /// `mig-mode`, `vgpu-scheduler`, `vgpu-timeslice`, `ecc`, `confidential-computing` (NVML),
+    /// `size-mode` (discovery), `scrub-on-free` (procfs).
     pub name: &'static str,
     /// Its value; `None` when it could not be read.
     pub value: Option<String>,
@@ -177,6 +184,9 @@ pub struct GpuReport {
     /// The kinds it can give now, in [`DeviceKind`] order; empty when it can give none (its
     /// VFs are off, or its vGPUs and VFs hold it).
     pub kinds: Vec<KindReport>,
+    /// An NVIDIA GPU's scheduler, size mode and frame-buffer scrubbing; absent for others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvidia: Option<NvidiaReport>,
 }
 
 /// The isolation report of a host.
@@ -194,6 +204,8 @@ pub struct NvmlFacts {
     pub mig_enabled: Result<bool, String>,
     /// The vGPU scheduler's policy (`best-effort`, `equal-share`, `fixed-share`).
     pub scheduler: Result<String, String>,
+    /// The scheduler's time slice (`2 ms`, or `default`).
+    pub timeslice: Result<String, String>,
     /// Whether ECC is on now.
     pub ecc_enabled: Result<bool, String>,
     /// Whether confidential computing is on.
@@ -206,6 +218,7 @@ impl NvmlFacts {
         NvmlFacts {
             mig_enabled: Err(reason.to_owned()),
             scheduler: Err(reason.to_owned()),
+            timeslice: Err(reason.to_owned()),
             ecc_enabled: Err(reason.to_owned()),
             confidential_computing: Err(reason.to_owned()),
         }
@@ -224,6 +237,13 @@ impl NvmlFacts {
                 Some(policy) => policy.name().to_owned(),
                 None => format!("policy {}", s.raw_policy),
             }),
+            timeslice: match &gpu.scheduler {
+                NvmlFact::Value(s) => known(&s.timeslice_ns, |ns| match ns {
+                    0 => "default".to_owned(),
+                    ns => format!("{} ms", crate::model::nvml::ns_as_ms(u64::from(*ns))),
+                }),
+                NvmlFact::Unavailable(why) => Err(why.reason.clone()),
+            },
             ecc_enabled: known(&gpu.ecc_mode, |e| e.current),
             confidential_computing: known(&gpu.confidential_computing, |on| *on),
         }
@@ -248,6 +268,7 @@ impl NvmlHostFacts {
                 .map(|g| (g.address, NvmlFacts::of(g)))
                 .collect(),
             missing,
+            driver_params: None,
         }
     }
 }
@@ -259,6 +280,9 @@ pub struct NvmlHostFacts {
     pub gpus: BTreeMap<PciAddress, NvmlFacts>,
     /// Why an NVIDIA GPU that is not in `gpus` has no facts (NVML is not loaded, and why).
     pub missing: String,
+    /// The NVIDIA driver's registry settings (`/proc/driver/nvidia/params`, not NVML);
+    /// `None` when they were not read.
+    pub driver_params: Option<Registry>,
 }
 
 /// The isolation each GPU of `inventory` provides for each kind of device it can give now,
@@ -287,6 +311,7 @@ pub fn isolation_report(
                             .collect(),
                     })
                     .collect(),
+                nvidia: nvidia::report(gpu, nvml),
             }
         })
         .collect();

@@ -62,6 +62,7 @@ fn nvml(address: &str, facts: NvmlFacts) -> NvmlHostFacts {
     NvmlHostFacts {
         gpus: BTreeMap::from([(addr(address), facts)]),
         missing: "NVML is not loaded".to_owned(),
+        driver_params: None,
     }
 }
 
@@ -69,6 +70,7 @@ fn no_nvml() -> NvmlHostFacts {
     NvmlHostFacts {
         gpus: BTreeMap::new(),
         missing: "NVML is not loaded".to_owned(),
+        driver_params: None,
     }
 }
 
@@ -76,6 +78,7 @@ fn known(scheduler: &str, cc: bool) -> NvmlFacts {
     NvmlFacts {
         mig_enabled: Ok(false),
         scheduler: Ok(scheduler.to_owned()),
+        timeslice: Ok("default".to_owned()),
         ecc_enabled: Ok(true),
         confidential_computing: Ok(cc),
     }
@@ -525,6 +528,7 @@ fn nvml_facts_of_a_gpu_read_mode_scheduler_ecc_and_cc() {
         NvmlFacts {
             mig_enabled: Ok(true),
             scheduler: Ok("fixed-share".to_owned()),
+            timeslice: Ok("default".to_owned()),
             ecc_enabled: Ok(false),
             confidential_computing: Err("not supported".to_owned()),
         }
@@ -552,6 +556,7 @@ fn nvml_host_facts_without_nvml_say_why_it_is_missing() {
         NvmlHostFacts {
             gpus: BTreeMap::new(),
             missing: "NVML is not loaded: no driver".to_owned(),
+            driver_params: None,
         }
     );
 }
@@ -587,4 +592,88 @@ fn passthrough_companion_on_a_host_driver_is_named_in_the_group_fact() {
             Some("group 31; assign 0000:3b:00.1 (snd_hda_intel) with it".to_owned())
         )
     );
+}
+
+fn t4_nvidia(params: Option<&str>) -> NvidiaReport {
+    let mut facts = nvml(T4, known("equal-share", false));
+    facts.driver_params = params.map(crate::model::driver_params::parse_registry);
+    let report = report_of(
+        vec![idle_t4()],
+        &checks(CheckStatus::Pass, Vec::new()),
+        &facts,
+    );
+    report.gpus[0].nvidia.clone().unwrap()
+}
+
+#[test]
+fn nvidia_scrub_disabled_is_a_finding_with_its_risk() {
+    let scrub = t4_nvidia(Some("RegistryDwords: \"RMDisableScrubOnFree=1\"\n")).scrub;
+
+    assert_eq!(
+        (
+            scrub.status,
+            scrub.fact.value.as_deref(),
+            scrub.fact.detail.as_deref(),
+            scrub.residual_risk.as_str()
+        ),
+        (
+            Status::NotProvided,
+            Some("off"),
+            Some("RMDisableScrubOnFree in RegistryDwords"),
+            "frame buffer is not cleared when a vGPU is freed"
+        )
+    );
+}
+
+#[test]
+fn nvidia_scrub_unset_is_the_driver_default_without_a_guarantee() {
+    let scrub = t4_nvidia(Some(
+        "RegistryDwords: \"\"\nRegistryDwordsPerDevice: \"\"\n",
+    ))
+    .scrub;
+
+    assert_eq!(
+        (scrub.status, scrub.residual_risk.as_str()),
+        (
+            Status::Partial,
+            "scrub on free (driver default); NVIDIA does not document a guarantee"
+        )
+    );
+}
+
+#[test]
+fn nvidia_scrub_without_params_is_unknown() {
+    let scrub = t4_nvidia(None).scrub;
+
+    assert_eq!((scrub.status, scrub.fact.value), (Status::Unknown, None));
+}
+
+#[test]
+fn nvidia_facts_name_scheduler_timeslice_and_size_mode() {
+    let facts = t4_nvidia(None).facts;
+
+    assert_eq!(
+        facts
+            .iter()
+            .map(|f| format!("{}={}", f.name, f.value.as_deref().unwrap_or("?")))
+            .collect::<Vec<_>>(),
+        [
+            "vgpu-scheduler=equal-share",
+            "vgpu-timeslice=default",
+            "size-mode=equal"
+        ]
+    );
+}
+
+#[test]
+fn nvidia_report_absent_for_other_vendors() {
+    let flex = gpu(Model::Flex170, addr(FLEX), Some(0));
+
+    let report = report_of(
+        vec![flex],
+        &checks(CheckStatus::Pass, Vec::new()),
+        &no_nvml(),
+    );
+
+    assert_eq!(report.gpus[0].nvidia, None);
 }

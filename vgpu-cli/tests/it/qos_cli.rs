@@ -1,0 +1,205 @@
+//! QoS classes (`qos` in `etc/vgpu/tenants.toml`) on a simulated `mixed` host whose L40S's
+//! scheduler the test NVML serves: the hook as libvirt runs it and `place --tenant` give the
+//! same answer, a refusal names the class, the GPU and its scheduler, and without NVML a class
+//! above best effort is refused.
+
+use std::process::Output;
+
+use vgpu_testing::fake_nvml::FakeNvml;
+
+use crate::common::{self, Host, domain, host, install_hook, l40s_vf, run_hook, stderr};
+
+/// The simulated `mixed` host's L40S.
+const L40S: &str = "0000:5e:00.0";
+
+/// The test NVML's data for the L40S, with NVML's scheduler policy `policy`
+/// (`NVML_VGPU_SCHEDULER_POLICY_*`: 1 best effort, 2 equal share, 3 fixed share).
+fn data(policy: u32) -> String {
+    format!(
+        "[[gpu]]\npci = \"{L40S}\"\nscheduler = {{ policy = {policy}, arr_mode = 0, \
+         timeslice_ns = 0 }}\n"
+    )
+}
+
+struct Qos {
+    host: Host,
+    /// The test NVML, when the host has one.
+    nvml: Option<FakeNvml>,
+    hooks: tempfile::TempDir,
+}
+
+impl Qos {
+    /// The `mixed` host with `policy` as its tenants.toml, the L40S's scheduler NVML's
+    /// `scheduler` (none: no NVML), and the hook installed with that NVML.
+    fn new(policy: &str, scheduler: Option<u32>) -> Self {
+        let host = host("mixed");
+        let dir = host.state.path().join("etc/vgpu");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tenants.toml"), policy).unwrap();
+        let nvml = scheduler.map(|p| FakeNvml::on_sim(&data(p), host.sim.root()).unwrap());
+        let global = Self::global_of(nvml.as_ref());
+        let global: Vec<&str> = global.iter().map(String::as_str).collect();
+        let hooks = install_hook(&host, &global);
+        Qos { host, nvml, hooks }
+    }
+
+    fn global_of(nvml: Option<&FakeNvml>) -> Vec<String> {
+        match nvml {
+            Some(nvml) => vec![
+                "--nvml-library".to_owned(),
+                nvml.library().to_str().unwrap().to_owned(),
+            ],
+            None => Vec::new(),
+        }
+    }
+
+    /// `prepare begin` of domain `vm<n>` of `tenant` with an L40S-12Q on VF `index`.
+    fn start(&self, n: u32, tenant: &str, index: u32) -> (Option<i32>, String) {
+        let xml = domain(n, tenant, "L40S-12Q", &[l40s_vf(index)]);
+        let out = run_hook(
+            self.hooks.path(),
+            &format!("vm{n}"),
+            "prepare",
+            "begin",
+            &xml,
+        );
+        let state = self.host.state.path().to_str().unwrap();
+        (out.status.code(), stderr(&out).replace(state, "<state>"))
+    }
+
+    /// `vgpuctl place --count 1 --type L40S-12Q --tenant TENANT --json` with this NVML.
+    fn place(&self, tenant: &str) -> Output {
+        let mut args = Self::global_of(self.nvml.as_ref());
+        args.extend(
+            [
+                "place", "--count", "1", "--type", "L40S-12Q", "--tenant", tenant, "--json",
+            ]
+            .map(str::to_owned),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::vgpuctl(&self.host, &args)
+    }
+
+    /// The type id on the L40S's VF `index` now (`0`: none).
+    fn vf_type(&self, index: u32) -> String {
+        let path = format!(
+            "sys/bus/pci/devices/{}/nvidia/current_vgpu_type",
+            l40s_vf(index)
+        );
+        std::fs::read_to_string(self.host.sim.root().join(path))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+/// The one line the hook writes when it refuses `vm<n>` of `tenant` for `rule`.
+fn refused(n: u32, tenant: &str, rule: &str) -> (Option<i32>, String) {
+    (
+        Some(1),
+        format!(
+            "vgpu hook: vm{n} prepare: domain \"vm{n}\" of tenant \"{tenant}\": refused by \
+             <state>/etc/vgpu/tenants.toml: {rule}\n"
+        ),
+    )
+}
+
+/// `place`'s JSON error: its kind and its message's last clause.
+fn place_refusal(out: &Output) -> (Option<i32>, String, String) {
+    let json = common::json(out);
+    let error = json["error"].as_str().unwrap_or_default();
+    let rule = error.rsplit_once(" take 0: ").map_or(error, |(_, r)| r);
+    (
+        out.status.code(),
+        json["kind"].as_str().unwrap_or_default().to_owned(),
+        rule.to_owned(),
+    )
+}
+
+const OK: (Option<i32>, String) = (Some(0), String::new());
+
+#[test]
+fn guaranteed_on_fixed_share_gpu_starts_through_hook_and_place_picks_it() {
+    let q = Qos::new("[tenant.acme]\nqos = \"guaranteed\"\n", Some(3));
+
+    let placed = common::json(&q.place("acme"));
+    let started = q.start(1, "acme", 0);
+
+    assert_eq!(
+        (
+            placed["picks"][0]["gpu"].as_str(),
+            started,
+            q.vf_type(0) != "0"
+        ),
+        (Some(L40S), OK, true)
+    );
+}
+
+#[test]
+fn guaranteed_on_best_effort_gpu_is_refused_alike_by_hook_and_place() {
+    let q = Qos::new("[tenant.acme]\nqos = \"guaranteed\"\n", Some(1));
+    let rule = format!(
+        "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in equal-size \
+         mode, and {L40S} schedules best-effort"
+    );
+
+    let placed = place_refusal(&q.place("acme"));
+    let started = q.start(1, "acme", 0);
+
+    assert_eq!(
+        (placed, started, q.vf_type(0)),
+        (
+            (Some(1), "policy".to_owned(), rule.clone()),
+            refused(1, "acme", &rule),
+            "0".to_owned()
+        )
+    );
+}
+
+#[test]
+fn bounded_on_equal_share_gpu_starts() {
+    let q = Qos::new("[tenant.acme]\nqos = \"bounded\"\n", Some(2));
+
+    assert_eq!(q.start(1, "acme", 0), OK);
+}
+
+#[test]
+fn dedicated_on_shared_type_is_refused_naming_the_scheduler() {
+    let q = Qos::new("[tenant.acme]\nqos = \"dedicated\"\n", Some(3));
+
+    assert_eq!(
+        q.start(1, "acme", 0),
+        refused(
+            1,
+            "acme",
+            &format!(
+                "qos: tenant \"acme\" is dedicated, which needs the only device on its GPU, and \
+                 {L40S} (scheduler fixed-share) may hold other devices beside it"
+            )
+        )
+    );
+}
+
+#[test]
+fn best_effort_tenant_starts_without_nvml() {
+    let q = Qos::new("[tenant.acme]\nqos = \"best-effort\"\n", None);
+
+    assert_eq!(q.start(1, "acme", 0), OK);
+}
+
+#[test]
+fn bounded_without_nvml_is_refused_never_assumed() {
+    let q = Qos::new("[tenant.acme]\nqos = \"bounded\"\n", None);
+
+    assert_eq!(
+        q.start(1, "acme", 0),
+        refused(
+            1,
+            "acme",
+            &format!(
+                "qos: tenant \"acme\" is bounded, which needs an equal-share or fixed-share \
+                 scheduler, and {L40S}'s vGPU scheduler cannot be read"
+            )
+        )
+    );
+}
