@@ -11,10 +11,10 @@ use crate::model::policy::Service;
 use crate::model::{Backend, Gpu, VgpuType};
 
 /// Whether `gpu` is in equal-size mode (every time-sliced vGPU of one size), which
-/// `guaranteed` needs: NVIDIA allows fixed share only there. Every GPU is, until the model
-/// knows NVIDIA's mixed-size mode of a GPU.
-pub fn equal_size_mode(_gpu: &Gpu) -> bool {
-    true
+/// `guaranteed` needs: NVIDIA allows fixed share only there. A GPU without a size mode (no
+/// mixed-size mode, or NVML not read) runs one size per GPU.
+pub fn equal_size_mode(gpu: &Gpu) -> bool {
+    gpu.size_mode != Some(crate::model::sizes::SizeMode::Mixed)
 }
 
 /// What `gpu` gives a device of `kind` (of type `ty`, `None` for a plain VF) handed out on it,

@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use crate::model::driver_params::{SCRUB_KEY, Scope};
+use crate::model::sizes::SizeMode;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID};
 
 use super::{Fact, NvmlHostFacts, Source, Status};
@@ -59,15 +60,21 @@ pub(super) fn report(gpu: &Gpu, nvml: &NvmlHostFacts) -> Option<NvidiaReport> {
     let missing = || Err(nvml.missing.clone());
     let scheduler = nvml_facts.map_or_else(missing, |f| f.scheduler.clone());
     let timeslice = nvml_facts.map_or_else(missing, |f| f.timeslice.clone());
-    let size_mode = match vgpu_plan::tenants::equal_size_mode(gpu) {
-        true => "equal",
-        false => "mixed",
+    // NVML's mode where it reports one; one size per GPU elsewhere.
+    let (size_mode, size_source) = match gpu.size_mode {
+        Some(SizeMode::Mixed) => (
+            "mixed: vGPUs of several sizes share the GPU's time slices; fixed share is not \
+             available",
+            Source::Nvml,
+        ),
+        Some(SizeMode::Equal) => ("equal", Source::Nvml),
+        None => ("equal", Source::Discovery),
     };
     Some(NvidiaReport {
         facts: vec![
             fact("vgpu-scheduler", scheduler, Source::Nvml),
             fact("vgpu-timeslice", timeslice, Source::Nvml),
-            fact("size-mode", Ok(size_mode.to_owned()), Source::Discovery),
+            fact("size-mode", Ok(size_mode.to_owned()), size_source),
         ],
         scrub: scrub(gpu, nvml),
     })
