@@ -41,6 +41,7 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             policy,
             timeslice,
         } => sched::run(&ctx, gpu, *policy, *timeslice, out),
+        Command::SizeMode { gpu, mode } => crate::size_mode::run(&ctx, gpu, *mode, out),
         Command::Change(command) => mutate::run(&ctx, command, out),
         Command::Plans(command) => plans::run(&ctx, command, out),
         Command::Top { interval } => top::run(&ctx, *interval, out),

@@ -48,6 +48,7 @@ mod plans;
 mod refusal;
 pub mod render;
 mod sched;
+mod size_mode;
 mod telemetry;
 mod tenants;
 mod top;
@@ -56,7 +57,7 @@ mod watch;
 
 pub use args::{
     ChangeCommand, Cli, Command, DEFAULT_HOOKS_DIR, HookCommand, Keep, NovaReleaseArg, OnOff,
-    PlanCommand, PolicyArg, PolicyName, ProviderArg, VgpuArgs, VmCommand,
+    PlanCommand, PolicyArg, PolicyName, ProviderArg, SizeModeName, VgpuArgs, VmCommand,
 };
 pub use context::Context;
 pub use dispatch::run_local;

@@ -51,7 +51,11 @@ pub(crate) fn run(ctx: &Context<'_>, command: &ChangeCommand, out: &mut dyn Writ
             define,
             ..
         } => change.sriov(gpu, *vfs, *autoprobe, *define),
-        ChangeCommand::Create { vgpu, keep } => change.create(vgpu, keep.start()),
+        ChangeCommand::Create {
+            vgpu,
+            keep,
+            placement,
+        } => change.create(vgpu, keep.start(), *placement),
         ChangeCommand::Define { vgpu, auto } => change.define(vgpu, start(*auto)),
         ChangeCommand::Destroy { id, .. } => change.destroy(id),
         ChangeCommand::Undefine { id, .. } => change.undefine(id),
@@ -120,14 +124,17 @@ impl Change<'_> {
     }
 
     /// `create GPU --type TYPE`.
-    fn create(&mut self, vgpu: &VgpuArgs, define: Option<Start>) -> Result<u8> {
+    fn create(&mut self, vgpu: &VgpuArgs, define: Option<Start>, at: Option<u32>) -> Result<u8> {
         let VgpuArgs {
             gpu,
             type_name,
             uuid,
         } = vgpu;
         let created = vgpu_core::discovery::resolve_gpu(self.paths, gpu)
-            .and_then(|address| self.manager.create(address, type_name, *uuid, define))
+            .and_then(|address| {
+                self.manager
+                    .create_at(address, type_name, *uuid, define, at)
+            })
             .with_context(|| format!("cannot create a {type_name} vGPU on {gpu}"))?;
         self.emit(&Line::new(&created, created.id.to_string()))
     }

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod values;
 
-pub use values::{NovaReleaseArg, OnOff, PolicyArg, PolicyName, ProviderArg, Shell};
+pub use values::{NovaReleaseArg, OnOff, PolicyArg, PolicyName, ProviderArg, Shell, SizeModeName};
 
 /// The `--help` heading of the options every command takes, shown after its own.
 const GLOBAL: &str = "Global options";
@@ -163,6 +163,16 @@ pub enum Command {
         #[arg(long, value_name = "MS", requires = "policy")]
         timeslice: Option<u32>,
     },
+    /// Show the size mode of an NVIDIA GPU's time-sliced vGPUs, or set it: equal (one size
+    /// per GPU) or mixed (several sizes, each vGPU at a placement). NVML takes a new mode only
+    /// while the GPU holds no vGPU; the driver forgets it at each reboot.
+    SizeMode {
+        /// The GPU (0000:41:00.0, or 41:00.0 when unambiguous).
+        gpu: String,
+        /// Set this mode.
+        #[arg(value_enum)]
+        mode: Option<SizeModeName>,
+    },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.
     NovaConfig {
@@ -273,6 +283,11 @@ pub enum ChangeCommand {
         /// Whether to persist it, and whether it comes back at boot.
         #[command(flatten)]
         keep: Keep,
+        /// In mixed-size mode, the placement id (first 1-GiB slot) to make it at; `types
+        /// --json` lists the free ones. Without it: the free placement that keeps the most room
+        /// for the GPU's largest types.
+        #[arg(long, value_name = "N")]
+        placement: Option<u32>,
     },
     /// Stop a vGPU and remove its definition. Refused while a process holds its VFIO device
     /// open or a libvirt domain references it (checked when libvirt answers at --connect).

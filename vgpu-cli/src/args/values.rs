@@ -137,3 +137,21 @@ impl From<ProviderArg> for Provider {
         }
     }
 }
+
+/// A size mode on the command line (`vgpuctl size-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SizeModeName {
+    /// One vGPU type, so one size, per GPU.
+    Equal,
+    /// Time-sliced types of several sizes on one GPU, each vGPU at a placement.
+    Mixed,
+}
+
+impl From<SizeModeName> for vgpu_core::model::sizes::SizeMode {
+    fn from(name: SizeModeName) -> Self {
+        match name {
+            SizeModeName::Equal => Self::Equal,
+            SizeModeName::Mixed => Self::Mixed,
+        }
+    }
+}

@@ -20,6 +20,7 @@ mod man_pages;
 mod mig_cli;
 mod migrate_cli;
 mod migrate_nvml;
+mod mixed_size_cli;
 mod no_libvirt;
 mod nova_config;
 mod nova_inventory;

@@ -94,6 +94,18 @@ pub enum NvmlError {
         /// The vGPUs running, by handle or NVML's description.
         running: Vec<String>,
     },
+    /// The size mode changes only while the GPU holds no vGPU (NVML API Reference,
+    /// `nvmlDeviceSetVgpuHeterogeneousMode`).
+    #[error(
+        "the size mode of {gpu} cannot change while it holds vGPUs ({})",
+        vgpus.join(", ")
+    )]
+    SizeModeInUse {
+        /// The GPU.
+        gpu: PciAddress,
+        /// The vGPUs on it, by handle.
+        vgpus: Vec<String>,
+    },
     /// No placement of the GPU-instance profile starts at the memory slice asked for.
     #[error(
         "GPU-instance profile {profile_id} on {gpu} has no placement at memory slice {start} \
@@ -159,7 +171,7 @@ impl NvmlError {
         match self {
             NvmlError::NotLoaded { .. } | NvmlError::MigModeOff { .. } => ErrorKind::Conflict,
             NvmlError::NoFreeGpuInstance { .. } => ErrorKind::NoCapacity,
-            NvmlError::VgpusRunning { .. } => ErrorKind::Busy,
+            NvmlError::VgpusRunning { .. } | NvmlError::SizeModeInUse { .. } => ErrorKind::Busy,
             NvmlError::NotRunning { .. } => ErrorKind::NotFound,
             NvmlError::BadMetadata { .. } => ErrorKind::BadInput,
             NvmlError::PolicyNotSupported { .. }

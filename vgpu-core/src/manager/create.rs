@@ -44,6 +44,7 @@ pub(super) fn create(
                 gpu: gpu.address,
                 placement,
                 previous_driver,
+                placement_id,
             });
         }
         Err(err) => err,
@@ -83,6 +84,7 @@ pub(super) fn create(
         gpu: gpu.address,
         placement,
         previous_driver,
+        placement_id,
     })
 }
 

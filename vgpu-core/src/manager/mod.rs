@@ -43,8 +43,10 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
+use crate::nvml::sizes::SizeModeChange;
 use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
@@ -81,6 +83,9 @@ pub struct Created {
     pub placement: Placement,
     /// For a plain VF, the driver it had before `vfio-pci`.
     pub previous_driver: Option<String>,
+    /// In mixed-size mode, the placement id it was made at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_id: Option<u32>,
 }
 
 /// What `define` recorded.
@@ -464,6 +469,25 @@ impl Manager {
             }
             let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
             op.set_scheduler(gpu.address, request, &running)
+        })
+    }
+
+    /// Puts the NVIDIA GPU `gpu` in size mode `mode` through NVML (audited, under the host
+    /// lock). Refused while the GPU holds vGPUs, naming them; without NVML, an error naming
+    /// NVML.
+    pub fn set_size_mode(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
+        self.mutate("size-mode", &gpu.to_string(), |op| {
+            let inventory = discover(op.paths())?;
+            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
+            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
+                return Err(NvmlError::NotNvidia {
+                    gpu: gpu.address,
+                    what: "a size mode".to_owned(),
+                }
+                .into());
+            }
+            let vgpus: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+            op.set_size_mode(gpu.address, mode, &vgpus)
         })
     }
 

@@ -317,6 +317,21 @@ impl Operation<'_> {
         })
     }
 
+    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited.
+    pub(crate) fn set_size_mode(
+        &mut self,
+        gpu: PciAddress,
+        mode: crate::model::sizes::SizeMode,
+        vgpus: &[String],
+    ) -> Result<crate::nvml::sizes::SizeModeChange> {
+        let result = self
+            .nvml()
+            .get()
+            .set_size_mode(gpu, mode, vgpus)
+            .map_err(Error::from);
+        self.step("set-size-mode", &gpu.to_string(), result, |_| None)
+    }
+
     /// Audits one step and, when it succeeded, remembers how to undo it.
     fn step<T>(
         &mut self,

@@ -26,6 +26,7 @@ mod migration;
 mod read;
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
 pub(crate) mod sched;
+pub mod sizes;
 
 pub use host_state::add_nvml_facts;
 pub use mig_write::{CreatedGpuInstance, GpuInstancePlacement, MigModeChange, MigModeOutcome};

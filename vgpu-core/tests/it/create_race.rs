@@ -100,6 +100,7 @@ fn create_refused_as_full_on_first_vf_lands_on_next_vf() {
         ),
         (
             Created {
+                placement_id: None,
                 id: VgpuHandle::Mdev(FIXED),
                 gpu: addr(A40),
                 placement: Placement::Mdev {
@@ -231,6 +232,7 @@ fn vendor_type_refused_as_full_on_first_vf_lands_on_next_vf() {
         (created, manager.definitions().vf_vgpus().unwrap()),
         (
             Created {
+                placement_id: None,
                 id: VgpuHandle::Vf(addr(L40S_VF1)),
                 gpu: addr(L40S),
                 placement: Placement::VendorVf {

@@ -59,6 +59,7 @@ fn t4_create_by_name_makes_mdev_on_pf() {
     assert_eq!(
         created,
         Created {
+            placement_id: None,
             id: VgpuHandle::Mdev(FIXED),
             gpu: addr(T4),
             placement: Placement::Mdev {
@@ -591,6 +592,7 @@ fn l40s_create_sets_vf_type() {
     assert_eq!(
         created,
         Created {
+            placement_id: None,
             id: VgpuHandle::Vf(addr(L40S_VF0)),
             gpu: addr(L40S),
             placement: Placement::VendorVf {
@@ -690,6 +692,7 @@ fn flex_plain_vf_create_binds_vfio() {
         (created, gpu(&host, FLEX).vfs[0].driver.clone()),
         (
             Created {
+                placement_id: None,
                 id: VgpuHandle::Vf(addr(FLEX_VF0)),
                 gpu: addr(FLEX),
                 placement: Placement::PlainVf { vf: addr(FLEX_VF0) },

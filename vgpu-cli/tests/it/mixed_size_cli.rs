@@ -1,0 +1,210 @@
+//! NVIDIA's mixed-size mode through `vgpuctl`, on the simulated `l40s-vendor-vfio` host with
+//! the test NVML as a view of the simulator: `size-mode` shows and sets the mode, refused
+//! while vGPUs exist and without NVML; `create` places a vGPU where it keeps the most room
+//! (or at `--placement`); `types` and `list` give placements; two sizes share one GPU.
+
+use std::process::Output;
+
+use vgpu_testing::fake_nvml::FakeNvml;
+
+use crate::common::{self, Host, host};
+
+const L40S: &str = "0000:41:00.0";
+
+struct Mixed {
+    host: Host,
+    nvml: FakeNvml,
+}
+
+impl Mixed {
+    /// The host with the test NVML on its simulator, its first L40S in `mode`.
+    fn new(mode: &str) -> Self {
+        let host = host("l40s-vendor-vfio");
+        let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
+        let m = Mixed { host, nvml };
+        if mode == "mixed" {
+            let out = m.run(&["size-mode", L40S, "mixed"]);
+            assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        }
+        m
+    }
+
+    /// `vgpuctl --nvml-library FAKE ARGS…`.
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--nvml-library", self.nvml.library().to_str().unwrap()];
+        all.extend_from_slice(args);
+        common::vgpuctl(&self.host, &all)
+    }
+
+    /// `create L40S --type TYPE [--placement N] --json`: the exit code and the placement id.
+    fn create(&self, type_name: &str, placement: Option<&str>) -> (Option<i32>, serde_json::Value) {
+        let mut args = vec!["--json", "create", L40S, "--type", type_name];
+        if let Some(id) = placement {
+            args.extend(["--placement", id]);
+        }
+        let out = self.run(&args);
+        (out.status.code(), common::json(&out))
+    }
+
+    /// The free placements of `type_name` on the L40S, as `types --json` gives them.
+    fn placements(&self, type_name: &str) -> serde_json::Value {
+        let json = common::json(&self.run(&["--json", "types", L40S]));
+        let gpu = &json["gpus"][0];
+        let ty = gpu["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == format!("NVIDIA {type_name}"))
+            .unwrap();
+        serde_json::json!({
+            "placement_size": ty["placement_size"],
+            "placements": ty["placements"],
+            "available": ty["available"],
+        })
+    }
+}
+
+#[test]
+fn size_mode_shows_equal_at_boot_and_sets_mixed() {
+    let m = Mixed::new("equal");
+
+    let shown = common::json(&m.run(&["--json", "size-mode", L40S]));
+    let set = m.run(&["size-mode", L40S, "mixed"]);
+    let again = m.run(&["size-mode", L40S, "mixed"]);
+    let list = common::json(&m.run(&["--json", "list", L40S]));
+
+    assert_eq!(
+        shown,
+        serde_json::json!({"gpu": L40S, "size_mode": "equal", "vgpus": []})
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&set.stdout),
+        "0000:41:00.0: size mode mixed (was equal)\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        "0000:41:00.0: size mode already mixed: nothing changed\n"
+    );
+    assert_eq!(list["gpus"][0]["size_mode"], "mixed");
+}
+
+#[test]
+fn create_keeps_both_16q_placements_free_where_the_driver_would_not() {
+    let m = Mixed::new("mixed");
+
+    let (code, ours) = m.create("L40S-1Q", None);
+    let after_ours = m.placements("L40S-16Q");
+    let (_, driver) = m.create("L40S-1Q", Some("0"));
+    let after_driver = m.placements("L40S-16Q");
+
+    assert_eq!(code, Some(0));
+    // The driver's default, the lowest free id, is 0, where a 16 GiB vGPU starts.
+    assert_eq!(ours["placement_id"], 17);
+    assert_eq!(
+        after_ours,
+        serde_json::json!({"placement_size": 16, "placements": [0, 32], "available": 2})
+    );
+    assert_eq!(driver["placement_id"], 0);
+    assert_eq!(
+        after_driver,
+        serde_json::json!({"placement_size": 16, "placements": [32], "available": 1})
+    );
+}
+
+#[test]
+fn two_sizes_share_a_mixed_gpu_and_list_gives_each_placement() {
+    let m = Mixed::new("mixed");
+
+    let (big, _) = m.create("L40S-24Q", Some("24"));
+    let (small, _) = m.create("L40S-12Q", None);
+    let list = common::json(&m.run(&["--json", "list", L40S]));
+
+    assert_eq!((big, small), (Some(0), Some(0)));
+    let mut placed: Vec<(String, u64)> = list["gpus"][0]["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["type"].as_str().unwrap().to_owned(),
+                v["placement"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    placed.sort();
+    assert_eq!(placed, vec![("1153".to_owned(), 0), ("1155".to_owned(), 24)]);
+}
+
+#[test]
+fn equal_size_mode_keeps_one_type_and_refuses_a_placement() {
+    let m = Mixed::new("equal");
+
+    let (first, _) = m.create("L40S-24Q", None);
+    let (second, refused) = m.create("L40S-12Q", None);
+    let (placed, not_mixed) = m.create("L40S-24Q", Some("24"));
+
+    assert_eq!((first, second, placed), (Some(0), Some(1), Some(1)));
+    assert_eq!(refused["kind"], "no-capacity");
+    assert_eq!(not_mixed["kind"], "conflict");
+    assert_eq!(
+        not_mixed["error"],
+        "cannot create a L40S-24Q vGPU on 0000:41:00.0: 0000:41:00.0 is not in mixed-size mode \
+         (equal-size mode): a placement applies in mixed-size mode only"
+    );
+}
+
+#[test]
+fn a_placement_the_driver_cannot_take_is_refused_naming_those_it_can() {
+    let m = Mixed::new("mixed");
+    m.create("L40S-1Q", Some("0"));
+
+    let (code, refused) = m.create("L40S-16Q", Some("0"));
+
+    assert_eq!(code, Some(1));
+    assert_eq!(refused["kind"], "no-capacity");
+    assert_eq!(
+        refused["error"],
+        "cannot create a L40S-16Q vGPU on 0000:41:00.0: NVIDIA L40S-16Q cannot be created at \
+         placement 0 on 0000:41:00.0 now (it can at: 32)"
+    );
+    assert_eq!(common::vgpu_ids(&m.host, L40S).len(), 1);
+}
+
+#[test]
+fn size_mode_is_refused_while_the_gpu_holds_vgpus_naming_them() {
+    let m = Mixed::new("mixed");
+    m.create("L40S-1Q", None);
+
+    let out = m.run(&["--json", "size-mode", L40S, "equal"]);
+
+    assert_eq!(out.status.code(), Some(1));
+    let json = common::json(&out);
+    assert_eq!(json["kind"], "busy");
+    assert_eq!(
+        json["error"],
+        format!(
+            "cannot set the size mode of {L40S} to equal: the size mode of {L40S} cannot change \
+             while it holds vGPUs ({})",
+            common::vgpu_ids(&m.host, L40S).join(", ")
+        )
+    );
+}
+
+#[test]
+fn size_mode_without_nvml_is_refused_naming_nvml() {
+    let h = host("l40s-vendor-vfio");
+
+    let out = common::vgpuctl(&h, &["--json", "size-mode", L40S, "mixed"]);
+    let shown = common::json(&common::vgpuctl(&h, &["--json", "size-mode", L40S]));
+
+    assert_eq!(out.status.code(), Some(1));
+    let error = common::json(&out)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.starts_with(&format!(
+            "cannot set the size mode of {L40S} to mixed: NVML is needed to set the size mode \
+             of {L40S}, but it is not loaded: "
+        )),
+        "{error}"
+    );
+    assert_eq!(shown["size_mode"], serde_json::Value::Null);
+}
