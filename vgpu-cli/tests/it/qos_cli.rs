@@ -43,6 +43,35 @@ impl Qos {
         Qos { host, nvml, hooks }
     }
 
+    /// The `mixed` host with `policy` as its tenants.toml and the test NVML serving the
+    /// simulator's own scheduler (the data gives none), the hook installed with that NVML.
+    fn live(policy: &str) -> Self {
+        let host = host("mixed");
+        let dir = host.state.path().join("etc/vgpu");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tenants.toml"), policy).unwrap();
+        let nvml =
+            FakeNvml::on_sim(&format!("[[gpu]]\npci = \"{L40S}\"\n"), host.sim.root()).unwrap();
+        let global = Self::global_of(Some(&nvml));
+        let global: Vec<&str> = global.iter().map(String::as_str).collect();
+        let hooks = install_hook(&host, &global);
+        Qos {
+            host,
+            nvml: Some(nvml),
+            hooks,
+        }
+    }
+
+    /// `vgpuctl sched GPU ARGS...` with this NVML.
+    fn sched(&self, gpu: &str, rest: &[&str]) -> Output {
+        let mut args = Self::global_of(self.nvml.as_ref());
+        args.push("sched".to_owned());
+        args.push(gpu.to_owned());
+        args.extend(rest.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::vgpuctl(&self.host, &args)
+    }
+
     fn global_of(nvml: Option<&FakeNvml>) -> Vec<String> {
         match nvml {
             Some(nvml) => vec![
@@ -201,5 +230,52 @@ fn bounded_without_nvml_is_refused_never_assumed() {
                  scheduler, and {L40S}'s vGPU scheduler cannot be read"
             )
         )
+    );
+}
+
+#[test]
+fn guaranteed_refused_then_started_once_sched_sets_fixed_share_on_the_simulator() {
+    let q = Qos::live("[tenant.acme]\nqos = \"guaranteed\"\n");
+    let before = q.start(1, "acme", 0);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share"]);
+    let after = q.start(2, "acme", 1);
+
+    assert_eq!(
+        (before, set.status.code(), after, q.vf_type(1) != "0"),
+        (
+            refused(
+                1,
+                "acme",
+                &format!(
+                    "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in \
+                     equal-size mode, and {L40S} schedules best-effort"
+                )
+            ),
+            Some(0),
+            OK,
+            true
+        )
+    );
+}
+
+#[test]
+fn sched_change_while_the_gpu_holds_a_vgpu_is_refused_by_the_simulator() {
+    let q = Qos::live("[tenant.acme]\nqos = \"best-effort\"\n");
+    assert_eq!(q.start(1, "acme", 0), OK);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share"]);
+    let state = std::fs::read_to_string(
+        q.host
+            .sim
+            .root()
+            .join(format!(".vgpu-sim/nvidia/{L40S}.json")),
+    )
+    .unwrap();
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+
+    assert_eq!(
+        (set.status.code(), state["scheduler"]["policy"].as_str()),
+        (Some(1), Some("best-effort"))
     );
 }
