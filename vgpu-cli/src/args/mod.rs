@@ -162,6 +162,10 @@ pub enum Command {
         /// milliseconds (the driver's default otherwise).
         #[arg(long, value_name = "MS", requires = "policy")]
         timeslice: Option<u32>,
+        /// With --policy: also record it as the GPU's scheduler, which restore sets again
+        /// before it makes the GPU's vGPUs (the driver forgets it when it unloads).
+        #[arg(long, requires = "policy")]
+        define: bool,
     },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.

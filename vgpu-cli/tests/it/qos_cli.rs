@@ -7,7 +7,7 @@ use std::process::Output;
 
 use vgpu_testing::fake_nvml::FakeNvml;
 
-use crate::common::{self, Host, domain, host, install_hook, l40s_vf, run_hook, stderr};
+use crate::common::{self, Host, domain, host, install_hook, l40s_vf, reboot, run_hook, stderr};
 
 /// The simulated `mixed` host's L40S.
 const L40S: &str = "0000:5e:00.0";
@@ -277,5 +277,96 @@ fn sched_change_while_the_gpu_holds_a_vgpu_is_refused_by_the_simulator() {
     assert_eq!(
         (set.status.code(), state["scheduler"]["policy"].as_str()),
         (Some(1), Some("best-effort"))
+    );
+}
+
+/// `vgpuctl --nvml-library NVML ARGS...` on `h`.
+fn with_nvml(h: &Host, nvml: &FakeNvml, args: &[&str]) -> Output {
+    let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
+    all.extend_from_slice(args);
+    common::vgpuctl(h, &all)
+}
+
+/// The L40S's scheduler policy as the simulator publishes it.
+fn sim_policy(h: &Host) -> String {
+    let text = std::fs::read_to_string(h.sim.root().join(format!(".vgpu-sim/nvidia/{L40S}.json")))
+        .unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    state["scheduler"]["policy"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn restore_after_reboot_sets_the_defined_scheduler_before_the_vgpus() {
+    let data = format!("[[gpu]]\npci = \"{L40S}\"\n");
+    let mut h = host("mixed");
+    let nvml = FakeNvml::on_sim(&data, h.sim.root()).unwrap();
+    let set = with_nvml(
+        &h,
+        &nvml,
+        &["sched", "5e:00.0", "--policy", "fixed-share", "--define"],
+    );
+    let defined = common::vgpuctl(&h, &["define", L40S, "--type", "L40S-12Q", "--auto"]);
+    reboot(&mut h);
+    let nvml = FakeNvml::on_sim(&data, h.sim.root()).unwrap();
+    let after_boot = sim_policy(&h);
+
+    let restored = with_nvml(&h, &nvml, &["restore", "--json"]);
+    let steps: Vec<(String, String)> = common::json(&restored)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["action"] == "scheduler" || s["action"] == "vf-vgpu")
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap().to_owned(),
+                s["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+
+    assert_eq!(
+        (
+            set.status.code(),
+            defined.status.code(),
+            after_boot,
+            restored.status.code(),
+            steps,
+            sim_policy(&h)
+        ),
+        (
+            Some(0),
+            Some(0),
+            "best-effort".to_owned(),
+            Some(0),
+            vec![
+                ("scheduler".to_owned(), "created".to_owned()),
+                ("vf-vgpu".to_owned(), "created".to_owned())
+            ],
+            "fixed-share".to_owned()
+        )
+    );
+}
+
+#[test]
+fn sched_define_refused_by_nvml_records_no_definition() {
+    let q = Qos::live("[tenant.acme]\nqos = \"best-effort\"\n");
+    assert_eq!(q.start(1, "acme", 0), OK);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share", "--define"]);
+
+    assert_eq!(
+        (
+            set.status.code(),
+            q.host
+                .state
+                .path()
+                .join("etc/vgpu/sched")
+                .join(format!("{L40S}.json"))
+                .exists()
+        ),
+        (Some(1), false)
     );
 }

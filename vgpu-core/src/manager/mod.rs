@@ -49,7 +49,7 @@ use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
-use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
+use crate::state::store::{BindingDefinition, SchedDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
 pub use policy::{Claim, Holder, read_policy};
 pub use session::DomainReferences;
@@ -464,6 +464,44 @@ impl Manager {
             }
             let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
             op.set_scheduler(gpu.address, request, &running)
+        })
+    }
+
+    /// [`Manager::set_scheduler`], recorded as `gpu`'s scheduler definition first, so that
+    /// `restore` sets it again before it makes the GPU's vGPUs (the driver forgets it when it
+    /// unloads). A refused change leaves the definition as it was.
+    pub fn set_scheduler_defined(
+        &self,
+        gpu: PciAddress,
+        request: SchedulerRequest,
+    ) -> Result<SchedulerChange> {
+        self.mutate("sched", &gpu.to_string(), |op| {
+            let inventory = discover(op.paths())?;
+            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
+            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
+                return Err(NvmlError::NotNvidia {
+                    gpu: gpu.address,
+                    what: "the vGPU scheduler".to_owned(),
+                }
+                .into());
+            }
+            let before = op.store().sched_of(gpu.address)?;
+            op.store().define_sched(&SchedDefinition {
+                gpu: gpu.address,
+                request,
+            })?;
+            let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+            let result = op.set_scheduler(gpu.address, request, &running);
+            if result.is_err() {
+                let back = match &before {
+                    Some(def) => op.store().define_sched(def),
+                    None => op.store().undefine_sched(gpu.address).map(|_| ()),
+                };
+                if let Err(err) = back {
+                    tracing::warn!(gpu = %gpu.address, "scheduler definition not put back: {err}");
+                }
+            }
+            result
         })
     }
 
