@@ -17,6 +17,7 @@ mod policy;
 mod provision;
 mod removal;
 mod restore;
+mod sched;
 mod session;
 mod usage;
 mod vgpu_steps;
@@ -36,7 +37,6 @@ pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 use crate::backend;
 pub use crate::backend::{Placement, Running};
 use crate::discovery::discover;
-use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
@@ -44,12 +44,11 @@ use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
-use crate::state::store::{BindingDefinition, SchedDefinition, SriovDefinition, Start, Store};
+use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 pub use interrupt::{request_stop, stop_requested};
 pub use policy::{Claim, Holder, read_policy};
 pub use session::DomainReferences;
@@ -439,69 +438,6 @@ impl Manager {
             driver::forget_previous(&paths, address)?;
             op.undefine_binding(address)?;
             PciDevice::new(&paths, address).driver()
-        })
-    }
-
-    /// Sets the vGPU scheduler of NVIDIA GPU `gpu` to `request` through NVML, as one audited
-    /// operation under the host lock. Refused before NVML is asked when the GPU is not
-    /// NVIDIA's, when vGPUs run on it (sysfs or NVML shows them), when its scheduler does not
-    /// offer the policy, or the time slice is not one it takes; NVML's own refusal is passed
-    /// on ([`NvmlError::Call`]). Nothing changes when the GPU is already so.
-    pub fn set_scheduler(
-        &self,
-        gpu: PciAddress,
-        request: SchedulerRequest,
-    ) -> Result<SchedulerChange> {
-        self.mutate("sched", &gpu.to_string(), |op| {
-            let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
-            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
-                return Err(NvmlError::NotNvidia {
-                    gpu: gpu.address,
-                    what: "the vGPU scheduler".to_owned(),
-                }
-                .into());
-            }
-            let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
-            op.set_scheduler(gpu.address, request, &running)
-        })
-    }
-
-    /// [`Manager::set_scheduler`], recorded as `gpu`'s scheduler definition first, so that
-    /// `restore` sets it again before it makes the GPU's vGPUs (the driver forgets it when it
-    /// unloads). A refused change leaves the definition as it was.
-    pub fn set_scheduler_defined(
-        &self,
-        gpu: PciAddress,
-        request: SchedulerRequest,
-    ) -> Result<SchedulerChange> {
-        self.mutate("sched", &gpu.to_string(), |op| {
-            let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
-            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
-                return Err(NvmlError::NotNvidia {
-                    gpu: gpu.address,
-                    what: "the vGPU scheduler".to_owned(),
-                }
-                .into());
-            }
-            let before = op.store().sched_of(gpu.address)?;
-            op.store().define_sched(&SchedDefinition {
-                gpu: gpu.address,
-                request,
-            })?;
-            let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
-            let result = op.set_scheduler(gpu.address, request, &running);
-            if result.is_err() {
-                let back = match &before {
-                    Some(def) => op.store().define_sched(def),
-                    None => op.store().undefine_sched(gpu.address).map(|_| ()),
-                };
-                if let Err(err) = back {
-                    tracing::warn!(gpu = %gpu.address, "scheduler definition not put back: {err}");
-                }
-            }
-            result
         })
     }
 
