@@ -157,10 +157,19 @@ impl Report for SchedReport<'_> {
     }
 }
 
-/// `vgpuctl sched GPU --policy P [--timeslice MS]`.
-fn set(ctx: &Context<'_>, gpu: &str, request: SchedulerRequest, out: &mut dyn Write) -> Result<u8> {
+/// `vgpuctl sched GPU --policy P [--timeslice MS] [--define]`.
+fn set(
+    ctx: &Context<'_>,
+    gpu: &str,
+    request: SchedulerRequest,
+    define: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
     let change: SchedulerChange = vgpu_core::discovery::resolve_gpu(ctx.paths(), gpu)
-        .and_then(|address| ctx.manager().set_scheduler(address, request))
+        .and_then(|address| match define {
+            true => ctx.manager().set_scheduler_defined(address, request),
+            false => ctx.manager().set_scheduler(address, request),
+        })
         .with_context(|| {
             format!(
                 "cannot set the vGPU scheduler of {gpu} to {}",
@@ -194,6 +203,7 @@ pub(crate) fn run(
     gpu: &str,
     policy: Option<PolicyName>,
     timeslice_ms: Option<u32>,
+    define: bool,
     out: &mut dyn Write,
 ) -> Result<u8> {
     match policy {
@@ -207,7 +217,7 @@ pub(crate) fn run(
                 policy: policy.into(),
                 timeslice_ms,
             };
-            set(ctx, gpu, request, out)
+            set(ctx, gpu, request, define, out)
         }
     }
 }

@@ -278,6 +278,8 @@ pub(crate) struct Gpu {
 pub(crate) struct Given {
     /// Whether it named the GPU.
     pub(crate) name: bool,
+    /// Whether it gave the scheduler's state (else a simulator's is served).
+    pub(crate) scheduler: bool,
     /// Its `[[gpu.type]]` rows, each over the simulator's row with its id.
     pub(crate) types: Vec<VgpuType>,
 }
@@ -405,6 +407,7 @@ pub(crate) fn parse(path: &Path, sim_env: Option<PathBuf>) -> Result<Data, Strin
         }
         g.given = Given {
             name: !g.name.is_empty(),
+            scheduler: g.scheduler.is_some(),
             types: g.types.clone(),
         };
     }

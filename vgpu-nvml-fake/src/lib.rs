@@ -56,7 +56,12 @@
 //! `name`, `uuid`, modes, scheduler, capabilities, `functions`, `mig_reset_required` and
 //! `[[gpu.type]]` rows; its `mig`, profiles, instances, vGPUs and `creatable` are the
 //! simulator's. The defaults: a UUID with the PCI address in its last group, the
-//! `host-vgpu` and `sriov` modes, ECC on, the best-effort scheduler. MIG changes are control
+//! `host-vgpu` and `sriov` modes, ECC on, the scheduler's capabilities (the three policies,
+//! time slices of 1 to 30 ms). The scheduler's policy and time slice are the simulator's
+//! (`scheduler` in the state file, best effort at each boot) unless the data gives
+//! `scheduler`; `nvmlDeviceSetVgpuSchedulerState` then writes the control line
+//! `vgpu-scheduler` (refused with `EBUSY` while the GPU holds a vGPU: `NVML_ERROR_IN_USE`),
+//! and logs the call as before. MIG changes are control
 //! lines to the simulator (`mig-mode`, `gpu-instance-add`, `gpu-instance-remove`); the new
 //! instance's id is read back, and the simulator's refusal is NVML's error: `EBUSY`
 //! `NVML_ERROR_IN_USE`, `ENOSPC` `NVML_ERROR_INSUFFICIENT_RESOURCES`, `EINVAL`

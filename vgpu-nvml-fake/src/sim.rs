@@ -11,7 +11,10 @@
 //! A GPU the data file names (by `pci`) keeps the data's `uuid`, `name`, modes, scheduler,
 //! capabilities, behaviours, `mig_reset_required` and `[[gpu.type]]` rows (by id, over the
 //! simulator's). Every other value is the simulator's, or a default: a UUID derived from the
-//! PCI address, the `host-vgpu` and `sriov` modes, ECC on, the best-effort scheduler.
+//! PCI address, the `host-vgpu` and `sriov` modes, ECC on, the scheduler's capabilities of
+//! [`SIM_CAPABILITIES`]. The scheduler's policy and time slice are the simulator's
+//! (`scheduler` in the state file) unless the data gives `scheduler`; the adaptive
+//! round-robin mode, which the simulator does not model, is the last one set.
 
 use std::path::Path;
 
@@ -36,10 +39,41 @@ struct SimGpu {
     #[serde(default)]
     size_mode: Option<String>,
     supported_vgpu_types: Vec<SimType>,
+    /// The vGPU scheduler now; absent from a simulator without one.
+    #[serde(default)]
+    scheduler: Option<SimScheduler>,
     vfs: Vec<String>,
     #[serde(default)]
     vgpus: Vec<SimVgpu>,
 }
+
+/// The simulator's vGPU scheduler of a GPU.
+#[derive(Debug, Clone, Deserialize)]
+struct SimScheduler {
+    /// `best-effort`, `equal-share` or `fixed-share`.
+    policy: String,
+    timeslice_ns: u32,
+}
+
+/// NVML's `NVML_VGPU_SCHEDULER_POLICY_*` of each policy the simulator names.
+const POLICIES: [(&str, u32); 3] = [("best-effort", 1), ("equal-share", 2), ("fixed-share", 3)];
+
+/// NVML's policy number of a simulator's policy name (`0`, unknown, for another).
+pub(crate) fn policy_number(name: &str) -> u32 {
+    POLICIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, p)| *p)
+}
+
+/// The simulator's name of NVML's policy `number`.
+pub(crate) fn policy_name(number: u32) -> Option<&'static str> {
+    POLICIES.iter().find(|(_, p)| *p == number).map(|(n, _)| *n)
+}
+
+/// The scheduler's capabilities of a simulated GPU the data gives none for: the three
+/// policies, time slices of 1 to 30 ms, as the simulator takes them.
+pub(crate) const SIM_CAPABILITIES: (u32, u32) = (1_000_000, 30_000_000);
 
 /// A vGPU the simulator publishes, with its placement.
 #[derive(Debug, Clone, Deserialize)]
@@ -285,11 +319,28 @@ fn update(g: &mut Gpu, s: &SimGpu, vfs: &[SimVf], need: Need) {
         current: true,
         pending: true,
     });
-    g.scheduler.get_or_insert(Scheduler {
-        policy: 1,
-        arr_mode: 0,
-        timeslice_ns: 0,
-    });
+    if !g.given.scheduler {
+        let arr_mode = g.scheduler.map_or(0, |s| s.arr_mode);
+        g.scheduler = Some(s.scheduler.as_ref().map_or(
+            Scheduler {
+                policy: 1,
+                arr_mode,
+                timeslice_ns: 0,
+            },
+            |s| Scheduler {
+                policy: policy_number(&s.policy),
+                arr_mode,
+                timeslice_ns: s.timeslice_ns,
+            },
+        ));
+    }
+    g.scheduler_capabilities
+        .get_or_insert_with(|| crate::data::Capabilities {
+            policies: POLICIES.iter().map(|(_, p)| *p).collect(),
+            arr_supported: false,
+            min_timeslice_ns: SIM_CAPABILITIES.0,
+            max_timeslice_ns: SIM_CAPABILITIES.1,
+        });
     if g.pci_device_id == 0 {
         g.pci_device_id = s.pci_device_id;
     }

@@ -65,7 +65,11 @@
 //!   lock is taken (standing for NVIDIA's vGPU manager letting go of the GPU; see *Writes that
 //!   wait*). Deviation, so that a client writing a partial count fails: on `pci-pf-stub` such a
 //!   PF takes only `0` or `sriov_totalvfs` (`EINVAL`; the kernel would enable any count,
-//!   NVIDIA's vGPU manager supports only the full set).
+//!   NVIDIA's vGPU manager supports only the full set). `proc/driver/nvidia/params` lists the
+//!   module's parameters, one `Name: value` line each, with `RegistryDwords` and
+//!   `RegistryDwordsPerDevice` quoted (empty unless the control line `nvidia-registry` sets
+//!   them). Each vendor-VFIO GPU has a vGPU scheduler (best effort at each boot and driver
+//!   bind; `vgpu-scheduler` sets it while the GPU holds no vGPU), published in its state file.
 //! * **mdev** (`drivers/vfio/mdev`): an mdev parent exists while its vendor driver is bound
 //!   (legacy PF, VF of an mdev-on-VF GPU, GVT-g iGPU). `create` takes a 36-character UUID (one
 //!   trailing character allowed; `EINVAL` otherwise), `EEXIST` for a duplicate anywhere,
@@ -181,7 +185,9 @@
 //! holding files open (`hold 4242 qemu-system-x86 /dev/vfio/42`, `drop 4242`), MIG
 //! (`mig-mode 0000:18:00.0 on`, `gpu-instance-add 0000:18:00.0 1g.18gb 2`,
 //! `gpu-instance-remove 0000:18:00.0 9`), NVIDIA's size mode (`size-mode 0000:41:00.0
-//! mixed`), `counters-reset`, `uevents-clear`, `clear` (faults,
+//! mixed`), its vGPU scheduler (`vgpu-scheduler 0000:41:00.0 fixed-share 0`), its registry
+//! lines in `proc/driver/nvidia/params` (`nvidia-registry RegistryDwords
+//! RMDisableScrubOnFree=1`), `counters-reset`, `uevents-clear`, `clear` (faults,
 //! latencies and processes). Reading it
 //! shows the pending faults, latencies and waiting writes. `<root>/.vgpu-sim/counters` reads
 //! `lookup N\ngetattr N\n...`: the FUSE operations served outside `.vgpu-sim/`, then `inodes

@@ -7,7 +7,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use crate::control::{Command, LiveCounters, MAX_FAULTS, errno_name};
-use crate::kernel::{Errno, Kernel};
+use crate::kernel::{Errno, Kernel, Scheduler};
 use crate::tree::{FileRef, Node};
 
 /// How often a waiting write looks again at its writer and at the time (asynchronous
@@ -311,6 +311,18 @@ impl Shared {
                 Command::SizeMode(gpu, mixed) => k
                     .set_size_mode(gpu, mixed)
                     .map_err(|e| (format!("size-mode {gpu}: refused"), e))?,
+                Command::Scheduler(gpu, policy, timeslice_ns) => k
+                    .set_scheduler(
+                        gpu,
+                        Scheduler {
+                            policy,
+                            timeslice_ns,
+                        },
+                    )
+                    .map_err(|e| (format!("vgpu-scheduler {gpu}: refused"), e))?,
+                Command::Registry(line, value) => k
+                    .set_registry(line, value)
+                    .map_err(|e| (format!("nvidia-registry {}: refused", line.name()), e))?,
                 Command::CountersReset => self.counters.reset(),
                 Command::UeventsClear => k.uevents.clear(),
                 Command::Clear => {

@@ -162,6 +162,10 @@ pub enum Command {
         /// milliseconds (the driver's default otherwise).
         #[arg(long, value_name = "MS", requires = "policy")]
         timeslice: Option<u32>,
+        /// With --policy: also record it as the GPU's scheduler, which restore sets again
+        /// before it makes the GPU's vGPUs (the driver forgets it when it unloads).
+        #[arg(long, requires = "policy")]
+        define: bool,
     },
     /// Show the size mode of an NVIDIA GPU's time-sliced vGPUs, or set it: equal (one size
     /// per GPU) or mixed (several sizes, each vGPU at a placement). NVML takes a new mode only

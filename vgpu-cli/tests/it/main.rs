@@ -31,6 +31,7 @@ mod plans_cli;
 mod qos_cli;
 mod race_cli;
 mod restore_device_cli;
+mod scrub_cli;
 mod telemetry_cli;
 mod tenants_cli;
 mod udev_rule;

@@ -7,7 +7,7 @@ use std::process::Output;
 
 use vgpu_testing::fake_nvml::FakeNvml;
 
-use crate::common::{self, Host, domain, host, install_hook, l40s_vf, run_hook, stderr};
+use crate::common::{self, Host, domain, host, install_hook, l40s_vf, reboot, run_hook, stderr};
 
 /// The simulated `mixed` host's L40S.
 const L40S: &str = "0000:5e:00.0";
@@ -41,6 +41,35 @@ impl Qos {
         let global: Vec<&str> = global.iter().map(String::as_str).collect();
         let hooks = install_hook(&host, &global);
         Qos { host, nvml, hooks }
+    }
+
+    /// The `mixed` host with `policy` as its tenants.toml and the test NVML serving the
+    /// simulator's own scheduler (the data gives none), the hook installed with that NVML.
+    fn live(policy: &str) -> Self {
+        let host = host("mixed");
+        let dir = host.state.path().join("etc/vgpu");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tenants.toml"), policy).unwrap();
+        let nvml =
+            FakeNvml::on_sim(&format!("[[gpu]]\npci = \"{L40S}\"\n"), host.sim.root()).unwrap();
+        let global = Self::global_of(Some(&nvml));
+        let global: Vec<&str> = global.iter().map(String::as_str).collect();
+        let hooks = install_hook(&host, &global);
+        Qos {
+            host,
+            nvml: Some(nvml),
+            hooks,
+        }
+    }
+
+    /// `vgpuctl sched GPU ARGS...` with this NVML.
+    fn sched(&self, gpu: &str, rest: &[&str]) -> Output {
+        let mut args = Self::global_of(self.nvml.as_ref());
+        args.push("sched".to_owned());
+        args.push(gpu.to_owned());
+        args.extend(rest.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::vgpuctl(&self.host, &args)
     }
 
     fn global_of(nvml: Option<&FakeNvml>) -> Vec<String> {
@@ -201,5 +230,143 @@ fn bounded_without_nvml_is_refused_never_assumed() {
                  scheduler, and {L40S}'s vGPU scheduler cannot be read"
             )
         )
+    );
+}
+
+#[test]
+fn guaranteed_refused_then_started_once_sched_sets_fixed_share_on_the_simulator() {
+    let q = Qos::live("[tenant.acme]\nqos = \"guaranteed\"\n");
+    let before = q.start(1, "acme", 0);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share"]);
+    let after = q.start(2, "acme", 1);
+
+    assert_eq!(
+        (before, set.status.code(), after, q.vf_type(1) != "0"),
+        (
+            refused(
+                1,
+                "acme",
+                &format!(
+                    "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in \
+                     equal-size mode, and {L40S} schedules best-effort"
+                )
+            ),
+            Some(0),
+            OK,
+            true
+        )
+    );
+}
+
+#[test]
+fn sched_change_while_the_gpu_holds_a_vgpu_is_refused_by_the_simulator() {
+    let q = Qos::live("[tenant.acme]\nqos = \"best-effort\"\n");
+    assert_eq!(q.start(1, "acme", 0), OK);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share"]);
+    let state = std::fs::read_to_string(
+        q.host
+            .sim
+            .root()
+            .join(format!(".vgpu-sim/nvidia/{L40S}.json")),
+    )
+    .unwrap();
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+
+    assert_eq!(
+        (set.status.code(), state["scheduler"]["policy"].as_str()),
+        (Some(1), Some("best-effort"))
+    );
+}
+
+/// `vgpuctl --nvml-library NVML ARGS...` on `h`.
+fn with_nvml(h: &Host, nvml: &FakeNvml, args: &[&str]) -> Output {
+    let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
+    all.extend_from_slice(args);
+    common::vgpuctl(h, &all)
+}
+
+/// The L40S's scheduler policy as the simulator publishes it.
+fn sim_policy(h: &Host) -> String {
+    let text = std::fs::read_to_string(h.sim.root().join(format!(".vgpu-sim/nvidia/{L40S}.json")))
+        .unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    state["scheduler"]["policy"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn restore_after_reboot_sets_the_defined_scheduler_before_the_vgpus() {
+    let data = format!("[[gpu]]\npci = \"{L40S}\"\n");
+    let mut h = host("mixed");
+    let nvml = FakeNvml::on_sim(&data, h.sim.root()).unwrap();
+    let set = with_nvml(
+        &h,
+        &nvml,
+        &["sched", "5e:00.0", "--policy", "fixed-share", "--define"],
+    );
+    let defined = common::vgpuctl(&h, &["define", L40S, "--type", "L40S-12Q", "--auto"]);
+    reboot(&mut h);
+    let nvml = FakeNvml::on_sim(&data, h.sim.root()).unwrap();
+    let after_boot = sim_policy(&h);
+
+    let restored = with_nvml(&h, &nvml, &["restore", "--json"]);
+    let steps: Vec<(String, String)> = common::json(&restored)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["action"] == "scheduler" || s["action"] == "vf-vgpu")
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap().to_owned(),
+                s["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+
+    assert_eq!(
+        (
+            set.status.code(),
+            defined.status.code(),
+            after_boot,
+            restored.status.code(),
+            steps,
+            sim_policy(&h)
+        ),
+        (
+            Some(0),
+            Some(0),
+            "best-effort".to_owned(),
+            Some(0),
+            vec![
+                ("scheduler".to_owned(), "created".to_owned()),
+                ("vf-vgpu".to_owned(), "created".to_owned())
+            ],
+            "fixed-share".to_owned()
+        )
+    );
+}
+
+#[test]
+fn sched_define_refused_by_nvml_records_no_definition() {
+    let q = Qos::live("[tenant.acme]\nqos = \"best-effort\"\n");
+    assert_eq!(q.start(1, "acme", 0), OK);
+
+    let set = q.sched("5e:00.0", &["--policy", "fixed-share", "--define"]);
+
+    assert_eq!(
+        (
+            set.status.code(),
+            q.host
+                .state
+                .path()
+                .join("etc/vgpu/sched")
+                .join(format!("{L40S}.json"))
+                .exists()
+        ),
+        (Some(1), false)
     );
 }

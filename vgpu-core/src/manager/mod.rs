@@ -17,6 +17,7 @@ mod policy;
 mod provision;
 mod removal;
 mod restore;
+mod sched;
 mod session;
 mod usage;
 mod vgpu_steps;
@@ -36,17 +37,13 @@ pub use restore::{RestoreOutcome, RestoreQuota, RestoreReport, RestoreStep};
 use crate::backend;
 pub use crate::backend::{Placement, Running};
 use crate::discovery::discover;
-use crate::error::NvmlError;
 use crate::error::{Error, Object, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
 use crate::model::pci::PciAddress;
-use crate::model::sizes::SizeMode;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
-use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
-use crate::nvml::sizes::SizeModeChange;
 use crate::nvml::{Nvml, NvmlSource};
 use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
@@ -444,50 +441,6 @@ impl Manager {
             driver::forget_previous(&paths, address)?;
             op.undefine_binding(address)?;
             PciDevice::new(&paths, address).driver()
-        })
-    }
-
-    /// Sets the vGPU scheduler of NVIDIA GPU `gpu` to `request` through NVML, as one audited
-    /// operation under the host lock. Refused before NVML is asked when the GPU is not
-    /// NVIDIA's, when vGPUs run on it (sysfs or NVML shows them), when its scheduler does not
-    /// offer the policy, or the time slice is not one it takes; NVML's own refusal is passed
-    /// on ([`NvmlError::Call`]). Nothing changes when the GPU is already so.
-    pub fn set_scheduler(
-        &self,
-        gpu: PciAddress,
-        request: SchedulerRequest,
-    ) -> Result<SchedulerChange> {
-        self.mutate("sched", &gpu.to_string(), |op| {
-            let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
-            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
-                return Err(NvmlError::NotNvidia {
-                    gpu: gpu.address,
-                    what: "the vGPU scheduler".to_owned(),
-                }
-                .into());
-            }
-            let running: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
-            op.set_scheduler(gpu.address, request, &running)
-        })
-    }
-
-    /// Puts the NVIDIA GPU `gpu` in size mode `mode` through NVML (audited, under the host
-    /// lock). Refused while the GPU holds vGPUs, naming them; without NVML, an error naming
-    /// NVML.
-    pub fn set_size_mode(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
-        self.mutate("size-mode", &gpu.to_string(), |op| {
-            let inventory = discover(op.paths())?;
-            let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
-            if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
-                return Err(NvmlError::NotNvidia {
-                    gpu: gpu.address,
-                    what: "a size mode".to_owned(),
-                }
-                .into());
-            }
-            let vgpus: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
-            op.set_size_mode(gpu.address, mode, &vgpus)
         })
     }
 

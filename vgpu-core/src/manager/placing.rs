@@ -88,7 +88,7 @@ impl Operation<'_> {
             }
         }
         if host_state::may_mix(gpu) {
-            if let Some(facts) = host_state::read_size_facts(self.nvml().get(), gpu) {
+            if let Some(facts) = self.nvml().get().size_facts(gpu) {
                 state.sizes.insert(gpu.address, facts);
             }
         }

@@ -18,6 +18,7 @@ use serde::Serialize;
 mod drivers;
 mod mig;
 mod quota;
+mod sched;
 
 pub use quota::RestoreQuota;
 
@@ -62,7 +63,7 @@ impl std::fmt::Display for RestoreOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RestoreStep {
     /// What the step does: `driver`, `sriov`, `quota`, `bind`, `mig-mode`, `gpu-instance`,
-    /// `mdev`, `vf-vgpu`.
+    /// `scheduler`, `mdev`, `vf-vgpu`.
     pub action: &'static str,
     /// The device (`definition` for a definition file that could not be read).
     pub device: String,
@@ -320,6 +321,13 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
         }
     }
     mig::restore(session, &mut report, &migs, scope.as_ref());
+    let (scheds, sched_errors) = session.store().scheds_lenient();
+    for err in sched_errors {
+        if scope.as_ref().is_none_or(|s| s.concerns_file(&err)) {
+            report.push(session, "scheduler", "definition".to_owned(), Err(err));
+        }
+    }
+    sched::restore(session, &mut report, &scheds, scope.as_ref());
     unreadable(&mut report, "mdev", &scope);
     for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
         let shown = format!("{}/{}", def.parent, def.uuid);

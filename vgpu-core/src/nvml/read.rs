@@ -24,7 +24,7 @@ const INVALID_GPU_INSTANCE_ID: u32 = 0xFFFF_FFFF;
 
 /// `INVALID_GPU_INSTANCE_PROFILE_ID` of `nvml.h`: what a time-sliced type reports as its
 /// GPU-instance profile.
-const INVALID_GPU_INSTANCE_PROFILE_ID: u32 = 0xFFFF_FFFF;
+pub(crate) const INVALID_GPU_INSTANCE_PROFILE_ID: u32 = 0xFFFF_FFFF;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -245,14 +245,6 @@ fn vgpu_type(device: &Device<'_>, ty: &RawType<'_>) -> NvmlVgpuType {
             size: p.size,
             ids: p.ids,
         }),
-        creatable_placements: fact(
-            "nvmlDeviceGetVgpuTypeCreatablePlacements",
-            vgpu_nvml_ext::vgpu_type_creatable_placements(device, ty.id()),
-        )
-        .map(|p| Placements {
-            size: p.size,
-            ids: p.ids,
-        }),
     }
 }
 
@@ -301,10 +293,6 @@ fn vgpus(device: &Device<'_>, framebuffers: &BTreeMap<u32, Fact<u64>>) -> Fact<V
                         average_latency_us: s.average_latency,
                     }
                 }),
-                placement_id: fact(
-                    "nvmlVgpuInstanceGetPlacementId",
-                    vgpu_nvml_ext::vgpu_instance_placement_id(device.nvml(), instance),
-                ),
                 gpu_instance_id: fact("nvmlVgpuInstanceGetGpuInstanceId", vgpu.gpu_instance_id())
                     .map(|id| (id != INVALID_GPU_INSTANCE_ID).then_some(id)),
                 utilization: match &samples {

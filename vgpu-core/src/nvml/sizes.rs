@@ -5,9 +5,13 @@
 //! exist, and NVML's own refusal is passed on otherwise. The driver forgets the mode at each
 //! reload and reboot.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
+use crate::capacity::SizeFacts;
 use crate::error::NvmlError;
+use crate::model::Gpu;
 use crate::model::nvml::Fact;
 use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
@@ -26,6 +30,23 @@ pub struct SizeModeChange {
 }
 
 impl crate::nvml::Nvml {
+    /// What NVML says of `gpu`'s size mode, for a GPU that may run mixed-size mode
+    /// (`host_state::may_mix`): the mode, and in mixed-size mode the region, each time-sliced
+    /// type's creatable placements (keyed by the inventory's type ids), and each mediated
+    /// device's placement. `None` without NVML or a mode (`NOT_SUPPORTED`). Only these calls
+    /// are made: a full read of the GPU asks NVML much more.
+    #[cfg_attr(not(feature = "nvml"), allow(unused_variables))]
+    pub(crate) fn size_facts(&self, gpu: &Gpu) -> Option<SizeFacts> {
+        if !super::host_state::may_mix(gpu) {
+            return None;
+        }
+        #[cfg(feature = "nvml")]
+        if let Some(nvml) = self.wrapper() {
+            return read_facts(nvml, gpu);
+        }
+        None
+    }
+
     /// The size mode of the GPU at `gpu`: unavailable for a GPU without mixed-size mode
     /// (`NOT_SUPPORTED`), an older driver, or NVML not loaded.
     pub fn size_mode(&self, gpu: PciAddress) -> Fact<SizeMode> {
@@ -90,4 +111,60 @@ impl crate::nvml::Nvml {
         }
         Err(self.needed_for(format!("set the size mode of {gpu}")))
     }
+}
+
+/// [`Nvml::size_facts`](crate::nvml::Nvml::size_facts) from a loaded NVML.
+#[cfg(feature = "nvml")]
+fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
+    use super::read::INVALID_GPU_INSTANCE_PROFILE_ID;
+    let device = super::read::device_at(nvml, gpu.address).ok()?;
+    let mode = match vgpu_nvml_ext::vgpu_heterogeneous_mode(&device).ok()? {
+        vgpu_nvml_ext::VgpuSizeMode::Equal => SizeMode::Equal,
+        vgpu_nvml_ext::VgpuSizeMode::Mixed => SizeMode::Mixed,
+    };
+    let mut facts = SizeFacts {
+        mode,
+        region: None,
+        creatable: BTreeMap::new(),
+        placements: BTreeMap::new(),
+    };
+    if mode == SizeMode::Equal {
+        return Some(facts);
+    }
+    for ty in device.vgpu_supported_types().unwrap_or_default() {
+        let sliced = ty
+            .instance_profile_id()
+            .is_ok_and(|id| id == INVALID_GPU_INSTANCE_PROFILE_ID);
+        if !sliced {
+            continue;
+        }
+        let Ok(list) = vgpu_nvml_ext::vgpu_type_creatable_placements(&device, ty.id()) else {
+            continue;
+        };
+        facts.region = facts.region.max(Some(list.size));
+        let id = gpu
+            .types
+            .iter()
+            .find(|own| crate::model::nvml_type_id(&own.id) == Some(ty.id()))
+            .map_or_else(|| ty.id().to_string(), |own| own.id.clone());
+        facts.creatable.insert(id, list.ids);
+    }
+    for instance in vgpu_nvml_ext::active_vgpu_instances(&device).unwrap_or_default() {
+        let vgpu = nvml_wrapper::vgpu::VgpuInstance::new(instance, &device);
+        let Some(uuid) = vgpu
+            .mdev_uuid()
+            .ok()
+            .and_then(|text| uuid::Uuid::try_parse(text.trim()).ok())
+        else {
+            continue;
+        };
+        let handle = crate::model::VgpuHandle::Mdev(uuid);
+        if !gpu.vgpus.iter().any(|v| v.id == handle) {
+            continue;
+        }
+        if let Ok(id) = vgpu_nvml_ext::vgpu_instance_placement_id(nvml, instance) {
+            facts.placements.insert(handle, id);
+        }
+    }
+    Some(facts)
 }

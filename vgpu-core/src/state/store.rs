@@ -57,10 +57,12 @@ use uuid::Uuid;
 
 mod mig;
 mod offers;
+mod sched;
 
 pub use mig::{MigDefinition, MigInstanceDefinition};
 pub(crate) use offers::record_offers;
 pub use offers::{RecordedOffer, add_recorded_offers};
+pub use sched::SchedDefinition;
 pub use vgpu_model::definition::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };

@@ -184,12 +184,6 @@ fn read_supported_type_has_every_field() {
                 size: 24,
                 ids: vec![0, 24]
             }),
-            // The data file's GPU is not a simulated one: the fake knows no size mode for it.
-            creatable_placements: Fact::unknown(
-                Cause::NotSupported,
-                "nvmlDeviceGetVgpuTypeCreatablePlacements: not supported by this GPU or its \
-                 mode (NVML_ERROR_NOT_SUPPORTED)"
-            ),
         }])
     );
 }
@@ -223,11 +217,6 @@ fn read_active_vgpu_has_every_field_and_latest_sample() {
                 average_latency_us: 850
             }),
             gpu_instance_id: Fact::Value(None),
-            placement_id: Fact::unknown(
-                Cause::NotSupported,
-                "nvmlVgpuInstanceGetPlacementId: not supported by this GPU or its mode \
-                 (NVML_ERROR_NOT_SUPPORTED)"
-            ),
             utilization: Fact::Value(Some(UtilizationSample {
                 instance: 7,
                 timestamp_us: 2000,

@@ -277,9 +277,6 @@ pub struct NvmlVgpuType {
     /// unavailable on drivers and GPUs without placements (before vGPU 17, or not in
     /// mixed-size mode).
     pub placements: Fact<Placements>,
-    /// Where a vGPU of the type can be created now
-    /// (`nvmlDeviceGetVgpuTypeCreatablePlacements`).
-    pub creatable_placements: Fact<Placements>,
 }
 
 /// The placements of a vGPU type (`nvmlVgpuPlacementList_t`).
@@ -327,8 +324,6 @@ pub struct NvmlVgpu {
     /// Its most recent utilisation sample (`nvmlDeviceGetVgpuUtilization`); `None` when the
     /// driver has taken none yet.
     pub utilization: Fact<Option<UtilizationSample>>,
-    /// Its placement id in mixed-size mode (`nvmlVgpuInstanceGetPlacementId`).
-    pub placement_id: Fact<u32>,
 }
 
 /// The VM a vGPU belongs to (`nvmlVgpuVmIdType_t` and the id).

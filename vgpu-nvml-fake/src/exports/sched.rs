@@ -12,7 +12,18 @@ use nvml_wrapper_sys::bindings::{
 
 use super::core::on_gpu;
 use crate::data::{self, Call};
+use crate::sim::{self, policy_name};
 use crate::state::{device_index, done, gpu, put, with_mut};
+
+/// NVML's answer for a simulator that refused a scheduler change (its errno).
+fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => IN_USE,
+        Some(libc::EINVAL) => INVALID_ARGUMENT,
+        Some(libc::ENODEV) => NOT_SUPPORTED,
+        _ => UNKNOWN,
+    }
+}
 
 /// `NVML_VGPU_SCHEDULER_ARR_ENABLE`.
 const ARR_ENABLE: u32 = 2;
@@ -107,7 +118,10 @@ unsafe extern "C" fn nvmlDeviceGetVgpuSchedulerCapabilities(
 
 /// `nvmlDeviceSetVgpuSchedulerState`: refused (`NVML_ERROR_IN_USE`) while vGPUs run,
 /// `NVML_ERROR_INVALID_ARGUMENT` for a policy or time slice outside the capabilities;
-/// otherwise recorded in the call log and applied.
+/// otherwise recorded in the call log and applied. On a simulated GPU whose scheduler the
+/// data does not give, the simulator's control line `vgpu-scheduler` applies it, and its
+/// refusal is NVML's error (`EBUSY` `NVML_ERROR_IN_USE`, `EINVAL`
+/// `NVML_ERROR_INVALID_ARGUMENT`, `ENODEV` `NVML_ERROR_NOT_SUPPORTED`).
 ///
 /// # Safety
 /// `state` is null or valid for a read.
@@ -150,6 +164,18 @@ unsafe extern "C" fn nvmlDeviceSetVgpuSchedulerState(
             if !g.vgpus.is_empty() {
                 return Err(IN_USE);
             }
+            let sim_root = d.sim_root.clone().filter(|_| !g.given.scheduler);
+            if let Some(root) = &sim_root {
+                let policy = policy_name(asked.schedulerPolicy).ok_or(INVALID_ARGUMENT)?;
+                // The simulator keeps no adaptive round robin: its frequency is not a slice.
+                let slice = if asked.enableARRMode == ARR_ENABLE {
+                    0
+                } else {
+                    timeslice
+                };
+                sim::control(root, &format!("vgpu-scheduler {} {policy} {slice}", g.pci))
+                    .map_err(|e| refusal_of(&e))?;
+            }
             let call = Call::SetScheduler {
                 gpu: g.pci.clone(),
                 policy: asked.schedulerPolicy,
@@ -158,7 +184,10 @@ unsafe extern "C" fn nvmlDeviceSetVgpuSchedulerState(
             };
             data::record(path, &call).map_err(|_| UNKNOWN)?;
             d.apply(&call);
-            Ok(())
+            match sim_root {
+                Some(root) => sim::refresh(d, &root, sim::Need::default()).map_err(|_| UNKNOWN),
+                None => Ok(()),
+            }
         },
     ))
 }

@@ -321,7 +321,6 @@ fn running(instance: u32, type_id: u32, domain: &str, used_mib: u64) -> NvmlVgpu
             average_latency_us: 900,
         }),
         gpu_instance_id: Fact::Value(None),
-        placement_id: Fact::unknown(Cause::NotSupported, "not supported"),
         utilization: Fact::Value(Some(UtilizationSample {
             instance,
             timestamp_us: 1_700_000_000_000_000,

@@ -12,6 +12,8 @@
 //! gpu-instance-add <addr> <profile> <start>  make a GPU instance (`nvidia-smi mig -cgi`)
 //! gpu-instance-remove <addr> <id>         destroy a GPU instance (`nvidia-smi mig -dgi`)
 //! size-mode <dddd:bb:ss.f> equal|mixed   NVIDIA's vGPU size mode (`nvidia-smi vgpu -shm 0|1`)
+//! vgpu-scheduler <addr> <policy> <ns>     a GPU's vGPU scheduler and time slice (NVML's set)
+//! nvidia-registry <line> [<value>]        a registry line of `proc/driver/nvidia/params`
 //! counters-reset                          zero all operation counters
 //! uevents-clear                           empty the uevent log (`.vgpu-sim/uevents`)
 //! clear                                   drop every pending fault, latency and process
@@ -60,6 +62,21 @@
 //! `ENODEV` for any other device) and is refused with `EBUSY` for a change while the GPU
 //! holds a vGPU, on its VFs or its mdevs. Asking for the mode the GPU has changes nothing.
 //!
+//! `vgpu-scheduler` is what NVIDIA's driver does for `nvmlDeviceSetVgpuSchedulerState`:
+//! `<policy>` is `best-effort`, `equal-share` or `fixed-share`, `<ns>` the time slice in
+//! nanoseconds (`0` for the driver's default, else [`MIN_TIMESLICE_NS`] to
+//! [`MAX_TIMESLICE_NS`]). It applies to a vendor-VFIO physical GPU (`ENODEV` otherwise), is
+//! refused with `EBUSY` while the GPU holds a vGPU, and with `EINVAL` for `fixed-share` in
+//! mixed-size mode (the vGPU user guide: fixed share needs equal-size vGPUs). Every GPU boots
+//! with `best-effort` and `0`, and a GPU unbound from `nvidia` loses its scheduler, as the
+//! driver keeps it only while loaded.
+//!
+//! `nvidia-registry` sets the value of `RegistryDwords` or `RegistryDwordsPerDevice` in
+//! `proc/driver/nvidia/params`, standing for the module options the driver was loaded with
+//! (`NVreg_RegistryDwords`); without `<value>` the line is emptied. A value is at most
+//! [`MAX_REGISTRY_LEN`] bytes of printable ASCII without quotes. It is refused with `ENODEV`
+//! on a host without the `nvidia` driver. It stays set until changed, like a module option.
+//!
 //! A write with an unknown command, a malformed line, an errno, latency, pid, name or target
 //! out of range, more faults or descriptors than fit, or a `hold` naming an existing process
 //! by another name fails with `EINVAL` and applies none of its lines; one that unplugs an
@@ -78,8 +95,14 @@ mod words;
 
 pub use counters::Counters;
 pub(crate) use counters::LiveCounters;
-pub use words::{Hold, check_comm, check_pid, check_target};
-use words::{check_profile, parse_instance_id, parse_pid, parse_slice};
+pub use words::{
+    Hold, MAX_TIMESLICE_NS, MIN_TIMESLICE_NS, RegistryLine, SchedPolicy, check_comm, check_pid,
+    check_target,
+};
+use words::{
+    check_profile, check_registry_value, parse_instance_id, parse_pid, parse_policy,
+    parse_registry_line, parse_slice, parse_timeslice,
+};
 
 /// The largest errno Linux defines (`EHWPOISON`); injected errnos are 1 to this.
 pub const MAX_ERRNO: i32 = 133;
@@ -95,6 +118,8 @@ pub const MAX_COMM_LEN: usize = 15;
 pub const MAX_TARGET_LEN: usize = 4095;
 /// The most descriptors all simulated processes can hold together.
 pub const MAX_HELD_FDS: usize = 4096;
+/// The longest value of an NVIDIA registry line.
+pub const MAX_REGISTRY_LEN: usize = 1024;
 
 /// A kernel operation that latency can be added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -262,6 +287,10 @@ pub enum Command {
     GpuInstanceRemove(PciAddr, u32),
     /// `size-mode <addr> equal|mixed`: `true` for mixed.
     SizeMode(PciAddr, bool),
+    /// `vgpu-scheduler <addr> <policy> <ns>`.
+    Scheduler(PciAddr, SchedPolicy, u32),
+    /// `nvidia-registry <line> [<value>]`.
+    Registry(RegistryLine, String),
     /// `counters-reset`.
     CountersReset,
     /// `uevents-clear`.
@@ -393,6 +422,18 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, SimError> {
                     _ => return Err(bad(format!("bad size mode {mode:?} (equal or mixed)"))),
                 },
             ),
+            ["vgpu-scheduler", addr, policy, ns] => Command::Scheduler(
+                addr.parse().map_err(|e| bad(format!("{e}")))?,
+                parse_policy(policy).map_err(bad)?,
+                parse_timeslice(ns).map_err(bad)?,
+            ),
+            ["nvidia-registry", which] => {
+                Command::Registry(parse_registry_line(which).map_err(bad)?, String::new())
+            }
+            ["nvidia-registry", which, value] => Command::Registry(
+                parse_registry_line(which).map_err(bad)?,
+                check_registry_value(value).map_err(bad)?,
+            ),
             ["counters-reset"] => Command::CountersReset,
             ["uevents-clear"] => Command::UeventsClear,
             ["clear"] => Command::Clear,
@@ -499,6 +540,43 @@ mod tests {
                 .expect("valid"),
             vec![Command::SizeMode(gpu, true), Command::SizeMode(gpu, false)]
         );
+    }
+
+    #[test]
+    fn parse_commands_vgpu_scheduler_parses() {
+        let gpu: PciAddr = "0000:41:00.0".parse().expect("address");
+        assert_eq!(
+            parse_commands("vgpu-scheduler 0000:41:00.0 fixed-share 2000000").expect("valid"),
+            vec![Command::Scheduler(gpu, SchedPolicy::FixedShare, 2_000_000)]
+        );
+    }
+
+    #[test]
+    fn parse_commands_vgpu_scheduler_timeslice_below_1ms_fails() {
+        assert!(parse_commands("vgpu-scheduler 0000:41:00.0 equal-share 999999").is_err());
+    }
+
+    #[test]
+    fn parse_commands_vgpu_scheduler_unknown_policy_fails() {
+        assert!(parse_commands("vgpu-scheduler 0000:41:00.0 round-robin 0").is_err());
+    }
+
+    #[test]
+    fn parse_commands_nvidia_registry_without_value_empties_it() {
+        assert_eq!(
+            parse_commands("nvidia-registry RegistryDwordsPerDevice").expect("valid"),
+            vec![Command::Registry(RegistryLine::PerDevice, String::new())]
+        );
+    }
+
+    #[test]
+    fn parse_commands_nvidia_registry_value_with_quote_fails() {
+        assert!(parse_commands("nvidia-registry RegistryDwords RmMsg=\"x\"").is_err());
+    }
+
+    #[test]
+    fn parse_commands_nvidia_registry_other_line_fails() {
+        assert!(parse_commands("nvidia-registry RmMsg x").is_err());
     }
 
     #[test]

@@ -1,7 +1,105 @@
 //! The words of control lines checked: processes and their files, GPU-instance ids and
-//! profiles.
+//! profiles, NVIDIA's registry lines and vGPU scheduler.
 
-use super::{MAX_COMM_LEN, MAX_PID, MAX_TARGET_LEN};
+use super::{MAX_COMM_LEN, MAX_PID, MAX_REGISTRY_LEN, MAX_TARGET_LEN};
+
+/// One of the two registry lines of NVIDIA's `/proc/driver/nvidia/params`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RegistryLine {
+    /// `RegistryDwords`: `Key=Value;...` for every GPU.
+    Dwords,
+    /// `RegistryDwordsPerDevice`: `pci=DDDD:BB:DD.F;Key=Value;...`.
+    PerDevice,
+}
+
+impl RegistryLine {
+    /// The line's name, as the driver prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RegistryLine::Dwords => "RegistryDwords",
+            RegistryLine::PerDevice => "RegistryDwordsPerDevice",
+        }
+    }
+}
+
+/// A vGPU scheduler policy of NVIDIA's driver (vGPU user guide, "Scheduling Policies").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SchedPolicy {
+    /// Best effort, the driver's default.
+    #[default]
+    BestEffort,
+    /// Equal share: 1/N of the GPU for each of N running vGPUs.
+    EqualShare,
+    /// Fixed share: 1/(the type's maximum count) for each vGPU.
+    FixedShare,
+}
+
+impl SchedPolicy {
+    /// The policy's name in control lines and the state file.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedPolicy::BestEffort => "best-effort",
+            SchedPolicy::EqualShare => "equal-share",
+            SchedPolicy::FixedShare => "fixed-share",
+        }
+    }
+}
+
+/// The shortest time slice other than the driver's default (0), in nanoseconds: 1 ms.
+pub const MIN_TIMESLICE_NS: u32 = 1_000_000;
+/// The longest time slice, in nanoseconds: 30 ms.
+pub const MAX_TIMESLICE_NS: u32 = 30_000_000;
+
+/// `RegistryDwords` or `RegistryDwordsPerDevice`.
+pub(super) fn parse_registry_line(text: &str) -> Result<RegistryLine, String> {
+    match text {
+        "RegistryDwords" => Ok(RegistryLine::Dwords),
+        "RegistryDwordsPerDevice" => Ok(RegistryLine::PerDevice),
+        _ => Err(format!(
+            "bad registry line {text:?} (RegistryDwords or RegistryDwordsPerDevice)"
+        )),
+    }
+}
+
+/// A registry value as the driver's module parameter takes it: at most [`MAX_REGISTRY_LEN`]
+/// bytes of printable ASCII without whitespace or quotes.
+pub(super) fn check_registry_value(text: &str) -> Result<String, String> {
+    let ok =
+        text.len() <= MAX_REGISTRY_LEN && text.bytes().all(|b| b.is_ascii_graphic() && b != b'"');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "bad registry value {text:?} (printable ASCII without quotes, at most \
+             {MAX_REGISTRY_LEN} bytes)"
+        ))
+    }
+}
+
+/// A scheduler policy name.
+pub(super) fn parse_policy(text: &str) -> Result<SchedPolicy, String> {
+    [
+        SchedPolicy::BestEffort,
+        SchedPolicy::EqualShare,
+        SchedPolicy::FixedShare,
+    ]
+    .into_iter()
+    .find(|p| p.name() == text)
+    .ok_or_else(|| {
+        format!("bad scheduler policy {text:?} (best-effort, equal-share or fixed-share)")
+    })
+}
+
+/// A time slice in nanoseconds: 0 (the driver's default) or [`MIN_TIMESLICE_NS`] to
+/// [`MAX_TIMESLICE_NS`].
+pub(super) fn parse_timeslice(text: &str) -> Result<u32, String> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|ns| *ns == 0 || (MIN_TIMESLICE_NS..=MAX_TIMESLICE_NS).contains(ns))
+        .ok_or_else(|| {
+            format!("bad time slice {text:?} (0, or {MIN_TIMESLICE_NS} to {MAX_TIMESLICE_NS} ns)")
+        })
+}
 
 /// One file held open by a simulated process: `hold <pid> <comm> <target>`.
 #[derive(Clone, Debug, PartialEq, Eq)]

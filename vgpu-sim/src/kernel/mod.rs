@@ -12,6 +12,7 @@ mod mig;
 mod pci;
 mod placement;
 mod register;
+mod sched;
 mod sriov;
 mod vgpu;
 mod wait;
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::control::{Fault, KernelOp, LatencyOp, glob_match};
+use crate::control::{Fault, KernelOp, LatencyOp, RegistryLine, glob_match};
 use crate::process::Processes;
 use crate::profile::{DeviceSpec, IommuKind, PciAddr, Profile, SriovSpec, TypeSpec, VgpuMode};
 use crate::uevent::UeventLog;
@@ -31,6 +32,7 @@ pub(crate) use crate::error::Errno;
 pub(crate) use mig::MigState;
 pub(crate) use pci::{DynId, pci_vars};
 pub(crate) use placement::{Holder, parse_params, placement_size, region, supported_ids};
+pub(crate) use sched::Scheduler;
 
 /// The result of a kernel operation.
 pub(crate) type KResult<T> = Result<T, Errno>;
@@ -168,6 +170,10 @@ pub(crate) struct Kernel {
     pub(crate) boot_id: Uuid,
     /// The GPUs in mixed-size mode (`true`) or equal mode; equal at every boot.
     pub(crate) size_mode: BTreeMap<PciAddr, bool>,
+    /// The vGPU scheduler each GPU was given since its driver bound (best effort otherwise).
+    pub(crate) sched: BTreeMap<PciAddr, Scheduler>,
+    /// The registry lines of `proc/driver/nvidia/params` (empty unless set).
+    pub(crate) registry: BTreeMap<RegistryLine, String>,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -265,6 +271,8 @@ impl Kernel {
             mig: mig::boot_mig(&profile),
             boot_id: Uuid::new_v4(),
             size_mode: BTreeMap::new(),
+            sched: BTreeMap::new(),
+            registry: BTreeMap::new(),
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k

@@ -226,6 +226,7 @@ impl Kernel {
         }
         // NVIDIA's mixed-size mode does not outlive the driver (vGPU user guide).
         self.size_mode.remove(&addr);
+        self.sched.remove(&addr);
         self.sync_vfio();
         self.emit_pci(addr, "unbind", &[]);
     }
@@ -449,6 +450,7 @@ impl Kernel {
                 continue;
             };
             self.size_mode.remove(&a);
+            self.sched.remove(&a);
             if rescannable && d.physfn.is_none() {
                 d.driver = None;
                 d.driver_override = None;

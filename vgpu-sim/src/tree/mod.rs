@@ -496,6 +496,7 @@ impl Kernel {
             }
             ["proc", "driver", "nvidia"] if self.drivers.iter().any(|x| x == "nvidia") => {
                 d.dir("gpus");
+                d.text("params", self.nvidia_params());
                 d.text(
                     "version",
                     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.05  (vgpu-sim)\n"

@@ -15,6 +15,7 @@
 //!   "supported_vgpu_types": [{ "id": 1414, "name": "NVIDIA H200X-1-18C",
 //!                              "framebuffer_mib": 18432, "max_instances": 7,
 //!                              "gpu_instance_profile": "1g.18gb" }],
+//!   "scheduler": { "policy": "best-effort", "timeslice_ns": 0 },
 //!   "vfs": ["0000:18:00.4", ...],
 //!   "vgpus": [{ "vf": "0000:18:00.4", "mdev": null, "type_id": "1414",
 //!               "placement_id": 0 }] }
@@ -42,6 +43,10 @@
 //! null), in VF then UUID order: its type id as sysfs names it and its `placement_id`,
 //! absent on a GPU without the mode.
 //!
+//! `scheduler` is the GPU's vGPU scheduler now (`best-effort`, `equal-share` or
+//! `fixed-share`; time slice 0 for the driver's default): best effort at every boot and
+//! after the GPU leaves `nvidia`, else as the control line `vgpu-scheduler` set it.
+//!
 //! A profile's `remaining` is how many more of its instances fit now (0 with MIG mode off).
 //! `pci_device_id` is NVML's: the device id in the top 16 bits, the vendor's in the bottom.
 //! `mig` is `null` for a GPU without MIG; GPU instances are in id order. The supported types
@@ -66,8 +71,15 @@ struct State<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     placement_region: Option<u32>,
     supported_vgpu_types: Vec<SupportedType<'a>>,
+    scheduler: SchedulerState,
     vfs: Vec<String>,
     vgpus: Vec<RunningVgpu>,
+}
+
+#[derive(Serialize)]
+struct SchedulerState {
+    policy: &'static str,
+    timeslice_ns: u32,
 }
 
 #[derive(Serialize)]
@@ -257,6 +269,13 @@ impl Kernel {
             pci_device_id: (u32::from(d.device) << 16) | u32::from(d.vendor),
             mig,
             supported_vgpu_types: supported,
+            scheduler: {
+                let s = self.scheduler(gpu);
+                SchedulerState {
+                    policy: s.policy.name(),
+                    timeslice_ns: s.timeslice_ns,
+                }
+            },
             vfs: self
                 .vfs_of(gpu)
                 .iter()

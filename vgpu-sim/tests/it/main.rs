@@ -16,6 +16,7 @@ mod mdev_nvidia;
 mod mdevctl;
 mod mig;
 mod mixed_size;
+mod nvidia_sched;
 mod processes;
 mod profile_settings;
 mod semantics;
