@@ -68,6 +68,7 @@ impl HostLock {
         Self::take(path, timeout, &mut || {})
     }
 
+    /// Both acquires: an attempt, then a pause that doubles, until `timeout` has passed.
     fn take(path: PathBuf, timeout: Duration, busy: &mut dyn FnMut()) -> Result<HostLock> {
         let started = Instant::now();
         let deadline = started + timeout;
