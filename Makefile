@@ -72,11 +72,12 @@ package-test: deps
 	scripts/package-test.sh
 
 ## Every fuzz target (fuzz/fuzz_targets/) for FUZZ_SECONDS seconds each, one after the other:
-## clippy on the fuzz crate (in the workspace's target/, whose dependencies it shares), then
+## clippy on the fuzz crate (in the workspace's target/, whose dependencies it shares; without
+## libFuzzer's C++, which a check does not link), then
 ## scripts/fuzz.sh, which prints executions per second and
 ## corpus size per target. `make fuzz FUZZ_SECONDS=600 TARGETS=host_toml` runs one for longer.
 fuzz: fuzz-deps
-	CARGO_TARGET_DIR=target $(CARGO) clippy --manifest-path fuzz/Cargo.toml --bins -- -D warnings
+	CARGO_TARGET_DIR=target $(CARGO) clippy --manifest-path fuzz/Cargo.toml --bins --no-default-features -- -D warnings
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(TARGETS)
 
 ## vgpuctl list, types and check on the simulated "mixed" host, examples/host.toml applied,

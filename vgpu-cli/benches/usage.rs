@@ -3,7 +3,8 @@
 //! The ledger is filled month by month, as a host fills it: 500 domains of 4 tenants, each
 //! start held 1 to 8 hours. At the first instant after each month the ledger settles, which
 //! folds the month. Raw months are kept 400 days here, so that the peer below can read them.
-//! Then it measures, through `Ledger::read_window` and `vgpu_report::usage::report` (what
+//! All of it goes through `Manager`, with the benchmark's clock (`Manager::with_usage_clock`).
+//! Then it measures, through `Manager::usage` and `vgpu_report::usage::report` (what
 //! `vgpuctl usage` runs):
 //!
 //! 1. the year, by tenant: 11 folded months and the current month's raw intervals;
@@ -15,15 +16,15 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use uuid::Uuid;
-use vgpu_core::HostPaths;
 use vgpu_core::model::VgpuHandle;
 use vgpu_core::model::pci::PciAddress;
 use vgpu_core::model::usage::{Holding, Interval, Stamp, month_bounds};
-use vgpu_core::state::usage::{Clock, Ledger, UsageConfig};
+use vgpu_core::state::usage::Clock;
+use vgpu_core::{HostPaths, Manager};
 use vgpu_report::usage::{By, Query, counters, report};
 
 const STARTS_PER_DAY: i64 = 10_000;
@@ -34,6 +35,7 @@ const HOUR_MS: i64 = 3_600_000;
 const YEAR_START: i64 = 1_764_547_200_000;
 
 /// A clock the benchmark sets: one boot, the monotonic clock equal to the wall clock.
+#[derive(Debug)]
 struct SetClock(Mutex<i64>);
 
 impl Clock for SetClock {
@@ -113,8 +115,8 @@ fn timed<T>(what: &str, runs: u32, mut f: impl FnMut() -> T) -> T {
 }
 
 /// `usage` of `query` as `vgpuctl usage` reads it.
-fn report_year(ledger: &Ledger<'_>, query: &Query) -> Vec<vgpu_report::usage::Row> {
-    let c = ledger.read_window(query.since_ms, query.until_ms).unwrap();
+fn report_year(manager: &Manager, query: &Query) -> Vec<vgpu_report::usage::Row> {
+    let c = manager.usage(query.since_ms, query.until_ms).unwrap();
     report(query, &c.raw, &c.months, c.raw_from_ms, &c.now)
         .unwrap()
         .rows
@@ -123,9 +125,10 @@ fn report_year(ledger: &Ledger<'_>, query: &Query) -> Vec<vgpu_report::usage::Ro
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let paths = HostPaths::new(dir.path());
-    let clock = SetClock(Mutex::new(YEAR_START));
-    let config = UsageConfig { keep_raw_days: 400 };
-    let ledger = Ledger::new(&paths, &clock, &config);
+    std::fs::create_dir_all(paths.usage_toml().parent().unwrap()).unwrap();
+    std::fs::write(paths.usage_toml(), "keep_raw_days = 400\n").unwrap();
+    let clock = Arc::new(SetClock(Mutex::new(YEAR_START)));
+    let manager = Manager::new(&paths, "bench").with_usage_clock(clock.clone());
     let mut rng = Rng(0x5eed);
 
     let filled = Instant::now();
@@ -136,15 +139,15 @@ fn main() {
         total += closed.len();
         // The first instant after the month's last interval ended: the month folds then.
         *clock.0.lock().unwrap() = month.2 + 9 * HOUR_MS;
-        ledger.import(&closed).unwrap();
-        ledger.settle().unwrap();
+        manager.usage_import(&closed).unwrap();
+        manager.usage_settle().unwrap();
         month = month_bounds(month.2);
     }
     let now = month.1 + 29 * DAY_MS;
     let current = starts(&mut rng, month.1, now - 9 * HOUR_MS);
     total += current.len();
     *clock.0.lock().unwrap() = now;
-    ledger.import(&current).unwrap();
+    manager.usage_import(&current).unwrap();
     println!(
         "filled: {total} intervals over 12 months in {:.1} s",
         filled.elapsed().as_secs_f64()
@@ -156,19 +159,19 @@ fn main() {
         by: By::Tenant,
     };
     let rows = timed("usage over the year, by tenant", 5, || {
-        report_year(&ledger, &year).len()
+        report_year(&manager, &year).len()
     });
     let raw = timed(
         "the peer: the same year from raw intervals alone",
         3,
         || {
-            let c = ledger.read(YEAR_START).unwrap();
+            let c = manager.usage_from(YEAR_START).unwrap();
             let peer = report(&year, &c.raw, &[], i64::MIN, &c.now).unwrap();
-            (c.raw.len(), peer.rows == report_year(&ledger, &year))
+            (c.raw.len(), peer.rows == report_year(&manager, &year))
         },
     );
     let tenants = timed("the counters of metrics", 5, || {
-        let c = ledger.read_window(i64::MIN, i64::MAX).unwrap();
+        let c = manager.usage(i64::MIN, i64::MAX).unwrap();
         counters(&c.raw, &c.months, &c.now).len()
     });
     println!(

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::common::*;
@@ -318,15 +319,47 @@ fn slowed(case: &Case<'_>) -> (Host, String) {
     (h, file)
 }
 
-/// The number of audit records the whole command writes, and the host it leaves.
-fn whole_run(case: &Case<'_>) -> (usize, BTreeMap<String, serde_json::Value>) {
+/// What the whole command does on a fresh host of the case: the number of audit records it
+/// writes, and the host before and after.
+#[derive(Clone)]
+struct WholeRun {
+    records: usize,
+    before: BTreeMap<String, serde_json::Value>,
+    planned: BTreeMap<String, serde_json::Value>,
+}
+
+fn whole_run(case: &Case<'_>) -> WholeRun {
     let (h, file) = slowed(case);
-    let before = audited(&h);
+    let before = snapshot(&h);
+    let start = audited(&h);
     assert_eq!(
         vgpuctl(&h, &case.command_line(&file)).status.code(),
         Some(0)
     );
-    (audited(&h) - before, snapshot(&h))
+    WholeRun {
+        records: audited(&h) - start,
+        before,
+        planned: snapshot(&h),
+    }
+}
+
+/// [`whole_run`] once per case: the SIGKILL and the SIGINT test of a case share it. A fresh
+/// simulated host of a profile is the same every time, so its run is too.
+fn whole_run_once(case: &Case<'_>) -> WholeRun {
+    type Runs = Mutex<BTreeMap<String, Arc<OnceLock<WholeRun>>>>;
+    static RUNS: OnceLock<Runs> = OnceLock::new();
+    let key = format!(
+        "{} {:?} {:?} {:?}",
+        case.profile, case.setup, case.text, case.args
+    );
+    let run = Arc::clone(
+        RUNS.get_or_init(Runs::default)
+            .lock()
+            .unwrap()
+            .entry(key)
+            .or_default(),
+    );
+    run.get_or_init(|| whole_run(case)).clone()
 }
 
 /// About six kill points over a command that writes `records` audit records: after the first
@@ -336,19 +369,13 @@ fn points(records: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Runs the case's command on a fresh host and sends `signal` once the audit log has `after`
-/// more records; returns the host, its state before, the file and the exit code.
+/// more records; returns the host and the exit code.
 fn signalled(
     case: &Case<'_>,
     signal: nix::sys::signal::Signal,
     after: usize,
-) -> (
-    Host,
-    BTreeMap<String, serde_json::Value>,
-    String,
-    Option<i32>,
-) {
+) -> (Host, Option<i32>) {
     let (h, file) = slowed(case);
-    let before = snapshot(&h);
     let start = audited(&h);
     let mut child = command(&h, &case.command_line(&file))
         .stdout(Stdio::null())
@@ -364,7 +391,7 @@ fn signalled(
     }
     let code = child.wait().unwrap().code();
     h.sim.control("clear").unwrap();
-    (h, before, file, code)
+    (h, code)
 }
 
 /// SIGKILL at each point, then `restore`: every VF has a driver, no record of a host driver
@@ -372,10 +399,10 @@ fn signalled(
 /// its definitions say).
 fn killed_then_restored(case: &Case<'_>) {
     let profile = case.profile;
-    let (records, _) = whole_run(case);
+    let records = whole_run_once(case).records;
     let mut killed = 0;
     for after in points(records) {
-        let (h, _, _, code) = signalled(case, nix::sys::signal::Signal::SIGKILL, after);
+        let (h, code) = signalled(case, nix::sys::signal::Signal::SIGKILL, after);
         let first = vgpuctl(&h, &["restore", "--json"]);
         let second = json(&vgpuctl(&h, &["restore", "--json"]));
         let changed: Vec<_> = second["steps"]
@@ -429,15 +456,20 @@ fn killed_then_restored(case: &Case<'_>) {
 /// had finished keeps it, the others are undone.
 fn interrupted(case: &Case<'_>) {
     let profile = case.profile;
-    let (records, planned) = whole_run(case);
+    let WholeRun {
+        records,
+        before,
+        planned,
+    } = whole_run_once(case);
     let mut stopped = 0;
     for after in points(records) {
-        let (h, before, _, code) = signalled(case, nix::sys::signal::Signal::SIGINT, after);
-        let between: Vec<_> = snapshot(&h)
+        let (h, code) = signalled(case, nix::sys::signal::Signal::SIGINT, after);
+        let after_signal = snapshot(&h);
+        let all_planned = after_signal == planned;
+        let between: Vec<_> = after_signal
             .into_iter()
             .filter(|(gpu, now)| Some(now) != before.get(gpu) && Some(now) != planned.get(gpu))
             .collect();
-        let all_planned = snapshot(&h) == planned;
         assert_eq!(
             (
                 code == Some(130) || (code == Some(0) && all_planned),

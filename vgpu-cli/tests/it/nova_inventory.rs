@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use crate::common::{Host, host, stderr, vgpuctl};
 
@@ -18,8 +19,14 @@ const A40: &str = "0000:41:00.0";
 const A40_12Q: &str = "nvidia-563";
 const T4_2Q: &str = "nvidia-231";
 
-/// Whether Nova's libvirt driver imports; `false` (skip) only outside CI.
+/// Whether Nova's libvirt driver imports; `false` (skip) only outside CI. Asked once per test
+/// binary: the import takes seconds.
 fn nova_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(probe_nova)
+}
+
+fn probe_nova() -> bool {
     let probe = Command::new(PYTHON)
         .args(["-c", "import nova.virt.libvirt.driver"])
         .output();

@@ -292,7 +292,7 @@ fn define(uri: &str, dir: &Path, name: &str, tenant: &str) {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new("virsh")
+    let out = common::on_one_cpu("virsh")
         .args(["-c", uri, "define"])
         .arg(&xml)
         .output()
@@ -308,7 +308,7 @@ fn attach_refuses_what_the_policy_forbids_as_kind_policy_and_detach_frees_the_gp
     define(&uri, libvirt.path(), "vm-a", "acme");
     define(&uri, libvirt.path(), "vm-g", "globex");
     let attach = |domain: &str| {
-        common::vgpuctl(
+        common::vgpuctl_on_one_cpu(
             &t.host,
             &[
                 "--connect",
@@ -348,7 +348,7 @@ fn attach_refuses_what_the_policy_forbids_as_kind_policy_and_detach_frees_the_gp
         "{refusal}"
     );
     // Once vm-g lets its vGPU go, acme may have the GPU.
-    let detach = common::vgpuctl(
+    let detach = common::vgpuctl_on_one_cpu(
         &t.host,
         &["--connect", &uri, "detach", "vm-g", &vf, "--destroy"],
     );

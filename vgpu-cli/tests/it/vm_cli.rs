@@ -43,7 +43,7 @@ impl Host {
             ),
         )
         .unwrap();
-        let out = Command::new("virsh")
+        let out = common::on_one_cpu("virsh")
             .arg("-c")
             .arg(self.uri())
             .arg("define")
@@ -67,7 +67,7 @@ fn host() -> Host {
 }
 
 fn vgpuctl(host: &Host, args: &[&str]) -> Output {
-    Command::new(common::vgpuctl_exe())
+    common::on_one_cpu(common::vgpuctl_exe())
         .arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")
@@ -94,7 +94,7 @@ fn json(output: &Output) -> serde_json::Value {
 
 /// The persistent XML of domain `vm`, as `virsh dumpxml --inactive` prints it.
 fn inactive_xml(host: &Host, vm: &str) -> Vec<u8> {
-    Command::new("virsh")
+    common::on_one_cpu("virsh")
         .arg("-c")
         .arg(host.uri())
         .args(["dumpxml", "--inactive", vm])

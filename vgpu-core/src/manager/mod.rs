@@ -23,6 +23,7 @@ mod usage;
 mod vgpu_steps;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -49,6 +50,7 @@ use crate::plan::steps::Plan;
 use crate::plan::{DefinitionSet, HostState};
 use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
+use crate::state::usage::Clock;
 pub use interrupt::{request_stop, stop_requested};
 pub use policy::{Claim, Holder, read_policy};
 pub use session::DomainReferences;
@@ -67,6 +69,7 @@ pub struct Manager {
     release_timeout: Duration,
     nvml: NvmlSource,
     references: DomainReferences,
+    usage_clock: Option<Arc<dyn Clock + Send + Sync>>,
 }
 
 /// What `create` made.
@@ -134,6 +137,7 @@ impl Manager {
             release_timeout: Duration::from_secs(30),
             nvml: NvmlSource::default(),
             references: DomainReferences::NoLibvirt,
+            usage_clock: None,
         }
     }
 
@@ -182,6 +186,13 @@ impl Manager {
     /// forced). Without it the host is taken to have no libvirt.
     pub fn with_domain_references(mut self, references: DomainReferences) -> Self {
         self.references = references;
+        self
+    }
+
+    /// Takes the usage ledger's time from `clock` instead of the host's clocks: a benchmark's
+    /// year, or an embedder replaying records.
+    pub fn with_usage_clock(mut self, clock: Arc<dyn Clock + Send + Sync>) -> Self {
+        self.usage_clock = Some(clock);
         self
     }
 

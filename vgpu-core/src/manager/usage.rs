@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::model::VgpuHandle;
 use crate::model::usage::{Holding, Interval};
 use crate::state::audit::{AuditEntry, AuditLog};
-use crate::state::usage::{Contents, HostClock, Ledger, Settled, UsageConfig};
+use crate::state::usage::{Clock, Contents, HostClock, Ledger, Settled, UsageConfig};
 
 use super::Manager;
 use super::policy::{Claim, identify, settled_inventory};
@@ -67,6 +67,18 @@ impl Manager {
         self.with_ledger(|ledger| ledger.read_window(since_ms, until_ms))
     }
 
+    /// What the ledger holds from `from_ms` on, raw: every interval that ended then or later,
+    /// the open ones and every month's summary ([`Ledger::read`]).
+    pub fn usage_from(&self, from_ms: i64) -> Result<Contents> {
+        self.with_ledger(|ledger| ledger.read(from_ms))
+    }
+
+    /// Appends intervals closed elsewhere: earlier records, or a benchmark's year. An open
+    /// interval is refused; a month already folded keeps its summary.
+    pub fn usage_import(&self, closed: &[Interval]) -> Result<()> {
+        self.with_ledger(|ledger| ledger.import(closed))
+    }
+
     /// Closes what an earlier boot left open and folds closed months ([`Ledger::settle`]).
     pub fn usage_settle(&self) -> Result<Settled> {
         self.with_ledger(|ledger| ledger.settle())
@@ -88,9 +100,14 @@ impl Manager {
         }
     }
 
+    /// The ledger, with the clock [`Manager::with_usage_clock`] gave or the host's.
     fn with_ledger<T>(&self, f: impl FnOnce(&Ledger<'_>) -> Result<T>) -> Result<T> {
         let config = UsageConfig::load(&self.paths)?;
-        let clock = HostClock::new(&self.paths);
-        f(&Ledger::new(&self.paths, &clock, &config))
+        let host = HostClock::new(&self.paths);
+        let clock: &dyn Clock = match &self.usage_clock {
+            Some(given) => given.as_ref(),
+            None => &host,
+        };
+        f(&Ledger::new(&self.paths, clock, &config))
     }
 }

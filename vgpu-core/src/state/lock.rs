@@ -23,23 +23,6 @@ use crate::host::paths::HostPaths;
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
-/// How many attempts found each lock file held, for tests that release a lock while another
-/// acquire waits.
-#[cfg(test)]
-static BUSY_ATTEMPTS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, usize>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// How many attempts have found the lock file at `path` held so far.
-#[cfg(test)]
-pub(crate) fn busy_attempts(path: &Path) -> usize {
-    BUSY_ATTEMPTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(path)
-        .copied()
-        .unwrap_or(0)
-}
-
 /// An exclusive lock on the host, released when dropped.
 #[derive(Debug)]
 pub(crate) struct HostLock {
@@ -59,6 +42,16 @@ impl HostLock {
     /// Fails with [`Error::Locked`] when another holder keeps it that long; `Duration::ZERO`
     /// tries once.
     pub(crate) fn acquire(paths: &HostPaths, timeout: Duration) -> Result<HostLock> {
+        Self::acquire_watched(paths, timeout, &mut || {})
+    }
+
+    /// [`acquire`](Self::acquire), calling `busy` each time an attempt finds the lock held (a
+    /// test releases the lock once another acquire waits).
+    pub(super) fn acquire_watched(
+        paths: &HostPaths,
+        timeout: Duration,
+        busy: &mut dyn FnMut(),
+    ) -> Result<HostLock> {
         let path = Self::path_for(paths);
         if let Some(dir) = path.parent() {
             if let Some(run) = dir.parent() {
@@ -66,12 +59,17 @@ impl HostLock {
             }
             create_dirs(dir, 0o700)?;
         }
-        Self::acquire_file(path, timeout)
+        Self::take(path, timeout, busy)
     }
 
     /// Takes the exclusive lock on the file at `path`, whose directory exists, as
     /// [`acquire`](Self::acquire) does.
     pub(crate) fn acquire_file(path: PathBuf, timeout: Duration) -> Result<HostLock> {
+        Self::take(path, timeout, &mut || {})
+    }
+
+    /// Both acquires: an attempt, then a pause that doubles, until `timeout` has passed.
+    fn take(path: PathBuf, timeout: Duration, busy: &mut dyn FnMut()) -> Result<HostLock> {
         let started = Instant::now();
         let deadline = started + timeout;
         let mut backoff = FIRST_BACKOFF;
@@ -84,16 +82,7 @@ impl HostLock {
                     tracing::debug!(path = %path.display(), "host lock taken");
                     return Ok(HostLock { _lock: lock, path });
                 }
-                Err((_, Errno::EWOULDBLOCK | Errno::EINTR)) => {
-                    #[cfg(test)]
-                    {
-                        *BUSY_ATTEMPTS
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .entry(path.clone())
-                            .or_insert(0) += 1;
-                    }
-                }
+                Err((_, Errno::EWOULDBLOCK | Errno::EINTR)) => busy(),
                 Err((_, errno)) => {
                     return Err(update_error("lock", &path, io::Error::from(errno)));
                 }

@@ -1,6 +1,10 @@
 //! YAML with locations, for the two NVIDIA formats read as YAML (vgpu-device-manager's and
 //! mig-parted's): errors where the YAML crate marks them, the place of any node by its path,
 //! and the `devices` and `device-filter` values both formats share.
+//!
+//! Each format's raw entry still declares these two fields itself, as `host.toml`'s tables
+//! declare their options: serde's `flatten` does not combine with `deny_unknown_fields`. What
+//! the fields mean is read once, by [`YamlSource::nvidia_selection`].
 
 use std::fmt;
 use std::path::Path;

@@ -83,8 +83,31 @@ pub(crate) fn helper() -> &'static Path {
     })
 }
 
+/// `program` pinned to one CPU, the same for every call: for a process that opens libvirt's
+/// embedded QEMU driver (`qemu:///embed`), or runs one that does.
+///
+/// libvirt caches QEMU's capabilities under the embed root with the CPUID it read. Leaf 0x1f
+/// names the CPU the reading process ran on, so a process on another CPU takes the cache as
+/// stale and probes QEMU again, which takes seconds.
+pub(crate) fn on_one_cpu(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    static CPU: OnceLock<usize> = OnceLock::new();
+    let cpu = CPU.get_or_init(|| {
+        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        (0..nix::sched::CpuSet::count())
+            .find(|&cpu| allowed.is_set(cpu).unwrap_or(false))
+            .unwrap()
+    });
+    let mut cmd = Command::new("taskset");
+    cmd.arg("--cpu-list").arg(cpu.to_string()).arg(program);
+    cmd
+}
+
 pub(crate) fn command(host: &Host, args: &[&str]) -> Command {
-    let mut cmd = Command::new(vgpuctl_exe());
+    on_host(Command::new(vgpuctl_exe()), host, args)
+}
+
+/// `vgpuctl ARGS` on `host`, run by `cmd`.
+fn on_host(mut cmd: Command, host: &Host, args: &[&str]) -> Command {
     cmd.arg("--root")
         .arg(host.sim.root())
         .arg("--state-root")
@@ -97,6 +120,13 @@ pub(crate) fn command(host: &Host, args: &[&str]) -> Command {
 
 pub(crate) fn vgpuctl(host: &Host, args: &[&str]) -> Output {
     command(host, args).output().unwrap()
+}
+
+/// [`vgpuctl`] on one CPU ([`on_one_cpu`]): for a command that opens libvirt's embedded driver.
+pub(crate) fn vgpuctl_on_one_cpu(host: &Host, args: &[&str]) -> Output {
+    on_host(on_one_cpu(vgpuctl_exe()), host, args)
+        .output()
+        .unwrap()
 }
 
 pub(crate) fn json(output: &Output) -> serde_json::Value {

@@ -201,7 +201,7 @@ impl Uevent {
 
     /// Parses one line of a simulated host's `.vgpu-sim/uevents`:
     /// `<seqnum> <action> <devpath> <subsystem>` then ` KEY=VALUE` pairs, `DRIVER` among them
-    /// when the device has one (the format the `vgpu-sim` crate documents).
+    /// when the device has one (the format the `vgpu-sim` crate documents and alone writes).
     pub fn parse_line(line: &str) -> Result<Self, UeventParseError> {
         let mut words = line.split_ascii_whitespace();
         let mut next = |what| words.next().ok_or(UeventParseError::Missing(what));
@@ -234,24 +234,6 @@ fn checked_devpath(devpath: String) -> Result<String, UeventParseError> {
         Ok(devpath)
     } else {
         Err(UeventParseError::Devpath(devpath))
-    }
-}
-
-impl fmt::Display for Uevent {
-    /// The simulator log's line format, which [`Uevent::parse_line`] reads back.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} {} {}",
-            self.seqnum, self.action, self.devpath, self.subsystem
-        )?;
-        if let Some(driver) = &self.driver {
-            write!(f, " DRIVER={driver}")?;
-        }
-        for (key, value) in &self.vars {
-            write!(f, " {key}={value}")?;
-        }
-        Ok(())
     }
 }
 

@@ -133,11 +133,33 @@ fn parse_line_parent_change_reads_driver_and_mdev_state() {
     );
 }
 
+/// The line is the simulator's (`vgpu_sim::Uevent`'s `Display`, the one writer of the format).
 #[test]
-fn parse_line_display_round_trips() {
-    let line =
-        "8 bind /devices/pci0000:4c/0000:4c:00.0/0000:4d:00.1 pci DRIVER=i915 PCI_CLASS=38000";
-    assert_eq!(Uevent::parse_line(line).unwrap().to_string(), line);
+fn parse_line_reads_the_simulators_line_back() {
+    let sent = vgpu_sim::Uevent {
+        seqnum: 8,
+        action: "bind".to_owned(),
+        devpath: "/devices/pci0000:4c/0000:4c:00.0/0000:4d:00.1".to_owned(),
+        subsystem: "pci".to_owned(),
+        vars: vec![
+            ("DRIVER".to_owned(), "i915".to_owned()),
+            ("PCI_CLASS".to_owned(), "38000".to_owned()),
+        ],
+    };
+
+    let read = Uevent::parse_line(&sent.to_string()).unwrap();
+
+    assert_eq!(
+        read,
+        Uevent {
+            seqnum: 8,
+            action: UeventAction::Bind,
+            devpath: sent.devpath.clone(),
+            subsystem: "pci".to_owned(),
+            driver: Some("i915".to_owned()),
+            vars: vec![("PCI_CLASS".to_owned(), "38000".to_owned())],
+        }
+    );
 }
 
 #[test]

@@ -39,16 +39,19 @@ fn lock_dropped_second_acquire_succeeds() {
 fn lock_released_while_waiting_is_taken() {
     let (_dir, paths) = host();
     let held = HostLock::acquire(&paths, Duration::ZERO).unwrap();
-    let lock = held.path().to_owned();
+    let found_held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::clone(&found_held);
     let releaser = std::thread::spawn(move || {
         // Released once the acquire below has found the lock held: it is waiting then.
         let waiting = vgpu_testing::wait_for(Duration::from_secs(10), || {
-            crate::state::lock::busy_attempts(&lock) > 0
+            seen.load(std::sync::atomic::Ordering::SeqCst)
         });
         drop(held);
         waiting
     });
-    let taken = HostLock::acquire(&paths, Duration::from_secs(10));
+    let taken = HostLock::acquire_watched(&paths, Duration::from_secs(10), &mut || {
+        found_held.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
     let waited = releaser.join().unwrap();
     assert_eq!((waited, taken.is_ok()), (true, true));
 }

@@ -16,8 +16,6 @@
 mod files;
 
 use std::collections::{BTreeMap, BTreeSet};
-#[cfg(test)]
-use std::path::Path;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -41,7 +39,7 @@ pub const DEFAULT_KEEP_RAW_DAYS: u32 = 90;
 const DAY_MS: i64 = 86_400_000;
 
 /// Where time comes from. The ledger takes it as a parameter, so that tests give exact times.
-pub trait Clock {
+pub trait Clock: std::fmt::Debug {
     /// Now.
     fn now(&self) -> Result<Stamp>;
 }
@@ -169,8 +167,6 @@ pub struct Ledger<'a> {
     dir: PathBuf,
     clock: &'a dyn Clock,
     keep_raw_days: u32,
-    #[cfg(test)]
-    crash: std::cell::Cell<Option<u32>>,
 }
 
 impl std::fmt::Debug for Ledger<'_> {
@@ -191,14 +187,12 @@ impl<'a> Ledger<'a> {
             dir: Self::dir(paths),
             clock,
             keep_raw_days: config.keep_raw_days,
-            #[cfg(test)]
-            crash: std::cell::Cell::new(None),
         }
     }
 
     /// Opens an interval for each of `holdings`, unless its domain already has one open for
     /// that vGPU (libvirt may run a hook twice). Returns the intervals opened.
-    pub fn begin(&self, holdings: Vec<Holding>) -> Result<Vec<Interval>> {
+    pub(crate) fn begin(&self, holdings: Vec<Holding>) -> Result<Vec<Interval>> {
         let _lock = self.lock()?;
         let now = self.clock.now()?;
         let mut open = self.settle_locked(&now)?.0;
@@ -221,14 +215,14 @@ impl<'a> Ledger<'a> {
             return Ok(opened);
         }
         open.intervals.extend(opened.iter().cloned());
-        self.crash_point()?;
+        crash_point()?;
         self.write_open(&open)?;
         Ok(opened)
     }
 
     /// Closes the open intervals of domain `domain`: all of them, or those of the vGPUs in
     /// `only`. Returns the intervals closed.
-    pub fn end(&self, domain: Uuid, only: Option<&[VgpuHandle]>) -> Result<Vec<Interval>> {
+    pub(crate) fn end(&self, domain: Uuid, only: Option<&[VgpuHandle]>) -> Result<Vec<Interval>> {
         let _lock = self.lock()?;
         let now = self.clock.now()?;
         let (mut open, _) = self.settle_locked(&now)?;
@@ -248,9 +242,9 @@ impl<'a> Ledger<'a> {
     }
 
     /// Appends intervals closed elsewhere, as a close appends its own: earlier records
-    /// imported, or a benchmark's year of usage. An open interval is refused. A month that is
+    /// imported, or a benchmark's year of usage (`Manager::usage_import`). An open interval is refused. A month that is
     /// already folded keeps its summary: import a month before it closes.
-    pub fn import(&self, closed: &[Interval]) -> Result<()> {
+    pub(crate) fn import(&self, closed: &[Interval]) -> Result<()> {
         if let Some(open) = closed.iter().find(|i| i.end.is_none()) {
             return Err(Error::Ledger {
                 path: self.dir.clone(),
@@ -424,12 +418,12 @@ impl<'a> Ledger<'a> {
                 .extend(files::encode(interval, &path)?);
         }
         for (month, bytes) in &by_month {
-            self.crash_point()?;
+            crash_point()?;
             #[cfg(test)]
-            self.torn_point(&self.raw_path(month), bytes)?;
+            tests::torn_point(&self.raw_path(month), bytes)?;
             files::append(&self.raw_path(month), bytes)?;
         }
-        self.crash_point()?;
+        crash_point()?;
         self.write_open(open)
     }
 
@@ -556,7 +550,7 @@ impl<'a> Ledger<'a> {
         for (month, start, end) in wanted {
             let mut summary = fold_month(start, end, &month, &intervals, now);
             summary.skipped = skipped.get(&month).copied().unwrap_or(0);
-            self.crash_point()?;
+            crash_point()?;
             files::write_json(&self.months_dir().join(format!("{month}.json")), &summary)?;
             folded.push(month);
         }
@@ -597,50 +591,13 @@ impl<'a> Ledger<'a> {
         }
         Ok(removed)
     }
-
-    /// A point where a test may stop the ledger as a crash would.
-    fn crash_point(&self) -> Result<()> {
-        #[cfg(test)]
-        {
-            let left = self.crash.get();
-            if let Some(left) = left {
-                if left == 0 {
-                    self.crash.set(None);
-                    return Err(crash());
-                }
-                self.crash.set(Some(left - 1));
-            }
-        }
-        Ok(())
-    }
-
-    /// A point where a test may cut an append off half-way, as a crash in the write would.
-    #[cfg(test)]
-    fn torn_point(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        if self.crash.get() == Some(0) {
-            self.crash.set(None);
-            files::append(path, &bytes[..bytes.len() / 2])?;
-            return Err(crash());
-        }
-        if let Some(left) = self.crash.get() {
-            self.crash.set(Some(left - 1));
-        }
-        Ok(())
-    }
-
-    /// Stops the ledger at its `points`-th crash point from now (tests).
-    #[cfg(test)]
-    pub(crate) fn crash_after(&self, points: u32) {
-        self.crash.set(Some(points));
-    }
 }
 
-#[cfg(test)]
-fn crash() -> Error {
-    Error::Ledger {
-        path: PathBuf::from("(crash)"),
-        reason: "stopped as a crash would".to_owned(),
-    }
+/// A point where a test may stop the ledger as a crash would (`tests::crash_after`).
+fn crash_point() -> Result<()> {
+    #[cfg(test)]
+    tests::crash_point()?;
+    Ok(())
 }
 
 /// The first millisecond of `month` (`YYYY-MM`), as the ledger names its files.

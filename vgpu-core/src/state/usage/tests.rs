@@ -1,6 +1,8 @@
 //! The ledger with an injected clock: exact lengths, reboots, crashes at every point of a
 //! change, and months folded and removed.
 
+use std::cell::Cell;
+use std::path::Path;
 use std::sync::Mutex;
 
 use uuid::Uuid;
@@ -8,11 +10,65 @@ use uuid::Uuid;
 use super::*;
 use crate::model::pci::PciAddress;
 
+thread_local! {
+    /// The crash points the ledger passes before it stops as a crash would; `None`: never.
+    static CRASH: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with the ledger stopped at its `points`-th crash point from now; no point stops
+/// it after `f`.
+fn crash_after<T>(points: u32, f: impl FnOnce() -> T) -> T {
+    CRASH.set(Some(points));
+    let out = f();
+    CRASH.set(None);
+    out
+}
+
+/// Whether this crash point stops the ledger; counts it down otherwise.
+fn crashes_here() -> bool {
+    match CRASH.get() {
+        Some(0) => {
+            CRASH.set(None);
+            true
+        }
+        Some(left) => {
+            CRASH.set(Some(left - 1));
+            false
+        }
+        None => false,
+    }
+}
+
+fn crash() -> Error {
+    Error::Ledger {
+        path: PathBuf::from("(crash)"),
+        reason: "stopped as a crash would".to_owned(),
+    }
+}
+
+/// The ledger's crash point ([`super::crash_point`]).
+pub(super) fn crash_point() -> Result<()> {
+    if crashes_here() {
+        return Err(crash());
+    }
+    Ok(())
+}
+
+/// A point where the ledger's append may be cut off half-way, as a crash in the write would.
+pub(super) fn torn_point(path: &Path, bytes: &[u8]) -> Result<()> {
+    if crashes_here() {
+        files::append(path, &bytes[..bytes.len() / 2])?;
+        return Err(crash());
+    }
+    Ok(())
+}
+
 /// 2026-11-30T23:59:00Z.
 const NOV_30_2359: i64 = 1_796_083_140_000;
 /// 2026-12-01T00:00:00Z.
 const DEC_1: i64 = 1_796_083_200_000;
 
+#[derive(Debug)]
 struct FakeClock(Mutex<Stamp>);
 
 impl FakeClock {
@@ -189,8 +245,7 @@ fn a_crash_at_every_point_of_a_close_loses_nothing_and_counts_nothing_twice() {
         clock.advance(1_000);
         ledger.end(Uuid::from_u128(1), None).unwrap();
         clock.advance(1_000);
-        ledger.crash_after(point);
-        let crashed = ledger.end(Uuid::from_u128(2), None).is_err();
+        let crashed = crash_after(point, || ledger.end(Uuid::from_u128(2), None)).is_err();
 
         // Another process, after the crash.
         let after = Ledger::new(&paths, &clock, &UsageConfig::default());
@@ -223,8 +278,7 @@ fn a_crash_before_open_json_is_written_opens_nothing() {
     let (_dir, paths) = setup();
     let clock = FakeClock::at(DEC_1, "boot-a");
     let ledger = Ledger::new(&paths, &clock, &UsageConfig::default());
-    ledger.crash_after(0);
-    let crashed = ledger.begin(vec![holding(1, "acme", 1)]).is_err();
+    let crashed = crash_after(0, || ledger.begin(vec![holding(1, "acme", 1)])).is_err();
     let opened = ledger.begin(vec![holding(1, "acme", 1)]).unwrap();
     assert_eq!((crashed, opened.len()), (true, 1));
 }
