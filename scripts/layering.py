@@ -90,6 +90,7 @@ LAYERS = {
         "checks",
         "location",
         "limit",
+        "sizes",
         "serde_hex",
         "delta",
         "parse",

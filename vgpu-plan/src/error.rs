@@ -93,7 +93,7 @@ pub enum Error {
     BadName(#[from] BadName),
     /// A vGPU cannot take the placement asked for in mixed-size mode.
     #[error(transparent)]
-    Placement(#[from] crate::capacity::PlacementRefusal),
+    Placement(#[from] crate::placement::PlacementRefusal),
 }
 
 /// This crate's results.
@@ -109,10 +109,10 @@ impl Error {
             Error::TypeNotOffered { .. } => ErrorKind::NotFound,
             Error::PolicyPlacement { .. } => ErrorKind::Policy,
             Error::WrongType { .. } => ErrorKind::Conflict,
-            Error::Placement(crate::capacity::PlacementRefusal::NotMixed { .. }) => {
+            Error::Placement(crate::placement::PlacementRefusal::NotMixed { .. }) => {
                 ErrorKind::Conflict
             }
-            Error::Placement(crate::capacity::PlacementRefusal::NotCreatable { .. }) => {
+            Error::Placement(crate::placement::PlacementRefusal::NotCreatable { .. }) => {
                 ErrorKind::NoCapacity
             }
         }

@@ -572,7 +572,7 @@ impl Operation<'_> {
                 Ok(made)
             }
             NewVgpu::PlainVf { vf } => Err(Error::Plan(crate::plan::Error::Placement(
-                crate::capacity::PlacementRefusal::NotMixed {
+                crate::plan::placement::PlacementRefusal::NotMixed {
                     gpu: *vf,
                     now: "a plain VF has no placement".to_owned(),
                 },

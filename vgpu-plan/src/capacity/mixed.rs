@@ -6,40 +6,11 @@
 //! of any type covers is held by a vGPU, or of no use until one goes. So the choice needs no
 //! vGPU's placement, which NVML reports only for vGPUs it matches.
 
-use crate::model::pci::PciAddress;
 use crate::model::sizes::placement_size;
 use crate::model::{Gpu, VgpuType};
-use crate::placement::{Chooser, PlacementError, SlotMap};
+use crate::placement::{Chooser, PlacementError, PlacementRefusal, SlotMap};
 
 use super::{HostState, SizeFacts};
-
-/// Why a placement cannot be taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlacementRefusal {
-    /// A placement was asked on a GPU that is not in mixed-size mode.
-    #[error("{gpu} is not in mixed-size mode ({now}): a placement applies in mixed-size mode only")]
-    NotMixed {
-        /// The GPU.
-        gpu: PciAddress,
-        /// Its mode, in words: `equal-size mode`, or why it is unknown.
-        now: String,
-    },
-    /// The type cannot be created at the placement asked for.
-    #[error("{type_label} cannot be created at placement {id} on {gpu} now (it can at: {})",
-        if creatable.is_empty() { "none".to_owned() } else {
-            creatable.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-        })]
-    NotCreatable {
-        /// The GPU.
-        gpu: PciAddress,
-        /// The type, by name or id.
-        type_label: String,
-        /// The placement asked for.
-        id: u32,
-        /// Where the driver can create it now.
-        creatable: Vec<u32>,
-    },
-}
 
 /// The placement for a new vGPU of `type_id` on `gpu`: `asked` when the driver can create the
 /// type there, else the choice that keeps the most room. `None` on a GPU that is not in

@@ -568,6 +568,6 @@ fn new_placement_on_an_equal_size_gpu_is_none_and_refuses_one_asked() {
     state.sizes.clear();
     assert!(matches!(
         new_placement(&state, &gpu, "1147", Some(0)),
-        Err(PlacementRefusal::NotMixed { now, .. }) if now == "NVML does not report a size mode for it"
+        Err(crate::placement::PlacementRefusal::NotMixed { now, .. }) if now == "NVML does not report a size mode for it"
     ));
 }

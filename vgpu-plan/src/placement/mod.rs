@@ -16,6 +16,8 @@
 //!
 //! Everything here is pure: the caller reads the GPU and writes `vgpu-placement-id`.
 
+use crate::model::pci::PciAddress;
+
 pub mod chooser;
 pub mod fit;
 pub mod rule;
@@ -86,6 +88,34 @@ pub enum PlacementError {
     NotPlaced {
         /// The placement id.
         id: u32,
+    },
+}
+
+/// Why a placement cannot be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementRefusal {
+    /// A placement was asked on a GPU that is not in mixed-size mode.
+    #[error("{gpu} is not in mixed-size mode ({now}): a placement applies in mixed-size mode only")]
+    NotMixed {
+        /// The GPU.
+        gpu: PciAddress,
+        /// Its mode, in words: `equal-size mode`, or why it is unknown.
+        now: String,
+    },
+    /// The type cannot be created at the placement asked for.
+    #[error("{type_label} cannot be created at placement {id} on {gpu} now (it can at: {})",
+        if creatable.is_empty() { "none".to_owned() } else {
+            creatable.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        })]
+    NotCreatable {
+        /// The GPU.
+        gpu: PciAddress,
+        /// The type, by name or id.
+        type_label: String,
+        /// The placement asked for.
+        id: u32,
+        /// Where the driver can create it now.
+        creatable: Vec<u32>,
     },
 }
 

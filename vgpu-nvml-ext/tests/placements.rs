@@ -1,6 +1,6 @@
-//! The test NVML as a view of a simulated host: NVIDIA's mixed-size mode and placements
-//! answer as the simulator is, through `vgpu-nvml-ext`'s bindings and raw calls for the
-//! version and buffer rules (nvml.h).
+//! The mixed-size bindings against the test NVML as a view of a simulated host: NVIDIA's
+//! mixed-size mode and placements answer as the simulator is, through this crate's bindings
+//! and raw calls for the version and buffer rules (nvml.h).
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
