@@ -38,6 +38,7 @@ use serde::Serialize;
 
 use crate::model::definition::{MdevDefinition, VfVgpuDefinition};
 use crate::model::parse::{name_matches, strip_vendor_prefix};
+use crate::model::sizes::SizeMode;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle, pci::PciAddress};
 
 /// The Nova releases whose vGPU inventory code the configuration is written for.
@@ -229,6 +230,14 @@ pub fn build(
     };
     for gpu in &inventory.gpus {
         let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
+        if let Some(reason) = several_sizes(gpu, mdev_defs, vf_defs) {
+            nova.unusable.push(Unusable {
+                gpu: gpu.address,
+                model: gpu.model.clone(),
+                reason,
+            });
+            continue;
+        }
         let result = match gpu.backend {
             Backend::Mdev | Backend::VfMdev => {
                 let defs: Vec<&MdevDefinition> = mdev_defs
@@ -275,6 +284,42 @@ pub fn build(
     }
     finish_mdev(&mut nova);
     nova
+}
+
+/// Why Nova cannot count `gpu`, when it runs NVIDIA's mixed-size mode and holds or is defined
+/// for vGPUs of several types: Nova's inventory is one type per GPU (its resource provider per
+/// parent device), so it would offer sizes the GPU's placements cannot give.
+fn several_sizes(
+    gpu: &Gpu,
+    mdev_defs: &[MdevDefinition],
+    vf_defs: &[VfVgpuDefinition],
+) -> Option<String> {
+    if gpu.size_mode != Some(SizeMode::Mixed) {
+        return None;
+    }
+    let on_gpu = |a: PciAddress| a == gpu.address || gpu.vfs.iter().any(|v| v.address == a);
+    let mut types: BTreeSet<String> = gpu.vgpus.iter().map(|v| v.type_id.clone()).collect();
+    types.extend(
+        mdev_defs
+            .iter()
+            .filter(|d| d.parent.parse().is_ok_and(on_gpu))
+            .map(|d| d.mdev_type.clone()),
+    );
+    types.extend(
+        vf_defs
+            .iter()
+            .filter(|d| d.gpu == gpu.address)
+            .map(|d| d.type_id.to_string()),
+    );
+    if types.len() < 2 {
+        return None;
+    }
+    let names: Vec<String> = types.iter().map(|t| type_name(gpu, t)).collect();
+    Some(format!(
+        "it runs mixed-size mode with vGPUs of several sizes ({}): Nova counts one type per GPU, \
+         so it is left out",
+        names.join(", ")
+    ))
 }
 
 /// The definitions among `defs` whose mdev is not running on `gpu`.
@@ -705,16 +750,4 @@ pub fn write_text(out: &mut dyn Write, nova: &NovaConfig) -> fmt::Result {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn custom_name_strips_vendor_and_upper_cases() {
-        assert_eq!(custom_name("NVIDIA L40S-12Q"), "CUSTOM_VGPU_L40S_12Q");
-    }
-
-    #[test]
-    fn alias_name_is_the_class_in_lower_case_with_dashes() {
-        assert_eq!(alias_name("CUSTOM_VGPU_FLEX170_M2"), "vgpu-flex170-m2");
-    }
-}
+mod tests;
