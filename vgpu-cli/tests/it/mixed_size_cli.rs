@@ -211,3 +211,41 @@ fn size_mode_without_nvml_is_refused_naming_nvml() {
     );
     assert_eq!(shown["size_mode"], serde_json::Value::Null);
 }
+
+/// The placement id the simulator publishes for the vGPU on `vf` of the L40S.
+fn sim_placement(host: &Host, vf: &str) -> serde_json::Value {
+    let path = host
+        .sim
+        .root()
+        .join(format!(".vgpu-sim/nvidia/{L40S}.json"));
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    state["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vf"] == vf)
+        .map_or(serde_json::Value::Null, |v| v["placement_id"].clone())
+}
+
+#[test]
+fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
+    let m = Mixed::new("mixed");
+    let hooks = common::install_hook(
+        &m.host,
+        &["--nvml-library", m.nvml.library().to_str().unwrap()],
+    );
+    let vf = common::vf("41", 0);
+
+    let out = common::run_hook(
+        hooks.path(),
+        "vm1",
+        "prepare",
+        "begin",
+        &common::domain(1, "acme", "L40S-1Q", std::slice::from_ref(&vf)),
+    );
+
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    // The driver's default would be 0, where a 16 GiB vGPU starts.
+    assert_eq!(sim_placement(&m.host, &vf), 17);
+}

@@ -211,9 +211,10 @@ pub(super) fn prepare(
         let id = made.handle();
         let result = match plan {
             Plan::Mdev(def) => op.start_mdev(&def),
-            Plan::VendorType { vf, type_id } => {
-                op.realize(&NewVgpu::VendorVf { vf, type_id }).map(drop)
-            }
+            Plan::VendorType { vf, type_id } => op
+                .vf_placement_id(vf, type_id)
+                .and_then(|at| op.realize_at(&NewVgpu::VendorVf { vf, type_id }, at))
+                .map(drop),
             Plan::Binding { address, driver } => op.bind(address, &driver).map(drop),
         };
         result.map_err(|source| in_context(domain, id, None, source))?;

@@ -96,6 +96,19 @@ impl Operation<'_> {
         Ok(state)
     }
 
+    /// [`Operation::placement_id`] for NVIDIA's type `type_id` on the vendor-VFIO VF `vf`,
+    /// whose GPU is read now: the hook's choice for a VF a domain names.
+    pub(crate) fn vf_placement_id(&self, vf: PciAddress, type_id: u32) -> Result<Option<u32>> {
+        let Some(pf) = crate::host::pci_device::PciDevice::new(self.paths(), vf).physfn()? else {
+            return Ok(None);
+        };
+        let (gpu, _warnings) = crate::discovery::discover_gpu(self.paths(), pf)?;
+        if !host_state::may_mix(&gpu) {
+            return Ok(None);
+        }
+        self.placement_id(&gpu, &Placement::VendorVf { vf, type_id }, None)
+    }
+
     /// The placement id for a new vGPU at `placement` on `gpu` in mixed-size mode: `asked`
     /// when the driver can create the type there, else the one that keeps the most room
     /// (`capacity::new_placement`); `None` on a GPU not in mixed-size mode.
