@@ -118,6 +118,17 @@ impl Operation<'_> {
         placement: &Placement,
         asked: Option<u32>,
     ) -> Result<Option<u32>> {
+        // Nothing to choose on a GPU not in mixed-size mode: NVML is asked its mode only.
+        let mixed = host_state::may_mix(gpu)
+            && self
+                .nvml()
+                .get()
+                .size_mode(gpu.address)
+                .value()
+                .is_some_and(|m| *m == crate::model::sizes::SizeMode::Mixed);
+        if !mixed && asked.is_none() {
+            return Ok(None);
+        }
         let type_id = match placement {
             Placement::Mdev { type_id, .. } => type_id.clone(),
             Placement::VendorVf { type_id, .. } => type_id.to_string(),

@@ -157,23 +157,25 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
     }
 }
 
-/// Makes one vGPU at `placement`, defined first when `define` says when it starts; a failure
-/// undoes the definition written for it, so that the next place can be tried.
+/// Makes one vGPU at `placement` (at the placement id that keeps the most room in mixed-size
+/// mode), defined first when `define` says when it starts; a failure undoes the definition
+/// written for it, so that the next place can be tried.
 fn make(
     op: &mut Operation<'_>,
     gpu: &crate::model::Gpu,
     placement: &crate::backend::Placement,
     define: Option<Start>,
 ) -> Result<(VgpuHandle, Option<String>)> {
+    let at = op.placement_id(gpu, placement, None)?;
     let Some(start) = define else {
-        return op.create_at(placement, None);
+        return op.create_at(placement, None, at);
     };
     let vgpu = placement.vgpu(None)?;
     let id = vgpu.handle();
     let savepoint = op.savepoint();
     let result = op
         .define(gpu, placement, id, start)
-        .and_then(|()| op.realize(&vgpu));
+        .and_then(|()| op.realize_at(&vgpu, at));
     match result {
         Ok(previous) => Ok((id, previous)),
         Err(err) => {

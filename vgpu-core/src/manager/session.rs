@@ -785,15 +785,16 @@ impl Operation<'_> {
         self.session.record_result(action, device, result);
     }
 
-    /// Makes `placement` under `uuid` or the handle it implies: the shared end of `create`,
-    /// `start` and provisioning.
+    /// Makes `placement` under `uuid` or the handle it implies, at placement id `at` in
+    /// mixed-size mode: the shared end of `create`, `start` and provisioning.
     pub(crate) fn create_at(
         &mut self,
         placement: &Placement,
         uuid: Option<Uuid>,
+        at: Option<u32>,
     ) -> Result<(VgpuHandle, Option<String>)> {
         let vgpu = placement.vgpu(uuid)?;
-        let previous = self.realize(&vgpu)?;
+        let previous = self.realize_at(&vgpu, at)?;
         Ok((vgpu.handle(), previous))
     }
 }

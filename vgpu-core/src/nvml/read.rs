@@ -15,7 +15,6 @@ use crate::model::nvml::{
     NvmlVgpu, NvmlVgpuType, Placements, Unavailable, UtilizationSample, VirtualizationMode, VmId,
 };
 use crate::model::pci::PciAddress;
-use crate::model::sizes::SizeMode;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID, Warning};
 
 /// `INVALID_GPU_INSTANCE_ID` of `nvml.h`: what a time-sliced vGPU reports as its GPU
@@ -198,10 +197,7 @@ fn gpu(device: &Device<'_>, address: PciAddress, index: u32) -> NvmlGpu {
             "nvmlDeviceGetVgpuHeterogeneousMode",
             vgpu_nvml_ext::vgpu_heterogeneous_mode(device),
         )
-        .map(|mode| match mode {
-            vgpu_nvml_ext::VgpuSizeMode::Equal => SizeMode::Equal,
-            vgpu_nvml_ext::VgpuSizeMode::Mixed => SizeMode::Mixed,
-        }),
+        .map(super::sizes::size_mode_of),
     }
 }
 

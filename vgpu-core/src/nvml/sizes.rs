@@ -50,10 +50,21 @@ impl crate::nvml::Nvml {
     /// The size mode of the GPU at `gpu`: unavailable for a GPU without mixed-size mode
     /// (`NOT_SUPPORTED`), an older driver, or NVML not loaded.
     pub fn size_mode(&self, gpu: PciAddress) -> Fact<SizeMode> {
-        match self.read_gpu(gpu) {
-            Fact::Value(read) => read.size_mode,
-            Fact::Unavailable(why) => Fact::Unavailable(why),
+        #[cfg(feature = "nvml")]
+        if let Some(nvml) = self.wrapper() {
+            let device = match super::read::device_at(nvml, gpu) {
+                Ok(device) => device,
+                Err(why) => return Fact::Unavailable(why),
+            };
+            return super::read::fact(
+                "nvmlDeviceGetVgpuHeterogeneousMode",
+                vgpu_nvml_ext::vgpu_heterogeneous_mode(&device),
+            )
+            .map(size_mode_of);
         }
+        #[cfg(not(feature = "nvml"))]
+        let _ = gpu;
+        self.not_loaded()
     }
 
     /// Sets the size mode of `gpu` to `mode`, refused while `vgpus` (the vGPUs on it, by
@@ -118,10 +129,7 @@ impl crate::nvml::Nvml {
 fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
     use super::read::INVALID_GPU_INSTANCE_PROFILE_ID;
     let device = super::read::device_at(nvml, gpu.address).ok()?;
-    let mode = match vgpu_nvml_ext::vgpu_heterogeneous_mode(&device).ok()? {
-        vgpu_nvml_ext::VgpuSizeMode::Equal => SizeMode::Equal,
-        vgpu_nvml_ext::VgpuSizeMode::Mixed => SizeMode::Mixed,
-    };
+    let mode = size_mode_of(vgpu_nvml_ext::vgpu_heterogeneous_mode(&device).ok()?);
     let mut facts = SizeFacts {
         mode,
         region: None,
@@ -167,4 +175,13 @@ fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
         }
     }
     Some(facts)
+}
+
+/// The model's size mode for the binding's.
+#[cfg(feature = "nvml")]
+pub(crate) fn size_mode_of(mode: vgpu_nvml_ext::VgpuSizeMode) -> SizeMode {
+    match mode {
+        vgpu_nvml_ext::VgpuSizeMode::Equal => SizeMode::Equal,
+        vgpu_nvml_ext::VgpuSizeMode::Mixed => SizeMode::Mixed,
+    }
 }
