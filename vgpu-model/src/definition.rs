@@ -83,6 +83,9 @@ pub struct VfVgpuDefinition {
     pub type_name: Option<String>,
     /// When the type is set.
     pub start: Start,
+    /// In mixed-size mode, the placement id to make it at (NVIDIA's `vgpu-placement-id`): its
+    /// GPU is put in mixed-size mode before it is made.
+    pub placement: Option<u32>,
 }
 
 /// A driver binding (`driver_override` and `drivers/<driver>/bind`), in

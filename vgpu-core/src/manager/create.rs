@@ -102,7 +102,7 @@ fn attempt(
     let savepoint = op.savepoint();
     let result = (|| {
         match define {
-            Some(start) => op.define(gpu, placement, id, start)?,
+            Some(start) => op.define_at(gpu, placement, id, start, placement_id)?,
             None if matches!(id, VgpuHandle::Mdev(_)) => op.check_undefined(id)?,
             None => {}
         }

@@ -174,7 +174,7 @@ fn make(
     let id = vgpu.handle();
     let savepoint = op.savepoint();
     let result = op
-        .define(gpu, placement, id, start)
+        .define_at(gpu, placement, id, start, at)
         .and_then(|()| op.realize_at(&vgpu, at));
     match result {
         Ok(previous) => Ok((id, previous)),

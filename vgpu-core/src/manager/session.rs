@@ -388,7 +388,20 @@ impl Operation<'_> {
         id: VgpuHandle,
         start: crate::state::store::Start,
     ) -> Result<()> {
-        self.write_definition(gpu, placement, id, start, false)
+        self.write_definition(gpu, placement, id, start, (false, None))
+    }
+
+    /// [`Operation::define`], recording placement id `at` in mixed-size mode: a VF's
+    /// definition keeps it, a mediated device's writes it to `nvidia/vgpu_params`.
+    pub(crate) fn define_at(
+        &mut self,
+        gpu: &Gpu,
+        placement: &Placement,
+        id: VgpuHandle,
+        start: crate::state::store::Start,
+        at: Option<u32>,
+    ) -> Result<()> {
+        self.write_definition(gpu, placement, id, start, (false, at))
     }
 
     /// Writes a definition for the running vGPU `id` at `placement`; never replaces one.
@@ -399,16 +412,17 @@ impl Operation<'_> {
         id: VgpuHandle,
         start: crate::state::store::Start,
     ) -> Result<()> {
-        self.write_definition(gpu, placement, id, start, true)
+        self.write_definition(gpu, placement, id, start, (true, None))
     }
 
+    /// Writes the definition; `running` says the vGPU runs already, `at` is its placement id.
     fn write_definition(
         &mut self,
         gpu: &Gpu,
         placement: &Placement,
         id: VgpuHandle,
         start: crate::state::store::Start,
-        running: bool,
+        (running, at): (bool, Option<u32>),
     ) -> Result<()> {
         self.check_undefined(id)?;
         let store = self.session.store.clone();
@@ -426,12 +440,16 @@ impl Operation<'_> {
                     parent: parent.to_string(),
                     mdev_type: type_id.clone(),
                     start,
-                    attrs: Vec::new(),
+                    attrs: at
+                        .map(|id| ("nvidia/vgpu_params".to_owned(), backend::placement_param(id)))
+                        .into_iter()
+                        .collect(),
                 };
                 (store.define_mdev(&def), Undo::MdevDefinition(uuid))
             }
             (Placement::VendorVf { vf, type_id }, _) => {
                 let def = VfVgpuDefinition {
+                    placement: at,
                     vf: *vf,
                     gpu: gpu.address,
                     type_id: *type_id,

@@ -56,6 +56,8 @@ struct VfVgpuFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     type_name: Option<String>,
     start: Start,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    placement: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -174,6 +176,7 @@ pub(crate) fn encode_vf_vgpu(path: &Path, d: &VfVgpuDefinition) -> Result<Vec<u8
         type_id: d.type_id,
         type_name: d.type_name.clone(),
         start: d.start,
+        placement: d.placement,
     };
     encode_own(path, &file)
 }
@@ -187,6 +190,7 @@ pub(crate) fn decode_vf_vgpu(path: &Path, vf: PciAddress, text: &str) -> Result<
         type_id: file.type_id,
         type_name: file.type_name,
         start: file.start,
+        placement: file.placement,
     })
 }
 

@@ -242,6 +242,7 @@ fn vendor_type_refused_as_full_on_first_vf_lands_on_next_vf() {
                 previous_driver: None,
             },
             vec![VfVgpuDefinition {
+                placement: None,
                 vf: addr(L40S_VF1),
                 gpu: addr(L40S),
                 type_id: L40S_8Q,

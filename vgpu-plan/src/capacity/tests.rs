@@ -27,6 +27,7 @@ fn vf(pf: &str, i: u32) -> PciAddress {
 
 fn defined(state: &mut HostState, pf: &str, i: u32, type_id: u32, name: Option<&str>) {
     state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        placement: None,
         vf: vf(pf, i),
         gpu: addr(pf),
         type_id,

@@ -117,6 +117,7 @@ fn place_numa_node_limits_the_gpus() {
 fn place_vf_a_definition_holds_is_not_picked() {
     let mut state = host(vec![gpu(Model::L40s, A)]);
     state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        placement: None,
         vf: vf(A, 0),
         gpu: addr(A),
         type_id: 1153,
@@ -133,6 +134,7 @@ fn place_vf_a_definition_holds_is_not_picked() {
 fn place_definition_of_stopped_vgpu_keeps_its_capacity() {
     let mut state = host(vec![gpu(Model::L40s, A)]);
     state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        placement: None,
         vf: vf(A, 0),
         gpu: addr(A),
         type_id: 1153,

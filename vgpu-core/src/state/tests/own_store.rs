@@ -261,6 +261,7 @@ fn define_sriov_quota_of_zero_is_refused_and_writes_nothing() {
 fn define_vf_vgpu_writes_versioned_json() {
     let (_dir, paths) = host();
     let def = VfVgpuDefinition {
+        placement: None,
         vf: addr("0000:41:00.4"),
         gpu: addr("0000:41:00.0"),
         type_id: 1151,
@@ -282,6 +283,7 @@ fn vf_vgpu_defined_reads_back() {
     let (_dir, paths) = host();
     let store = Store::new(&paths);
     let def = VfVgpuDefinition {
+        placement: None,
         vf: addr("0000:41:00.4"),
         gpu: addr("0000:41:00.0"),
         type_id: 1151,

@@ -76,6 +76,7 @@ fn vf_vgpu() -> impl Strategy<Value = VfVgpuDefinition> {
         start(),
     )
         .prop_map(|(vf, gpu, type_id, type_name, start)| VfVgpuDefinition {
+            placement: None,
             vf,
             gpu,
             type_id,

@@ -41,6 +41,7 @@ fn l40s_holding_12q(count: u32) -> crate::HostState {
     fleet::record_vgpus(&mut state.inventory, addr(L40S), "1153", 12288, 0, count);
     for i in 0..count {
         state.definitions.vf_vgpus.push(VfVgpuDefinition {
+            placement: None,
             vf: vf(L40S, i),
             gpu: addr(L40S),
             type_id: 1153,
