@@ -184,6 +184,19 @@ pub(crate) struct Need {
 }
 
 impl Need {
+    /// Whether what `self` read holds everything `other` asks for.
+    pub(crate) fn covers(self, other: Self) -> bool {
+        (self.vgpus || !other.vgpus) && (self.creatable || !other.creatable)
+    }
+
+    /// What `self` and `other` read together.
+    pub(crate) fn and(self, other: Self) -> Self {
+        Self {
+            vgpus: self.vgpus || other.vgpus,
+            creatable: self.creatable || other.creatable,
+        }
+    }
+
     /// What NVML function `function` answers from.
     pub(crate) fn of(function: &str) -> Self {
         let vgpus = function.starts_with("nvmlVgpuInstance")
@@ -492,6 +505,55 @@ pub(crate) fn refresh(data: &mut Data, root: &Path, need: Need) -> Result<(), St
         update(&mut g, s, &vfs, need);
         data.gpus.push(g);
     }
+    Ok(())
+}
+
+/// What the data holds of the simulator: the generation it was read at and what of the VFs
+/// was read at that generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The line `.vgpu-sim/generation` read before the read.
+    generation: String,
+    /// What of the VFs the reads at that generation covered.
+    need: Need,
+}
+
+/// The simulator's state generation at `root`: the line of `.vgpu-sim/generation` (boot id and
+/// generation), which changes with every change of the simulated state and at every boot.
+/// `None` when it cannot be read (a simulator without one): the caller reads the host anew.
+pub(crate) fn generation(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join(".vgpu-sim/generation")).ok()?;
+    let line = text.trim();
+    (!line.is_empty()).then(|| line.to_owned())
+}
+
+/// As [`refresh`], skipped when `seen` says the data already holds what `need` asks of the
+/// simulator's state now (its generation unchanged since a read that covered `need`). `seen`
+/// is updated: `None` when the generation cannot be read or the read failed.
+///
+/// # Errors
+/// As [`refresh`].
+pub(crate) fn refresh_if_changed(
+    data: &mut Data,
+    root: &Path,
+    need: Need,
+    seen: &mut Option<Seen>,
+) -> Result<(), String> {
+    let now = generation(root);
+    let last = seen.take();
+    let Some(now) = now else {
+        return refresh(data, root, need);
+    };
+    let before = last.filter(|s| s.generation == now);
+    if let Some(s) = before.as_ref().filter(|s| s.need.covers(need)) {
+        *seen = Some(s.clone());
+        return Ok(());
+    }
+    refresh(data, root, need)?;
+    *seen = Some(Seen {
+        need: before.map_or(need, |s| s.need.and(need)),
+        generation: now,
+    });
     Ok(())
 }
 
