@@ -700,6 +700,91 @@ mod tests {
         }));
     }
 
+    /// The running vGPUs' type ids of the first GPU.
+    fn running(data: &Data) -> Vec<u32> {
+        data.gpus[0].vgpus.iter().map(|v| v.type_id).collect()
+    }
+
+    /// Sets VF `0000:41:00.5`'s `current_vgpu_type` in `host`'s layout.
+    fn set_type(root: &Path, value: &str) {
+        let path = root.join("sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type");
+        std::fs::write(path, value).expect("type");
+    }
+
+    fn set_generation(root: &Path, line: &str) {
+        std::fs::write(root.join(".vgpu-sim/generation"), line).expect("generation");
+    }
+
+    const VGPUS: Need = Need {
+        vgpus: true,
+        creatable: false,
+    };
+
+    #[test]
+    fn refresh_if_changed_skips_while_the_generation_is_unchanged() {
+        let root = host("unchanged");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        // A change the generation does not show: the data keeps what it read.
+        set_type(&root, "1155\n");
+        let second = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        let kept = running(&data);
+        set_generation(&root, "boot 4\n");
+        let third = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (first, second, kept, third, running(&data)),
+            (Ok(()), Ok(()), vec![1155], Ok(()), vec![1155, 1155])
+        );
+    }
+
+    #[test]
+    fn refresh_if_changed_reads_the_vfs_a_gpu_only_read_left_out() {
+        let root = host("wider");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let gpus = refresh_if_changed(&mut data, &root, Need::default(), &mut seen);
+        let before = running(&data);
+        let vgpus = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (gpus, before, vgpus, running(&data), seen.map(|s| s.need)),
+            (Ok(()), vec![], Ok(()), vec![1155], Some(VGPUS))
+        );
+    }
+
+    #[test]
+    fn refresh_if_changed_after_a_vf_read_skips_a_gpu_only_read() {
+        let root = host("narrower");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, ALL, &mut seen);
+        std::fs::remove_dir_all(root.join(".vgpu-sim/nvidia")).expect("remove state");
+        // A read would fail now: the data answers.
+        let second = refresh_if_changed(&mut data, &root, Need::default(), &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!((first, second), (Ok(()), Ok(())));
+    }
+
+    #[test]
+    fn refresh_if_changed_without_a_generation_reads_every_time() {
+        let root = host("nogeneration");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        set_type(&root, "1155\n");
+        let second = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (first, second, running(&data), seen),
+            (Ok(()), Ok(()), vec![1155, 1155], None)
+        );
+    }
+
     #[test]
     fn parse_creatable_reads_the_ids_after_the_header() {
         assert_eq!(
