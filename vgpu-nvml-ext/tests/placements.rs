@@ -1,6 +1,7 @@
 //! The mixed-size bindings against the test NVML as a view of a simulated host: NVIDIA's
 //! mixed-size mode and placements answer as the simulator is, through this crate's bindings
-//! and raw calls for the version and buffer rules (nvml.h).
+//! and raw calls for the version and buffer rules (nvml.h); the host is read again only when
+//! its state changed.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -291,4 +292,25 @@ fn placement_id_of_unknown_vgpu_is_not_found() {
         vgpu_instance_placement_id(&nvml, VF0_INSTANCE),
         Err(NvmlError::NotFound)
     ));
+}
+
+#[test]
+fn calls_without_a_change_between_read_the_simulator_once() {
+    let f = Fixture::new("l40s-vendor-vfio");
+    let nvml = f.nvml();
+    let gpu = nvml.device_by_index(0).unwrap();
+    assert_eq!(gpu.active_vgpus().unwrap().len(), 0);
+    f.host.reset_counters();
+    let again = (
+        gpu.active_vgpus().unwrap().len(),
+        gpu.active_vgpus().unwrap().len(),
+    );
+    let unchanged = f.host.counters().total();
+    f.create(VF0, TYPE_8Q);
+    f.host.reset_counters();
+    let changed = gpu.active_vgpus().unwrap().len();
+    assert_eq!(
+        (again, unchanged, changed, f.host.counters().total() > 0),
+        ((0, 0), 0, 1, true)
+    );
 }

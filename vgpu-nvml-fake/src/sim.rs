@@ -184,6 +184,19 @@ pub(crate) struct Need {
 }
 
 impl Need {
+    /// Whether what `self` read holds everything `other` asks for.
+    pub(crate) fn covers(self, other: Self) -> bool {
+        (self.vgpus || !other.vgpus) && (self.creatable || !other.creatable)
+    }
+
+    /// What `self` and `other` read together.
+    pub(crate) fn and(self, other: Self) -> Self {
+        Self {
+            vgpus: self.vgpus || other.vgpus,
+            creatable: self.creatable || other.creatable,
+        }
+    }
+
     /// What NVML function `function` answers from.
     pub(crate) fn of(function: &str) -> Self {
         let vgpus = function.starts_with("nvmlVgpuInstance")
@@ -495,6 +508,55 @@ pub(crate) fn refresh(data: &mut Data, root: &Path, need: Need) -> Result<(), St
     Ok(())
 }
 
+/// What the data holds of the simulator: the generation it was read at and what of the VFs
+/// was read at that generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The line `.vgpu-sim/generation` read before the read.
+    generation: String,
+    /// What of the VFs the reads at that generation covered.
+    need: Need,
+}
+
+/// The simulator's state generation at `root`: the line of `.vgpu-sim/generation` (boot id and
+/// generation), which changes with every change of the simulated state and at every boot.
+/// `None` when it cannot be read (a simulator without one): the caller reads the host anew.
+pub(crate) fn generation(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join(".vgpu-sim/generation")).ok()?;
+    let line = text.trim();
+    (!line.is_empty()).then(|| line.to_owned())
+}
+
+/// As [`refresh`], skipped when `seen` says the data already holds what `need` asks of the
+/// simulator's state now (its generation unchanged since a read that covered `need`). `seen`
+/// is updated: `None` when the generation cannot be read or the read failed.
+///
+/// # Errors
+/// As [`refresh`].
+pub(crate) fn refresh_if_changed(
+    data: &mut Data,
+    root: &Path,
+    need: Need,
+    seen: &mut Option<Seen>,
+) -> Result<(), String> {
+    let now = generation(root);
+    let last = seen.take();
+    let Some(now) = now else {
+        return refresh(data, root, need);
+    };
+    let before = last.filter(|s| s.generation == now);
+    if let Some(s) = before.as_ref().filter(|s| s.need.covers(need)) {
+        *seen = Some(s.clone());
+        return Ok(());
+    }
+    refresh(data, root, need)?;
+    *seen = Some(Seen {
+        need: before.map_or(need, |s| s.need.and(need)),
+        generation: now,
+    });
+    Ok(())
+}
+
 /// Asks the simulator at `root` for a change with one control line, as NVIDIA's driver
 /// carries out NVML's request; its refusal is an errno.
 ///
@@ -636,6 +698,91 @@ mod tests {
         assert!(refresh(&mut data, &root, ALL).is_err_and(|e| {
             e.starts_with(&format!("{}", root.join(".vgpu-sim/nvidia").display()))
         }));
+    }
+
+    /// The running vGPUs' type ids of the first GPU.
+    fn running(data: &Data) -> Vec<u32> {
+        data.gpus[0].vgpus.iter().map(|v| v.type_id).collect()
+    }
+
+    /// Sets VF `0000:41:00.5`'s `current_vgpu_type` in `host`'s layout.
+    fn set_type(root: &Path, value: &str) {
+        let path = root.join("sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type");
+        std::fs::write(path, value).expect("type");
+    }
+
+    fn set_generation(root: &Path, line: &str) {
+        std::fs::write(root.join(".vgpu-sim/generation"), line).expect("generation");
+    }
+
+    const VGPUS: Need = Need {
+        vgpus: true,
+        creatable: false,
+    };
+
+    #[test]
+    fn refresh_if_changed_skips_while_the_generation_is_unchanged() {
+        let root = host("unchanged");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        // A change the generation does not show: the data keeps what it read.
+        set_type(&root, "1155\n");
+        let second = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        let kept = running(&data);
+        set_generation(&root, "boot 4\n");
+        let third = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (first, second, kept, third, running(&data)),
+            (Ok(()), Ok(()), vec![1155], Ok(()), vec![1155, 1155])
+        );
+    }
+
+    #[test]
+    fn refresh_if_changed_reads_the_vfs_a_gpu_only_read_left_out() {
+        let root = host("wider");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let gpus = refresh_if_changed(&mut data, &root, Need::default(), &mut seen);
+        let before = running(&data);
+        let vgpus = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (gpus, before, vgpus, running(&data), seen.map(|s| s.need)),
+            (Ok(()), vec![], Ok(()), vec![1155], Some(VGPUS))
+        );
+    }
+
+    #[test]
+    fn refresh_if_changed_after_a_vf_read_skips_a_gpu_only_read() {
+        let root = host("narrower");
+        set_generation(&root, "boot 3\n");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, ALL, &mut seen);
+        std::fs::remove_dir_all(root.join(".vgpu-sim/nvidia")).expect("remove state");
+        // A read would fail now: the data answers.
+        let second = refresh_if_changed(&mut data, &root, Need::default(), &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!((first, second), (Ok(()), Ok(())));
+    }
+
+    #[test]
+    fn refresh_if_changed_without_a_generation_reads_every_time() {
+        let root = host("nogeneration");
+        let mut data: Data = toml::from_str("").expect("no data");
+        let mut seen = None;
+        let first = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        set_type(&root, "1155\n");
+        let second = refresh_if_changed(&mut data, &root, VGPUS, &mut seen);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(
+            (first, second, running(&data), seen),
+            (Ok(()), Ok(()), vec![1155, 1155], None)
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use crate::data::{self, Behaviour, Data};
-use crate::sim::{self, Need, SIM_ENV};
+use crate::sim::{self, Need, SIM_ENV, Seen};
 
 /// What an entry point answers when it does not succeed.
 pub(crate) type Answer<T = ()> = Result<T, nvmlReturn_t>;
@@ -36,12 +36,15 @@ struct Fake {
     refs: u32,
     data: Option<Data>,
     path: Option<PathBuf>,
+    /// What `data` holds of the simulator (`None`: read it again at the next call).
+    seen: Option<Seen>,
 }
 
 static FAKE: Mutex<Fake> = Mutex::new(Fake {
     refs: 0,
     data: None,
     path: None,
+    seen: None,
 });
 
 fn lock() -> std::sync::MutexGuard<'static, Fake> {
@@ -105,13 +108,13 @@ fn load(path: &std::path::Path) -> Result<Data, String> {
     Ok(data)
 }
 
-/// Reads the simulated host again for `function`, when there is one: every answer is the
-/// host's now.
-fn live(data: &mut Data, function: &str) -> Answer {
+/// Reads the simulated host again for `function`, when there is one and its state changed
+/// since `seen` (the simulator's generation): every answer is the host's now.
+fn live(data: &mut Data, seen: &mut Option<Seen>, function: &str) -> Answer {
     let Some(root) = data.sim_root.clone() else {
         return Ok(());
     };
-    sim::refresh(data, &root, Need::of(function)).map_err(|message| {
+    sim::refresh_if_changed(data, &root, Need::of(function), seen).map_err(|message| {
         #[allow(clippy::print_stderr, reason = "a test library says why it fails")]
         {
             eprintln!("vgpu-nvml-fake: {message}");
@@ -145,6 +148,8 @@ pub(crate) fn init() -> nvmlReturn_t {
     }
     fake.data = Some(loaded);
     fake.path = Some(path);
+    // The call log replayed over the simulator's state: the first call reads the host again.
+    fake.seen = None;
     fake.refs = 1;
     SUCCESS
 }
@@ -157,6 +162,7 @@ pub(crate) fn shutdown() -> nvmlReturn_t {
         1 => {
             fake.refs = 0;
             fake.data = None;
+            fake.seen = None;
             SUCCESS
         }
         _ => {
@@ -174,29 +180,34 @@ pub(crate) fn with<T>(
     f: impl FnOnce(&Data) -> Answer<T>,
 ) -> Answer<T> {
     let mut fake = lock();
-    let data = fake.data.as_mut().ok_or(UNINITIALIZED)?;
-    live(data, function)?;
+    let Fake { data, seen, .. } = &mut *fake;
+    let data = data.as_mut().ok_or(UNINITIALIZED)?;
+    live(data, seen, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }
     f(data)
 }
 
-/// As [`with`], with the data mutable and its path, for changes.
+/// As [`with`], with the data mutable and its path, for changes. The next call reads the
+/// simulated host again: `f` may have changed it (a control line) or the data.
 pub(crate) fn with_mut<T>(
     function: &str,
     gpu: Option<usize>,
     f: impl FnOnce(&mut Data, &std::path::Path) -> Answer<T>,
 ) -> Answer<T> {
     let mut fake = lock();
-    let Fake { data, path, .. } = &mut *fake;
+    let Fake {
+        data, path, seen, ..
+    } = &mut *fake;
     let (Some(data), Some(path)) = (data.as_mut(), path.as_ref()) else {
         return Err(UNINITIALIZED);
     };
-    live(data, function)?;
+    live(data, seen, function)?;
     if let Some(code) = code(data.behaviour(function, gpu)) {
         return Err(code);
     }
+    *seen = None;
     f(data, path)
 }
 

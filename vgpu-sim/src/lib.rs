@@ -194,7 +194,12 @@
 //! N`: the inodes in the table now (each `lookup` takes a reference, `forget` drops it, and the
 //! entries of vanished paths that no open file uses are swept, so create/destroy churn leaves it
 //! bounded);
-//! `<root>/.vgpu-sim/uevents` the uevent log. [`SimHost`] has the same operations as methods
+//! `<root>/.vgpu-sim/uevents` the uevent log. `<root>/.vgpu-sim/generation` reads `<boot-id>
+//! <n>` and a newline: the boot id (`proc/sys/kernel/random/boot_id`, new at each mount) and
+//! the state generation, a decimal number from 0 at boot that grows with every change of the
+//! simulated state (every store, control line, unplug and asynchronous probe, whether or not
+//! it changes a file; never on a read). A reader that caches what it read from the host reads
+//! the line again and reads the host again only when the line differs (the test NVML does). [`SimHost`] has the same operations as methods
 //! ([`SimHost::hold`], [`SimHost::drop_process`], [`SimHost::uevents`], ...).
 //!
 //! # Use

@@ -2,6 +2,7 @@
 //! behind one lock, the counters, and the writes waiting for a device to be released.
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -35,6 +36,29 @@ pub(crate) struct Shared {
     next_wait: AtomicU64,
     /// Files of the mount released, and the end of the FUSE session.
     pub(crate) session: SessionEvents,
+}
+
+/// The kernel lock held: reading through it changes nothing, and every mutable use of the
+/// kernel (a store, a control line, an unplug) advances its state generation
+/// ([`Kernel::generation`]) first, so that no change of the state can leave the generation
+/// behind. The bump comes before the change, under the lock: a reader that sees the new
+/// generation reads the changed state.
+#[derive(Debug)]
+pub(crate) struct KernelGuard<'a>(MutexGuard<'a, Kernel>);
+
+impl Deref for KernelGuard<'_> {
+    type Target = Kernel;
+
+    fn deref(&self) -> &Kernel {
+        &self.0
+    }
+}
+
+impl DerefMut for KernelGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Kernel {
+        self.0.advance();
+        &mut self.0
+    }
 }
 
 /// What an unmount waits on after detaching: the release of a file of the mount (the kernel
@@ -159,14 +183,14 @@ impl Shared {
     }
 
     /// The kernel lock, with due asynchronous probes run; a panic elsewhere never makes the
-    /// model unusable.
-    pub(crate) fn kernel(&self) -> MutexGuard<'_, Kernel> {
+    /// model unusable. Changing the kernel through it advances its generation.
+    pub(crate) fn kernel(&self) -> KernelGuard<'_> {
         let mut k = self
             .kernel
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         k.settle();
-        k
+        KernelGuard(k)
     }
 
     /// Wakes the waiting writes: the state changed.
@@ -226,12 +250,14 @@ impl Shared {
                 tracing::info!(path, pid, "the writer gave up waiting: EINTR");
                 break Err(libc::EINTR);
             }
-            k = self
+            let mut inner = self
                 .changed
-                .wait_timeout(k, WAIT_POLL)
+                .wait_timeout(k.0, WAIT_POLL)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
-            k.settle();
+            // Waiting changes nothing; a due probe advances the generation itself.
+            inner.settle();
+            k = KernelGuard(inner);
         };
         drop(k);
         if let Some(id) = wait_id {

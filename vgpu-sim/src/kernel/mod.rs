@@ -174,6 +174,9 @@ pub(crate) struct Kernel {
     pub(crate) sched: BTreeMap<PciAddr, Scheduler>,
     /// The registry lines of `proc/driver/nvidia/params` (empty unless set).
     pub(crate) registry: BTreeMap<RegistryLine, String>,
+    /// The state generation, from 0 at boot: advanced by every change of the state
+    /// ([`Kernel::advance`]; `.vgpu-sim/generation` publishes it with the boot id).
+    generation: u64,
 }
 
 /// Parses like the kernel's `kstrtoul(buf, 0, ...)`: optional `+`, base from the prefix
@@ -273,6 +276,7 @@ impl Kernel {
             size_mode: BTreeMap::new(),
             sched: BTreeMap::new(),
             registry: BTreeMap::new(),
+            generation: 0,
             profile,
         };
         let pfs: Vec<(PciAddr, u16)> = k
@@ -511,7 +515,8 @@ impl Kernel {
     }
 
     /// Runs the asynchronous probes that are due: called before every look at the state, so
-    /// that a reader sees a VF bound once its probe time has passed.
+    /// that a reader sees a VF bound once its probe time has passed. A probe run advances the
+    /// state generation.
     pub(crate) fn settle(&mut self) {
         if self.pending_probes.is_empty() {
             return;
@@ -521,9 +526,23 @@ impl Kernel {
             .into_iter()
             .partition(|(at, _)| *at <= now);
         self.pending_probes = later;
+        if !due.is_empty() {
+            self.advance();
+        }
         for (_, addr) in due {
             self.probe(addr);
         }
+    }
+
+    /// Advances the state generation: the state is about to change.
+    pub(crate) fn advance(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// What `.vgpu-sim/generation` reads: the boot id and the state generation, one line.
+    /// It differs after every change of the state and after every boot.
+    pub(crate) fn generation_line(&self) -> String {
+        format!("{} {}\n", self.boot_id, self.generation)
     }
 
     /// Hot-unplug from the control interface: the hardware is gone, no rescan finds it.

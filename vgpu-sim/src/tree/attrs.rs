@@ -18,6 +18,7 @@ impl Kernel {
             FileRef::Bin(b) => return Ok(b.clone()),
             FileRef::Control | FileRef::Counters => return Err(libc::EIO),
             FileRef::Uevents => self.uevents.render(),
+            FileRef::Generation => self.generation_line(),
             FileRef::NvidiaState(gpu) => return self.nvidia_state(*gpu),
             FileRef::Pci(a, PciAttr::DriverOverride) => {
                 let d = self.devs.get(a).ok_or(libc::ENODEV)?;

@@ -29,6 +29,8 @@ pub(crate) enum FileRef {
     Control,
     Counters,
     Uevents,
+    /// `.vgpu-sim/generation`: the boot id and the state generation.
+    Generation,
     /// `.vgpu-sim/nvidia/<addr>.json`: a vendor-VFIO GPU's driver state.
     NvidiaState(PciAddr),
     Pci(PciAddr, PciAttr),
@@ -231,6 +233,7 @@ impl Kernel {
                 d.file("control", FileRef::Control, RW);
                 d.file("counters", FileRef::Counters, RO);
                 d.file("uevents", FileRef::Uevents, RO);
+                d.file("generation", FileRef::Generation, RO);
                 d.dir("nvidia");
             }
             [".vgpu-sim", "nvidia"] => {

@@ -359,3 +359,60 @@ fn mount_at_missing_dir_is_mount_point_error() {
     );
     assert!(matches!(r, Err(vgpu_sim::SimError::MountPoint { .. })));
 }
+
+/// The `.vgpu-sim/generation` line: the boot id and the generation.
+fn generation(h: &SimHost) -> (String, u64) {
+    let line = cat(&h.root().join(".vgpu-sim/generation")).expect("generation");
+    let (boot, n) = line.trim_end().split_once(' ').expect("boot id and number");
+    (boot.to_owned(), n.parse().expect("decimal generation"))
+}
+
+#[test]
+fn generation_unchanged_by_reads() {
+    let h = host("mixed");
+    let before = generation(&h);
+    cat(&pci(&h, FLEX, "sriov_numvfs")).expect("read");
+    ls(&h.root().join("sys/bus/pci/devices")).expect("list");
+    cat(&control(&h)).expect("control reads");
+    assert_eq!(generation(&h), before);
+}
+
+#[test]
+fn generation_grows_on_a_store() {
+    let h = host("mixed");
+    let (boot, n) = generation(&h);
+    echo(&pci(&h, FLEX, "sriov_numvfs"), "2").expect("store");
+    let (boot_after, after) = generation(&h);
+    assert!(boot_after == boot && after > n, "{n} -> {after}");
+}
+
+#[test]
+fn generation_grows_on_a_refused_store() {
+    let h = host("mixed");
+    let (_, n) = generation(&h);
+    assert_eq!(
+        echo(&pci(&h, FLEX, "sriov_numvfs"), "junk"),
+        Err(libc::EINVAL)
+    );
+    assert!(generation(&h).1 > n);
+}
+
+#[test]
+fn generation_grows_on_a_control_line() {
+    let h = host("mixed");
+    let (_, n) = generation(&h);
+    echo(&control(&h), "latency sriov-enable 10\n").expect("command");
+    let (_, after_write) = generation(&h);
+    h.control("latency sriov-enable 0").expect("command");
+    let (_, after_method) = generation(&h);
+    assert!(
+        n < after_write && after_write < after_method,
+        "{n} -> {after_write} -> {after_method}"
+    );
+}
+
+#[test]
+fn generation_of_another_boot_has_another_boot_id() {
+    let (a, b) = (host("mixed"), host("mixed"));
+    assert_ne!(generation(&a).0, generation(&b).0);
+}
