@@ -23,7 +23,7 @@ mod sched;
 pub use quota::RestoreQuota;
 
 use super::session::{Operation, Session};
-use crate::backend::{self, NewVgpu, Running};
+use crate::backend::{self, Running};
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
@@ -397,12 +397,7 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
                     Running::PlainVf => "a VF bound to vfio-pci".to_owned(),
                 },
             }),
-            None => op
-                .realize(&NewVgpu::VendorVf {
-                    vf: def.vf,
-                    type_id: def.type_id,
-                })
-                .map(|_| true),
+            None => op.start_vf_vgpu(def).map(|()| true),
         });
         report.push(session, "vf-vgpu", shown, result);
     }

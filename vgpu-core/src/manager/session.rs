@@ -95,6 +95,9 @@ pub(crate) struct SessionOptions {
     pub(crate) references: DomainReferences,
 }
 
+/// The mediated device's attribute that takes its placement in mixed-size mode.
+const PLACEMENT_ATTR: &str = "nvidia/vgpu_params";
+
 impl Session {
     /// Takes the host lock (waiting up to `options.lock_timeout`) and opens the audit log.
     pub(crate) fn open(paths: &HostPaths, command: &str, options: SessionOptions) -> Result<Self> {
@@ -332,6 +335,19 @@ impl Operation<'_> {
         self.step("set-size-mode", &gpu.to_string(), result, |_| None)
     }
 
+    /// Puts the GPU of `device` (the GPU, or one of its VFs) in mixed-size mode unless it is
+    /// so: a defined vGPU with a placement needs it, and the driver forgets the mode at each
+    /// reboot. Refused while the GPU holds vGPUs in equal-size mode.
+    pub(crate) fn ensure_mixed(&mut self, device: PciAddress) -> Result<()> {
+        let gpu = PciDevice::new(self.paths(), device)
+            .physfn()?
+            .unwrap_or(device);
+        let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
+        let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
+        self.set_size_mode(gpu, crate::model::sizes::SizeMode::Mixed, &vgpus)
+            .map(drop)
+    }
+
     /// Audits one step and, when it succeeded, remembers how to undo it.
     fn step<T>(
         &mut self,
@@ -441,7 +457,7 @@ impl Operation<'_> {
                     mdev_type: type_id.clone(),
                     start,
                     attrs: at
-                        .map(|id| ("nvidia/vgpu_params".to_owned(), backend::placement_param(id)))
+                        .map(|id| (PLACEMENT_ATTR.to_owned(), backend::placement_param(id)))
                         .into_iter()
                         .collect(),
                 };
@@ -598,6 +614,19 @@ impl Operation<'_> {
         }
     }
 
+    /// Makes the vendor-VFIO vGPU a definition describes: at its placement, on its GPU put in
+    /// mixed-size mode first, when it has one.
+    pub(crate) fn start_vf_vgpu(&mut self, def: &VfVgpuDefinition) -> Result<()> {
+        if def.placement.is_some() {
+            self.ensure_mixed(def.gpu)?;
+        }
+        let vgpu = NewVgpu::VendorVf {
+            vf: def.vf,
+            type_id: def.type_id,
+        };
+        self.realize_at(&vgpu, def.placement).map(drop)
+    }
+
     /// Creates a defined mediated device on its parent, then writes its attributes in order.
     #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn start_mdev(&mut self, def: &MdevDefinition) -> Result<()> {
@@ -605,6 +634,9 @@ impl Operation<'_> {
             path: self.store().mdev_path(def),
             reason: format!("parent {:?} is not a PCI device", def.parent),
         })?;
+        if def.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR) {
+            self.ensure_mixed(parent)?;
+        }
         self.realize(&NewVgpu::Mdev {
             parent,
             type_id: def.mdev_type.clone(),

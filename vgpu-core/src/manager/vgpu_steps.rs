@@ -3,7 +3,7 @@
 //! vGPU that is not there.
 
 use super::session::Operation;
-use crate::backend::{NewVgpu, Running};
+use crate::backend::Running;
 use crate::error::{Error, Object, Result};
 use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
@@ -79,10 +79,7 @@ pub(super) fn start_defined(op: &mut Operation<'_>, id: VgpuHandle) -> Result<bo
         }
         VgpuHandle::Vf(vf) => {
             if let Some(def) = op.store().vf_vgpu(vf)? {
-                op.realize(&NewVgpu::VendorVf {
-                    vf,
-                    type_id: def.type_id,
-                })?;
+                op.start_vf_vgpu(&def)?;
                 return Ok(true);
             }
             if let Some(def) = op.store().binding(vf)? {
