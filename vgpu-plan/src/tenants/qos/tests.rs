@@ -263,8 +263,12 @@ fn place_guaranteed_takes_the_fixed_share_gpu() {
 }
 
 #[test]
-fn place_bounded_without_a_serving_gpu_names_the_rule() {
-    let state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+fn place_bounded_without_a_serving_gpu_a_plan_could_set_names_the_rule() {
+    let mut state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    for _ in 0..2 {
+        let made = crate::place::place(&state, &by_size(1, 12), PlacePolicy::Spread).unwrap();
+        crate::testing::fleet::record(&mut state.inventory, &made[0]);
+    }
     let acme = tenancy("[tenant.acme]\nqos = \"bounded\"\n");
 
     let err = place_for_tenant(&state, &by_size(1, 12), PlacePolicy::Pack, &acme).unwrap_err();
