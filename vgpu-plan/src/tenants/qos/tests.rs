@@ -7,7 +7,7 @@ use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
 use crate::model::policy::{Qos, Service, Violation};
 use crate::place::tests::by_size;
 use crate::place::{Pick, Policy as PlacePolicy, Tenancy, place_for_tenant};
-use crate::tenants::{Holding, Policy, check, service};
+use crate::tenants::{Holding, Policy, check, service, serving};
 use crate::testing::fleet::Model;
 use crate::testing::unit::{L40S, addr, gpu, host};
 use crate::{Error, HostState};
@@ -281,4 +281,32 @@ fn place_bounded_without_a_serving_gpu_a_plan_could_set_names_the_rule() {
         "qos: tenant \"acme\" is bounded, which needs an equal-share or fixed-share scheduler, \
          and 0000:41:00.0 schedules best-effort"
     );
+}
+
+#[test]
+fn serving_guaranteed_is_the_fixed_share_gpu() {
+    let state = two_l40s(SchedulerPolicy::EqualShare, SchedulerPolicy::FixedShare);
+
+    assert_eq!(serving(&state, Qos::Guaranteed), [addr(OTHER)]);
+}
+
+#[test]
+fn serving_bounded_is_every_equal_or_fixed_share_gpu() {
+    let state = two_l40s(SchedulerPolicy::EqualShare, SchedulerPolicy::FixedShare);
+
+    assert_eq!(serving(&state, Qos::Bounded), [addr(L40S), addr(OTHER)]);
+}
+
+#[test]
+fn serving_bounded_without_a_read_scheduler_is_none() {
+    let state = host(vec![gpu(Model::L40s, L40S)]);
+
+    assert_eq!(serving(&state, Qos::Bounded), []);
+}
+
+#[test]
+fn serving_dedicated_is_a_gpu_offering_a_one_to_one_type() {
+    let state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+
+    assert_eq!(serving(&state, Qos::Dedicated), [addr(L40S), addr(OTHER)]);
 }
