@@ -283,23 +283,37 @@ fn place_bounded_without_a_serving_gpu_a_plan_could_set_names_the_rule() {
     );
 }
 
+/// `state` without the types that are the only device on their GPU (which are dedicated).
+fn shared_types_only(mut state: HostState) -> HostState {
+    for gpu in &mut state.inventory.gpus {
+        gpu.types.retain(|t| t.max_instances != Some(1));
+    }
+    state
+}
+
 #[test]
 fn serving_guaranteed_is_the_fixed_share_gpu() {
-    let state = two_l40s(SchedulerPolicy::EqualShare, SchedulerPolicy::FixedShare);
+    let state = shared_types_only(two_l40s(
+        SchedulerPolicy::EqualShare,
+        SchedulerPolicy::FixedShare,
+    ));
 
     assert_eq!(serving(&state, Qos::Guaranteed), [addr(OTHER)]);
 }
 
 #[test]
-fn serving_bounded_is_every_equal_or_fixed_share_gpu() {
-    let state = two_l40s(SchedulerPolicy::EqualShare, SchedulerPolicy::FixedShare);
+fn serving_bounded_is_the_equal_share_gpu_not_the_best_effort_one() {
+    let state = shared_types_only(two_l40s(
+        SchedulerPolicy::EqualShare,
+        SchedulerPolicy::BestEffort,
+    ));
 
-    assert_eq!(serving(&state, Qos::Bounded), [addr(L40S), addr(OTHER)]);
+    assert_eq!(serving(&state, Qos::Bounded), [addr(L40S)]);
 }
 
 #[test]
 fn serving_bounded_without_a_read_scheduler_is_none() {
-    let state = host(vec![gpu(Model::L40s, L40S)]);
+    let state = shared_types_only(host(vec![gpu(Model::L40s, L40S)]));
 
     assert_eq!(serving(&state, Qos::Bounded), []);
 }
