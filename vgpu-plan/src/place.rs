@@ -168,7 +168,7 @@ fn keeps(
     slot: &Slot<'_>,
 ) -> std::result::Result<Option<SchedulerPolicy>, Violation> {
     let now = holding(host, tenancy, slot);
-    let Some(violation) = tenants::check(&tenancy.policy, held, &[now.clone()])
+    let Some(violation) = tenants::check(&tenancy.policy, held, std::slice::from_ref(&now))
         .into_iter()
         .next()
     else {
