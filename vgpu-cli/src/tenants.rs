@@ -1,6 +1,7 @@
 //! `vgpuctl tenants`: each tenant's policy and what it holds, and every rule of the tenant
 //! policy broken on the host now. `vgpu_core::Manager::holdings` reads what each domain holds;
-//! `vgpu_report::tenants::report` applies the rules, the one check the hook and `attach` ask.
+//! `vgpu_report::tenants::report` applies the rules, the one check the hook and `attach` ask,
+//! and names the GPUs that serve each tenant's QoS class now (the schedulers NVML reads).
 
 use std::io::Write;
 
@@ -29,6 +30,7 @@ impl Report for Shown<'_> {
             "TENANT",
             "ISOLATION",
             "SPREAD",
+            "QOS",
             "VGPUS",
             "FRAMEBUFFER",
             "QUOTA",
@@ -51,6 +53,7 @@ impl Report for Shown<'_> {
                 },
                 t.policy.isolation.to_string(),
                 if t.policy.spread { "yes" } else { "no" }.to_owned(),
+                t.policy.qos.to_string(),
                 t.vgpus.to_string(),
                 format!("{} MiB", t.framebuffer_bytes >> 20),
                 render::opt((!quota.is_empty()).then(|| quota.join(", ")).as_deref()),
@@ -70,9 +73,16 @@ impl Report for Shown<'_> {
 /// `vgpuctl tenants`. Exits [`EXIT_CHECK_FAILED`] when a rule is broken now.
 pub(crate) fn run(ctx: &Context<'_>, out: &mut dyn Write) -> Result<u8> {
     let policy = read_policy(ctx.paths())?;
-    let holdings = ctx.manager().holdings()?;
+    let manager = ctx.manager();
+    let holdings = manager.holdings()?;
+    let host = manager.capacity_state(ctx.nvml())?;
     let path = policy.as_ref().map(|_| ctx.paths().tenants_toml());
-    let report = report(&policy.unwrap_or_default(), path.as_deref(), &holdings);
+    let report = report(
+        &policy.unwrap_or_default(),
+        path.as_deref(),
+        &holdings,
+        &host,
+    );
     render::emit(&Shown(&report), ctx.format(), out)?;
     Ok(if report.violations.is_empty() {
         EXIT_OK

@@ -26,6 +26,7 @@ use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
 use crate::model::kind::DeviceKind;
+use crate::model::nvml::{Fact, SchedulerPolicy};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
 use crate::offers::{Rule, sriov_memory_mib};
@@ -85,6 +86,10 @@ pub struct Pick {
     pub framebuffer_mib: Option<u64>,
     /// The VF it goes on, for VF-based interfaces.
     pub vf: Option<PciAddress>,
+    /// The scheduler its GPU must be set to first, for a tenant's QoS class: the GPU's
+    /// scheduler does not serve the class now, but the GPU holds no vGPU, so a plan can set
+    /// it. `None`: the GPU serves the pick as it is.
+    pub needs_scheduler: Option<SchedulerPolicy>,
 }
 
 /// One GPU that can take vGPUs of the request, and how many.
@@ -101,7 +106,9 @@ struct Slot<'a> {
 }
 
 /// Whose new vGPUs are placed, under which tenant policy, beside what the host holds: only
-/// GPUs where each new vGPU keeps the policy are chosen ([`tenants::check`]).
+/// GPUs where each new vGPU keeps the policy are chosen ([`tenants::check`]). GPUs that keep
+/// it as they are come first. Then come NVIDIA GPUs that hold no vGPU and keep it once their
+/// scheduler is set ([`Pick::needs_scheduler`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenancy {
     /// The tenant the vGPUs are for.
@@ -120,7 +127,9 @@ pub fn place(host: &HostState, request: &PlaceRequest, policy: Policy) -> Result
 }
 
 /// [`place`] for a tenant: each pick keeps the tenant policy beside what is held and what the
-/// earlier picks take ([`tenants::check`], as the hook and `attach` ask). Fails with
+/// earlier picks take ([`tenants::check`], as the hook and `attach` ask). A GPU whose
+/// scheduler must be set first comes after every GPU that keeps the policy as it is, and its
+/// pick names the scheduler ([`Pick::needs_scheduler`]). Fails with
 /// [`Error::PolicyPlacement`] naming the first rule that keeps a GPU with room from it when
 /// fewer fit.
 pub fn place_for_tenant(
@@ -146,6 +155,49 @@ fn holding(host: &HostState, tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
         hardware: kind.partitioned_in_hardware(),
         service: tenants::service(slot.gpu, kind, slot.ty, scheduler),
     }
+}
+
+/// Whether a pick from `slot` keeps `tenancy`'s policy beside `held`: `Ok(None)` with the GPU
+/// as it is, `Ok(Some(policy))` once its scheduler is `policy` (the lowest that does), else
+/// the first rule it breaks as it is. Only an NVIDIA GPU whose scheduler NVML read and that
+/// holds no vGPU may have its scheduler set: NVML sets it only then.
+fn keeps(
+    host: &HostState,
+    tenancy: &Tenancy,
+    held: &[Holding],
+    slot: &Slot<'_>,
+) -> std::result::Result<Option<SchedulerPolicy>, Violation> {
+    let now = holding(host, tenancy, slot);
+    let Some(violation) = tenants::check(&tenancy.policy, held, std::slice::from_ref(&now))
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    let settable = matches!(violation, Violation::Qos { .. })
+        && slot.gpu.vendor_id == Some(NVIDIA_VENDOR_ID)
+        && matches!(host.schedulers.get(&slot.gpu.address), Some(Fact::Value(_)))
+        && slot.in_use == 0
+        && slot.gpu.vgpus.is_empty();
+    if !settable {
+        return Err(violation);
+    }
+    SchedulerPolicy::ALL
+        .into_iter()
+        .find(|policy| {
+            let set = with_scheduler(now.clone(), Some(*policy));
+            tenants::check(&tenancy.policy, held, &[set]).is_empty()
+        })
+        .map(Some)
+        .ok_or(violation)
+}
+
+/// `holding` on a GPU whose scheduler is set to `policy` first (`None`: as it is).
+fn with_scheduler(mut holding: Holding, policy: Option<SchedulerPolicy>) -> Holding {
+    if policy.is_some() {
+        holding.service.scheduler = policy;
+    }
+    holding
 }
 
 fn place_with(
@@ -234,35 +286,31 @@ fn choose(
     // The first rule that kept a GPU with room from the tenant, for the error.
     let mut refusal: Option<Violation> = None;
     for _ in 0..request.count {
-        let keeps = |slot: &Slot<'_>| match tenancy {
-            None => None,
-            Some(tenancy) => {
-                tenants::check(&tenancy.policy, &held, &[holding(host, tenancy, slot)])
-                    .into_iter()
-                    .next()
-            }
-        };
         let best = slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.taken < s.room)
-            .filter(|(_, s)| match keeps(s) {
-                None => true,
-                Some(violation) => {
-                    refusal.get_or_insert(violation);
-                    false
-                }
+            .filter_map(|(i, s)| match tenancy {
+                None => Some((i, s, None)),
+                Some(tenancy) => match keeps(host, tenancy, &held, s) {
+                    Ok(needs) => Some((i, s, needs)),
+                    Err(violation) => {
+                        refusal.get_or_insert(violation);
+                        None
+                    }
+                },
             })
-            .min_by_key(|(_, s)| {
+            .min_by_key(|(_, s, needs)| {
                 let left = s.room - s.taken - 1;
                 let load = s.in_use + s.taken;
-                match policy {
+                let order = match policy {
                     Policy::Pack => (load == 0, left, 0, s.gpu.address),
                     Policy::Spread => (false, u32::MAX - left, load, s.gpu.address),
-                }
+                };
+                (needs.is_some(), order)
             })
-            .map(|(i, _)| i);
-        let Some(i) = best else {
+            .map(|(i, _, needs)| (i, needs));
+        let Some((i, needs_scheduler)) = best else {
             let (Some(tenancy), Some(violation)) = (tenancy, refusal) else {
                 break;
             };
@@ -274,7 +322,10 @@ fn choose(
             });
         };
         if let Some(tenancy) = tenancy {
-            held.push(holding(host, tenancy, &slots[i]));
+            held.push(with_scheduler(
+                holding(host, tenancy, &slots[i]),
+                needs_scheduler,
+            ));
         }
         let slot = &mut slots[i];
         let vf = match slot.on_vfs {
@@ -295,6 +346,7 @@ fn choose(
             type_name: slot.ty.and_then(|t| t.name.clone()),
             framebuffer_mib: slot.framebuffer_mib,
             vf,
+            needs_scheduler,
         });
     }
     Ok(picks)
@@ -302,7 +354,8 @@ fn choose(
 
 /// A plan that creates the vGPUs `picks` name (defined with `start`), GPU by GPU, for
 /// `vgpu-core`'s `Manager::apply`: each GPU's vGPUs are made as one operation, and
-/// undone together if one fails. The manager puts each where `create` would (the first free
+/// undone together if one fails. A GPU whose picks need a scheduler has it set first
+/// ([`Pick::needs_scheduler`]). The manager puts each where `create` would (the first free
 /// VF no definition names), which is where [`place`] chose on a host that has not changed.
 pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
     let mut by_gpu: BTreeMap<PciAddress, Vec<&Pick>> = BTreeMap::new();
@@ -331,11 +384,17 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
                 keep: Vec::new(),
                 steps: picks
                     .iter()
-                    .map(|p| Step::Create {
+                    .find_map(|p| p.needs_scheduler)
+                    .map(|policy| Step::Scheduler {
+                        policy,
+                        timeslice_ms: None,
+                    })
+                    .into_iter()
+                    .chain(picks.iter().map(|p| Step::Create {
                         type_id: Some(p.type_id.clone()),
                         type_name: p.type_name.clone(),
                         start,
-                    })
+                    }))
                     .collect(),
                 refusals: Vec::new(),
                 tenant: None,

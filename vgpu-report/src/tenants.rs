@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use vgpu_plan::tenants::{Holding, Policy, TenantPolicy, Violation, audit};
+use vgpu_plan::HostState;
+use vgpu_plan::tenants::{Holding, Policy, TenantPolicy, Violation, audit, serving};
 
 use crate::model::pci::PciAddress;
 
@@ -26,6 +27,9 @@ pub struct TenantUse {
     pub gpus: Vec<PciAddress>,
     /// Its domains holding them.
     pub domains: Vec<String>,
+    /// The GPUs that give its QoS class (`policy.qos`) now, as the policy check judges a new
+    /// vGPU there ([`serving`]).
+    pub qos_gpus: Vec<PciAddress>,
 }
 
 /// Every tenant the policy names or a record holds for, and every rule broken on the host
@@ -40,8 +44,14 @@ pub struct TenantsReport {
     pub violations: Vec<Violation>,
 }
 
-/// The tenants report of `holdings` under `policy` (read from `path`).
-pub fn report(policy: &Policy, path: Option<&Path>, holdings: &[Holding]) -> TenantsReport {
+/// The tenants report of `holdings` under `policy` (read from `path`), on the host `host`
+/// describes (its GPUs and the schedulers NVML read).
+pub fn report(
+    policy: &Policy,
+    path: Option<&Path>,
+    holdings: &[Holding],
+    host: &HostState,
+) -> TenantsReport {
     let mut names: BTreeSet<&str> = policy.tenants.keys().map(String::as_str).collect();
     names.extend(holdings.iter().map(|h| h.tenant.as_str()));
     let tenants = names
@@ -54,9 +64,11 @@ pub fn report(policy: &Policy, path: Option<&Path>, holdings: &[Holding]) -> Ten
             let mut domains: Vec<String> = mine.iter().map(|h| h.domain.clone()).collect();
             domains.sort();
             domains.dedup();
+            let policy = policy.of(name);
             TenantUse {
                 tenant: name.to_owned(),
-                policy: policy.of(name),
+                qos_gpus: serving(host, policy.qos),
+                policy,
                 vgpus: mine.len() as u64,
                 framebuffer_bytes: mine.iter().map(|h| h.framebuffer_mib << 20).sum(),
                 gpus,

@@ -672,6 +672,21 @@ impl Report for PlaceReport<'_> {
                 opt(pick.vf),
             ]);
         }
-        table.write(out)
+        table.write(out)?;
+        let mut noted = Vec::new();
+        for pick in self.picks {
+            if let Some(policy) = pick.needs_scheduler {
+                if !noted.contains(&pick.gpu) {
+                    noted.push(pick.gpu);
+                    writeln!(
+                        out,
+                        "note: {} needs its vGPU scheduler set to {policy} first \
+                         (`place --apply` sets it; so does `vgpuctl sched {} --policy {policy}`)",
+                        pick.gpu, pick.gpu
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
 }

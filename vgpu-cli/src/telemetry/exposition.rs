@@ -106,6 +106,14 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         );
     }
 
+    let mut scheduler = Family::new(
+        "vgpu_gpu_scheduler_info",
+        "The vGPU scheduler policy of an NVIDIA GPU, as NVML reads it; absent when not read.",
+    );
+    for (gpu, policy) in &snapshot.schedulers {
+        scheduler.sample(vec![("gpu", gpu.as_str()), ("policy", policy.name())], 1);
+    }
+
     let mut allotted = Family::new(
         "vgpu_framebuffer_bytes",
         "Frame buffer allotted to a vGPU: its type's, or a plain VF's local-memory quota.",
@@ -223,6 +231,7 @@ pub(crate) fn exposition(snapshot: &Snapshot) -> String {
         &nvml_up,
         &libvirt_up,
         &gpu_vgpus,
+        &scheduler,
         &allotted,
         &used,
         &sessions,

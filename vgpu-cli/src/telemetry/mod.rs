@@ -25,6 +25,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
+use vgpu_core::model::nvml::{Fact, SchedulerPolicy};
 use vgpu_core::{
     HostPaths,
     manager::read_policy,
@@ -83,6 +84,9 @@ pub(crate) struct Snapshot {
     /// What the alerting rules need beyond telemetry; `None` when not asked for.
     #[serde(skip)]
     pub(crate) alerts: Option<AlertFacts>,
+    /// The vGPU scheduler policy of each NVIDIA GPU whose scheduler NVML read, by address.
+    #[serde(skip)]
+    pub(crate) schedulers: BTreeMap<String, SchedulerPolicy>,
 }
 
 /// The host's states an operator is alerted to, for the gauges of `metrics` that only it
@@ -211,6 +215,14 @@ impl Sampler {
                 .map(|h| h.into_iter().map(|h| h.holding).collect());
             self.alert_facts(&state, holdings)
         });
+        let schedulers = state
+            .schedulers
+            .iter()
+            .filter_map(|(gpu, fact)| match fact {
+                Fact::Value(read) => Some((gpu.to_string(), read.policy?)),
+                Fact::Unavailable(_) => None,
+            })
+            .collect();
         let inventory = state.inventory;
         let usage = vgpu_report::telemetry::usage_from_nvml(&self.nvml.read(), &inventory, &owners);
         let totals = match self.usage {
@@ -232,6 +244,7 @@ impl Sampler {
             libvirt,
             usage: totals,
             alerts,
+            schedulers,
         })
     }
 
@@ -240,8 +253,12 @@ impl Sampler {
     fn alert_facts(&self, state: &HostState, holdings: Option<Vec<Holding>>) -> AlertFacts {
         let violations = holdings.and_then(|holdings| match read_policy(&self.paths) {
             Ok(policy) => {
-                let report =
-                    vgpu_report::tenants::report(&policy.unwrap_or_default(), None, &holdings);
+                let report = vgpu_report::tenants::report(
+                    &policy.unwrap_or_default(),
+                    None,
+                    &holdings,
+                    state,
+                );
                 let mut counts = BTreeMap::new();
                 for v in &report.violations {
                     *counts.entry((v.tenant().to_owned(), v.rule())).or_insert(0) += 1;

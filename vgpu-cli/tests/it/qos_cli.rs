@@ -165,22 +165,98 @@ fn guaranteed_on_fixed_share_gpu_starts_through_hook_and_place_picks_it() {
 }
 
 #[test]
-fn guaranteed_on_best_effort_gpu_is_refused_alike_by_hook_and_place() {
+fn guaranteed_on_empty_best_effort_gpu_is_refused_by_hook_and_placed_needing_fixed_share() {
     let q = Qos::new("[tenant.acme]\nqos = \"guaranteed\"\n", Some(1));
     let rule = format!(
         "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in equal-size \
          mode, and {L40S} schedules best-effort"
     );
 
-    let placed = place_refusal(&q.place("acme"));
+    let placed = common::json(&q.place("acme"));
     let started = q.start(1, "acme", 0);
 
     assert_eq!(
-        (placed, started, q.vf_type(0)),
         (
-            (Some(1), "policy".to_owned(), rule.clone()),
+            placed["picks"][0]["gpu"].as_str(),
+            placed["picks"][0]["needs_scheduler"].as_str(),
+            started,
+            q.vf_type(0)
+        ),
+        (
+            Some(L40S),
+            Some("fixed-share"),
             refused(1, "acme", &rule),
             "0".to_owned()
+        )
+    );
+}
+
+#[test]
+fn guaranteed_on_best_effort_gpu_holding_a_vgpu_is_refused_alike_by_hook_and_place() {
+    let q = Qos::new("[tenant.acme]\nqos = \"guaranteed\"\n", Some(1));
+    assert_eq!(q.start(1, "globex", 0), OK);
+    let rule = format!(
+        "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in equal-size \
+         mode, and {L40S} schedules best-effort"
+    );
+
+    let placed = place_refusal(&q.place("acme"));
+    let started = q.start(2, "acme", 1);
+
+    assert_eq!(
+        (placed, started, q.vf_type(1)),
+        (
+            (Some(1), "policy".to_owned(), rule.clone()),
+            refused(2, "acme", &rule),
+            "0".to_owned()
+        )
+    );
+}
+
+#[test]
+fn place_apply_for_guaranteed_sets_fixed_share_on_the_simulator_then_makes_the_vgpu() {
+    let q = Qos::live("[tenant.acme]\nqos = \"guaranteed\"\n");
+    let mut args = Qos::global_of(q.nvml.as_ref());
+    args.extend(
+        [
+            "place", "--count", "1", "--type", "L40S-12Q", "--tenant", "acme", "--apply",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let out = common::vgpuctl(&q.host, &args);
+
+    assert_eq!(
+        (out.status.code(), sim_policy(&q.host), q.vf_type(0) != "0"),
+        (Some(0), "fixed-share".to_owned(), true),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn place_table_notes_the_scheduler_a_pick_needs() {
+    let q = Qos::new("[tenant.acme]\nqos = \"bounded\"\n", Some(1));
+    let mut args = Qos::global_of(q.nvml.as_ref());
+    args.extend(
+        [
+            "place", "--count", "1", "--type", "L40S-12Q", "--tenant", "acme",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let out = common::vgpuctl(&q.host, &args);
+
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().last(),
+        Some(
+            format!(
+                "note: {L40S} needs its vGPU scheduler set to equal-share first (`place --apply` \
+                 sets it; so does `vgpuctl sched {L40S} --policy equal-share`)"
+            )
+            .as_str()
         )
     );
 }
@@ -368,5 +444,41 @@ fn sched_define_refused_by_nvml_records_no_definition() {
                 .exists()
         ),
         (Some(1), false)
+    );
+}
+
+#[test]
+fn tenants_json_names_each_class_and_the_gpus_serving_it_now() {
+    let q = Qos::new(
+        "[tenant.acme]\nqos = \"guaranteed\"\n[tenant.globex]\nqos = \"bounded\"\n",
+        Some(3),
+    );
+    let mut args = Qos::global_of(q.nvml.as_ref());
+    args.extend(["tenants", "--json"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let report = common::json(&common::vgpuctl(&q.host, &args));
+
+    let rows: Vec<(String, String, serde_json::Value)> = report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tenant"].as_str().unwrap_or_default().to_owned(),
+                t["policy"]["qos"].as_str().unwrap_or_default().to_owned(),
+                t["qos_gpus"].clone(),
+            )
+        })
+        .collect();
+    // The L40S serves both by its fixed-share scheduler; the Intel GPU and the T4 by a type
+    // that is the only device on its GPU (GVTg_V5_1, T4-16Q), which is dedicated.
+    let serving = serde_json::json!(["0000:00:02.0", "0000:3b:00.0", L40S]);
+    assert_eq!(
+        rows,
+        [
+            ("acme".to_owned(), "guaranteed".to_owned(), serving.clone()),
+            ("globex".to_owned(), "bounded".to_owned(), serving)
+        ]
     );
 }

@@ -8,8 +8,12 @@ use proptest::prelude::*;
 use super::tests::by_size;
 use crate::Error;
 use crate::HostState;
+use crate::model::definition::Start;
+use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
 use crate::model::pci::PciAddress;
-use crate::place::{Pick, Policy, Tenancy, place, place_for_tenant};
+use crate::model::sizes::SizeMode;
+use crate::place::{Pick, Policy, Tenancy, place, place_for_tenant, plan_picks};
+use crate::steps::Step;
 use crate::tenants::{self, Holding};
 use crate::testing::fleet::{self, Model};
 use crate::testing::unit::{addr, gpu, host};
@@ -217,5 +221,163 @@ proptest! {
             Err(Error::NoPlacement { .. }) => {}
             Err(other) => prop_assert!(false, "{other}"),
         }
+    }
+}
+
+/// Two empty L40S whose schedulers NVML read as `a` and `b`.
+fn scheduled(a: SchedulerPolicy, b: SchedulerPolicy) -> HostState {
+    let mut state = two_l40s();
+    for (gpu, policy) in [(A, a), (B, b)] {
+        state.schedulers.insert(
+            addr(gpu),
+            Fact::Value(SchedulerState {
+                policy: Some(policy),
+                raw_policy: 0,
+                arr_mode: ArrMode::Default,
+                timeslice_ns: Fact::Value(0),
+            }),
+        );
+    }
+    state
+}
+
+/// Each pick's GPU and the scheduler it needs first.
+fn needs(picks: &[Pick]) -> Vec<(PciAddress, Option<SchedulerPolicy>)> {
+    picks.iter().map(|p| (p.gpu, p.needs_scheduler)).collect()
+}
+
+fn guaranteed() -> Tenancy {
+    tenancy("acme", "[tenant.acme]\nqos = \"guaranteed\"\n", Vec::new())
+}
+
+#[test]
+fn qos_serving_gpu_is_preferred_to_a_lower_one_a_plan_could_set() {
+    let state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::FixedShare);
+
+    let picks = place_for_tenant(&state, &by_size(1, 12), Policy::Pack, &guaranteed()).unwrap();
+
+    assert_eq!(needs(&picks), [(addr(B), None)]);
+}
+
+#[test]
+fn qos_empty_best_effort_gpu_is_picked_needing_fixed_share() {
+    let state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+
+    let picks = place_for_tenant(&state, &by_size(2, 12), Policy::Pack, &guaranteed()).unwrap();
+
+    assert_eq!(
+        needs(&picks),
+        [
+            (addr(A), Some(SchedulerPolicy::FixedShare)),
+            (addr(A), Some(SchedulerPolicy::FixedShare))
+        ]
+    );
+}
+
+#[test]
+fn qos_bounded_needs_the_lowest_scheduler_that_serves_it() {
+    let state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    let bounded = tenancy("acme", "[tenant.acme]\nqos = \"bounded\"\n", Vec::new());
+
+    let picks = place_for_tenant(&state, &by_size(1, 12), Policy::Pack, &bounded).unwrap();
+
+    assert_eq!(
+        needs(&picks),
+        [(addr(A), Some(SchedulerPolicy::EqualShare))]
+    );
+}
+
+#[test]
+fn qos_serving_gpu_is_filled_before_one_a_plan_could_set() {
+    let state = scheduled(SchedulerPolicy::FixedShare, SchedulerPolicy::BestEffort);
+
+    let picks = place_for_tenant(&state, &by_size(5, 12), Policy::Spread, &guaranteed()).unwrap();
+
+    assert_eq!(
+        needs(&picks),
+        [
+            (addr(A), None),
+            (addr(A), None),
+            (addr(A), None),
+            (addr(A), None),
+            (addr(B), Some(SchedulerPolicy::FixedShare))
+        ]
+    );
+}
+
+#[test]
+fn qos_best_effort_gpu_holding_a_vgpu_is_refused_naming_the_rule() {
+    let mut state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    for gpu in [A, B] {
+        let made = place(&state, &by_size(1, 12), Policy::Spread).unwrap();
+        assert_eq!(made[0].gpu, addr(gpu));
+        fleet::record(&mut state.inventory, &made[0]);
+    }
+
+    let err = place_for_tenant(&state, &by_size(1, 12), Policy::Pack, &guaranteed()).unwrap_err();
+
+    let Error::PolicyPlacement { violation, .. } = err else {
+        panic!("not a policy refusal: {err}");
+    };
+    assert_eq!(
+        violation.to_string(),
+        "qos: tenant \"acme\" is guaranteed, which needs a fixed-share scheduler in equal-size \
+         mode, and 0000:41:00.0 schedules best-effort"
+    );
+}
+
+#[test]
+fn qos_gpu_whose_scheduler_was_not_read_is_refused() {
+    let mut state = two_l40s();
+    for gpu in [A, B] {
+        state.schedulers.insert(
+            addr(gpu),
+            Fact::unknown(Cause::NotLoaded, "NVML is not loaded"),
+        );
+    }
+
+    let err = place_for_tenant(&state, &by_size(1, 12), Policy::Pack, &guaranteed()).unwrap_err();
+
+    assert!(matches!(err, Error::PolicyPlacement { .. }), "{err}");
+}
+
+#[test]
+fn qos_guaranteed_on_a_mixed_size_gpu_is_refused_as_fixed_share_would_not_serve() {
+    let mut state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    for gpu in &mut state.inventory.gpus {
+        gpu.size_mode = Some(SizeMode::Mixed);
+    }
+
+    let err = place_for_tenant(&state, &by_size(1, 12), Policy::Pack, &guaranteed()).unwrap_err();
+
+    assert!(matches!(err, Error::PolicyPlacement { .. }), "{err}");
+}
+
+#[test]
+fn plan_picks_sets_the_needed_scheduler_before_creating() {
+    let state = scheduled(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    let picks = place_for_tenant(&state, &by_size(2, 12), Policy::Pack, &guaranteed()).unwrap();
+
+    let plan = plan_picks(&state, &picks, Start::Auto);
+
+    let steps: Vec<&str> = plan.gpus[0].steps.iter().map(step_name).collect();
+    assert_eq!(
+        (plan.gpus.len(), steps, &plan.gpus[0].steps[0]),
+        (
+            1,
+            vec!["scheduler", "create", "create"],
+            &Step::Scheduler {
+                policy: SchedulerPolicy::FixedShare,
+                timeslice_ms: None
+            }
+        )
+    );
+}
+
+fn step_name(step: &Step) -> &'static str {
+    match step {
+        Step::Scheduler { .. } => "scheduler",
+        Step::Create { .. } => "create",
+        _ => "other",
     }
 }

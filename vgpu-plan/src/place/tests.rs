@@ -57,7 +57,8 @@ fn place_pack_names_type_and_free_vfs() {
             type_id: "1153".to_owned(),
             type_name: Some("NVIDIA L40S-12Q".to_owned()),
             framebuffer_mib: Some(12288),
-            vf: Some(vf(B, 1))
+            vf: Some(vf(B, 1)),
+            needs_scheduler: None
         }]
     );
 }
@@ -80,6 +81,7 @@ fn place_pack_best_fit_prefers_the_fuller_gpu() {
         type_name: None,
         framebuffer_mib: Some(12288),
         vf: Some(vf(A, 0)),
+        needs_scheduler: None,
     };
     fleet::record(&mut state.inventory, &pick);
 
@@ -188,7 +190,8 @@ fn place_type_by_name_on_legacy_mdev_has_no_vf() {
             type_id: "nvidia-231".to_owned(),
             type_name: Some("GRID T4-2Q".to_owned()),
             framebuffer_mib: Some(2048),
-            vf: None
+            vf: None,
+            needs_scheduler: None
         }]
     );
 }
@@ -208,7 +211,8 @@ fn place_size_on_plain_sriov_gpu_takes_a_vf_with_that_share() {
             type_id: "vf".to_owned(),
             type_name: None,
             framebuffer_mib: Some(2048),
-            vf: Some(vf("0000:4d:00.0", 0))
+            vf: Some(vf("0000:4d:00.0", 0)),
+            needs_scheduler: None
         }]
     );
 }

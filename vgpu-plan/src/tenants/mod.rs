@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 pub use check::{Holding, Violation, audit, check};
-pub use qos::{equal_size_mode, service};
+pub use qos::{equal_size_mode, service, serving};
 
 pub use crate::model::policy::{Qos, Service};
 

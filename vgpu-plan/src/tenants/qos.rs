@@ -5,9 +5,11 @@
 //! only say which GPUs a tenant's vGPUs may land on. The hook, `attach`, `place`, `provision`,
 //! `plan`, `apply` and `migrate begin` all ask [`service`] through the one policy check.
 
+use crate::HostState;
 use crate::model::kind::DeviceKind;
 use crate::model::nvml::{Fact, SchedulerState};
-use crate::model::policy::Service;
+use crate::model::pci::PciAddress;
+use crate::model::policy::{Qos, Service};
 use crate::model::{Backend, Gpu, VgpuType};
 
 /// Whether `gpu` is in equal-size mode (every time-sliced vGPU of one size), which
@@ -44,6 +46,27 @@ pub fn service(
         equal_size: equal_size_mode(gpu),
         sole,
     }
+}
+
+/// The GPUs of `host` that give `class` now to some device a tenant can be handed there: a
+/// type the GPU offers, or a plain VF of an SR-IOV GPU. Each is judged by [`service`] with the
+/// scheduler NVML read (`host.schedulers`), as the one policy check judges a hand-out.
+pub fn serving(host: &HostState, class: Qos) -> Vec<PciAddress> {
+    host.inventory
+        .gpus
+        .iter()
+        .filter(|gpu| gpu.backend != Backend::None)
+        .filter(|gpu| {
+            let scheduler = host.schedulers.get(&gpu.address);
+            let plain_vf = (gpu.backend == Backend::Sriov).then_some(None);
+            gpu.types
+                .iter()
+                .map(Some)
+                .chain(plain_vf)
+                .any(|ty| service(gpu, DeviceKind::of_type(ty), ty, scheduler).serves(class))
+        })
+        .map(|gpu| gpu.address)
+        .collect()
 }
 
 #[cfg(test)]

@@ -292,6 +292,7 @@ pub fn record_vgpus(
             type_name: None,
             framebuffer_mib: Some(framebuffer_mib),
             vf: vf_address(gpu, i),
+            needs_scheduler: None,
         };
         record(inventory, &pick);
     }

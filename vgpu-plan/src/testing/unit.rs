@@ -76,6 +76,7 @@ pub(crate) fn t4_holding(type_id: &str, count: u32) -> HostState {
             type_name: None,
             framebuffer_mib: None,
             vf: None,
+            needs_scheduler: None,
         };
         fleet::record(&mut state.inventory, &pick);
     }

@@ -162,6 +162,7 @@ fn plan_scheduler_with_kept_running_vgpu_is_refused() {
             type_name: None,
             framebuffer_mib: Some(12288),
             vf: Some(vf),
+            needs_scheduler: None,
         },
     );
     let plan = plan(&host, &toml(EQUAL_SHARE_2MS));

@@ -7,7 +7,7 @@ use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
 use crate::model::policy::{Qos, Service, Violation};
 use crate::place::tests::by_size;
 use crate::place::{Pick, Policy as PlacePolicy, Tenancy, place_for_tenant};
-use crate::tenants::{Holding, Policy, check, service};
+use crate::tenants::{Holding, Policy, check, service, serving};
 use crate::testing::fleet::Model;
 use crate::testing::unit::{L40S, addr, gpu, host};
 use crate::{Error, HostState};
@@ -263,8 +263,12 @@ fn place_guaranteed_takes_the_fixed_share_gpu() {
 }
 
 #[test]
-fn place_bounded_without_a_serving_gpu_names_the_rule() {
-    let state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+fn place_bounded_without_a_serving_gpu_a_plan_could_set_names_the_rule() {
+    let mut state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+    for _ in 0..2 {
+        let made = crate::place::place(&state, &by_size(1, 12), PlacePolicy::Spread).unwrap();
+        crate::testing::fleet::record(&mut state.inventory, &made[0]);
+    }
     let acme = tenancy("[tenant.acme]\nqos = \"bounded\"\n");
 
     let err = place_for_tenant(&state, &by_size(1, 12), PlacePolicy::Pack, &acme).unwrap_err();
@@ -277,4 +281,46 @@ fn place_bounded_without_a_serving_gpu_names_the_rule() {
         "qos: tenant \"acme\" is bounded, which needs an equal-share or fixed-share scheduler, \
          and 0000:41:00.0 schedules best-effort"
     );
+}
+
+/// `state` without the types that are the only device on their GPU (which are dedicated).
+fn shared_types_only(mut state: HostState) -> HostState {
+    for gpu in &mut state.inventory.gpus {
+        gpu.types.retain(|t| t.max_instances != Some(1));
+    }
+    state
+}
+
+#[test]
+fn serving_guaranteed_is_the_fixed_share_gpu() {
+    let state = shared_types_only(two_l40s(
+        SchedulerPolicy::EqualShare,
+        SchedulerPolicy::FixedShare,
+    ));
+
+    assert_eq!(serving(&state, Qos::Guaranteed), [addr(OTHER)]);
+}
+
+#[test]
+fn serving_bounded_is_the_equal_share_gpu_not_the_best_effort_one() {
+    let state = shared_types_only(two_l40s(
+        SchedulerPolicy::EqualShare,
+        SchedulerPolicy::BestEffort,
+    ));
+
+    assert_eq!(serving(&state, Qos::Bounded), [addr(L40S)]);
+}
+
+#[test]
+fn serving_bounded_without_a_read_scheduler_is_none() {
+    let state = shared_types_only(host(vec![gpu(Model::L40s, L40S)]));
+
+    assert_eq!(serving(&state, Qos::Bounded), []);
+}
+
+#[test]
+fn serving_dedicated_is_a_gpu_offering_a_one_to_one_type() {
+    let state = two_l40s(SchedulerPolicy::BestEffort, SchedulerPolicy::BestEffort);
+
+    assert_eq!(serving(&state, Qos::Dedicated), [addr(L40S), addr(OTHER)]);
 }
