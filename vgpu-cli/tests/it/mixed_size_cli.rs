@@ -249,3 +249,32 @@ fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
     // The driver's default would be 0, where a 16 GiB vGPU starts.
     assert_eq!(sim_placement(&m.host, &vf), 17);
 }
+
+#[test]
+fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placement() {
+    let mut m = Mixed::new("mixed");
+    let out = m.run(&[
+        "--json",
+        "create",
+        L40S,
+        "--type",
+        "L40S-1Q",
+        "--placement",
+        "5",
+        "--define",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let vf = common::json(&out)["id"].as_str().unwrap().to_owned();
+
+    common::reboot(&mut m.host);
+    // The test NVML views the simulator freshly mounted.
+    m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
+    let before = common::json(&m.run(&["--json", "size-mode", L40S]));
+    let restored = m.run(&["restore"]);
+    let after = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    assert_eq!(before["size_mode"], "equal");
+    assert_eq!(restored.status.code(), Some(0), "{}", common::stderr(&restored));
+    assert_eq!(after["size_mode"], "mixed");
+    assert_eq!(sim_placement(&m.host, &vf), 5);
+}
