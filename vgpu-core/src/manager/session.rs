@@ -317,7 +317,8 @@ impl Operation<'_> {
         })
     }
 
-    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited.
+    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited; undo puts
+    /// back the mode it had.
     pub(crate) fn set_size_mode(
         &mut self,
         gpu: PciAddress,
@@ -329,7 +330,12 @@ impl Operation<'_> {
             .get()
             .set_size_mode(gpu, mode, vgpus)
             .map_err(Error::from);
-        self.step("set-size-mode", &gpu.to_string(), result, |_| None)
+        self.step("set-size-mode", &gpu.to_string(), result, |change| {
+            change.changed.then_some(Undo::SizeMode {
+                gpu,
+                before: change.before,
+            })
+        })
     }
 
     /// Audits one step and, when it succeeded, remembers how to undo it.
