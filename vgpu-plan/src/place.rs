@@ -394,6 +394,7 @@ pub fn plan_picks(host: &HostState, picks: &[Pick], start: Start) -> Plan {
                         type_id: Some(p.type_id.clone()),
                         type_name: p.type_name.clone(),
                         start,
+                        placement: None,
                     }))
                     .collect(),
                 refusals: Vec::new(),

@@ -12,6 +12,7 @@ use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
 use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
 
 /// What a config asks of the host, GPU by GPU.
@@ -163,6 +164,10 @@ pub enum Step {
         type_name: Option<String>,
         /// When it starts.
         start: Start,
+        /// Its placement id on a GPU in mixed-size mode, as the plan placed the GPU's vGPUs
+        /// ([`crate::placement::fit()`]); `None` in equal-size mode.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        placement: Option<u32>,
     },
     /// Destroy a GPU instance that no vGPU uses (through NVML), after the vGPUs on it.
     DestroyGpuInstance {
@@ -195,6 +200,12 @@ pub enum Step {
         policy: SchedulerPolicy,
         /// The time slice in milliseconds; `None` for the driver's default.
         timeslice_ms: Option<u32>,
+    },
+    /// Set an NVIDIA GPU's size mode (through NVML), after the steps that take its vGPUs away
+    /// and before those that make them: NVML sets the mode only while the GPU has none.
+    SizeMode {
+        /// The mode.
+        mode: SizeMode,
     },
 }
 
@@ -417,6 +428,24 @@ pub enum Refusal {
         /// The vGPUs that keep running.
         running: Vec<VgpuHandle>,
     },
+    /// A size mode asked of a GPU that has none to set: not an NVIDIA GPU with SR-IOV, or its
+    /// placement region is not known.
+    SizeModeNotHere {
+        /// Why.
+        why: String,
+    },
+    /// vGPUs asked in mixed-size mode that cannot all be placed on the empty GPU
+    /// ([`crate::placement::fit()`]).
+    PlacementsNoFit {
+        /// The vGPUs asked: `2 x NVIDIA L40S-16Q`, by type.
+        wanted: Vec<String>,
+        /// Their frame buffer in GiB.
+        asked_gib: u32,
+        /// The GPU's placement region in GiB.
+        region: u32,
+        /// The most of them that fits, by type.
+        fits: Vec<String>,
+    },
 }
 
 impl Refusal {
@@ -606,6 +635,23 @@ impl fmt::Display for Refusal {
                     ids.join(", ")
                 )
             }
+            Refusal::SizeModeNotHere { why } => write!(f, "it has no size mode to set: {why}"),
+            Refusal::PlacementsNoFit {
+                wanted,
+                asked_gib,
+                region,
+                fits,
+            } => write!(
+                f,
+                "{} ({asked_gib} of {region} GiB) cannot be placed in mixed-size mode: at most {} \
+                 fit",
+                wanted.join(" + "),
+                if fits.is_empty() {
+                    "none".to_owned()
+                } else {
+                    fits.join(" + ")
+                }
+            ),
         }
     }
 }

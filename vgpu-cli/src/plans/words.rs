@@ -86,13 +86,19 @@ pub(super) fn words(step: &Step, times: usize) -> (String, String) {
             type_id,
             type_name,
             start,
+            placement,
         } => {
             let ty = type_text(type_id.as_deref(), type_name.as_deref());
+            let at = placement.map_or_else(String::new, |p| format!(" at placement {p}"));
             (
-                format!("create   {ty} ({start})"),
+                format!("create   {ty} ({start}){at}"),
                 format!("lacks {times} x {ty}"),
             )
         }
+        Step::SizeMode { mode } => (
+            format!("size     {mode}"),
+            format!("it is not in {mode}-size mode"),
+        ),
         Step::Scheduler {
             policy,
             timeslice_ms,

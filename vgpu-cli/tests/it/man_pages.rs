@@ -284,6 +284,7 @@ fn host_toml_page_is_section_5_with_every_key() {
         "scheduler",
         "mig",
         "tenant",
+        "size_mode",
     ] {
         assert!(text.contains(&format!("\n.B {key}\n")), "{key}");
     }

@@ -360,7 +360,10 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
         if dirty
             && matches!(
                 step,
-                Step::Define { .. } | Step::Create { .. } | Step::Scheduler { .. }
+                Step::Define { .. }
+                    | Step::Create { .. }
+                    | Step::Scheduler { .. }
+                    | Step::SizeMode { .. }
             )
         {
             gpu = discover_gpu(op.paths(), pf)?.0;
@@ -435,6 +438,12 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 op.set_scheduler(pf, request, &running)?;
                 pf.to_string()
             }
+            Step::SizeMode { mode } => {
+                let vgpus: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
+                op.set_size_mode(pf, *mode, &vgpus)?;
+                dirty = true;
+                pf.to_string()
+            }
             Step::DestroyGpuInstance { id, .. } => {
                 op.destroy_gpu_instance(pf, *id)?;
                 dirty = true;
@@ -450,11 +459,13 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 dirty = true;
                 format!("{pf}/{id}")
             }
-            Step::Create { start, .. } => {
+            Step::Create {
+                start, placement, ..
+            } => {
                 let wanted = step.wanted_type().ok_or_else(|| {
                     Error::bad_name("", "a create step naming its type (by id or name)")
                 })?;
-                let id = create(op, &gpu, wanted, *start)?;
+                let id = create(op, &gpu, wanted, *start, *placement)?;
                 done.created.push(id);
                 // The next create counts this vGPU as running, not as a definition to hold
                 // room for.
@@ -472,9 +483,16 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
     Ok(done)
 }
 
-/// Creates and defines one vGPU of type `wanted` where `create` would put it.
-fn create(op: &mut Operation<'_>, gpu: &Gpu, wanted: &str, start: Start) -> Result<VgpuHandle> {
-    super::create::create(op, gpu, wanted, None, Some(start), None).map(|created| created.id)
+/// Creates and defines one vGPU of type `wanted` at the placement the plan gave it, or else
+/// where `create` would put it.
+fn create(
+    op: &mut Operation<'_>,
+    gpu: &Gpu,
+    wanted: &str,
+    start: Start,
+    placement: Option<u32>,
+) -> Result<VgpuHandle> {
+    super::create::create(op, gpu, wanted, None, Some(start), placement).map(|created| created.id)
 }
 
 /// Where the running vGPU `id` of `gpu` is, as a definition records it.

@@ -320,7 +320,8 @@ impl Operation<'_> {
         })
     }
 
-    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited.
+    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited; undo puts
+    /// back the mode it had.
     pub(crate) fn set_size_mode(
         &mut self,
         gpu: PciAddress,
@@ -332,7 +333,12 @@ impl Operation<'_> {
             .get()
             .set_size_mode(gpu, mode, vgpus)
             .map_err(Error::from);
-        self.step("set-size-mode", &gpu.to_string(), result, |_| None)
+        self.step("set-size-mode", &gpu.to_string(), result, |change| {
+            change.changed.then_some(Undo::SizeMode {
+                gpu,
+                before: change.before,
+            })
+        })
     }
 
     /// Puts the GPU of `device` (the GPU, or one of its VFs) in mixed-size mode unless it is

@@ -546,7 +546,8 @@ fn apply_plan_steps_are_in_destroy_then_create_order() {
             Step::Create {
                 type_id: Some("nvidia-232".to_owned()),
                 type_name: Some("GRID T4-4Q".to_owned()),
-                start: Start::Auto
+                start: Start::Auto,
+                placement: None
             }
         ]
     );
@@ -583,7 +584,8 @@ fn apply_nvidia_gpu_without_vfs_enables_them_then_creates_by_name() {
                 Step::Create {
                     type_id: None,
                     type_name: Some("NVIDIA L40S-24Q".to_owned()),
-                    start: Start::Auto
+                    start: Start::Auto,
+                    placement: None
                 }
             ],
             true,

@@ -24,7 +24,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::desired::yaml::{DeviceFilter, Devices, Seg, YamlSource, yaml_error};
-use crate::desired::{Desired, Entry, MigGeometry, MigRequest, Partition, TypeItem, VfDriver};
+use crate::desired::{
+    Desired, Entry, MigGeometry, MigRequest, Partition, SizeModeRequest, TypeItem, VfDriver,
+};
 use crate::error::Result;
 use crate::model::definition::Start;
 
@@ -93,6 +95,7 @@ fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) ->
         at: items.first().map_or_else(|| file.at(&here), |item| item.at),
         implied: true,
     });
+    let size_mode = SizeModeRequest::implied_by(&items);
     Ok(Entry {
         selection,
         partition: Partition::Types(items),
@@ -103,6 +106,7 @@ fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) ->
         scheduler: None,
         mig,
         tenant: None,
+        size_mode,
         at: file.at(&here),
     })
 }

@@ -32,6 +32,11 @@
 //! mig = { "1g.18gb" = 3, "2g.35gb" = 2 }   # MIG geometry: GPU-instance profiles and counts,
 //!                              # or "disabled"; absent leaves MIG mode and instances alone
 //! types = { "H200X-1-18C" = 3, "H200X-2-35C" = 2 }
+//!
+//! [[configs.default.gpu]]
+//! model = "L40S"
+//! size_mode = "mixed"          # or "equal"; several time-sliced types imply "mixed"
+//! types = { "L40S-24Q" = 1, "L40S-12Q" = 2 }
 //! ```
 //!
 //! Unknown keys, a missing or other `version`, and values of the wrong shape are errors naming
@@ -47,8 +52,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 
 use crate::desired::{
-    Desired, Entry, Location, MigGeometry, MigRequest, Partition, Selection, SizeItem, TypeItem,
-    VfDriver, error_at, parse_gpu_instance_profile, parse_series, parse_size, parse_vendor,
+    Desired, Entry, Location, MigGeometry, MigRequest, Partition, Selection, SizeItem,
+    SizeModeRequest, TypeItem, VfDriver, error_at, parse_gpu_instance_profile, parse_series,
+    parse_size, parse_vendor,
 };
 use crate::error::{Error, Result};
 use crate::model::definition::Start;
@@ -107,6 +113,7 @@ struct RawEntry {
     mig: Option<Spanned<RawMig>>,
     optional: Option<bool>,
     tenant: Option<String>,
+    size_mode: Option<Spanned<String>>,
 }
 
 /// `mig = "disabled"` or `mig = { "1g.18gb" = 3 }`, in file order.
@@ -271,6 +278,20 @@ impl Source<'_> {
             })?,
             None => 'Q',
         };
+        let size_mode = match &raw.size_mode {
+            Some(mode) => Some(SizeModeRequest {
+                mode: mode
+                    .get_ref()
+                    .parse()
+                    .map_err(|why: String| self.error(&mode.span(), why))?,
+                at: self.at(&mode.span()),
+                implied: false,
+            }),
+            None => match &partition {
+                Partition::Types(items) => SizeModeRequest::implied_by(items),
+                _ => None,
+            },
+        };
         Ok(Entry {
             selection,
             partition,
@@ -290,6 +311,7 @@ impl Source<'_> {
                 None => None,
             },
             tenant: raw.tenant,
+            size_mode,
             at: entry_at,
         })
     }

@@ -114,6 +114,7 @@ fn entry_of(file: &YamlSource<'_>, config: &str, index: usize, raw: RawEntry) ->
             implied: false,
         }),
         tenant: None,
+        size_mode: None,
         at: file.at(&here),
     })
 }

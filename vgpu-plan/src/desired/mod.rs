@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::model::definition::Start;
 use crate::model::nvml::SchedulerRequest;
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 
 pub use crate::model::location::Location;
 
@@ -103,8 +104,39 @@ pub struct Entry {
     /// The tenant the entry's vGPUs are for (`tenant = "acme"`): `apply` asks the tenant
     /// policy before it makes them, as the hook does. `None` checks nothing.
     pub tenant: Option<String>,
+    /// The size mode each selected NVIDIA GPU should run in, when the entry says
+    /// (`size_mode = "mixed"`) or its types imply one; `None` leaves the mode as it is.
+    pub size_mode: Option<SizeModeRequest>,
     /// Where the selection is in the file.
     pub at: Location,
+}
+
+/// The size mode an entry asks for, and where the file says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeModeRequest {
+    /// The mode.
+    pub mode: SizeMode,
+    /// Where it is: the `size_mode` value, or the second type it is implied by.
+    pub at: Location,
+    /// Whether the entry's types imply it, rather than the file writing it.
+    pub implied: bool,
+}
+
+impl SizeModeRequest {
+    /// The mode that `types` imply: mixed-size mode when they name two or more NVIDIA
+    /// time-sliced types (`L40S-24Q` and `L40S-12Q`), which share a GPU only in that mode.
+    /// `None` for one type, for MIG-backed types, and for ids or names outside NVIDIA's grammar.
+    pub fn implied_by(types: &[TypeItem]) -> Option<SizeModeRequest> {
+        let second = types.get(1)?;
+        let time_sliced = types.iter().all(|item| {
+            crate::parse::parse_nvidia_type_name(&item.name).is_some_and(|p| p.mig_slices.is_none())
+        });
+        time_sliced.then_some(SizeModeRequest {
+            mode: SizeMode::Mixed,
+            at: second.at,
+            implied: true,
+        })
+    }
 }
 
 /// The MIG mode and GPU instances a GPU should have.

@@ -21,10 +21,14 @@
 //!   refused instead.
 //! - Every vGPU kept or made is defined with the entry's persistence; a VF count the plan sets
 //!   is defined too, so `restore` brings the host back to the plan after a reboot.
-//! - Steps run in this order: destroy and undefine, the VF count, VF quotas, start what is
-//!   defined, fix definitions, create.
+//! - An entry in mixed-size mode (`size_mode = "mixed"`, or several time-sliced types) must
+//!   fit the GPU's empty placement region; each create step carries its placement
+//!   ([`size_mode`]). A mode change empties the GPU first.
+//! - Steps run in this order: destroy and undefine, the VF count, VF quotas, the scheduler
+//!   and the size mode, start what is defined, fix definitions, create.
 
 mod scheduler;
+mod size_mode;
 pub mod vfs;
 
 use std::collections::BTreeMap;
@@ -233,7 +237,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         Rule::Vfs => vfs::want_vfs(host, &view, entry),
         Rule::OneType | Rule::Shares => want_vgpus(host, &view, entry),
     };
-    let wanted = match wanted {
+    let mut wanted = match wanted {
         Ok(wanted) => wanted,
         Err(refusals) => {
             out.refusals = refusals;
@@ -252,7 +256,31 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         .collect();
     out.vfs = wanted.vfs;
     out.vf_memory_mib = wanted.vf_memory_mib.clone();
-    diff(host, &view, entry, &wanted, currents, &mut out);
+    let sizing = match entry.size_mode {
+        Some(request) => match size_mode::check(host, &view, request, &wanted.types) {
+            Ok(sizing) => Some(sizing),
+            Err(refused) => {
+                out.refusals.push(refused);
+                return out;
+            }
+        },
+        None => None,
+    };
+    // NVML sets a size mode only while the GPU has no vGPU.
+    wanted.fresh = sizing.as_ref().is_some_and(|s| s.switch);
+    let before = out.clone();
+    diff(host, &view, entry, &wanted, currents.clone(), &mut out);
+    if let Some(sizing) = &sizing {
+        if size_mode::steps(host, &view, sizing, &wanted.types, &mut out).is_err() {
+            // What is kept leaves no room for the rest: make every vGPU anew.
+            out = before;
+            wanted.fresh = true;
+            diff(host, &view, entry, &wanted, currents, &mut out);
+            if size_mode::steps(host, &view, sizing, &wanted.types, &mut out).is_err() {
+                out.steps.clear();
+            }
+        }
+    }
     // An instance that goes with a vGPU on it: the plan must destroy a vGPU of its profile.
     for (profile, gone) in count_by_profile(&used_gone) {
         let destroyed = out
@@ -326,6 +354,8 @@ pub(super) struct Wanted {
     /// For plain SR-IOV, the local memory the driver gives each of the VFs when it enables
     /// them, in MiB, where the GPU's memory is known.
     pub(super) share_mib: Option<u64>,
+    /// Whether every vGPU is made anew, none kept: a size-mode change needs an empty GPU.
+    pub(super) fresh: bool,
 }
 
 /// Resolves a partition on a GPU that holds vGPU types.
@@ -379,12 +409,12 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
     if !refusals.is_empty() {
         return Err(refusals);
     }
-    // NVIDIA's mixing rule: MIG-backed types of any profiles together, a time-sliced one
-    // alone (the one rule `capacity::room` counts by). Plans keep equal-size mode.
+    // NVIDIA's mixing rule: MIG-backed types of any profiles together, time-sliced ones alone
+    // or, in the mixed-size mode the entry asks, together (the rule `capacity::room` counts by).
     let mixes = types.iter().enumerate().all(|(i, (a, _, _))| {
         types[i + 1..]
             .iter()
-            .all(|(b, _, _)| crate::capacity::share_gpu(a.mig, b.mig, false))
+            .all(|(b, _, _)| crate::capacity::share_gpu(a.mig, b.mig, size_mode::mixed(entry)))
     });
     if view.rule == Rule::OneType && !mixes {
         let wanted = types.iter().map(|(o, _, _)| o.label()).collect();
@@ -464,6 +494,7 @@ fn want_vgpus(host: &HostState, view: &GpuView<'_>, entry: &Entry) -> Result<Wan
         vfs: nvidia_vfs_off.then(|| view.vf_slots.unwrap_or(0)),
         vf_memory_mib: Vec::new(),
         share_mib: None,
+        fresh: false,
     })
 }
 
@@ -644,7 +675,7 @@ fn diff(
     let mut keep = Vec::new();
     let mut remove = Vec::new();
     for current in currents {
-        let slot = (!recount)
+        let slot = (!recount && !wanted.fresh)
             .then(|| {
                 wanted
                     .types
@@ -721,6 +752,7 @@ fn diff(
                 type_id: offer.id.clone(),
                 type_name: offer.name.clone(),
                 start,
+                placement: None,
             });
         }
     }

@@ -184,6 +184,7 @@ pub(super) fn want_vfs(
         vfs: Some(count),
         vf_memory_mib: sizes,
         share_mib: share,
+        fresh: false,
     })
 }
 

@@ -83,6 +83,12 @@ pub(super) enum Undo {
         gpu: PciAddress,
         before: SchedulerRequest,
     },
+    /// Put back the size mode the GPU had (its vGPUs are undone first: NVML sets the mode only
+    /// while the GPU has none).
+    SizeMode {
+        gpu: PciAddress,
+        before: crate::model::sizes::SizeMode,
+    },
 }
 
 impl Undo {
@@ -103,6 +109,7 @@ impl Undo {
             Undo::File { .. } => "undo-record",
             Undo::LmemQuota { .. } => "undo-lmem-quota",
             Undo::Scheduler { .. } => "undo-sched",
+            Undo::SizeMode { .. } => "undo-size-mode",
             Undo::MigDefinition { .. } => "undo-define-mig",
             Undo::MigMode { .. } => "undo-mig-mode",
             Undo::GpuInstance { .. } => "undo-gpu-instance",
@@ -128,6 +135,7 @@ impl Undo {
             | Undo::SetAside { address: a, .. }
             | Undo::LmemQuota { vf: a, .. }
             | Undo::Scheduler { gpu: a, .. }
+            | Undo::SizeMode { gpu: a, .. }
             | Undo::MigDefinition { gpu: a, .. }
             | Undo::MigMode { gpu: a, .. } => a.to_string(),
             Undo::GpuInstance { gpu, id } => format!("{gpu}/{id}"),
@@ -170,6 +178,12 @@ impl Operation<'_> {
                 .nvml()
                 .get()
                 .set_scheduler(gpu, before, &[])
+                .map(drop)
+                .map_err(Into::into),
+            Undo::SizeMode { gpu, before } => self
+                .nvml()
+                .get()
+                .set_size_mode(gpu, before, &[])
                 .map(drop)
                 .map_err(Into::into),
             Undo::RedefineMdev(def) => store.define_mdev(&def),

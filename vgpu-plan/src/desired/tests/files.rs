@@ -73,6 +73,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Manual,
                 vf_driver: VfDriver::VfioPci,
                 tenant: None,
+                size_mode: None,
                 scheduler: None,
                 mig: None,
                 at: Location { line: 5, column: 1 }
@@ -96,6 +97,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Manual,
                 vf_driver: VfDriver::Default,
                 tenant: None,
+                size_mode: None,
                 scheduler: None,
                 mig: None,
                 at: Location { line: 9, column: 1 }
@@ -118,6 +120,7 @@ fn host_toml_every_key_is_read() {
                 persistence: Start::Auto,
                 vf_driver: VfDriver::VfioPci,
                 tenant: None,
+                size_mode: None,
                 scheduler: None,
                 mig: None,
                 at: Location {
@@ -138,7 +141,7 @@ fn host_toml_unknown_key_names_line_column_and_the_keys_expected() {
         (
             5,
             1,
-            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `mig`, `optional`, `tenant`".to_owned()
+            "unknown field `size`, expected one of `all`, `address`, `model`, `vendor`, `numa`, `sizes`, `types`, `vfs`, `series`, `round_up`, `persistence`, `vf_driver`, `scheduler`, `mig`, `optional`, `tenant`, `size_mode`".to_owned()
         )
     );
 }
@@ -270,6 +273,7 @@ fn device_manager_yaml_is_read_as_nvidia_selections() {
             persistence: Start::Auto,
             vf_driver: VfDriver::VfioPci,
             tenant: None,
+            size_mode: None,
             scheduler: None,
             mig: Some(crate::desired::MigRequest {
                 geometry: crate::desired::MigGeometry::Disabled,

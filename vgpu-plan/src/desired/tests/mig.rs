@@ -364,6 +364,7 @@ fn geometry_entry(selection: Selection, geometry: MigGeometry, at: Location) -> 
         persistence: Start::Auto,
         vf_driver: VfDriver::VfioPci,
         tenant: None,
+        size_mode: None,
         scheduler: None,
         mig: Some(MigRequest {
             geometry,

@@ -22,6 +22,7 @@ fn l40s_12q(count: u32) -> Vec<Step> {
             type_id: Some("1153".to_owned()),
             type_name: Some("NVIDIA L40S-12Q".to_owned()),
             start: Start::Auto,
+            placement: None,
         };
         count as usize
     ]
@@ -32,6 +33,7 @@ fn create(type_id: &str, name: &str) -> Step {
         type_id: Some(type_id.to_owned()),
         type_name: Some(name.to_owned()),
         start: Start::Auto,
+        placement: None,
     }
 }
 
@@ -283,6 +285,7 @@ fn plan_sizes_on_plain_sriov_gpu_are_a_vf_count() {
             type_id: Some(PLAIN_VF_TYPE.to_owned()),
             type_name: None,
             start: Start::Auto,
+            placement: None,
         };
         8
     ]);
@@ -363,7 +366,8 @@ fn plan_nvidia_gpu_without_vfs_enables_them_first() {
             Step::Create {
                 type_id: None,
                 type_name: Some("NVIDIA L40S-24Q".to_owned()),
-                start: Start::Auto
+                start: Start::Auto,
+                placement: None
             }
         ]
     );
@@ -424,6 +428,7 @@ fn plan_vendor_vfio_size_the_card_hides_comes_from_nvml_with_its_id() {
         type_id: Some("1155".to_owned()),
         type_name: Some("NVIDIA L40S-24Q".to_owned()),
         start: Start::Auto,
+        placement: None,
     };
     assert_eq!(
         plan.gpus[0].steps,

@@ -1,0 +1,136 @@
+//! Mixed-size mode in plans: exact feasibility, the mode step, placements on create steps.
+
+use crate::desired::{Location, Partition, SizeModeRequest};
+use crate::model::definition::Start;
+use crate::model::sizes::SizeMode;
+use crate::planner::plan;
+use crate::steps::Step;
+use crate::testing::fleet::Model;
+use crate::testing::unit::{L40S, L40S_BY_MODEL, gpu, host, toml, yaml};
+
+fn create(type_id: &str, name: &str, placement: u32) -> Step {
+    Step::Create {
+        type_id: Some(type_id.to_owned()),
+        type_name: Some(name.to_owned()),
+        start: Start::Auto,
+        placement: Some(placement),
+    }
+}
+
+#[test]
+fn plan_mixed_l40s_two_16q_and_12q_is_refused_with_what_fits() {
+    let state = host(vec![gpu(Model::L40s, L40S)]);
+    let config = toml(&format!(
+        "{L40S_BY_MODEL}types = {{ \"L40S-16Q\" = 2, \"L40S-12Q\" = 1 }}\n"
+    ));
+
+    let plan = plan(&state, &config);
+
+    let refusals: Vec<String> = plan.gpus[0]
+        .refusals
+        .iter()
+        .map(|r| r.refusal.to_string())
+        .collect();
+    assert_eq!(
+        refusals,
+        vec![
+            "1 x NVIDIA L40S-12Q + 2 x NVIDIA L40S-16Q (44 of 48 GiB) cannot be placed in \
+             mixed-size mode: at most 2 x NVIDIA L40S-16Q fit"
+                .to_owned()
+        ]
+    );
+    assert!(plan.blocked());
+    assert!(plan.gpus[0].steps.is_empty());
+}
+
+#[test]
+fn plan_mixed_l40s_24q_and_two_12q_sets_the_mode_then_creates_at_placements() {
+    let state = host(vec![gpu(Model::L40s, L40S)]);
+    let config = toml(&format!(
+        "{L40S_BY_MODEL}types = {{ \"L40S-24Q\" = 1, \"L40S-12Q\" = 2 }}\n"
+    ));
+
+    let plan = plan(&state, &config);
+
+    assert_eq!(plan.gpus[0].refusals, Vec::new());
+    assert_eq!(
+        plan.gpus[0].steps,
+        vec![
+            Step::SizeMode {
+                mode: SizeMode::Mixed
+            },
+            create("1153", "NVIDIA L40S-12Q", 24),
+            create("1153", "NVIDIA L40S-12Q", 36),
+            create("1155", "NVIDIA L40S-24Q", 0),
+        ]
+    );
+}
+
+#[test]
+fn plan_equal_size_mode_with_two_types_is_refused_one_type_only() {
+    let state = host(vec![gpu(Model::L40s, L40S)]);
+    let config = toml(&format!(
+        "{L40S_BY_MODEL}size_mode = \"equal\"\ntypes = {{ \"L40S-24Q\" = 1, \"L40S-12Q\" = 2 }}\n"
+    ));
+
+    let plan = plan(&state, &config);
+
+    let refusals: Vec<String> = plan.gpus[0]
+        .refusals
+        .iter()
+        .map(|r| r.refusal.to_string())
+        .collect();
+    assert_eq!(
+        refusals,
+        vec![
+            "it holds one type (one size) at a time, not NVIDIA L40S-12Q and NVIDIA L40S-24Q"
+                .to_owned()
+        ]
+    );
+}
+
+#[test]
+fn device_manager_two_sizes_on_one_gpu_imply_mixed() {
+    let config = yaml(
+        "version: v1\nvgpu-configs:\n  mixed:\n    - devices: all\n      vgpu-devices:\n        \
+         \"L40S-24Q\": 1\n        \"L40S-12Q\": 2\n",
+        "mixed",
+    );
+
+    let entry = &config.entries[0];
+
+    assert_eq!(
+        entry.size_mode,
+        Some(SizeModeRequest {
+            mode: SizeMode::Mixed,
+            at: Location { line: 6, column: 9 },
+            implied: true,
+        })
+    );
+    assert!(matches!(&entry.partition, Partition::Types(items) if items.len() == 2));
+}
+
+#[test]
+fn device_manager_one_type_implies_no_size_mode() {
+    let config = yaml(
+        "version: v1\nvgpu-configs:\n  one:\n    - devices: all\n      vgpu-devices:\n        \
+         \"L40S-12Q\": 4\n",
+        "one",
+    );
+
+    assert_eq!(config.entries[0].size_mode, None);
+}
+
+#[test]
+fn host_toml_size_mode_of_another_word_is_an_error_at_its_value() {
+    let text = format!("{L40S_BY_MODEL}size_mode = \"hetero\"\ntypes = {{ \"L40S-12Q\" = 4 }}\n");
+
+    let err =
+        crate::desired::DesiredFile::parse("host.toml", crate::desired::Format::HostToml, &text)
+            .unwrap_err();
+
+    assert_eq!(
+        err.to_string(),
+        "host.toml:5:13: size mode \"hetero\" is neither \"equal\" nor \"mixed\""
+    );
+}
