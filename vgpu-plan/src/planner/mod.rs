@@ -260,7 +260,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         Some(request) => match size_mode::check(host, &view, request, &wanted.types) {
             Ok(sizing) => Some(sizing),
             Err(refused) => {
-                out.refusals.push(refused);
+                out.refusals.push(*refused);
                 return out;
             }
         },

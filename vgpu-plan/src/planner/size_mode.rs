@@ -36,9 +36,9 @@ pub(super) fn check(
     view: &GpuView<'_>,
     request: SizeModeRequest,
     types: &[(Offer, u32)],
-) -> Result<Sizing, Refused> {
+) -> Result<Sizing, Box<Refused>> {
     let gpu = view.gpu;
-    let refuse = |refusal| Refused::new(refusal, Some(request.at));
+    let refuse = |refusal| Box::new(Refused::new(refusal, Some(request.at)));
     if !has_size_mode(gpu) {
         return Err(refuse(Refusal::SizeModeNotHere {
             why: format!("{} is not an NVIDIA GPU with SR-IOV", gpu.address),
