@@ -59,6 +59,7 @@ fn man_pages_are_the_root_then_one_per_subcommand() {
             "vgpuctl-assert.8",
             "vgpuctl-place.8",
             "vgpuctl-sched.8",
+            "vgpuctl-size-mode.8",
             "vgpuctl-nova-config.8",
             "vgpuctl-kubevirt-config.8",
             "vgpuctl-top.8",
