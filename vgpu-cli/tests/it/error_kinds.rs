@@ -161,7 +161,12 @@ fn every_command_with_a_bad_argument_prints_its_documented_kind() {
             1,
         ),
         ("sched", vec!["sched", "0000:99:00.0"], "not-found", 1),
-        ("size-mode", vec!["size-mode", "0000:99:00.0"], "not-found", 1),
+        (
+            "size-mode",
+            vec!["size-mode", "0000:99:00.0"],
+            "not-found",
+            1,
+        ),
         (
             "sriov",
             vec!["sriov", "0000:99:00.0", "--vfs", "1"],

@@ -274,7 +274,73 @@ fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placem
     let after = common::json(&m.run(&["--json", "size-mode", L40S]));
 
     assert_eq!(before["size_mode"], "equal");
-    assert_eq!(restored.status.code(), Some(0), "{}", common::stderr(&restored));
+    assert_eq!(
+        restored.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&restored)
+    );
     assert_eq!(after["size_mode"], "mixed");
     assert_eq!(sim_placement(&m.host, &vf), 5);
+}
+
+/// A host.toml for the L40S with `types`.
+fn host_toml(m: &Mixed, types: &str) -> String {
+    let path = m.host.state.path().join("host.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n\n[configs.default]\n\n\
+             [[configs.default.gpu]]\naddress = \"{L40S}\"\ntypes = {{ {types} }}\n"
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_plan_no_placement_fits_is_refused_saying_the_most_that_fits() {
+    let m = Mixed::new("equal");
+    let file = host_toml(&m, "\"L40S-16Q\" = 2, \"L40S-12Q\" = 1");
+
+    let out = m.run(&["plan", "-f", &file]);
+
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "1 x NVIDIA L40S-12Q + 2 x NVIDIA L40S-16Q (44 of 48 GiB) cannot be placed in \
+             mixed-size mode: at most 2 x NVIDIA L40S-16Q fit"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn apply_of_two_sizes_sets_mixed_size_mode_and_makes_them_at_their_placements() {
+    let m = Mixed::new("equal");
+    let file = host_toml(&m, "\"L40S-24Q\" = 1, \"L40S-12Q\" = 2");
+
+    let applied = m.run(&["apply", "-f", &file]);
+    let mode = common::json(&m.run(&["--json", "size-mode", L40S]));
+    let asserted = m.run(&["assert", "-f", &file]);
+
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&applied)
+    );
+    assert_eq!(mode["size_mode"], "mixed");
+    assert_eq!(mode["vgpus"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        asserted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&asserted.stdout)
+    );
+    assert_eq!(
+        m.placements("L40S-12Q"),
+        serde_json::json!({"placement_size": 12, "placements": [], "available": 0})
+    );
 }

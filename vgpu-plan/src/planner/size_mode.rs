@@ -132,7 +132,9 @@ pub(super) fn steps(
     types: &[(Offer, u32)],
     out: &mut GpuPlan,
 ) -> Result<(), ()> {
-    if sizing.mode == SizeMode::Mixed {
+    let creates = out.steps.iter().any(|s| matches!(s, Step::Create { .. }));
+    // Nothing to place: the vGPUs kept stay where they are, wherever that is.
+    if sizing.mode == SizeMode::Mixed && creates {
         let mut map = SlotMap::new(sizing.region).map_err(drop)?;
         let placements = host.sizes.get(&view.gpu.address).map(|f| &f.placements);
         for id in &out.keep {
