@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 mod mig;
 mod quota;
+mod settings;
 mod undo;
 
 use undo::Undo;
@@ -31,7 +32,6 @@ use crate::host::sriov::{self, SriovChange, SriovOptions};
 use crate::host::uevent::wait::Settle;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
-use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::{NvmlCell, NvmlSource};
 use crate::state::audit::{AuditEntry, AuditLog};
 use crate::state::lock::HostLock;
@@ -288,72 +288,6 @@ impl Operation<'_> {
         &self.session.nvml
     }
 
-    /// Sets the vGPU scheduler of `gpu` (`running`: the vGPUs sysfs shows on it); undo puts
-    /// back the policy and time slice it had.
-    pub(crate) fn set_scheduler(
-        &mut self,
-        gpu: PciAddress,
-        request: SchedulerRequest,
-        running: &[String],
-    ) -> Result<SchedulerChange> {
-        let result = self
-            .nvml()
-            .get()
-            .set_scheduler(gpu, request, running)
-            .map_err(Error::from);
-        self.step("set-scheduler", &gpu.to_string(), result, |change| {
-            let before = change.before.policy?;
-            let timeslice_ms = change
-                .before
-                .timeslice_ns
-                .value()
-                .copied()
-                .filter(|ns| *ns != 0 && before.takes_timeslice())
-                .map(|ns| ns / 1_000_000);
-            change.changed.then_some(Undo::Scheduler {
-                gpu,
-                before: SchedulerRequest {
-                    policy: before,
-                    timeslice_ms,
-                },
-            })
-        })
-    }
-
-    /// Sets the size mode of `gpu` (`vgpus`: the vGPUs sysfs shows on it), audited; undo puts
-    /// back the mode it had.
-    pub(crate) fn set_size_mode(
-        &mut self,
-        gpu: PciAddress,
-        mode: crate::model::sizes::SizeMode,
-        vgpus: &[String],
-    ) -> Result<crate::nvml::sizes::SizeModeChange> {
-        let result = self
-            .nvml()
-            .get()
-            .set_size_mode(gpu, mode, vgpus)
-            .map_err(Error::from);
-        self.step("set-size-mode", &gpu.to_string(), result, |change| {
-            change.changed.then_some(Undo::SizeMode {
-                gpu,
-                before: change.before,
-            })
-        })
-    }
-
-    /// Puts the GPU of `device` (the GPU, or one of its VFs) in mixed-size mode unless it is
-    /// so: a defined vGPU with a placement needs it, and the driver forgets the mode at each
-    /// reboot. Refused while the GPU holds vGPUs in equal-size mode.
-    pub(crate) fn ensure_mixed(&mut self, device: PciAddress) -> Result<()> {
-        let gpu = PciDevice::new(self.paths(), device)
-            .physfn()?
-            .unwrap_or(device);
-        let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
-        let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
-        self.set_size_mode(gpu, crate::model::sizes::SizeMode::Mixed, &vgpus)
-            .map(drop)
-    }
-
     /// Audits one step and, when it succeeded, remembers how to undo it.
     fn step<T>(
         &mut self,
@@ -585,52 +519,6 @@ impl Operation<'_> {
         let id = vgpu.handle();
         let result = backend::realize(self.paths(), vgpu, self.within(), self.nvml());
         self.step("start", &id.to_string(), result, |_| Some(Undo::Vgpu(id)))
-    }
-
-    /// [`Operation::realize`], at placement `at` in mixed-size mode: written to the VF's
-    /// `nvidia/vgpu_params` before its type is set, or to the new mediated device's before
-    /// anything opens it (a failed write removes the device again).
-    pub(crate) fn realize_at(&mut self, vgpu: &NewVgpu, at: Option<u32>) -> Result<Option<String>> {
-        let Some(id) = at else {
-            return self.realize(vgpu);
-        };
-        match vgpu {
-            NewVgpu::VendorVf { vf, .. } => {
-                let nvidia = self.paths().pci_device(vf).join("nvidia");
-                backend::write_placement(&nvidia, id)?;
-                self.realize(vgpu)
-            }
-            NewVgpu::Mdev { uuid, .. } => {
-                let made = self.realize(vgpu)?;
-                let nvidia = self
-                    .paths()
-                    .mdev_devices()
-                    .join(uuid.to_string())
-                    .join("nvidia");
-                let result = backend::write_placement(&nvidia, id);
-                self.step("place", &uuid.to_string(), result, |()| None)?;
-                Ok(made)
-            }
-            NewVgpu::PlainVf { vf } => Err(Error::Plan(crate::plan::Error::Placement(
-                crate::plan::placement::PlacementRefusal::NotMixed {
-                    gpu: *vf,
-                    now: "a plain VF has no placement".to_owned(),
-                },
-            ))),
-        }
-    }
-
-    /// Makes the vendor-VFIO vGPU a definition describes: at its placement, on its GPU put in
-    /// mixed-size mode first, when it has one.
-    pub(crate) fn start_vf_vgpu(&mut self, def: &VfVgpuDefinition) -> Result<()> {
-        if def.placement.is_some() {
-            self.ensure_mixed(def.gpu)?;
-        }
-        let vgpu = NewVgpu::VendorVf {
-            vf: def.vf,
-            type_id: def.type_id,
-        };
-        self.realize_at(&vgpu, def.placement).map(drop)
     }
 
     /// Creates a defined mediated device on its parent, then writes its attributes in order.
