@@ -482,3 +482,54 @@ fn tenants_json_names_each_class_and_the_gpus_serving_it_now() {
         ]
     );
 }
+
+/// `vgpuctl --json plan -f host.toml` for an L40S-12Q of tenant acme on the L40S, the entry's
+/// `scheduler` line `scheduler` (empty: none): exit code, kind, error.
+fn plan_for_acme(q: &Qos, scheduler: &str) -> (Option<i32>, serde_json::Value, String) {
+    let file = q.host.state.path().join("host.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\n[[configs.default.gpu]]\naddress = \"{L40S}\"\n\
+             types = {{ \"L40S-12Q\" = 1 }}\ntenant = \"acme\"\n{scheduler}"
+        ),
+    )
+    .unwrap();
+    let mut args = Qos::global_of(q.nvml.as_ref());
+    args.extend(["--json", "plan", "-f", file.to_str().unwrap()].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = common::vgpuctl(&q.host, &args);
+    let json = common::json(&out);
+    let state = q.host.state.path().to_str().unwrap();
+    (
+        out.status.code(),
+        json["kind"].clone(),
+        json["error"]
+            .as_str()
+            .unwrap_or_default()
+            .replace(state, "<state>"),
+    )
+}
+
+#[test]
+fn plan_for_a_guaranteed_tenant_is_refused_unless_its_entry_sets_fixed_share() {
+    let q = Qos::live("[tenant.acme]\nqos = \"guaranteed\"\n");
+
+    let refused = plan_for_acme(&q, "");
+    let sets = plan_for_acme(&q, "scheduler = { policy = \"fixed-share\" }\n");
+
+    assert_eq!(
+        refused,
+        (
+            Some(1),
+            serde_json::json!("policy"),
+            format!(
+                "domain \"default (apply)\" of tenant \"acme\": refused by \
+                 <state>/etc/vgpu/tenants.toml: qos: tenant \"acme\" is guaranteed, which needs \
+                 a fixed-share scheduler in equal-size mode, and {L40S} schedules best-effort"
+            )
+        )
+    );
+    // The plan sets the scheduler before it makes the vGPU: changes to make, none refused.
+    assert_eq!((sets.0, sets.1), (Some(4), serde_json::Value::Null));
+}
