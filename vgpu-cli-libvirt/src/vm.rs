@@ -10,9 +10,7 @@ use uuid::Uuid;
 use vgpu_cli::render::{self, Line};
 use vgpu_cli::{Cli, Context, EXIT_OK, VmCommand};
 use vgpu_core::{
-    Manager, discover,
-    manager::{Claim, DomainReferences},
-    model::VgpuHandle,
+    Manager, discover, manager::DomainReferences, model::VgpuHandle, model::holder::Holder,
     state::Start,
 };
 use vgpu_domain::{GuestAddress, Hostdev, HostdevKind, Scope};
@@ -87,10 +85,10 @@ pub(crate) fn run(ctx: &Context<'_>, command: &VmCommand, out: &mut dyn Write) -
             let conn = connect(cli)?;
             let target = conn.domain(domain)?;
             let scope = scope(*live, *config, target.running);
-            let claim = Claim {
+            let claim = Holder {
+                domain: target.name.clone(),
                 uuid: target.uuid,
-                name: target.name.clone(),
-                tenant: conn.tenant(domain)?.map(|t| t.name).unwrap_or_default(),
+                tenant: conn.tenant(domain)?,
             };
             let done = match (existing, gpu, type_name) {
                 (Some(id), None, None) => attach_existing(&conn, ctx, &claim, id, scope, shape)?,
@@ -287,12 +285,12 @@ fn guest(address: vgpu_core::model::pci::PciAddress) -> Result<GuestAddress> {
 fn attach_existing(
     conn: &Connection,
     ctx: &Context<'_>,
-    claim: &Claim,
+    claim: &Holder,
     id: VgpuHandle,
     scope: Scope,
     shape: Shape,
 ) -> Result<Attached> {
-    let domain = claim.name.as_str();
+    let domain = claim.domain.as_str();
     let inventory = discover(ctx.paths())?;
     let mut hostdev = Hostdev::for_vgpu(&inventory, id)?;
     hostdev.display = shape.display;
@@ -342,7 +340,7 @@ struct NewVgpu<'a> {
 fn attach_new(
     conn: &Connection,
     ctx: &Context<'_>,
-    claim: &Claim,
+    claim: &Holder,
     domain: &vgpu_domain::Domain,
     new: NewVgpu<'_>,
     scope: Scope,

@@ -31,6 +31,7 @@ use vgpu_core::{
     HostPaths, Manager,
     manager::HookDomain,
     model::VgpuHandle,
+    model::holder::Holder,
     state::{HookConfig, Start},
 };
 use vgpu_sim::{Profile, SimHost};
@@ -82,7 +83,9 @@ fn run(sim: &SimHost, manager: &Manager, domain: &HookDomain, config: &HookConfi
         assert_eq!(prepared.made.len(), 4);
         sim.reset_counters();
         let start = Instant::now();
-        let released = manager.release_domain(domain.uuid, &domain.name).unwrap();
+        let released = manager
+            .release_domain(domain.holder.uuid, &domain.holder.domain)
+            .unwrap();
         times.release.push(start.elapsed());
         times.ops.1 = sim.counters().total();
         assert_eq!(released.stopped.len(), 4);
@@ -96,7 +99,9 @@ fn profile(sim: &SimHost, manager: &Manager, domain: &HookDomain, config: &HookC
     sim.reset_counters();
     profiler.watch(sim);
     manager.prepare_domain(domain, config).unwrap();
-    manager.release_domain(domain.uuid, &domain.name).unwrap();
+    manager
+        .release_domain(domain.holder.uuid, &domain.holder.domain)
+        .unwrap();
     let total = sim.counters().total();
     println!(
         "simulated-kernel operations and time by step, one prepare + release of 4 VFs \
@@ -138,25 +143,29 @@ fn main() {
             .unwrap();
     }
     let mdev_domain = HookDomain {
-        uuid: Uuid::from_u128(0xd0),
-        name: "bench-mdev".to_owned(),
+        holder: Holder {
+            domain: "bench-mdev".to_owned(),
+            uuid: Uuid::from_u128(0xd0),
+            tenant: None,
+        },
         devices: mdevs.iter().map(|u| VgpuHandle::Mdev(*u)).collect(),
         vgpu_type: None,
         flavor: None,
-        tenant: String::new(),
     };
     let mut mdev = run(sim, &manager, &mdev_domain, &config);
 
     let vf_domain = HookDomain {
-        uuid: Uuid::from_u128(0xd1),
-        name: "bench-vf".to_owned(),
+        holder: Holder {
+            domain: "bench-vf".to_owned(),
+            uuid: Uuid::from_u128(0xd1),
+            tenant: None,
+        },
         devices: L40S_VFS
             .iter()
             .map(|vf| VgpuHandle::Vf(vf.parse().unwrap()))
             .collect(),
         vgpu_type: Some("L40S-12Q".to_owned()),
         flavor: None,
-        tenant: String::new(),
     };
     let mut vf = run(sim, &manager, &vf_domain, &config);
 

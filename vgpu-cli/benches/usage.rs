@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 use vgpu_core::model::VgpuHandle;
+use vgpu_core::model::holder::{Holder, Tenant};
 use vgpu_core::model::pci::PciAddress;
 use vgpu_core::model::usage::{Holding, Interval, Stamp, month_bounds};
 use vgpu_core::state::usage::Clock;
@@ -76,9 +77,11 @@ fn starts(rng: &mut Rng, from: i64, to: i64) -> Vec<Interval> {
             Interval {
                 id: Uuid::from_u128(u128::try_from(start).unwrap() << 16 | u128::from(domain)),
                 holding: Holding {
-                    tenant: format!("tenant-{}", domain % 4),
-                    domain: format!("vm-{domain}"),
-                    domain_uuid: Uuid::from_u128(u128::from(domain)),
+                    holder: Holder {
+                        domain: format!("vm-{domain}"),
+                        uuid: Uuid::from_u128(u128::from(domain)),
+                        tenant: Some(Tenant::label(&format!("tenant-{}", domain % 4))),
+                    },
                     vgpu: VgpuHandle::Vf(
                         PciAddress::new(0, 0x41, 1 + (domain / 8) as u8 % 30, (domain % 8) as u8)
                             .unwrap(),

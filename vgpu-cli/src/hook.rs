@@ -25,10 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use vgpu_core::{
-    manager::{Claim, HookDomain},
-    state::HookConfig,
-};
+use vgpu_core::{manager::HookDomain, state::HookConfig};
 use vgpu_domain::xml::{self, DomainXml};
 
 use crate::context::Context;
@@ -137,16 +134,14 @@ fn prepare(ctx: &Context<'_>) -> Result<()> {
     let domain = read_domain()?;
     let config = HookConfig::load(ctx.paths())?;
     let request = HookDomain {
-        uuid: domain.uuid,
-        name: domain.name,
+        holder: domain.holder(),
         devices: domain.hostdevs.iter().map(|h| h.device).collect(),
         vgpu_type: domain.vgpu_type,
         flavor: domain.nova_flavor,
-        tenant: domain.tenant.map(|t| t.name).unwrap_or_default(),
     };
     let prepared = ctx.manager().prepare_domain(&request, &config)?;
     tracing::info!(
-        domain = request.name,
+        domain = request.holder.domain,
         made = prepared.made.len(),
         adopted = prepared.adopted.len(),
         "prepared"
@@ -170,12 +165,10 @@ fn usage(ctx: &Context<'_>, name: &str, what: Usage) -> Result<()> {
     let (action, recorded) = match what {
         Usage::Begin => {
             let devices: Vec<_> = domain.hostdevs.iter().map(|h| h.device).collect();
-            let claim = Claim {
-                uuid: domain.uuid,
-                name: domain.name,
-                tenant: domain.tenant.map(|t| t.name).unwrap_or_default(),
-            };
-            ("usage-begin", manager.usage_begin(&claim, &devices))
+            (
+                "usage-begin",
+                manager.usage_begin(&domain.holder(), &devices),
+            )
         }
         Usage::End => ("usage-end", manager.usage_end(domain.uuid, None)),
     };

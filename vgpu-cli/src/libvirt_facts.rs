@@ -176,7 +176,7 @@ pub(crate) fn domain_references(facts: &LibvirtFacts) -> DomainReferences {
             for owned in &owners.vgpus {
                 refs.entry(owned.id)
                     .or_default()
-                    .extend(owned.holders.iter().map(|h| h.domain.clone()));
+                    .extend(owned.holders.iter().map(|h| h.holder.domain.clone()));
             }
             for reference in &owners.missing {
                 refs.entry(reference.device)
@@ -209,7 +209,7 @@ pub fn references_now(
 /// The vGPUs that a libvirt domain `counts` holds, each with the first such domain.
 fn held_by(
     facts: &LibvirtFacts,
-    counts: fn(&vgpu_domain::Holder) -> bool,
+    counts: fn(&vgpu_domain::Hold) -> bool,
 ) -> BTreeMap<VgpuHandle, String> {
     let LibvirtFacts::Answered(owners) = facts else {
         return BTreeMap::new();
@@ -219,7 +219,7 @@ fn held_by(
         .iter()
         .filter_map(|owned| {
             let holder = owned.holders.iter().find(|h| counts(h))?;
-            Some((owned.id, holder.domain.clone()))
+            Some((owned.id, holder.holder.domain.clone()))
         })
         .collect()
 }

@@ -57,16 +57,10 @@ fn request(domain: &DomainXml) -> (HookDomain, Vec<IncomingDevice>) {
         })
         .collect();
     let hook = HookDomain {
-        uuid: domain.uuid,
-        name: domain.name.clone(),
+        holder: domain.holder(),
         devices: domain.hostdevs.iter().map(|h| h.device).collect(),
         vgpu_type: domain.vgpu_type.clone(),
         flavor: domain.nova_flavor.clone(),
-        tenant: domain
-            .tenant
-            .as_ref()
-            .map(|t| t.name.clone())
-            .unwrap_or_default(),
     };
     (hook, devices)
 }
@@ -95,7 +89,7 @@ pub(crate) fn hook(ctx: &Context<'_>, text: &str, out: &mut dyn Write) -> Result
         .manager()
         .migrate_domain(&request, &devices, &config, false)?;
     tracing::info!(
-        domain = request.name,
+        domain = request.holder.domain,
         devices = incoming.arrivals.len(),
         rewritten = incoming.arrivals.iter().filter(|a| a.rewritten()).count(),
         "incoming"
@@ -239,7 +233,7 @@ pub(crate) fn can_host(
     let migration = match &metadata {
         Some(metadata) => Some(vgpu_core::nvml::migration_checks(
             ctx.nvml(),
-            request.uuid,
+            request.holder.uuid,
             &incoming.arrivals,
             metadata,
         )?),

@@ -510,7 +510,7 @@ impl Report for vgpu_domain::Owners {
             }
             for holder in &owned.holders {
                 table.row(cells(
-                    holder.domain.clone(),
+                    holder.holder.domain.clone(),
                     if holder.running {
                         "running"
                     } else {

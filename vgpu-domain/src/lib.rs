@@ -55,5 +55,5 @@ pub mod xml;
 
 pub use error::{Error, Result};
 pub use hostdev::{Attached, GuestAddress, Hostdev, HostdevKind, Scope};
-pub use owners::{Domain, DomainDevices, Holder, Owned, Owners, Reference};
+pub use owners::{Domain, DomainDevices, Hold, Holder, Owned, Owners, Reference};
 pub use uri::{DEFAULT_URI, embedded_root, embedded_uri};

@@ -11,6 +11,7 @@ use vgpu_model::{Inventory, VgpuHandle};
 
 use crate::hostdev::{Attached, host_vgpus};
 use crate::xml::Tenant;
+pub use vgpu_model::holder::Holder;
 
 /// A domain (a guest), defined, running, or both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,25 +51,22 @@ pub struct Owned {
     /// ([`Inventory::type_name`]); `None` when no source names it.
     pub type_name: Option<String>,
     /// The domains that reference it, by name; empty for an orphan.
-    pub holders: Vec<Holder>,
+    pub holders: Vec<Hold>,
 }
 
-/// A domain that references a vGPU.
+/// A domain that references a vGPU, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// The domain's name.
-    pub domain: String,
-    /// The domain's UUID.
-    pub uuid: Uuid,
+pub struct Hold {
+    /// The domain and its tenant: the one a domain's metadata names (its live XML when it
+    /// runs, else its persistent XML).
+    #[serde(flatten)]
+    pub holder: Holder,
     /// Whether the domain runs.
     pub running: bool,
     /// Referenced by the running guest.
     pub live: bool,
     /// Referenced by the persistent definition.
     pub config: bool,
-    /// The tenant the domain's metadata names (its live XML when it runs, else its persistent
-    /// XML): see [`Tenant`].
-    pub tenant: Option<Tenant>,
     /// Whether Nova manages the domain (its metadata has `<nova:instance>`).
     #[serde(default)]
     pub nova: bool,
@@ -122,13 +120,15 @@ impl Owners {
         for entry in domains {
             for device in &entry.devices {
                 match index.get(&device.device) {
-                    Some(&i) => vgpus[i].holders.push(Holder {
-                        domain: entry.domain.name.clone(),
-                        uuid: entry.domain.uuid,
+                    Some(&i) => vgpus[i].holders.push(Hold {
+                        holder: Holder {
+                            domain: entry.domain.name.clone(),
+                            uuid: entry.domain.uuid,
+                            tenant: entry.tenant.clone(),
+                        },
                         running: entry.domain.running,
                         live: device.live,
                         config: device.config,
-                        tenant: entry.tenant.clone(),
                         nova: entry.nova,
                     }),
                     None => missing.push(Reference {
@@ -141,8 +141,9 @@ impl Owners {
             }
         }
         for vgpu in &mut vgpus {
-            vgpu.holders
-                .sort_by(|a, b| (&a.domain, a.uuid).cmp(&(&b.domain, b.uuid)));
+            vgpu.holders.sort_by(|a, b| {
+                (&a.holder.domain, a.holder.uuid).cmp(&(&b.holder.domain, b.holder.uuid))
+            });
         }
         missing.sort_by(|a, b| (&a.domain, a.device).cmp(&(&b.domain, b.device)));
         Owners { vgpus, missing }
@@ -229,22 +230,26 @@ mod tests {
         assert_eq!(
             owners.vgpus[0].holders,
             vec![
-                Holder {
-                    domain: "alpha".to_owned(),
-                    uuid: Uuid::from_u128(5),
+                Hold {
+                    holder: Holder {
+                        domain: "alpha".to_owned(),
+                        uuid: Uuid::from_u128(5),
+                        tenant: None,
+                    },
                     running: false,
                     live: false,
                     config: true,
-                    tenant: None,
                     nova: false,
                 },
-                Holder {
-                    domain: "zeta".to_owned(),
-                    uuid: Uuid::from_u128(4),
+                Hold {
+                    holder: Holder {
+                        domain: "zeta".to_owned(),
+                        uuid: Uuid::from_u128(4),
+                        tenant: None,
+                    },
                     running: true,
                     live: true,
                     config: false,
-                    tenant: None,
                     nova: false,
                 },
             ]

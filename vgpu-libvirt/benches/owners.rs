@@ -186,7 +186,7 @@ fn ours(uri: &str) {
         .flat_map(|o| {
             o.holders
                 .iter()
-                .map(|h| (h.domain.clone(), o.id.to_string()))
+                .map(|h| (h.holder.domain.clone(), o.id.to_string()))
         })
         .collect();
     println!(

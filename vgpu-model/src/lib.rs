@@ -19,6 +19,7 @@ pub mod checks;
 pub mod definition;
 pub mod delta;
 pub mod driver_params;
+pub mod holder;
 pub mod kind;
 pub mod limit;
 pub mod location;

@@ -5,16 +5,16 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::holder::Holder;
 use crate::nvml::SchedulerPolicy;
 use crate::pci::PciAddress;
 
 /// One vGPU (or VF, or whole GPU) a tenant holds, or is about to be handed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holding {
-    /// The tenant: the domain's, `""` for a domain without one.
-    pub tenant: String,
-    /// The domain that holds it.
-    pub domain: String,
+    /// The domain that holds it, and its tenant.
+    #[serde(flatten)]
+    pub holder: Holder,
     /// The physical GPU it is on (every VF of a GPU counts as that GPU).
     pub gpu: PciAddress,
     /// Its frame buffer, in MiB.

@@ -18,12 +18,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::capacity;
 use crate::desired::Location;
 use crate::error::{Error, Result};
 use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
+use crate::model::holder::{Holder, Tenant};
 use crate::model::is_passthrough_driver;
 use crate::model::kind::DeviceKind;
 use crate::model::nvml::{Fact, SchedulerPolicy};
@@ -112,7 +114,7 @@ struct Slot<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenancy {
     /// The tenant the vGPUs are for.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// The host's tenant policy.
     pub policy: tenants::Policy,
     /// What every domain holds now.
@@ -148,8 +150,12 @@ fn holding(host: &HostState, tenancy: &Tenancy, slot: &Slot<'_>) -> Holding {
     let kind = DeviceKind::of_type(slot.ty);
     let scheduler = host.schedulers.get(&slot.gpu.address);
     Holding {
-        tenant: tenancy.tenant.clone(),
-        domain: String::new(),
+        // The domain is not made yet: the policy counts only its tenant.
+        holder: Holder {
+            domain: String::new(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenancy.tenant.clone()),
+        },
         gpu: slot.gpu.address,
         framebuffer_mib: slot.framebuffer_mib.unwrap_or(0),
         hardware: kind.partitioned_in_hardware(),
@@ -315,7 +321,7 @@ fn choose(
                 break;
             };
             return Err(Error::PolicyPlacement {
-                tenant: tenancy.tenant.clone(),
+                tenant: tenancy.tenant.name.clone(),
                 asked: request.count,
                 fits: picks.len() as u32,
                 violation: Box::new(violation),

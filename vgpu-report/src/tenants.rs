@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use vgpu_plan::HostState;
-use vgpu_plan::tenants::{Holding, Policy, TenantPolicy, Violation, audit, serving};
+use vgpu_plan::tenants::{Holding, Policy, TenantPolicy, Violation, audit, named, serving};
 
 use crate::model::pci::PciAddress;
 
@@ -52,21 +52,24 @@ pub fn report(
     holdings: &[Holding],
     host: &HostState,
 ) -> TenantsReport {
-    let mut names: BTreeSet<&str> = policy.tenants.keys().map(String::as_str).collect();
-    names.extend(holdings.iter().map(|h| h.tenant.as_str()));
+    let mut names: BTreeSet<Option<&str>> = policy.named_tenants().collect();
+    names.extend(holdings.iter().map(|h| h.holder.tenant_name()));
     let tenants = names
         .into_iter()
         .map(|name| {
-            let mine: Vec<&Holding> = holdings.iter().filter(|h| h.tenant == name).collect();
+            let mine: Vec<&Holding> = holdings
+                .iter()
+                .filter(|h| h.holder.tenant_name() == name)
+                .collect();
             let mut gpus: Vec<_> = mine.iter().map(|h| h.gpu).collect();
             gpus.sort();
             gpus.dedup();
-            let mut domains: Vec<String> = mine.iter().map(|h| h.domain.clone()).collect();
+            let mut domains: Vec<String> = mine.iter().map(|h| h.holder.domain.clone()).collect();
             domains.sort();
             domains.dedup();
             let policy = policy.of(name);
             TenantUse {
-                tenant: name.to_owned(),
+                tenant: named(name),
                 qos_gpus: serving(host, policy.qos),
                 policy,
                 vgpus: mine.len() as u64,

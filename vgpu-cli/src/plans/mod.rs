@@ -174,8 +174,8 @@ fn host_state(
                         "shut off"
                     };
                     state.holds.entry(owned.id).or_insert_with(|| Hold {
-                        by: format!("libvirt domain {} ({state_word})", holder.domain),
-                        frees: frees(&holder.domain, owned.id, holder.config),
+                        by: format!("libvirt domain {} ({state_word})", holder.holder.domain),
+                        frees: frees(&holder.holder.domain, owned.id, holder.config),
                     });
                 }
             }

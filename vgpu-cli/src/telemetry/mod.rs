@@ -36,7 +36,7 @@ use vgpu_core::{
     state::{RestoreRun, read_restore_run},
 };
 use vgpu_domain::Owners;
-use vgpu_report::telemetry::{Owner, Telemetry};
+use vgpu_report::telemetry::{Holder, Telemetry};
 use vgpu_report::usage::{TenantCounter, counters};
 
 use crate::context::Context;
@@ -176,7 +176,7 @@ impl Sampler {
     /// The host now, and who holds each vGPU where libvirt answers.
     pub(crate) fn holdings(
         &mut self,
-    ) -> Result<(Inventory, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
+    ) -> Result<(Inventory, BTreeMap<VgpuHandle, Holder>, LibvirtStatus)> {
         let (state, owners, libvirt) = self.state_and_owners()?;
         Ok((state.inventory, owners, libvirt))
     }
@@ -184,7 +184,7 @@ impl Sampler {
     /// The host as capacity sees it, and who holds each vGPU where libvirt answers.
     fn state_and_owners(
         &mut self,
-    ) -> Result<(HostState, BTreeMap<VgpuHandle, Owner>, LibvirtStatus)> {
+    ) -> Result<(HostState, BTreeMap<VgpuHandle, Holder>, LibvirtStatus)> {
         let state = self
             .manager
             .capacity_state(&self.nvml)
@@ -197,16 +197,14 @@ impl Sampler {
     /// of it, as `vgpuctl tenants` names it.
     pub(crate) fn sample(&mut self) -> Result<Snapshot> {
         let (state, mut owners, libvirt) = self.state_and_owners()?;
-        let holders = self.manager.holders().map_err(|err| {
+        let holders = self.manager.held().map_err(|err| {
             tracing::warn!("the hook's records not read: {}", err.chain());
         });
         if let Ok(holders) = &holders {
             for holder in holders {
-                owners.entry(holder.id).or_insert_with(|| Owner {
-                    domain: holder.holding.domain.clone(),
-                    uuid: holder.domain_uuid,
-                    tenant: Some(holder.holding.tenant.clone()).filter(|t| !t.is_empty()),
-                });
+                owners
+                    .entry(holder.id)
+                    .or_insert_with(|| holder.holding.holder.clone());
             }
         }
         let alerts = self.alerts.then(|| {
@@ -318,7 +316,7 @@ impl Sampler {
 
     /// Who holds each vGPU, when libvirt answers. A host without libvirt is reported as
     /// libvirt down, with no domain holding anything.
-    fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Owner>, LibvirtStatus) {
+    fn owners(&mut self, inventory: &Inventory) -> (BTreeMap<VgpuHandle, Holder>, LibvirtStatus) {
         let down = |uri: &str, reason: String, present: bool| {
             tracing::debug!(
                 uri,
@@ -352,7 +350,7 @@ impl Sampler {
 
 /// Each vGPU's owner: the domain running it, else the first (by name) whose configuration
 /// names it.
-fn owner_map(owners: &Owners) -> BTreeMap<VgpuHandle, Owner> {
+fn owner_map(owners: &Owners) -> BTreeMap<VgpuHandle, Holder> {
     owners
         .vgpus
         .iter()
@@ -362,14 +360,7 @@ fn owner_map(owners: &Owners) -> BTreeMap<VgpuHandle, Owner> {
                 .iter()
                 .find(|h| h.running && h.live)
                 .or_else(|| owned.holders.first())?;
-            Some((
-                owned.id,
-                Owner {
-                    domain: holder.domain.clone(),
-                    uuid: holder.uuid,
-                    tenant: holder.tenant.as_ref().map(|t| t.name.clone()),
-                },
-            ))
+            Some((owned.id, holder.holder.clone()))
         })
         .collect()
 }

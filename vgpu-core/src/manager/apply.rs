@@ -18,12 +18,13 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::policy::{Claim, Schedulers, judge};
+use super::policy::{Schedulers, judge};
 use super::session::{Operation, Session};
 use super::start_defined;
 use crate::backend::{Placement, Running};
 use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Object, Result};
+use crate::model::holder::{Holder, Tenant};
 use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
@@ -197,12 +198,12 @@ fn planned_by_tenant(plan: &Plan) -> BTreeMap<&str, Vec<(PciAddress, String)>> {
     by_tenant
 }
 
-/// The policy's name for what `plan` makes for `tenant`.
-fn plan_claim(plan: &Plan, tenant: &str) -> Claim {
-    Claim {
+/// The policy's name for what `plan` makes for `tenant`: no domain holds them yet.
+fn plan_claim(plan: &Plan, tenant: &str) -> Holder {
+    Holder {
+        domain: format!("{} (apply)", plan.config),
         uuid: uuid::Uuid::nil(),
-        name: format!("{} (apply)", plan.config),
-        tenant: tenant.to_owned(),
+        tenant: Some(Tenant::label(tenant)),
     }
 }
 

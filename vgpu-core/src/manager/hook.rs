@@ -48,16 +48,17 @@ use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
 use crate::state::hook::{HookConfig, Made, Record, other_records, read_record, record_path};
 
-use super::policy::{Claim, enforce, holding_of};
+use super::policy::{enforce, identify};
+use crate::model::holder::Holder;
 use crate::state::store::MdevDefinition;
 
 /// A domain as libvirt hands it to the hook: what its XML names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookDomain {
-    /// The domain's UUID (`<uuid>`), which names its record.
-    pub uuid: Uuid,
-    /// Its name (`<name>`), for messages and the audit log.
-    pub name: String,
+    /// Its name (`<name>`), its UUID (`<uuid>`, which names its record) and its tenant
+    /// (`<vgpu:vgpu tenant="…">`, else Nova's project), whom the tenant policy
+    /// (`etc/vgpu/tenants.toml`) counts its devices for.
+    pub holder: Holder,
     /// The devices its hostdevs assign: mediated device UUIDs and PCI source addresses, in
     /// document order.
     pub devices: Vec<VgpuHandle>,
@@ -65,9 +66,6 @@ pub struct HookDomain {
     pub vgpu_type: Option<String>,
     /// Its Nova flavor's name (`<nova:flavor name="…">`).
     pub flavor: Option<String>,
-    /// Its tenant (`<vgpu:vgpu tenant="…">`, else Nova's project); `""` for none. The tenant
-    /// policy (`etc/vgpu/tenants.toml`) applies to it.
-    pub tenant: String,
 }
 
 /// What `prepare` did.
@@ -147,9 +145,10 @@ pub(super) fn prepare(
     config: &HookConfig,
 ) -> Result<Prepared> {
     let paths = op.paths().clone();
-    let path = record_path(&paths, domain.uuid);
-    let mut record = read_record(&path)?.unwrap_or_else(|| Record::new(&domain.name, Vec::new()));
-    record.domain.clone_from(&domain.name);
+    let path = record_path(&paths, domain.holder.uuid);
+    let mut record =
+        read_record(&path)?.unwrap_or_else(|| Record::new(&domain.holder.domain, Vec::new()));
+    record.domain.clone_from(&domain.holder.domain);
     let mut others: Option<Vec<(PathBuf, Record)>> = None;
     let mut prepared = Prepared::default();
     let mut plans = Vec::new();
@@ -180,7 +179,7 @@ pub(super) fn prepare(
             }
             let others = match &mut others {
                 Some(others) => others,
-                None => others.insert(other_records(&paths, domain.uuid)?),
+                None => others.insert(other_records(&paths, domain.holder.uuid)?),
             };
             match adopt(op, others, id)? {
                 Some(made) => {
@@ -236,7 +235,7 @@ fn keep_policy(
     prepared: &Prepared,
     others: Option<Vec<(PathBuf, Record)>>,
 ) -> Result<bool> {
-    record.tenant.clone_from(&domain.tenant);
+    record.tenant.clone_from(&domain.holder.tenant);
     let mut existing: Vec<VgpuHandle> = record.made.iter().map(Made::handle).collect();
     existing.extend(prepared.running.iter().copied());
     let mut planned = Vec::new();
@@ -252,12 +251,7 @@ fn keep_policy(
             Plan::Binding { address, .. } => existing.push(VgpuHandle::Vf(*address)),
         }
     }
-    let claim = Claim {
-        uuid: domain.uuid,
-        name: domain.name.clone(),
-        tenant: domain.tenant.clone(),
-    };
-    let Some(inventory) = enforce(op, &claim, &existing, &planned, others)? else {
+    let Some(inventory) = enforce(op, &domain.holder, &existing, &planned, others)? else {
         return Ok(false);
     };
     let holds: Vec<VgpuHandle> = prepared
@@ -265,7 +259,7 @@ fn keep_policy(
         .iter()
         .copied()
         .filter(|id| !record.made.iter().any(|m| m.handle() == *id))
-        .filter(|id| holding_of(&inventory, "", "", *id).is_some())
+        .filter(|id| identify(&inventory, *id).is_some())
         .collect();
     let changed = record.holds != holds;
     record.holds = holds;
@@ -309,7 +303,7 @@ pub(super) fn in_context(
     source: Error,
 ) -> Error {
     Error::HookDevice {
-        domain: domain.name.clone(),
+        domain: domain.holder.domain.clone(),
         device: id.to_string(),
         from,
         source: Box::new(source),

@@ -29,7 +29,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::hook::{HookDomain, domain_type, in_context};
-use super::policy::{Claim, enforce};
+use super::policy::enforce;
 use super::session::Operation;
 use crate::backend::{self, NewVgpu, Placement};
 use crate::discovery::discover;
@@ -68,9 +68,10 @@ pub(super) fn incoming(
     dry_run: bool,
 ) -> Result<Incoming> {
     let paths = op.paths().clone();
-    let path = record_path(&paths, domain.uuid);
-    let mut record = read_record(&path)?.unwrap_or_else(|| Record::new(&domain.name, Vec::new()));
-    record.domain.clone_from(&domain.name);
+    let path = record_path(&paths, domain.holder.uuid);
+    let mut record =
+        read_record(&path)?.unwrap_or_else(|| Record::new(&domain.holder.domain, Vec::new()));
+    record.domain.clone_from(&domain.holder.domain);
     let inventory = discover(&paths)?;
     let mut incoming = Incoming::default();
     let mut plans: Vec<NewVgpu> = Vec::new();
@@ -143,11 +144,6 @@ pub(super) fn incoming(
     if plans.is_empty() {
         return Ok(incoming);
     }
-    let claim = Claim {
-        uuid: domain.uuid,
-        name: domain.name.clone(),
-        tenant: domain.tenant.clone(),
-    };
     let existing: Vec<VgpuHandle> = record.made.iter().map(Made::handle).collect();
     let planned: Vec<(PciAddress, String)> = plans
         .iter()
@@ -159,11 +155,11 @@ pub(super) fn incoming(
             NewVgpu::PlainVf { vf } => (*vf, PLAIN_VF_TYPE.to_owned()),
         })
         .collect();
-    enforce(op, &claim, &existing, &planned, None)?;
+    enforce(op, &domain.holder, &existing, &planned, None)?;
     if dry_run {
         return Ok(incoming);
     }
-    record.tenant.clone_from(&domain.tenant);
+    record.tenant.clone_from(&domain.holder.tenant);
     record.made.extend(plans.iter().map(made_of));
     record.moved.extend(
         incoming

@@ -43,6 +43,7 @@ use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::{SriovChange, SriovOptions};
+use crate::model::holder::{Holder, Tenant};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::nvml::{Nvml, NvmlSource};
@@ -52,7 +53,7 @@ use crate::state::hook::HookConfig;
 use crate::state::store::{BindingDefinition, SriovDefinition, Start, Store};
 use crate::state::usage::Clock;
 pub use interrupt::{request_stop, stop_requested};
-pub use policy::{Claim, Holder, read_policy};
+pub use policy::{Held, read_policy};
 pub use session::DomainReferences;
 use session::{Operation, Session, SessionOptions};
 use vgpu_steps::{not_found, start_defined, stop, stop_unchecked, undefine};
@@ -475,10 +476,11 @@ impl Manager {
     /// are a pool: the tenant holds them once its domains take them, and the hook checks then.
     pub fn provision_for(&self, tenant: &str, targets: Vec<Target>) -> Result<Vec<GpuReport>> {
         let session = self.session()?;
-        let claim = Claim {
+        // No domain holds the pool yet: the policy counts it for the tenant.
+        let claim = Holder {
+            domain: "provision".to_owned(),
             uuid: Uuid::nil(),
-            name: "provision".to_owned(),
-            tenant: tenant.to_owned(),
+            tenant: Some(Tenant::label(tenant)),
         };
         let allowed = session.run("provision-policy", tenant, |op| {
             provision::keep_policy(op, &claim, &targets)
@@ -653,7 +655,7 @@ impl Manager {
         if domain.devices.is_empty() {
             return Ok(Prepared::default());
         }
-        self.mutate("hook-prepare", &domain.name, |op| {
+        self.mutate("hook-prepare", &domain.holder.domain, |op| {
             hook::prepare(op, domain, config)
         })
     }
@@ -684,7 +686,7 @@ impl Manager {
         let result = if dry_run {
             session.attempt(|op| migrate::incoming(op, domain, devices, config, true))
         } else {
-            session.run("hook-migrate", &domain.name, |op| {
+            session.run("hook-migrate", &domain.holder.domain, |op| {
                 migrate::incoming(op, domain, devices, config, false)
             })
         };

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
+use crate::model::holder::{Holder, Tenant};
 use crate::model::kind::DeviceKind;
 use crate::model::nvml::{Fact, SchedulerPolicy, SchedulerState};
 use crate::model::pci::PciAddress;
@@ -18,8 +19,8 @@ use crate::model::{Backend, Gpu, Inventory, PLAIN_VF_TYPE, VgpuHandle, VgpuType}
 use crate::nvml::NvmlCell;
 use crate::plan::capacity::HostState;
 use crate::plan::place::Tenancy;
-use crate::plan::tenants::{Holding, Policy, Qos, Service, check, service};
-use crate::state::hook::{Record, other_records, read_record, record_path};
+use crate::plan::tenants::{Holding, Policy, Qos, Service, check, named, service};
+use crate::state::hook::{Record, other_records, read_record, record_path, record_uuid};
 use crate::state::store::{Store, add_recorded_offers};
 
 use super::Manager;
@@ -105,22 +106,16 @@ fn typed<'a>(gpu: &'a Gpu, type_id: &'a str) -> Identified<'a> {
     }
 }
 
-/// What the device `id` of `tenant`'s `domain` is on this host, as the policy counts it: its
-/// physical GPU, its frame buffer and whether it is partitioned in hardware. `None` for a
-/// device of no GPU in `inventory`.
-pub(crate) fn holding_of(
-    inventory: &Inventory,
-    tenant: &str,
-    domain: &str,
-    id: VgpuHandle,
-) -> Option<Holding> {
-    identify(inventory, id).map(|found| holding(&found, tenant, domain))
+/// What the device `id` of `holder` is on this host, as the policy counts it: its physical
+/// GPU, its frame buffer and whether it is partitioned in hardware. `None` for a device of no
+/// GPU in `inventory`.
+fn holding_of(inventory: &Inventory, holder: &Holder, id: VgpuHandle) -> Option<Holding> {
+    identify(inventory, id).map(|found| holding(&found, holder))
 }
 
-fn holding(found: &Identified<'_>, tenant: &str, domain: &str) -> Holding {
+fn holding(found: &Identified<'_>, holder: &Holder) -> Holding {
     Holding {
-        tenant: tenant.to_owned(),
-        domain: domain.to_owned(),
+        holder: holder.clone(),
         gpu: found.gpu.address,
         framebuffer_mib: found.framebuffer_mib.unwrap_or(0),
         hardware: found.kind.partitioned_in_hardware(),
@@ -180,17 +175,6 @@ fn physical_gpu(inventory: &Inventory, address: PciAddress) -> Option<PciAddress
         .map(|g| g.address)
 }
 
-/// A domain as the tenant policy sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    /// The domain's UUID, which names its record.
-    pub uuid: Uuid,
-    /// Its name.
-    pub name: String,
-    /// Its tenant; `""` for none.
-    pub tenant: String,
-}
-
 /// Refuses `claim` ([`Error::PolicyRefused`]) when it holding `existing` devices and new
 /// vGPUs of `planned` (device, type id) breaks the tenant policy beside what other domains'
 /// records hold (`others`, read when `None`). Returns the settled inventory it read, or
@@ -198,7 +182,7 @@ pub struct Claim {
 /// an error: the caller fails closed.
 pub(crate) fn enforce(
     op: &Operation<'_>,
-    claim: &Claim,
+    claim: &Holder,
     existing: &[VgpuHandle],
     planned: &[(PciAddress, String)],
     others: Option<Vec<(PathBuf, Record)>>,
@@ -223,7 +207,7 @@ pub(crate) fn enforce(
 pub(crate) fn judge(
     paths: &HostPaths,
     store: &Store,
-    claim: &Claim,
+    claim: &Holder,
     existing: &[VgpuHandle],
     planned: &[(PciAddress, String)],
     others: Option<Vec<(PathBuf, Record)>>,
@@ -237,13 +221,12 @@ pub(crate) fn judge(
         Some(others) => others,
         None => other_records(paths, claim.uuid)?,
     };
-    let held = held(&inventory, others.iter().map(|(_, r)| r));
-    let (tenant, name) = (claim.tenant.as_str(), claim.name.as_str());
+    let held = held(&inventory, &others);
     let mut seen = Vec::new();
     let mut new = Vec::new();
-    let class = policy.of(tenant).qos;
+    let class = policy.of(claim.tenant_name()).qos;
     let mut judged = |found: Identified<'_>| {
-        let mut holding = holding(&found, tenant, name);
+        let mut holding = holding(&found, claim);
         if class > Qos::BestEffort {
             holding.service = served(&found, schedulers.of(found.gpu));
         }
@@ -263,8 +246,8 @@ pub(crate) fn judge(
     }
     if let Some(violation) = check(&policy, &held, &new).into_iter().next() {
         return Err(Error::PolicyRefused {
-            domain: claim.name.clone(),
-            tenant: claim.tenant.clone(),
+            domain: claim.domain.clone(),
+            tenant: named(claim.tenant_name()),
             path: paths.tenants_toml(),
             violation: Box::new(violation),
         });
@@ -272,40 +255,37 @@ pub(crate) fn judge(
     Ok(Some(inventory))
 }
 
-/// What every record gives its domain's tenant: the devices made for it and those it holds.
-pub(crate) fn held<'a>(
-    inventory: &Inventory,
-    records: impl IntoIterator<Item = &'a Record>,
-) -> Vec<Holding> {
-    records
-        .into_iter()
-        .flat_map(|record| held_by(inventory, Uuid::nil(), record))
-        .map(|holder| holder.holding)
+/// What every record (by its path, [`other_records`]) gives its domain's tenant: the devices
+/// made for it and those it holds.
+pub(crate) fn held(inventory: &Inventory, records: &[(PathBuf, Record)]) -> Vec<Holding> {
+    held_devices(inventory, records)
+        .map(|held| held.holding)
         .collect()
 }
 
-/// What one domain's `record` (the domain `uuid`) holds, each with its device.
-fn held_by(inventory: &Inventory, uuid: Uuid, record: &Record) -> Vec<Holder> {
-    let made = record.made.iter().map(|m| m.handle());
-    made.chain(record.holds.iter().copied())
-        .filter_map(|id| {
-            holding_of(inventory, &record.tenant, &record.domain, id).map(|holding| Holder {
-                id,
-                domain_uuid: uuid,
-                holding,
+/// [`held`], each with its device.
+fn held_devices<'a>(
+    inventory: &'a Inventory,
+    records: &'a [(PathBuf, Record)],
+) -> impl Iterator<Item = Held> + 'a {
+    records.iter().flat_map(move |(path, record)| {
+        let holder = record_uuid(path).map(|uuid| record.holder(uuid));
+        let made = record.made.iter().map(|m| m.handle());
+        made.chain(record.holds.iter().copied())
+            .filter_map(move |id| {
+                let holding = holding_of(inventory, holder.as_ref()?, id)?;
+                Some(Held { id, holding })
             })
-        })
-        .collect()
+            .collect::<Vec<_>>()
+    })
 }
 
-/// One device a domain's hook record holds ([`Manager::holders`]).
+/// One device a domain's hook record holds ([`Manager::held`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
+pub struct Held {
     /// The device.
     pub id: VgpuHandle,
-    /// The domain's UUID, which names its record.
-    pub domain_uuid: Uuid,
-    /// Its tenant, domain, GPU and frame buffer, as the tenant policy counts it.
+    /// Its domain and tenant, GPU and frame buffer, as the tenant policy counts it.
     pub holding: Holding,
 }
 
@@ -314,7 +294,7 @@ impl Manager {
     /// every domain's record holds now. Reads only.
     pub fn tenancy(&self, tenant: &str) -> Result<Tenancy> {
         Ok(Tenancy {
-            tenant: tenant.to_owned(),
+            tenant: Tenant::label(tenant),
             policy: read_policy(&self.paths)?.unwrap_or_default(),
             held: self.holdings()?,
         })
@@ -323,29 +303,16 @@ impl Manager {
     /// What every domain's hook record holds now, for its tenant. Reads only. `vgpuctl
     /// tenants` reports it under the policy (`vgpu-report`'s `tenants`).
     pub fn holdings(&self) -> Result<Vec<Holding>> {
-        Ok(self
-            .holders()?
-            .into_iter()
-            .map(|holder| holder.holding)
-            .collect())
+        Ok(self.held()?.into_iter().map(|held| held.holding).collect())
     }
 
-    /// [`Manager::holdings`], each with the device held and its domain's UUID: who holds a
-    /// vGPU when libvirt cannot say (`vgpuctl metrics` names its domain and tenant from it).
-    /// Reads only.
-    pub fn holders(&self) -> Result<Vec<Holder>> {
+    /// [`Manager::holdings`], each with the device held: who holds a vGPU when libvirt
+    /// cannot say (`vgpuctl metrics` names its domain and tenant from it). Reads only.
+    pub fn held(&self) -> Result<Vec<Held>> {
         let paths = &self.paths;
         let inventory = settled_inventory(paths, &Store::new(paths))?;
         let records = other_records(paths, Uuid::nil())?;
-        Ok(records
-            .iter()
-            .filter_map(|(path, record)| {
-                // `other_records` keeps only records named by their domain's UUID.
-                let name = path.file_name()?.to_str()?;
-                Some(held_by(&inventory, Uuid::try_parse(name).ok()?, record))
-            })
-            .flatten()
-            .collect())
+        Ok(held_devices(&inventory, &records).collect())
     }
 }
 
@@ -355,14 +322,14 @@ impl Manager {
     /// ([`Error::PolicyRefused`], kind `policy`); otherwise records them for the domain, so
     /// that later checks count them. `attach` asks this before attaching. Without a policy
     /// file nothing is read or written.
-    pub fn admit(&self, domain: &Claim, ids: &[VgpuHandle]) -> Result<()> {
+    pub fn admit(&self, domain: &Holder, ids: &[VgpuHandle]) -> Result<()> {
         if read_policy(&self.paths)?.is_none() {
             return Ok(());
         }
-        self.mutate("admit", &domain.name, |op| {
+        self.mutate("admit", &domain.domain, |op| {
             let path = record_path(op.paths(), domain.uuid);
             let mut record =
-                read_record(&path)?.unwrap_or_else(|| Record::new(&domain.name, Vec::new()));
+                read_record(&path)?.unwrap_or_else(|| Record::new(&domain.domain, Vec::new()));
             let mut existing: Vec<VgpuHandle> = record.made.iter().map(|m| m.handle()).collect();
             existing.extend(record.holds.iter().copied());
             existing.extend(ids.iter().copied());
@@ -372,7 +339,7 @@ impl Manager {
             record.tenant.clone_from(&domain.tenant);
             for id in ids {
                 let made = record.made.iter().any(|m| m.handle() == *id);
-                let gpu = holding_of(&inventory, "", "", *id).is_some();
+                let gpu = identify(&inventory, *id).is_some();
                 if !made && gpu && !record.holds.contains(id) {
                     record.holds.push(*id);
                 }

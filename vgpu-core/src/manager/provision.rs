@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::policy::{Claim, enforce, read_policy};
+use super::policy::{enforce, read_policy};
 use super::session::{Operation, Session};
 use crate::backend;
 use crate::discovery::discover_gpu;
@@ -23,6 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::host::pci_device::PciDevice;
 use crate::host::sriov::SriovChange;
 use crate::model::VgpuHandle;
+use crate::model::holder::Holder;
 use crate::model::pci::PciAddress;
 use crate::state::store::Start;
 
@@ -72,7 +73,7 @@ pub(super) fn run(session: &Session, targets: &[Target]) -> Result<Vec<GpuReport
 /// Refuses `claim` the vGPUs `targets` would make when holding them breaks the tenant
 /// policy (`policy::enforce`, the hook's check): each target's count, or the room its GPU has.
 /// Nothing is read without a policy file.
-pub(super) fn keep_policy(op: &Operation<'_>, claim: &Claim, targets: &[Target]) -> Result<()> {
+pub(super) fn keep_policy(op: &Operation<'_>, claim: &Holder, targets: &[Target]) -> Result<()> {
     if read_policy(op.paths())?.is_none() {
         return Ok(());
     }

@@ -14,13 +14,14 @@ use crate::state::audit::{AuditEntry, AuditLog};
 use crate::state::usage::{Clock, Contents, HostClock, Ledger, Settled, UsageConfig};
 
 use super::Manager;
-use super::policy::{Claim, identify, settled_inventory};
+use super::policy::{identify, settled_inventory};
+use crate::model::holder::Holder;
 
 impl Manager {
     /// Opens a usage interval for each of `devices` that is a vGPU of this host, held by
     /// `domain` from now on (the hook's `started`, or `attach` to a running domain). Devices
     /// of no GPU are not counted. Returns the intervals opened.
-    pub fn usage_begin(&self, domain: &Claim, devices: &[VgpuHandle]) -> Result<Vec<Interval>> {
+    pub fn usage_begin(&self, domain: &Holder, devices: &[VgpuHandle]) -> Result<Vec<Interval>> {
         if devices.is_empty() {
             return Ok(Vec::new());
         }
@@ -30,9 +31,7 @@ impl Manager {
             .filter_map(|id| {
                 let found = identify(&inventory, *id)?;
                 Some(Holding {
-                    tenant: domain.tenant.clone(),
-                    domain: domain.name.clone(),
-                    domain_uuid: domain.uuid,
+                    holder: domain.clone(),
                     vgpu: *id,
                     gpu: found.gpu.address,
                     type_id: found.type_id.to_owned(),

@@ -15,10 +15,11 @@ use uuid::Uuid;
 
 use crate::error::{Error, NvmlError, Object, Result};
 use crate::host::paths::HostPaths;
+use crate::model::holder::Holder;
 use crate::model::migration::{
     self, Arrival, FORMAT, Here, MigrationCheck, MigrationMetadata, VgpuMetadata,
 };
-use crate::model::nvml::matching::{Owner, nvml_vgpu, vm_of};
+use crate::model::nvml::matching::{nvml_vgpu, vm_of};
 use crate::model::nvml::{NvmlHost, Unavailable};
 use crate::model::{Backend, Inventory, NVIDIA_VENDOR_ID, VgpuHandle};
 
@@ -101,7 +102,7 @@ pub fn migration_metadata(
     nvml: &Nvml,
     paths: &HostPaths,
     inventory: &Inventory,
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
     vgpus: &[VgpuHandle],
 ) -> Result<MigrationMetadata> {
     if !nvml.status().loaded {
@@ -128,7 +129,7 @@ fn one(
     paths: &HostPaths,
     inventory: &Inventory,
     host: &NvmlHost,
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
     id: VgpuHandle,
 ) -> Result<VgpuMetadata> {
     let Some((gpu, host_vgpu)) = inventory

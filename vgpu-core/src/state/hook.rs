@@ -41,6 +41,7 @@ use crate::host::durable::list_dir;
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
 use crate::model::VgpuHandle;
+use crate::model::holder::{Holder, Tenant, optional_tenant};
 use crate::model::location::Location;
 use crate::model::pci::PciAddress;
 
@@ -105,9 +106,14 @@ pub(crate) struct Record {
     pub(crate) domain: String,
     /// What was made, in the order it was made.
     pub(crate) made: Vec<Made>,
-    /// The domain's tenant (`""` for none): what the tenant policy counts the devices for.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) tenant: String,
+    /// The domain's tenant: whom the tenant policy counts the devices for. Older records
+    /// wrote its name alone, `""` for none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_tenant"
+    )]
+    pub(crate) tenant: Option<Tenant>,
     /// The GPU devices the domain uses that were there before it started: counted for its
     /// tenant, never taken back. Written only under a tenant policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -124,9 +130,18 @@ impl Record {
             version: RECORD_VERSION,
             domain: domain.to_owned(),
             made,
-            tenant: String::new(),
+            tenant: None,
             holds: Vec::new(),
             moved: Vec::new(),
+        }
+    }
+
+    /// The domain `uuid` whose record this is, and its tenant.
+    pub(crate) fn holder(&self, uuid: Uuid) -> Holder {
+        Holder {
+            domain: self.domain.clone(),
+            uuid,
+            tenant: self.tenant.clone(),
         }
     }
 
@@ -149,6 +164,11 @@ pub(crate) fn records_dir(paths: &HostPaths) -> PathBuf {
 /// `run/vgpu/hook/<domain>`.
 pub(crate) fn record_path(paths: &HostPaths, domain: Uuid) -> PathBuf {
     records_dir(paths).join(domain.hyphenated().to_string())
+}
+
+/// The domain whose record is at `path`: records are named by their domain's UUID.
+pub(crate) fn record_uuid(path: &Path) -> Option<Uuid> {
+    Uuid::try_parse(path.file_name()?.to_str()?).ok()
 }
 
 /// Reads the record at `path`; `None` when there is none.
@@ -178,8 +198,8 @@ pub(crate) fn read_record(path: &Path) -> Result<Option<Record>> {
 #[tracing::instrument(level = "trace", skip_all)]
 pub(crate) fn other_records(paths: &HostPaths, except: Uuid) -> Result<Vec<(PathBuf, Record)>> {
     let mut found = Vec::new();
-    for (path, name) in list_dir(&records_dir(paths))? {
-        let Some(uuid) = name.as_deref().and_then(|n| Uuid::try_parse(n).ok()) else {
+    for (path, _) in list_dir(&records_dir(paths))? {
+        let Some(uuid) = record_uuid(&path) else {
             continue;
         };
         if uuid == except {

@@ -9,7 +9,7 @@ use crate::common::{addr, audit, manager, paths, record};
 use uuid::Uuid;
 use vgpu_core::{
     manager::{HookDomain, Left},
-    model::VgpuHandle,
+    model::{VgpuHandle, holder::Holder},
     state::{HookConfig, Made, Start},
 };
 use vgpu_sim::SimHost;
@@ -22,12 +22,14 @@ const EIO: i32 = 5;
 
 fn domain(uuid: Uuid, devices: &[&str], vgpu_type: Option<&str>) -> HookDomain {
     HookDomain {
-        uuid,
-        name: format!("vm-{}", uuid.as_u128()),
+        holder: Holder {
+            domain: format!("vm-{}", uuid.as_u128()),
+            uuid,
+            tenant: None,
+        },
         devices: devices.iter().map(|d| d.parse().unwrap()).collect(),
         vgpu_type: vgpu_type.map(str::to_owned),
         flavor: None,
-        tenant: String::new(),
     }
 }
 

@@ -26,6 +26,7 @@
 use roxmltree::{Document, Node, ParsingOptions};
 use uuid::Uuid;
 use vgpu_model::VgpuHandle;
+use vgpu_model::holder::Holder;
 use vgpu_model::pci::PciAddress;
 
 use crate::error::{Error, Result};
@@ -151,6 +152,17 @@ pub struct DomainXml {
     /// The vGPU type `attach` recorded for each device, by name: `<vgpu:device id="…"
     /// type="…"/>` in the `<vgpu:vgpu>` element ([`vgpu_metadata_with_device`]).
     pub device_types: Vec<(VgpuHandle, String)>,
+}
+
+impl DomainXml {
+    /// The domain as the holder of its devices: its name, UUID and tenant.
+    pub fn holder(&self) -> Holder {
+        Holder {
+            domain: self.name.clone(),
+            uuid: self.uuid,
+            tenant: self.tenant.clone(),
+        }
+    }
 }
 
 /// Reads a domain's name, UUID, hostdevs and `vgpu` and Nova metadata, within the bounds of

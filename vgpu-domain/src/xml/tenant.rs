@@ -27,32 +27,10 @@
 //! ```
 
 use roxmltree::Node;
-use serde::{Deserialize, Serialize};
+
+pub use vgpu_model::holder::{Tenant, TenantSource};
 
 use super::{METADATA_NAMESPACE, is_nova};
-
-/// The tenant a domain's metadata names.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Tenant {
-    /// The name usage is summed under: the `tenant` attribute of `<vgpu:vgpu>`, else the
-    /// name of Nova's `<nova:project>` (its id when the name is empty).
-    pub name: String,
-    /// Where the name was read.
-    pub source: TenantSource,
-    /// The Keystone id of Nova's project (the `uuid` attribute of `<nova:project>`), when the
-    /// tenant is Nova's.
-    pub project_id: Option<String>,
-}
-
-/// Where a [`Tenant`] was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TenantSource {
-    /// The `tenant` attribute of `<vgpu:vgpu>` ([`METADATA_NAMESPACE`]).
-    Vgpu,
-    /// The project of Nova's `<nova:instance><nova:owner>`.
-    Nova,
-}
 
 /// The tenant named by the top-level elements of a domain's `<metadata>`: `vgpu`'s own label
 /// first, then Nova's project. Surrounding white space is trimmed; an empty name names no

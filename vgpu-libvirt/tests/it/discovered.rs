@@ -54,7 +54,7 @@ fn each_kind_of_discovered_vgpu_is_attached_and_owned() {
             (
                 o.id,
                 o.gpu.to_string(),
-                o.holders.into_iter().map(|h| h.domain).collect(),
+                o.holders.into_iter().map(|h| h.holder.domain).collect(),
             )
         })
         .collect();

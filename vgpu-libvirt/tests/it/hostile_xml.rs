@@ -190,7 +190,7 @@ fn deepest_metadata_libvirt_accepts_is_read() {
         owners.vgpus[0]
             .holders
             .iter()
-            .map(|h| h.domain.as_str())
+            .map(|h| h.holder.domain.as_str())
             .collect::<Vec<_>>(),
         vec!["deep-254"]
     );

@@ -11,7 +11,7 @@
 use crate::common::{TestDomain, addr, connect, inventory, mdev};
 use vgpu_core::model::VgpuHandle;
 use vgpu_domain::xml::{METADATA_NAMESPACE, Tenant, TenantSource};
-use vgpu_domain::{Holder, Hostdev, Owned, Owners, Reference, Scope};
+use vgpu_domain::{Hold, Holder, Hostdev, Owned, Owners, Reference, Scope};
 
 const BINARY: &str = "owners";
 const CONFIG: Scope = Scope {
@@ -70,13 +70,15 @@ fn owners_maps_running_defined_orphaned_and_missing() {
         source: TenantSource::Nova,
         project_id: Some("d33b8c0e1f2a4b3c9d8e7f6a5b342d69".to_owned()),
     };
-    let holder = |domain: &str, uuid, running, tenant: &Tenant| Holder {
-        domain: domain.to_owned(),
-        uuid,
+    let holder = |domain: &str, uuid, running, tenant: &Tenant| Hold {
+        holder: Holder {
+            domain: domain.to_owned(),
+            uuid,
+            tenant: Some(tenant.clone()),
+        },
         running,
         live: false,
         config: true,
-        tenant: Some(tenant.clone()),
         // Nova's project is read from Nova's <nova:instance>: the domain is Nova's.
         nova: tenant.source == TenantSource::Nova,
     };

@@ -8,18 +8,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{NvmlVgpu, VmId};
+use crate::holder::Holder;
 use crate::{Backend, Gpu, VgpuHandle};
-
-/// Who holds a vGPU: the hypervisor's domain and the tenant its metadata names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    /// The domain's name.
-    pub domain: String,
-    /// The domain's UUID.
-    pub uuid: Uuid,
-    /// The tenant, when the domain names one.
-    pub tenant: Option<String>,
-}
 
 /// How NVML's report of a running vGPU was matched to the host's vGPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -37,7 +27,7 @@ pub enum MatchedBy {
 pub fn nvml_vgpu<'a>(
     gpu: &Gpu,
     running: &'a [NvmlVgpu],
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
     id: VgpuHandle,
 ) -> Option<&'a NvmlVgpu> {
     matches(gpu, running, owners)
@@ -52,7 +42,7 @@ pub fn nvml_vgpu<'a>(
 pub fn matches<'a>(
     gpu: &Gpu,
     running: &'a [NvmlVgpu],
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
 ) -> Vec<(VgpuHandle, &'a NvmlVgpu, MatchedBy)> {
     let mut found = Vec::new();
     let mut by_vm = Vec::new();
@@ -95,7 +85,7 @@ fn exact_uuid(gpu: &Gpu, vgpu: &NvmlVgpu) -> Option<Uuid> {
 fn vm_and_type(
     gpu: &Gpu,
     vgpu: &NvmlVgpu,
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
     claimed: &BTreeSet<VgpuHandle>,
 ) -> Option<VgpuHandle> {
     let type_id = *vgpu.type_id.value()?;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::VgpuHandle;
+use crate::holder::Holder;
 use crate::pci::PciAddress;
 
 /// A point in time as the ledger records it: the wall clock, and the boot and the clock that a
@@ -34,12 +35,9 @@ pub struct Stamp {
 /// What a vGPU held by a domain is, as the ledger records it when the domain starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holding {
-    /// The domain's tenant; `""` for a domain without one.
-    pub tenant: String,
-    /// The domain's name.
-    pub domain: String,
-    /// The domain's UUID.
-    pub domain_uuid: Uuid,
+    /// The domain and its tenant.
+    #[serde(flatten)]
+    pub holder: Holder,
     /// The vGPU: an mdev UUID or a VF's address.
     pub vgpu: VgpuHandle,
     /// The physical GPU.
@@ -54,6 +52,13 @@ pub struct Holding {
     /// For a MIG-backed vGPU, its GPU instance profile (`1g.18gb`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_instance_profile: Option<String>,
+}
+
+impl Holding {
+    /// The tenant as month rows and usage reports key it: its name, `""` for none.
+    pub fn tenant_key(&self) -> &str {
+        self.holder.tenant_name().unwrap_or_default()
+    }
 }
 
 /// One domain holding one vGPU, from `started` to `stopped`.
@@ -100,7 +105,7 @@ impl Interval {
 /// its intervals.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MonthRow {
-    /// The tenant.
+    /// The tenant's name; `""` for domains without one.
     pub tenant: String,
     /// The domain's name.
     pub domain: String,
@@ -202,15 +207,16 @@ pub fn fold_month(
             continue;
         }
         let h = &interval.holding;
+        let tenant = h.tenant_key();
         let key = (
-            h.tenant.clone(),
-            h.domain.clone(),
+            tenant.to_owned(),
+            h.holder.domain.clone(),
             h.type_id.clone(),
             h.gpu.to_string(),
         );
         let row = rows.entry(key).or_insert_with(|| MonthRow {
-            tenant: h.tenant.clone(),
-            domain: h.domain.clone(),
+            tenant: tenant.to_owned(),
+            domain: h.holder.domain.clone(),
             type_id: h.type_id.clone(),
             type_name: h.type_name.clone(),
             gpu: h.gpu,

@@ -1,7 +1,9 @@
 //! Placement for a tenant: only GPUs where its new vGPUs keep the tenant policy, and an error
 //! naming the rule when too few do; as a property, every pick passes the one check.
 
+use crate::model::holder::{Holder, Tenant};
 use std::path::Path;
+use uuid::Uuid;
 
 use proptest::prelude::*;
 
@@ -27,7 +29,7 @@ fn two_l40s() -> HostState {
 
 fn tenancy(tenant: &str, policy: &str, held: Vec<Holding>) -> Tenancy {
     Tenancy {
-        tenant: tenant.to_owned(),
+        tenant: Tenant::label(tenant),
         policy: tenants::Policy::parse(Path::new("tenants.toml"), policy).unwrap(),
         held,
     }
@@ -36,8 +38,11 @@ fn tenancy(tenant: &str, policy: &str, held: Vec<Holding>) -> Tenancy {
 /// A time-sliced 12 GiB vGPU of `tenant` on `gpu`.
 fn held(tenant: &str, gpu: &str) -> Holding {
     Holding {
-        tenant: tenant.to_owned(),
-        domain: "vm".to_owned(),
+        holder: Holder {
+            domain: "vm".to_owned(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
         gpu: addr(gpu),
         framebuffer_mib: 12288,
         hardware: false,
@@ -123,8 +128,11 @@ fn as_holding(state: &HostState, tenant: &str, pick: &Pick) -> Holding {
         .find(|g| g.address == pick.gpu)
         .and_then(|g| g.types.iter().find(|t| t.id == pick.type_id));
     Holding {
-        tenant: tenant.to_owned(),
-        domain: String::new(),
+        holder: Holder {
+            domain: String::new(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
         gpu: pick.gpu,
         framebuffer_mib: pick.framebuffer_mib.unwrap_or(0),
         hardware: crate::model::kind::DeviceKind::of_type(ty).partitioned_in_hardware(),
@@ -182,7 +190,7 @@ proptest! {
         }
         state.settle();
         let t = Tenancy {
-            tenant: "acme".to_owned(),
+            tenant: Tenant::label("acme"),
             policy: tenants::Policy::parse(
                 Path::new("tenants.toml"),
                 &policy_text(isolation, spread, apart, max),

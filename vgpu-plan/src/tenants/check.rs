@@ -5,12 +5,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Isolation, Policy};
+use super::{Isolation, NO_TENANT, Policy};
 use crate::model::pci::PciAddress;
 pub use crate::model::policy::{Holding, Violation};
 
 /// A holding, and whether it is about to be handed out.
 type Marked<'a> = (&'a Holding, bool);
+
+/// A tenant's name; `None` for domains without one.
+type Tenant<'a> = Option<&'a str>;
+
+/// `tenant` as violations and reports name it: `""` for domains without one, as the policy
+/// file's `[tenant.""]` does.
+pub fn named(tenant: Option<&str>) -> String {
+    tenant.unwrap_or(NO_TENANT).to_owned()
+}
 
 /// The rules `held` and `new` together break, each involving at least one of `new`. With
 /// nothing held and everything as `new`, every violation present: what `vgpuctl tenants`
@@ -21,7 +30,7 @@ type Marked<'a> = (&'a Holding, bool);
 /// first), then per tenant the quotas.
 pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violation> {
     // Per GPU, per tenant: its holdings there, each with whether it is new.
-    let mut gpus: BTreeMap<PciAddress, BTreeMap<&str, Vec<Marked<'_>>>> = BTreeMap::new();
+    let mut gpus: BTreeMap<PciAddress, BTreeMap<Tenant<'_>, Vec<Marked<'_>>>> = BTreeMap::new();
     let all = held
         .iter()
         .map(|h| (h, false))
@@ -29,7 +38,7 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
     for (holding, is_new) in all.clone() {
         gpus.entry(holding.gpu)
             .or_default()
-            .entry(holding.tenant.as_str())
+            .entry(holding.holder.tenant_name())
             .or_default()
             .push((holding, is_new));
     }
@@ -38,13 +47,13 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
     let mut violations = Vec::new();
     for (gpu, tenants) in &gpus {
         for (tenant, mine) in tenants {
-            let policy_of = policy.of(tenant);
+            let policy_of = policy.of(*tenant);
             let unserved = mine
                 .iter()
                 .find(|(h, is_new)| *is_new && !h.service.serves(policy_of.qos));
             if let Some((holding, _)) = unserved {
                 violations.push(Violation::Qos {
-                    tenant: (*tenant).to_owned(),
+                    tenant: named(*tenant),
                     class: policy_of.qos,
                     gpu: *gpu,
                     scheduler: holding.service.scheduler,
@@ -53,7 +62,7 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
             }
             if policy_of.spread && mine.len() > 1 && any_new(mine) {
                 violations.push(Violation::Spread {
-                    tenant: (*tenant).to_owned(),
+                    tenant: named(*tenant),
                     gpu: *gpu,
                     count: mine.len(),
                 });
@@ -65,7 +74,7 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
                     continue;
                 }
                 let involved = any_new(mine) || any_new(theirs);
-                let pair = || ((*tenant).to_owned(), (*other).to_owned());
+                let pair = || (named(*tenant), named(*other));
                 if policy_of.isolation == Isolation::Exclusive && involved {
                     let (tenant, other) = pair();
                     violations.push(Violation::Exclusive {
@@ -87,8 +96,8 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
                 }
                 // Both ways, said once: by the tenant whose rule it is, or by the first in
                 // order when both name the other.
-                let names_other = policy_of.apart_from.contains(*other);
-                let named_by_other = policy.of(other).apart_from.contains(*tenant);
+                let names_other = policy_of.apart_from.contains(named(*other).as_str());
+                let named_by_other = policy.of(*other).apart_from.contains(&named(*tenant));
                 if involved && names_other && (!named_by_other || tenant < other) {
                     let (tenant, other) = pair();
                     violations.push(Violation::ApartFrom {
@@ -101,24 +110,24 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
         }
     }
 
-    let mut totals: BTreeMap<&str, (u64, u64, bool)> = BTreeMap::new();
+    let mut totals: BTreeMap<Tenant<'_>, (u64, u64, bool)> = BTreeMap::new();
     for (holding, is_new) in all {
-        let total = totals.entry(holding.tenant.as_str()).or_default();
+        let total = totals.entry(holding.holder.tenant_name()).or_default();
         total.0 += 1;
         total.1 += holding.framebuffer_mib;
         total.2 |= is_new;
     }
-    let tenants_with_new: BTreeSet<&str> = totals
+    let tenants_with_new: BTreeSet<Tenant<'_>> = totals
         .iter()
         .filter(|(_, total)| total.2)
         .map(|(tenant, _)| *tenant)
         .collect();
     for tenant in tenants_with_new {
-        let (count, framebuffer_mib, _) = totals[tenant];
+        let (count, framebuffer_mib, _) = totals[&tenant];
         let policy_of = policy.of(tenant);
         if let Some(limit) = policy_of.max_vgpus.map(u64::from).filter(|l| count > *l) {
             violations.push(Violation::MaxVgpus {
-                tenant: tenant.to_owned(),
+                tenant: named(tenant),
                 held: count,
                 limit,
                 asked: true,
@@ -127,7 +136,7 @@ pub fn check(policy: &Policy, held: &[Holding], new: &[Holding]) -> Vec<Violatio
         let framebuffer_limit = policy_of.max_framebuffer_mib;
         if let Some(limit_mib) = framebuffer_limit.filter(|l| framebuffer_mib > *l) {
             violations.push(Violation::MaxFramebuffer {
-                tenant: tenant.to_owned(),
+                tenant: named(tenant),
                 held_mib: framebuffer_mib,
                 limit_mib,
                 asked: true,

@@ -30,13 +30,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-pub use check::{Holding, Violation, audit, check};
+pub use check::{Holding, Violation, audit, check, named};
 pub use qos::{equal_size_mode, service, serving};
 
 pub use crate::model::policy::{Qos, Service};
 
 use crate::desired::{Location, error_at, parse_framebuffer};
 use crate::error::Result;
+
+/// The key of the policy file's table for domains without a tenant: `[tenant.""]`.
+const NO_TENANT: &str = "";
 
 /// How far a tenant is kept from other tenants on a physical GPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -207,9 +210,18 @@ impl Policy {
         })
     }
 
-    /// The policy of `tenant`: its table, or the default (shared, no quota).
-    pub fn of(&self, tenant: &str) -> TenantPolicy {
-        self.tenants.get(tenant).cloned().unwrap_or_default()
+    /// The policy of `tenant`: its table, or the default (shared, no quota). `None` is the
+    /// domains without a tenant, whose table the file names `[tenant.""]`.
+    pub fn of(&self, tenant: Option<&str>) -> TenantPolicy {
+        let key = tenant.unwrap_or(NO_TENANT);
+        self.tenants.get(key).cloned().unwrap_or_default()
+    }
+
+    /// The tenants the file gives a table, by name; `None` for `[tenant.""]`.
+    pub fn named_tenants(&self) -> impl Iterator<Item = Option<&str>> {
+        self.tenants
+            .keys()
+            .map(|name| Some(name.as_str()).filter(|name| *name != NO_TENANT))
     }
 
     /// Whether either tenant's `apart_from` names the other.

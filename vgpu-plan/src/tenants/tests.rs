@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
+use crate::model::holder::{Holder, Tenant};
 use std::path::Path;
+use uuid::Uuid;
 
 use super::*;
 use crate::testing::unit::addr;
@@ -36,8 +38,11 @@ fn parse_error(text: &str) -> String {
 
 fn holding(tenant: &str, domain: &str, gpu: &str, framebuffer_mib: u64, hardware: bool) -> Holding {
     Holding {
-        tenant: tenant.to_owned(),
-        domain: domain.to_owned(),
+        holder: Holder {
+            domain: domain.to_owned(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
         gpu: addr(gpu),
         framebuffer_mib,
         hardware,
@@ -66,7 +71,7 @@ fn lines(violations: &[Violation]) -> Vec<String> {
 fn parse_reads_every_key() {
     let policy = policy();
     assert_eq!(
-        policy.of("acme"),
+        policy.of(Some("acme")),
         TenantPolicy {
             isolation: Isolation::Exclusive,
             spread: true,
@@ -76,14 +81,14 @@ fn parse_reads_every_key() {
             qos: Qos::BestEffort,
         }
     );
-    assert_eq!(policy.of("umbrella").qos, Qos::Bounded);
+    assert_eq!(policy.of(Some("umbrella")).qos, Qos::Bounded);
     assert_eq!(
-        policy.of("globex").apart_from,
+        policy.of(Some("globex")).apart_from,
         BTreeSet::from(["acme".to_owned()])
     );
-    assert_eq!(policy.of("initech").isolation, Isolation::Hardware);
-    assert_eq!(policy.of("").max_vgpus, Some(1));
-    assert_eq!(policy.of("unnamed"), TenantPolicy::default());
+    assert_eq!(policy.of(Some("initech")).isolation, Isolation::Hardware);
+    assert_eq!(policy.of(None).max_vgpus, Some(1));
+    assert_eq!(policy.of(Some("unnamed")), TenantPolicy::default());
     assert!(policy.apart("acme", "globex") && policy.apart("globex", "acme"));
     assert!(!policy.apart("acme", "initech"));
 }

@@ -1,7 +1,7 @@
 //! Per-vGPU and per-tenant telemetry: what each vGPU in use is allotted and uses, who holds
 //! it, and the sums per tenant that showback is built on. Pure: the caller reads the host
 //! (`vgpu-core`'s `discover`), NVML ([`NvmlHost`], turned into [`Usage`] by
-//! [`usage_from_nvml`]) and the hypervisor's ownership ([`Owner`]), and [`telemetry`] joins
+//! [`usage_from_nvml`]) and the hypervisor's ownership ([`Holder`]), and [`telemetry`] joins
 //! them.
 //!
 //! NVML names a running vGPU by its own instance id, its type, the VM it belongs to
@@ -40,8 +40,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use crate::model::holder::Holder;
+pub use crate::model::nvml::matching::MatchedBy;
 use crate::model::nvml::matching::matches;
-pub use crate::model::nvml::matching::{MatchedBy, Owner};
 use crate::model::nvml::{NvmlHost, NvmlVgpu};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, Inventory, VgpuHandle};
@@ -166,7 +167,7 @@ pub struct TenantUsage {
 pub fn telemetry(
     inventory: &Inventory,
     usage: &Usage,
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
 ) -> Telemetry {
     let mut out = Telemetry::default();
     for gpu in &inventory.gpus {
@@ -187,7 +188,7 @@ pub fn telemetry(
     out
 }
 
-fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> Vec<VgpuTelemetry> {
+fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Holder>) -> Vec<VgpuTelemetry> {
     let row = |id: VgpuHandle, type_id: &str, type_name, framebuffer_mib: Option<u64>| {
         let owner = owners.get(&id);
         let used = usage.get(&id);
@@ -197,7 +198,7 @@ fn gpu_rows(gpu: &Gpu, usage: &Usage, owners: &BTreeMap<VgpuHandle, Owner>) -> V
             type_id: type_id.to_owned(),
             type_name,
             domain: owner.map(|o| o.domain.clone()),
-            tenant: owner.and_then(|o| o.tenant.clone()),
+            tenant: owner.and_then(|o| o.tenant_name()).map(str::to_owned),
             framebuffer_bytes: framebuffer_mib.and_then(|mib| mib.checked_mul(MIB)),
             framebuffer_used_bytes: used.and_then(|u| u.framebuffer_used_bytes),
             encoder_sessions: used.and_then(|u| u.encoder_sessions),
@@ -260,7 +261,7 @@ fn tenants(vgpus: &[VgpuTelemetry]) -> Vec<TenantUsage> {
 pub fn usage_from_nvml(
     nvml: &NvmlHost,
     inventory: &Inventory,
-    owners: &BTreeMap<VgpuHandle, Owner>,
+    owners: &BTreeMap<VgpuHandle, Holder>,
 ) -> Usage {
     let mut usage = Usage::new();
     for gpu in &inventory.gpus {

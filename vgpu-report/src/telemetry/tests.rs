@@ -1,5 +1,6 @@
 //! The join of inventory, usage and ownership, on in-memory GPUs.
 
+use crate::model::holder::{Holder, Tenant};
 use uuid::Uuid;
 
 use super::*;
@@ -58,11 +59,11 @@ fn inventory() -> Inventory {
     }
 }
 
-fn owner(domain: &str, tenant: Option<&str>) -> Owner {
-    Owner {
+fn owner(domain: &str, tenant: Option<&str>) -> Holder {
+    Holder {
         domain: domain.to_owned(),
         uuid: Uuid::new_v5(&Uuid::NAMESPACE_OID, domain.as_bytes()),
-        tenant: tenant.map(str::to_owned),
+        tenant: tenant.map(Tenant::label),
     }
 }
 

@@ -334,7 +334,7 @@ pub fn report(
                         continue;
                     }
                     let h = &interval.holding;
-                    let key = key_of(by, &h.tenant, &h.domain, &h.type_id, h.gpu);
+                    let key = key_of(by, h.tenant_key(), &h.holder.domain, &h.type_id, h.gpu);
                     let sum = sum_of(&mut sums, &key);
                     sum.ms += ms;
                     sum.byte_ms += u128::from(h.framebuffer_bytes) * ms;
@@ -381,7 +381,7 @@ pub fn counters(raw: &[Interval], months: &[MonthSummary], now: &Stamp) -> Vec<T
         let span = interval.span_ms(now);
         let mut ms = 0;
         let mut at = span.0;
-        let sum = sum_of(&mut sums, &interval.holding.tenant);
+        let sum = sum_of(&mut sums, interval.holding.tenant_key());
         while at < span.1 {
             let (_, start, end) = month_bounds(at);
             if !summarised.contains(&(start, end)) {

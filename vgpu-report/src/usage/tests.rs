@@ -1,3 +1,4 @@
+use crate::model::holder::{Holder, Tenant};
 use proptest::prelude::*;
 use uuid::Uuid;
 
@@ -26,9 +27,11 @@ fn interval(tenant: &str, domain: &str, start: i64, ms: Option<i64>) -> Interval
     Interval {
         id: Uuid::new_v4(),
         holding: Holding {
-            tenant: tenant.to_owned(),
-            domain: domain.to_owned(),
-            domain_uuid: Uuid::from_u128(1),
+            holder: Holder {
+                domain: domain.to_owned(),
+                uuid: Uuid::from_u128(1),
+                tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+            },
             vgpu: VgpuHandle::Vf(PciAddress::new(0, 0x41, 0, 4).unwrap()),
             gpu: PciAddress::new(0, 0x41, 0, 0).unwrap(),
             type_id: "nvidia-1061".to_owned(),

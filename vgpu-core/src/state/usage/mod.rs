@@ -199,7 +199,7 @@ impl<'a> Ledger<'a> {
         let mut opened = Vec::new();
         for holding in holdings {
             let held = open.intervals.iter().any(|i| {
-                i.holding.domain_uuid == holding.domain_uuid && i.holding.vgpu == holding.vgpu
+                i.holding.holder.uuid == holding.holder.uuid && i.holding.vgpu == holding.vgpu
             });
             if !held {
                 opened.push(Interval {
@@ -228,7 +228,7 @@ impl<'a> Ledger<'a> {
         let (mut open, _) = self.settle_locked(&now)?;
         let (mut closing, kept): (Vec<Interval>, Vec<Interval>) =
             open.intervals.drain(..).partition(|i| {
-                i.holding.domain_uuid == domain && only.is_none_or(|o| o.contains(&i.holding.vgpu))
+                i.holding.holder.uuid == domain && only.is_none_or(|o| o.contains(&i.holding.vgpu))
             });
         open.intervals = kept;
         if closing.is_empty() {
@@ -460,7 +460,7 @@ impl<'a> Ledger<'a> {
                         // Nothing says it ran at all: it is closed where it began.
                         _ => i.start.clone(),
                     };
-                    tracing::warn!(domain = i.holding.domain, vgpu = %i.holding.vgpu, "usage interval of an earlier boot closed as estimated");
+                    tracing::warn!(domain = i.holding.holder.domain, vgpu = %i.holding.vgpu, "usage interval of an earlier boot closed as estimated");
                     i.end = Some(end);
                     i.estimated = true;
                     i

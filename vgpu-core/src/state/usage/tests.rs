@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use uuid::Uuid;
 
 use super::*;
+use crate::model::holder::{Holder, Tenant};
 use crate::model::pci::PciAddress;
 
 thread_local! {
@@ -109,9 +110,11 @@ impl Clock for FakeClock {
 
 fn holding(domain: u128, tenant: &str, vf: u8) -> Holding {
     Holding {
-        tenant: tenant.to_owned(),
-        domain: format!("vm{domain}"),
-        domain_uuid: Uuid::from_u128(domain),
+        holder: Holder {
+            domain: format!("vm{domain}"),
+            uuid: Uuid::from_u128(domain),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
         vgpu: VgpuHandle::Vf(PciAddress::new(0, 0x41, 0, vf).unwrap()),
         gpu: PciAddress::new(0, 0x41, 0, 0).unwrap(),
         type_id: "nvidia-1067".to_owned(),
@@ -129,7 +132,7 @@ fn closed(contents: &Contents) -> Vec<(String, i64, bool)> {
         .filter(|i| i.end.is_some())
         .map(|i| {
             let (start, end) = i.span_ms(&contents.now);
-            (i.holding.domain.clone(), end - start, i.estimated)
+            (i.holding.holder.domain.clone(), end - start, i.estimated)
         })
         .collect();
     out.sort();
@@ -253,7 +256,7 @@ fn a_crash_at_every_point_of_a_close_loses_nothing_and_counts_nothing_twice() {
         clock.advance(1_000);
         after.end(Uuid::from_u128(2), None).unwrap();
         let contents = after.read(DEC_1).unwrap();
-        let mut ids: Vec<Uuid> = contents.raw.iter().map(|i| i.holding.domain_uuid).collect();
+        let mut ids: Vec<Uuid> = contents.raw.iter().map(|i| i.holding.holder.uuid).collect();
         ids.sort();
         assert_eq!(
             ids,

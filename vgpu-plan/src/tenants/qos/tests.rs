@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
+use crate::model::holder::{Holder, Tenant};
 use std::path::Path;
+use uuid::Uuid;
 
 use crate::model::kind::DeviceKind;
 use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
@@ -29,8 +31,11 @@ fn state(policy: SchedulerPolicy) -> Fact<SchedulerState> {
 
 fn time_sliced(tenant: &str, gpu: &str, service: Service) -> Holding {
     Holding {
-        tenant: tenant.to_owned(),
-        domain: "vm".to_owned(),
+        holder: Holder {
+            domain: "vm".to_owned(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
         gpu: addr(gpu),
         framebuffer_mib: 12288,
         hardware: false,
@@ -56,7 +61,7 @@ fn two_l40s(first: SchedulerPolicy, second: SchedulerPolicy) -> HostState {
 
 fn tenancy(text: &str) -> Tenancy {
     Tenancy {
-        tenant: "acme".to_owned(),
+        tenant: Tenant::label("acme"),
         policy: policy(text),
         held: Vec::new(),
     }
@@ -70,14 +75,14 @@ fn gpus(picks: &[Pick]) -> Vec<String> {
 fn parse_qos_guaranteed_is_read() {
     let policy = policy("[tenant.acme]\nqos = \"guaranteed\"\n");
 
-    assert_eq!(policy.of("acme").qos, Qos::Guaranteed);
+    assert_eq!(policy.of(Some("acme")).qos, Qos::Guaranteed);
 }
 
 #[test]
 fn parse_qos_absent_is_best_effort() {
     let policy = policy("[tenant.acme]\nspread = true\n");
 
-    assert_eq!(policy.of("acme").qos, Qos::BestEffort);
+    assert_eq!(policy.of(Some("acme")).qos, Qos::BestEffort);
 }
 
 #[test]
