@@ -8,29 +8,30 @@
 //! otherwise takes one away at random. Every chooser replays the same trace; a refused
 //! arrival's departure does nothing.
 //!
-//! Three ways to place an arrival:
+//! Four ways to place an arrival:
 //!
 //! 1. **lowest free**: the first GPU with a free supported id, at its lowest free id (the
 //!    driver's default);
-//! 2. **keep room**: the first GPU with a free supported id, at the id [`Chooser::keep_room`]
-//!    takes;
-//! 3. **best of all**: every free placement on every GPU, by the same measure as keep room
-//!    over the whole fleet: the placement that loses the fewest free placements of the
-//!    largest size, then of the next, and so on (ties to the lowest GPU, then id). It is an
-//!    exhaustive search per request of that measure, not an offline optimum over the trace.
+//! 2. **first fit, keep room**: the first GPU with a free supported id, at the id
+//!    [`Chooser::keep_room`] takes;
+//! 3. **ours**: on every GPU the id keep room takes, and of these the one that takes away
+//!    the fewest free placements of the largest size, then of the next ([`Chooser::rank`];
+//!    ties to the lowest GPU). This is how `place` ranks GPUs in mixed-size mode;
+//! 4. **best of all**: every free placement on every GPU, by the same measure (ties to the
+//!    lowest GPU, then id). It is an exhaustive search per request of that measure, not an
+//!    offline optimum over the trace.
 //!
 //! Nearly every refusal is of a 16, 24 or 48 GiB vGPU: a 48 GiB one needs an empty GPU, and
 //! which GPU a small vGPU goes to decides that more than where on the GPU it goes.
 //!
 //! `cargo bench -p vgpu-plan --bench placements` prints the refusals of each and the time per
-//! request of keep room (the whole replay timed, departures included, divided by the
-//! arrivals).
+//! request of each (the whole replay timed, departures included, divided by the arrivals).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::time::Instant;
 
-use vgpu_plan::placement::{Chooser, SlotMap, supported_placements};
+use vgpu_plan::placement::{Chooser, Loss, SlotMap, supported_placements};
 
 const GPUS: usize = 100;
 const REGION: u32 = 48;
@@ -102,21 +103,26 @@ struct Replay {
     nanos: u128,
 }
 
-/// Replays `events` on an empty fleet; `choose` picks a GPU and id for a size, or none.
+/// Replays `events` on an empty fleet; `choose` picks a GPU and id for a size, or none. It
+/// is given each GPU's count of changes, so that it may keep what it worked out per GPU.
 fn replay(
     events: &[Event],
-    mut choose: impl FnMut(&[SlotMap], u32) -> Option<(usize, u32)>,
+    mut choose: impl FnMut(&[SlotMap], &[u64], u32) -> Option<(usize, u32)>,
 ) -> Replay {
     let mut fleet: Vec<SlotMap> = (0..GPUS).map(|_| SlotMap::new(REGION).unwrap()).collect();
+    let mut changes = vec![0u64; GPUS];
     let mut at: Vec<Option<(usize, u32)>> = Vec::new();
     let mut refused = 0;
     let started = Instant::now();
     for event in events {
         match *event {
             Event::Arrive(size) => {
-                let pick = choose(&fleet, size);
+                let pick = choose(&fleet, &changes, size);
                 match pick {
-                    Some((gpu, id)) => fleet[gpu].place(id, size).unwrap(),
+                    Some((gpu, id)) => {
+                        fleet[gpu].place(id, size).unwrap();
+                        changes[gpu] += 1;
+                    }
                     None => refused += 1,
                 }
                 at.push(pick);
@@ -124,6 +130,7 @@ fn replay(
             Event::Depart(arrival) => {
                 if let Some((gpu, id)) = at[arrival] {
                     fleet[gpu].remove(id).unwrap();
+                    changes[gpu] += 1;
                 }
             }
         }
@@ -141,6 +148,38 @@ fn first_fit(chooser: &Chooser, fleet: &[SlotMap], size: u32) -> Option<(usize, 
         .iter()
         .enumerate()
         .find_map(|(gpu, map)| chooser.choose(map, size).unwrap().map(|id| (gpu, id)))
+}
+
+/// Each GPU's rank per size, with the GPU's count of changes it was worked out at: as
+/// `place`'s `Placer` keeps each GPU's slot until a change touches the GPU.
+type Ranks = Vec<Vec<Option<(u64, Option<(u32, Loss)>)>>>;
+
+/// On every GPU the id `chooser` takes; of these the one that takes away the least. A GPU's
+/// rank is worked out again only after it changed.
+fn ranked(
+    chooser: &Chooser,
+    ranks: &mut Ranks,
+    fleet: &[SlotMap],
+    changes: &[u64],
+    size: u32,
+) -> Option<(usize, u32)> {
+    let s = SIZES.iter().position(|&s| s == size).unwrap();
+    for (gpu, map) in fleet.iter().enumerate() {
+        let memo = &mut ranks[gpu][s];
+        if memo.as_ref().is_none_or(|(at, _)| *at != changes[gpu]) {
+            *memo = Some((changes[gpu], chooser.rank(map, size).unwrap()));
+        }
+    }
+    let mut best: Option<(&Loss, usize, u32)> = None;
+    for (gpu, memo) in ranks.iter().enumerate() {
+        let Some((_, Some((id, loss)))) = &memo[s] else {
+            continue;
+        };
+        if best.is_none_or(|(least, _, _)| loss < least) {
+            best = Some((loss, gpu, *id));
+        }
+    }
+    best.map(|(_, gpu, id)| (gpu, id))
 }
 
 /// A map's free placements of each size, largest first.
@@ -186,23 +225,29 @@ fn main() {
     );
 
     let lowest = Chooser::lowest_free();
-    let lowest_run = replay(&events, |fleet, size| first_fit(&lowest, fleet, size));
+    let lowest_run = replay(&events, |fleet, _, size| first_fit(&lowest, fleet, size));
     let keep = Chooser::keep_room(&SIZES);
-    let keep_run = replay(&events, |fleet, size| first_fit(&keep, fleet, size));
-    let best_run = replay(&events, best_of_all);
+    let first_run = replay(&events, |fleet, _, size| first_fit(&keep, fleet, size));
+    let mut ranks: Ranks = vec![vec![None; SIZES.len()]; GPUS];
+    let ours_run = replay(&events, |fleet, changes, size| {
+        ranked(&keep, &mut ranks, fleet, changes, size)
+    });
+    let best_run = replay(&events, |fleet, _, size| best_of_all(fleet, size));
 
-    let arrivals = keep_run.arrivals;
+    let arrivals = ours_run.arrivals;
     println!("arrivals: {arrivals}");
-    println!("refused, lowest free: {}", lowest_run.refused);
-    println!("refused, keep room:   {}", keep_run.refused);
-    println!("refused, best of all: {}", best_run.refused);
-    println!(
-        "keep room: {:.2} us per request ({} ms for the trace)",
-        keep_run.nanos as f64 / arrivals as f64 / 1000.0,
-        keep_run.nanos / 1_000_000
-    );
-    println!(
-        "lowest free: {:.2} us per request",
-        lowest_run.nanos as f64 / arrivals as f64 / 1000.0
-    );
+    let us = |run: &Replay| run.nanos as f64 / arrivals as f64 / 1000.0;
+    for (name, run) in [
+        ("lowest free", &lowest_run),
+        ("first fit, keep room", &first_run),
+        ("ours (ranked)", &ours_run),
+        ("best of all", &best_run),
+    ] {
+        println!(
+            "{name:21} refused {:4} ({:.2} of lowest free), {:.2} us per request",
+            run.refused,
+            run.refused as f64 / lowest_run.refused.max(1) as f64,
+            us(run)
+        );
+    }
 }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::capacity;
+use crate::capacity::{self, Ranker};
 use crate::desired::Location;
 use crate::error::{Error, Result};
 use crate::model::PLAIN_VF_TYPE;
@@ -33,6 +33,7 @@ use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuType};
 use crate::offers::{Rule, sriov_memory_mib};
 use crate::parse::strip_vendor_prefix;
+use crate::placement::Loss;
 use crate::steps::{Before, GpuPlan, Plan, Step, Want};
 use crate::tenants::{self, Holding, Violation};
 use crate::{DefinitionSet, HostState};
@@ -105,6 +106,8 @@ struct Slot<'a> {
     free_vfs: Option<Vec<PciAddress>>,
     framebuffer_mib: Option<u64>,
     taken: u32,
+    /// On a GPU in mixed-size mode: where its next vGPU goes and what that takes away.
+    mixed: Option<Ranker>,
 }
 
 /// Whose new vGPUs are placed, under which tenant policy, beside what the host holds: only
@@ -309,11 +312,23 @@ fn choose(
             .min_by_key(|(_, s, needs)| {
                 let left = s.room - s.taken - 1;
                 let load = s.in_use + s.taken;
-                let order = match policy {
-                    Policy::Pack => (load == 0, left, 0, s.gpu.address),
-                    Policy::Spread => (false, u32::MAX - left, load, s.gpu.address),
+                // On a mixed-size GPU what the pick takes away says how full the GPU is
+                // and whether it is empty: packing goes by it alone.
+                let loss = s
+                    .mixed
+                    .as_ref()
+                    .and_then(Ranker::rank)
+                    .map(|(_, loss)| loss.clone());
+                let order = match (policy, &loss) {
+                    (Policy::Pack, Some(_)) => (false, 0, 0, s.gpu.address),
+                    (Policy::Pack, None) => (load == 0, left, 0, s.gpu.address),
+                    (Policy::Spread, _) => (false, u32::MAX - left, load, s.gpu.address),
                 };
-                (needs.is_some(), order)
+                let loss = loss.unwrap_or_default();
+                match policy {
+                    Policy::Pack => (needs.is_some(), loss, order),
+                    Policy::Spread => (needs.is_some(), Loss::default(), order),
+                }
             })
             .map(|(i, _, needs)| (i, needs));
         let Some((i, needs_scheduler)) = best else {
@@ -344,6 +359,9 @@ fn choose(
             false => None,
         };
         slot.taken += 1;
+        if let Some(ranker) = &mut slot.mixed {
+            ranker.take();
+        }
         picks.push(Pick {
             gpu: slot.gpu.address,
             type_id: slot
@@ -478,6 +496,7 @@ fn slot<'a>(host: &HostState, gpu: &'a Gpu, want: &PlaceWant) -> Option<Slot<'a>
             free_vfs: None,
             framebuffer_mib: share,
             taken: 0,
+            mixed: None,
         });
     }
     let ty = choose_type(gpu, want)?;
@@ -491,6 +510,7 @@ fn slot<'a>(host: &HostState, gpu: &'a Gpu, want: &PlaceWant) -> Option<Slot<'a>
         free_vfs: None,
         framebuffer_mib: ty.framebuffer_mib,
         taken: 0,
+        mixed: Ranker::new(host, gpu, ty),
     })
 }
 

@@ -8,7 +8,7 @@
 
 use crate::model::sizes::placement_size;
 use crate::model::{Gpu, VgpuType};
-use crate::placement::{Chooser, PlacementError, PlacementRefusal, SlotMap};
+use crate::placement::{Chooser, Loss, PlacementError, PlacementRefusal, SlotMap};
 
 use super::{HostState, SizeFacts};
 
@@ -50,16 +50,56 @@ pub fn new_placement(
         });
     }
     let lowest = creatable.first().copied();
-    let size = gpu.types.iter().find(|t| t.id == type_id).and_then(size_of);
-    let chosen = match (size, occupancy(gpu, facts)) {
-        (Some(size), Ok(Some(map))) => Chooser::keep_room(&sizes(gpu))
-            .choose(&map, size)
-            .ok()
-            .flatten(),
-        _ => None,
-    };
+    let ty = gpu.types.iter().find(|t| t.id == type_id);
+    let chosen = ty
+        .and_then(|ty| Ranker::new(host, gpu, ty))
+        .and_then(|ranker| ranker.rank().map(|(id, _)| *id));
     // The driver's list is the truth: a choice it does not list gives way to its lowest.
     Ok(chosen.filter(|id| creatable.contains(id)).or(lowest))
+}
+
+/// Where new vGPUs of one type go on a GPU in mixed-size mode, and what each takes away:
+/// the GPU's occupancy, the type's placement size, and the chooser [`new_placement`] uses.
+/// `place` ranks mixed-size GPUs by it.
+#[derive(Debug, Clone)]
+pub(crate) struct Ranker {
+    map: SlotMap,
+    size: u32,
+    chooser: Chooser,
+    /// The next vGPU's placement and what it takes away, worked out once per change.
+    next: Option<(u32, Loss)>,
+}
+
+impl Ranker {
+    /// The ranker of `ty` on `gpu`; `None` on a GPU not in mixed-size mode, for a type
+    /// without a placement size, or where the driver's answer gives no occupancy.
+    pub(crate) fn new(host: &HostState, gpu: &Gpu, ty: &VgpuType) -> Option<Self> {
+        let facts = host.sizes.get(&gpu.address).filter(|f| f.mixed())?;
+        let map = occupancy(gpu, facts).ok()??;
+        let size = size_of(ty)?;
+        let chooser = Chooser::keep_room(&sizes(gpu));
+        let next = chooser.rank(&map, size).ok().flatten();
+        Some(Self {
+            map,
+            size,
+            chooser,
+            next,
+        })
+    }
+
+    /// The placement the next vGPU takes, and what it takes away; `None` when none is free.
+    pub(crate) fn rank(&self) -> Option<&(u32, Loss)> {
+        self.next.as_ref()
+    }
+
+    /// Places the next vGPU where [`Ranker::rank`] says, so the next rank sees it; returns
+    /// its placement, `None` when none is free.
+    pub(crate) fn take(&mut self) -> Option<u32> {
+        let (id, _) = self.next.take()?;
+        self.map.place(id, self.size).ok()?;
+        self.next = self.chooser.rank(&self.map, self.size).ok().flatten();
+        Some(id)
+    }
 }
 
 /// A time-sliced type's placement size.

@@ -48,6 +48,7 @@ pub use crate::model::nvml::MigFacts;
 pub use crate::model::sizes::SizeFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
+pub(crate) use mixed::Ranker;
 pub use mixed::new_placement;
 pub use reservations::{Reservations, reservations};
 

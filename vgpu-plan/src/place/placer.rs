@@ -10,12 +10,13 @@ use super::{
     offers, slot,
 };
 use crate::HostState;
+use crate::capacity::Ranker;
 use crate::error::Result;
 use crate::model::pci::PciAddress;
 
 /// What [`slot`] found for one GPU, without the borrows: indices into the host's GPUs and
 /// their types.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Cached {
     gpu: usize,
     ty: Option<usize>,
@@ -23,6 +24,7 @@ struct Cached {
     in_use: u32,
     on_vfs: bool,
     framebuffer_mib: Option<u64>,
+    mixed: Option<Ranker>,
 }
 
 /// One kind of request's index: each GPU's slot (`None`: it takes none), and how many GPUs
@@ -156,6 +158,7 @@ impl Placer {
                     free_vfs: None,
                     framebuffer_mib: c.framebuffer_mib,
                     taken: 0,
+                    mixed: c.mixed.clone(),
                 }
             })
             .collect();
@@ -196,6 +199,7 @@ fn cached(host: &HostState, i: usize, numa: Option<u32>, want: &PlaceWant) -> Op
         in_use: found.in_use,
         on_vfs: found.on_vfs,
         framebuffer_mib: found.framebuffer_mib,
+        mixed: found.mixed,
     })
 }
 

@@ -247,3 +247,76 @@ fn place_more_than_fit_names_every_gpus_room_and_bound() {
          per GPU); 0000:81:00.0 takes 1 (the type's maximum is 1 per GPU)"
     );
 }
+
+/// Two L40S in mixed-size mode, `A` then `B`: `A` holds a 16Q at placement 0, `B` a 1Q at 17.
+/// The driver can create each type at its free supported ids.
+fn two_mixed_l40s() -> crate::HostState {
+    use crate::model::sizes::{SizeFacts, SizeMode};
+    use crate::placement::SlotMap;
+
+    let mut state = two_l40s(0);
+    for (address, gib, at) in [(A, 16u32, 0u32), (B, 1, 17)] {
+        let gpu = state
+            .inventory
+            .gpus
+            .iter()
+            .find(|g| g.address == addr(address));
+        let name = format!("NVIDIA L40S-{gib}Q");
+        let ty = gpu
+            .unwrap()
+            .types
+            .iter()
+            .find(|t| t.name.as_deref() == Some(&name));
+        let type_id = ty.unwrap().id.clone();
+        let mib = u64::from(gib) * 1024;
+        fleet::record_vgpus(&mut state.inventory, addr(address), &type_id, mib, 0, 1);
+        let mut map = SlotMap::new(48).unwrap();
+        map.place(at, gib).unwrap();
+        let gpu = state
+            .inventory
+            .gpus
+            .iter_mut()
+            .find(|g| g.address == addr(address));
+        let gpu = gpu.unwrap();
+        // In mixed-size mode the driver keeps listing the other types: each on a free VF.
+        gpu.types = fleet::gpu(Model::L40s, gpu.address, Some(0)).types;
+        for t in &mut gpu.types {
+            t.in_use = u32::from(t.id == type_id);
+            t.offered = 31;
+            t.recount();
+        }
+        let creatable = gpu
+            .types
+            .iter()
+            .filter_map(|t| {
+                let gib = u32::try_from(t.framebuffer_mib? / 1024).ok()?;
+                Some((t.id.clone(), map.free_placements(gib).ok()?))
+            })
+            .collect();
+        let facts = SizeFacts {
+            mode: SizeMode::Mixed,
+            region: Some(48),
+            creatable,
+            placements: [(gpu.vgpus[0].id, at)].into_iter().collect(),
+        };
+        state.sizes.insert(addr(address), facts);
+    }
+    state
+}
+
+#[test]
+fn place_pack_in_mixed_size_mode_takes_the_gpu_that_keeps_its_24gib_placements() {
+    // On `A` a 16Q can go only at 32, which takes its 24 GiB placement at 24. On `B` it goes
+    // at 0, whose 24 GiB placement the 1Q at 17 holds already.
+    let state = two_mixed_l40s();
+
+    let picks = place(&state, &by_size(1, 16), Policy::Pack).unwrap();
+    let mut placer = crate::place::Placer::new(state.clone());
+    let again = placer.place(&by_size(1, 16), Policy::Pack).unwrap();
+    let two = place(&state, &by_size(2, 16), Policy::Pack).unwrap();
+
+    assert_eq!(gpus(&picks), vec![addr(B)]);
+    assert_eq!(again, picks);
+    // At 32, the second takes the same placements away on either GPU: the lower address wins.
+    assert_eq!(gpus(&two), vec![addr(B), addr(A)]);
+}

@@ -12,7 +12,8 @@
 //! - [`fit`](mod@fit): whether a multiset of sizes fits beside what is placed, the most of it
 //!   that does, and where ([`fit()`]), by exhaustive search;
 //! - [`chooser`]: the placement for one new vGPU ([`Chooser`]): the driver's lowest free id,
-//!   or the one that keeps the most room for the largest types.
+//!   or the one that keeps the most room for the largest types; and what the pick takes away
+//!   ([`Loss`]), by which `place` ranks GPUs in mixed-size mode.
 //!
 //! Everything here is pure: the caller reads the GPU and writes `vgpu-placement-id`.
 
@@ -23,7 +24,7 @@ pub mod fit;
 pub mod rule;
 pub mod slots;
 
-pub use chooser::Chooser;
+pub use chooser::{Chooser, Loss};
 pub use fit::{Fit, fit};
 pub use rule::{max_instances, supported_placements};
 pub use slots::{Placed, SlotMap};

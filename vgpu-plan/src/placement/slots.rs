@@ -133,15 +133,48 @@ impl SlotMap {
 
 /// The ids in `supported` whose `size` slots miss `occupied`.
 pub(super) fn free_among(supported: u128, size: u32, occupied: u128) -> u128 {
-    let run = run(size);
-    bits(supported)
-        .filter(|&id| occupied & run << id == 0)
-        .fold(0, |mask, id| mask | 1u128 << id)
+    // Bit `i` of `blocked` is set when a slot in `[i, i + covered)` is held: each step
+    // doubles `covered` (or finishes it), so a size takes a handful of shifts.
+    let mut blocked = occupied;
+    let mut covered = 1;
+    while covered < size {
+        let step = covered.min(size - covered);
+        blocked |= blocked >> step;
+        covered += step;
+    }
+    supported & !blocked
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_among_is_every_id_whose_slots_are_free() {
+        let naive = |supported: u128, size: u32, occupied: u128| {
+            bits(supported)
+                .filter(|&id| occupied & run(size) << id == 0)
+                .fold(0u128, |mask, id| mask | 1u128 << id)
+        };
+        let patterns = [
+            0u128,
+            1,
+            1 << 47,
+            0xf0f0_f0f0_f0f0,
+            0x8000_0001_0000,
+            run(48) ^ 1 << 17,
+        ];
+        for size in 1..=48 {
+            let supported = run(49 - size);
+            for occupied in patterns {
+                assert_eq!(
+                    free_among(supported, size, occupied),
+                    naive(supported, size, occupied),
+                    "size {size}, occupied {occupied:#x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn slot_map_new_empty_region_is_refused() {
