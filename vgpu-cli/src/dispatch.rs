@@ -42,7 +42,9 @@ pub fn run_local(cli: &Cli, out: &mut dyn Write, facts: FactsSource) -> Result<u
             timeslice,
             define,
         } => sched::run(&ctx, gpu, *policy, *timeslice, *define, out),
-        Command::SizeMode { gpu, mode } => crate::size_mode::run(&ctx, gpu, *mode, out),
+        Command::SizeMode { gpu, mode, define } => {
+            crate::size_mode::run(&ctx, gpu, *mode, *define, out)
+        }
         Command::Change(command) => mutate::run(&ctx, command, out),
         Command::Plans(command) => plans::run(&ctx, command, out),
         Command::Top { interval } => top::run(&ctx, *interval, out),

@@ -48,11 +48,12 @@ impl Report for SizeModeReport {
     }
 }
 
-/// `vgpuctl size-mode GPU [equal|mixed]`: shows the mode, or sets it.
+/// `vgpuctl size-mode GPU [equal|mixed [--define]]`: shows the mode, or sets it.
 pub(crate) fn run(
     ctx: &Context<'_>,
     gpu: &str,
     mode: Option<SizeModeName>,
+    define: bool,
     out: &mut dyn Write,
 ) -> Result<u8> {
     let Some(mode) = mode else {
@@ -73,7 +74,10 @@ pub(crate) fn run(
     };
     let mode = SizeMode::from(mode);
     let change = vgpu_core::discovery::resolve_gpu(ctx.paths(), gpu)
-        .and_then(|address| ctx.manager().set_size_mode(address, mode))
+        .and_then(|address| match define {
+            true => ctx.manager().set_size_mode_defined(address, mode),
+            false => ctx.manager().set_size_mode(address, mode),
+        })
         .with_context(|| format!("cannot set the size mode of {gpu} to {mode}"))?;
     let line = if change.changed {
         format!(

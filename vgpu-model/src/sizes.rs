@@ -7,14 +7,14 @@ use std::str::FromStr;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::VgpuHandle;
 
 const MIB_PER_GIB: u64 = 1024;
 
 /// How a GPU sizes its time-sliced vGPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SizeMode {
     /// Equal-size mode: every vGPU on the GPU is of one type (the driver's default).

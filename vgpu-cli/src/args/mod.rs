@@ -176,6 +176,10 @@ pub enum Command {
         /// Set this mode.
         #[arg(value_enum)]
         mode: Option<SizeModeName>,
+        /// With a mode: also record it as the GPU's size mode, which restore sets again
+        /// before it makes the GPU's vGPUs (the driver forgets it at each reboot).
+        #[arg(long, requires = "mode")]
+        define: bool,
     },
     /// Print the nova.conf sections an OpenStack Nova compute host needs for this host's vGPUs
     /// (mdev types, PCI device specs and aliases), and the GPUs Nova cannot use, with why.

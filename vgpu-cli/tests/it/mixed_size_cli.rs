@@ -284,6 +284,56 @@ fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placem
     assert_eq!(sim_placement(&m.host, &vf), 5);
 }
 
+#[test]
+fn size_mode_define_is_set_again_by_restore_after_a_reboot_and_a_refusal_records_nothing() {
+    let mut m = Mixed::new("mixed");
+    let path = m
+        .host
+        .state
+        .path()
+        .join(format!("etc/vgpu/size-mode/{L40S}.json"));
+    let (_, made) = m.create("L40S-1Q", None);
+
+    // Refused while the GPU holds a vGPU: the definition is not left behind.
+    let refused = m.run(&["size-mode", L40S, "equal", "--define"]);
+    let recorded_then = path.exists();
+    let destroyed = m.run(&["destroy", made["id"].as_str().unwrap()]);
+    assert_eq!(
+        destroyed.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&destroyed)
+    );
+    let defined = m.run(&["size-mode", L40S, "mixed", "--define"]);
+    let file = std::fs::read_to_string(&path).unwrap();
+    common::reboot(&mut m.host);
+    m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
+    let before = common::json(&m.run(&["--json", "size-mode", L40S]));
+    let restored = common::json(&m.run(&["--json", "restore"]));
+    let after = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    assert_eq!((refused.status.code(), recorded_then), (Some(1), false));
+    assert_eq!(
+        defined.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&defined)
+    );
+    assert_eq!(file, "{\n  \"version\": 1,\n  \"mode\": \"mixed\"\n}\n");
+    assert_eq!(before["size_mode"], "equal");
+    let step = restored["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["action"] == "size-mode")
+        .cloned();
+    assert_eq!(
+        step.map(|s| (s["device"].clone(), s["outcome"].clone())),
+        Some((serde_json::json!(L40S), serde_json::json!("created")))
+    );
+    assert_eq!(after["size_mode"], "mixed");
+}
+
 /// A host.toml for the L40S with `types`.
 fn host_toml(m: &Mixed, types: &str) -> String {
     let path = m.host.state.path().join("host.toml");

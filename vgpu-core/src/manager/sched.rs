@@ -10,7 +10,7 @@ use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::sizes::SizeModeChange;
-use crate::state::store::SchedDefinition;
+use crate::state::store::{OwnKind, Sched, SchedDefinition, SizeModeDefinition, SizeModeKind};
 
 /// The NVIDIA GPU at `gpu` and its vGPUs by handle, read now; `what` names the setting a GPU
 /// of another vendor does not have.
@@ -54,19 +54,8 @@ impl Manager {
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
             let running = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
-            let before = op.store().sched_of(gpu)?;
-            op.store().define_sched(&SchedDefinition { gpu, request })?;
-            let result = op.set_scheduler(gpu, request, &running);
-            if result.is_err() {
-                let back = match &before {
-                    Some(def) => op.store().define_sched(def),
-                    None => op.store().undefine_sched(gpu).map(|_| ()),
-                };
-                if let Err(err) = back {
-                    tracing::warn!(gpu = %gpu, "scheduler definition not put back: {err}");
-                }
-            }
-            result
+            let def = SchedDefinition { gpu, request };
+            defined::<Sched, _>(op, &def, |op| op.set_scheduler(gpu, request, &running))
         })
     }
 
@@ -79,4 +68,38 @@ impl Manager {
             op.set_size_mode(gpu, mode, &vgpus)
         })
     }
+
+    /// [`Manager::set_size_mode`], recorded as `gpu`'s size-mode definition first, so that
+    /// `restore` sets it again before it makes the GPU's vGPUs (the driver forgets it at each
+    /// reboot). A refused change leaves the definition as it was.
+    pub fn set_size_mode_defined(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
+        self.mutate("size-mode", &gpu.to_string(), |op| {
+            let vgpus = nvidia_gpu(op, gpu, "a size mode")?;
+            let def = SizeModeDefinition { gpu, mode };
+            defined::<SizeModeKind, _>(op, &def, |op| op.set_size_mode(gpu, mode, &vgpus))
+        })
+    }
+}
+
+/// `change`, with `def` recorded as its GPU's definition of kind `K` first. A refused change
+/// puts the definition back as it was; one that cannot be put back is logged.
+fn defined<K: OwnKind, T>(
+    op: &mut Operation<'_>,
+    def: &K::Def,
+    change: impl FnOnce(&mut Operation<'_>) -> Result<T>,
+) -> Result<T> {
+    let gpu = K::key(def);
+    let before = op.store().own_of::<K>(gpu)?;
+    op.store().define_own::<K>(def)?;
+    let result = change(op);
+    if result.is_err() {
+        let back = match &before {
+            Some(before) => op.store().define_own::<K>(before),
+            None => op.store().undefine_own::<K>(gpu).map(drop),
+        };
+        if let Err(err) = back {
+            tracing::warn!(gpu = %gpu, "{} definition not put back: {err}", K::DIR);
+        }
+    }
+    result
 }

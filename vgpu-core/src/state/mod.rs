@@ -19,7 +19,8 @@ pub use input::{read_input, read_input_text};
 pub use restore_run::{RestoreRun, read_restore_run, restore_run_path};
 pub use store::{
     BindingDefinition, MdevDefinition, MigDefinition, MigInstanceDefinition, RecordedOffer,
-    SchedDefinition, SriovDefinition, Start, Store, VfVgpuDefinition, add_recorded_offers,
+    SchedDefinition, SizeModeDefinition, SriovDefinition, Start, Store, VfVgpuDefinition,
+    add_recorded_offers,
 };
 
 #[cfg(test)]

@@ -58,11 +58,15 @@ use uuid::Uuid;
 mod mig;
 mod offers;
 mod sched;
+mod size_mode;
 
 pub use mig::{MigDefinition, MigInstanceDefinition};
 pub(crate) use offers::record_offers;
 pub use offers::{RecordedOffer, add_recorded_offers};
+pub(crate) use sched::Sched;
 pub use sched::SchedDefinition;
+pub use size_mode::SizeModeDefinition;
+pub(crate) use size_mode::SizeModeKind;
 pub use vgpu_model::definition::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };

@@ -5,7 +5,7 @@
 use super::{RestoreReport, Scope};
 use crate::manager::session::Session;
 use crate::model::nvml::{Fact, already};
-use crate::state::store::SchedDefinition;
+use crate::state::store::{SchedDefinition, SizeModeDefinition};
 
 /// Sets each scheduler definition of `scope` (all with `None`) that NVML does not show
 /// already, each its own operation and `scheduler` step of `report`.
@@ -28,5 +28,23 @@ pub(super) fn restore(
             op.set_scheduler(def.gpu, def.request, &[]).map(|_| true)
         });
         report.push(session, "scheduler", def.gpu.to_string(), result);
+    }
+}
+
+/// Sets each size-mode definition of `scope` (all with `None`) that the GPU does not show
+/// already, each its own operation and `size-mode` step of `report`. The driver forgets the
+/// mode at each reboot and takes a new one only before the GPU holds vGPUs.
+pub(super) fn restore_size_modes(
+    session: &Session,
+    report: &mut RestoreReport,
+    defs: &[SizeModeDefinition],
+    scope: Option<&Scope>,
+) {
+    for def in defs
+        .iter()
+        .filter(|d| scope.is_none_or(|s| s.device == d.gpu))
+    {
+        let result = session.attempt(|op| op.ensure_size_mode(def.gpu, def.mode));
+        report.push(session, "size-mode", def.gpu.to_string(), result);
     }
 }

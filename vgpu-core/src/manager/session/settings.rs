@@ -8,6 +8,7 @@ use crate::backend::{self, NewVgpu};
 use crate::error::{Error, Result};
 use crate::host::pci_device::PciDevice;
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::state::store::VfVgpuDefinition;
 
@@ -69,13 +70,18 @@ impl Operation<'_> {
     /// so: a defined vGPU with a placement needs it, and the driver forgets the mode at each
     /// reboot. Refused while the GPU holds vGPUs in equal-size mode.
     pub(crate) fn ensure_mixed(&mut self, device: PciAddress) -> Result<()> {
+        self.ensure_size_mode(device, SizeMode::Mixed).map(drop)
+    }
+
+    /// Puts the GPU of `device` (the GPU, or one of its VFs) in size mode `mode` unless it is
+    /// so; returns whether it changed. Refused, naming them, while the GPU holds vGPUs.
+    pub(crate) fn ensure_size_mode(&mut self, device: PciAddress, mode: SizeMode) -> Result<bool> {
         let gpu = PciDevice::new(self.paths(), device)
             .physfn()?
             .unwrap_or(device);
         let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
         let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
-        self.set_size_mode(gpu, crate::model::sizes::SizeMode::Mixed, &vgpus)
-            .map(drop)
+        self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
     }
 
     /// [`Operation::realize`], at placement `at` in mixed-size mode: written to the VF's

@@ -86,14 +86,4 @@ impl Store {
     pub fn sched_of(&self, gpu: PciAddress) -> Result<Option<SchedDefinition>> {
         self.own_of::<Sched>(gpu)
     }
-
-    /// Writes the scheduler definition of `d.gpu`, replacing any.
-    pub(crate) fn define_sched(&self, d: &SchedDefinition) -> Result<()> {
-        self.define_own::<Sched>(d)
-    }
-
-    /// Removes the scheduler definition of `gpu`; `false` when there was none.
-    pub(crate) fn undefine_sched(&self, gpu: PciAddress) -> Result<bool> {
-        self.undefine_own::<Sched>(gpu)
-    }
 }
