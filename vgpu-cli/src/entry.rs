@@ -362,6 +362,7 @@ pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, 
      domain's metadata, or give the domain a Nova flavor that the hook's [flavors] maps";
 
 fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
+    use vgpu_core::error::HostError;
     use vgpu_core::{Error, ErrorKind};
     if err.downcast_ref::<LibvirtUnloadable>().is_some() {
         return Some(LIBVIRT_UNLOADABLE_HINT);
@@ -431,7 +432,9 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",
             // ENOSYS: a file system that serves no files of vgpu's own, such as a simulator's.
-            Error::Update { source, .. } if source.kind() == std::io::ErrorKind::Unsupported => {
+            Error::Host(HostError::Update { source, .. })
+                if source.kind() == std::io::ErrorKind::Unsupported =>
+            {
                 "this root takes no files of vgpu's own (a vgpu-sim host serves only sys/, proc/ \
                  and dev/): give --state-root DIR (or VGPU_STATE_ROOT) for etc/, run/ and var/"
             }
@@ -441,7 +444,7 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             Error::PlanStale { .. } => "run the command again: it plans from the host as it is now",
             Error::NoTypeForVf { .. } => NO_TYPE_FOR_VF_HINT,
             Error::MigrationTypeUnknown { .. } => MIGRATION_TYPE_UNKNOWN_HINT,
-            Error::UnbindLockRefused { .. } => {
+            Error::Host(HostError::UnbindLockRefused { .. }) => {
                 "stop the VMs and processes using the GPU (nvidia-smi shows them), then retry"
             }
             Error::Nvml(vgpu_core::error::NvmlError::NotLoaded { .. }) => {

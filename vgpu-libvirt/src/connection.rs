@@ -91,7 +91,7 @@ fn run_event_loop() {
 /// is left as it is.
 fn ensure_embed_config(root: &Path) -> Result<()> {
     let etc = root.join("etc");
-    std::fs::create_dir_all(&etc).map_err(|source| vgpu_core::Error::Write {
+    std::fs::create_dir_all(&etc).map_err(|source| vgpu_core::error::HostError::Write {
         path: etc.clone(),
         value: "(a directory)".to_owned(),
         source,
@@ -105,7 +105,7 @@ fn ensure_embed_config(root: &Path) -> Result<()> {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
         Err(source) => {
-            return Err(vgpu_core::Error::Write {
+            return Err(vgpu_core::error::HostError::Write {
                 path,
                 value: EMBED_QEMU_CONF.to_owned(),
                 source,
@@ -118,7 +118,7 @@ fn ensure_embed_config(root: &Path) -> Result<()> {
         if let Err(err) = std::fs::remove_file(&path) {
             tracing::warn!(path = %path.display(), "cannot remove a partly written file: {err}");
         }
-        return Err(vgpu_core::Error::Write {
+        return Err(vgpu_core::error::HostError::Write {
             path,
             value: EMBED_QEMU_CONF.to_owned(),
             source,

@@ -55,6 +55,12 @@ pub enum Error {
     Core(#[from] vgpu_core::Error),
 }
 
+impl From<vgpu_core::error::HostError> for Error {
+    fn from(err: vgpu_core::error::HostError) -> Self {
+        Error::Core(err.into())
+    }
+}
+
 fn context(domain: Option<&str>, device: Option<&str>) -> String {
     match (domain, device) {
         (Some(domain), Some(device)) => format!(" (domain {domain:?}, device {device})"),
@@ -246,7 +252,7 @@ mod tests {
             | Error::Domain(_) => false,
         };
         let text = "distinctive-source-text-7f3a";
-        let err = Error::Core(vgpu_core::Error::Read {
+        let err = Error::from(vgpu_core::error::HostError::Read {
             path: "/sys/bus/pci/devices".into(),
             source: std::io::Error::other(text),
         });

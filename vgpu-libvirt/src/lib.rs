@@ -49,7 +49,7 @@
 //! let domain = conn.domain("vm1")?;
 //! conn.attach("vm1", &Hostdev::for_vgpu(&inventory, id)?, Scope::default_for(domain.running))?;
 //! for vgpu in conn.owners(&inventory)?.vgpus {
-//!     let holders: Vec<&str> = vgpu.holders.iter().map(|h| h.domain.as_str()).collect();
+//!     let holders: Vec<&str> = vgpu.holders.iter().map(|h| h.holder.domain.as_str()).collect();
 //!     println!("{} {}: {}", vgpu.id, vgpu.type_id, holders.join(", "));
 //! }
 //! # Ok(())

@@ -7,7 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::Placement;
-use crate::error::{Error, Object, Result};
+use crate::error::{Error, HostError, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::{self, write_attr, write_attr_within};
@@ -92,7 +92,7 @@ pub(crate) fn create(
     write_attr(&mdev_type.path().join("create"), &uuid.to_string())?;
     let created = parent_dir.join(uuid.to_string());
     if !sysfs::is_dir(&created) {
-        return Err(Error::Missing { path: created });
+        return Err(HostError::Missing { path: created }.into());
     }
     Ok(())
 }
@@ -103,7 +103,7 @@ pub(crate) fn parent_of(paths: &HostPaths, uuid: Uuid) -> Result<Option<PciAddre
     let target = match std::fs::canonicalize(&link) {
         Ok(target) => target,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Read { path: link, source }),
+        Err(source) => return Err(HostError::Read { path: link, source }.into()),
     };
     let parent = target
         .parent()
@@ -120,7 +120,7 @@ pub(crate) fn parent_of(paths: &HostPaths, uuid: Uuid) -> Result<Option<PciAddre
 }
 
 /// Removes mediated device `uuid` and verifies it is gone; returns its parent. The kernel holds
-/// the removal while a process has the device open: after `within`, [`Error::Timeout`].
+/// the removal while a process has the device open: after `within`, [`HostError::Timeout`](crate::host::HostError::Timeout).
 pub(crate) fn remove(paths: &HostPaths, uuid: Uuid, within: Duration) -> Result<PciAddress> {
     let Some(parent) = parent_of(paths, uuid)? else {
         return Err(Error::NotFound {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::error::{Error, Object, Result};
+use crate::error::{Error, HostError, Object, Result};
 use crate::host::driver::GiveBack;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
@@ -277,17 +277,21 @@ pub(crate) fn realize(
 
 /// Whether `err`, from making a vGPU at `placement`, says that the place was taken after it was
 /// chosen: by another tool that does not take `vgpu`'s lock (mdevctl, libvirt's node devices,
-/// a vendor agent). That is the kernel refusing the write as full ([`Error::NoSpace`]: `EUSERS`
+/// a vendor agent). That is the kernel refusing the write as full ([`HostError::NoSpace`](crate::host::HostError::NoSpace): `EUSERS`
 /// from the mdev core's instance count, `ENOSPC` from GVT-g, `EDQUOT`), the place showing no room
 /// when it was about to be made ([`Error::NoCapacity`], [`Error::InUse`]), or NVIDIA's driver
-/// refusing a type (`EPERM`, `EINVAL`: [`Error::Denied`], [`Error::Write`]) on a VF that, read
+/// refusing a type (`EPERM`, `EINVAL`: [`HostError::Denied`](crate::host::HostError::Denied), [`HostError::Write`](crate::host::HostError::Write)) on a VF that, read
 /// again, holds one now or no longer lists it.
 pub(crate) fn taken(paths: &HostPaths, placement: &Placement, err: &Error) -> Result<bool> {
     match (placement, err) {
-        (_, Error::NoSpace { .. } | Error::NoCapacity { .. } | Error::InUse { .. }) => Ok(true),
-        (Placement::VendorVf { .. }, Error::Denied { .. } | Error::Write { .. }) => {
-            Ok(!fits(paths, placement)?)
-        }
+        (
+            _,
+            Error::Host(HostError::NoSpace { .. }) | Error::NoCapacity { .. } | Error::InUse { .. },
+        ) => Ok(true),
+        (
+            Placement::VendorVf { .. },
+            Error::Host(HostError::Denied { .. } | HostError::Write { .. }),
+        ) => Ok(!fits(paths, placement)?),
         _ => Ok(false),
     }
 }
@@ -319,7 +323,7 @@ pub(crate) fn vf_running(device: &PciDevice) -> Result<Option<Running>> {
 /// type, or gives a plain VF back to the driver it had (`fallback` when none is recorded, its
 /// default driver when `fallback` is `None`). Returns what it was. The kernel holds each of
 /// these writes while a process has the device open; `within` bounds the wait
-/// ([`Error::Timeout`]).
+/// ([`HostError::Timeout`](crate::host::HostError::Timeout)).
 pub(crate) fn destroy(
     paths: &HostPaths,
     handle: VgpuHandle,

@@ -155,7 +155,7 @@ pub(crate) fn set_type(
 
 /// Destroys the vGPU on `vf` (writes `0`); returns the type it held. NVIDIA's driver holds
 /// the write while a process has the VF's VFIO device open: after `within`,
-/// [`Error::Timeout`].
+/// [`HostError::Timeout`](crate::host::HostError::Timeout).
 pub(crate) fn clear_type(paths: &HostPaths, vf: PciAddress, within: Duration) -> Result<u32> {
     let nvidia = vendor_vf(paths, vf)?;
     let Some(current) = nvidia.current_type()? else {

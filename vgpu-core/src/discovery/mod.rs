@@ -12,7 +12,7 @@ pub use crate::host::pci_device::resolve_address;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::error::{Error, Object, Result};
+use crate::error::{Error, HostError, Object, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
@@ -87,9 +87,9 @@ pub fn discover(paths: &HostPaths) -> Result<Inventory> {
         };
         let device = PciDevice::listed(&devices, address);
         if !device.exists() {
-            let err = Error::DanglingLink {
+            let err = Error::from(HostError::DanglingLink {
                 path: device.path().to_path_buf(),
-            };
+            });
             warnings.push(address, &err);
             continue;
         }
@@ -489,10 +489,11 @@ fn check_description(
     };
     warnings.push(
         parent,
-        &Error::Format {
+        &HostError::Format {
             path: path.to_path_buf(),
             source: failed,
-        },
+        }
+        .into(),
     );
 }
 

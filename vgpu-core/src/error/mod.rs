@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
+pub use crate::host::HostError;
 pub(crate) use chain::{error_chain, foreign_error_chain};
 pub use nvml::NvmlError;
 pub use vgpu_model::ErrorKind;
@@ -27,15 +28,9 @@ pub use vgpu_model::ErrorKind;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A file or directory could not be read.
-    #[error("cannot read {}", path.display())]
-    Read {
-        /// What was read.
-        path: PathBuf,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
+    /// A failure reading or changing the kernel's files and devices (`host/`).
+    #[error(transparent)]
+    Host(#[from] HostError),
     /// A file the caller named (`plan -f`, `can-host -f`, `--metadata`) cannot be read: it is
     /// missing, unreadable, too large or not text.
     #[error("cannot read {}", path.display())]
@@ -45,128 +40,6 @@ pub enum Error {
         /// The kernel's answer, or what is wrong with the content.
         #[source]
         source: io::Error,
-    },
-    /// A netlink uevent socket (the kernel's or udev's) could not be opened or read.
-    #[error("cannot {what}")]
-    Monitor {
-        /// What was being done, with the subsystems.
-        what: String,
-        /// The answer of the socket.
-        #[source]
-        source: io::Error,
-    },
-    /// A file or link that must exist does not.
-    #[error("{} is missing", path.display())]
-    Missing {
-        /// Where it should be.
-        path: PathBuf,
-    },
-    /// A link whose target does not exist (a device removed while being read, or a broken
-    /// tree).
-    #[error("{} is a dangling link", path.display())]
-    DanglingLink {
-        /// The link.
-        path: PathBuf,
-    },
-    /// A file is larger than any kernel attribute should be.
-    #[error("{} is larger than {limit} bytes", path.display())]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// The bound that was exceeded.
-        limit: usize,
-    },
-    /// A file is not UTF-8 text.
-    #[error("{} is not UTF-8 text", path.display())]
-    NotUtf8 {
-        /// The file.
-        path: PathBuf,
-    },
-    /// A file holds something other than what the kernel writes there.
-    #[error("unexpected content in {}: {value:?} (expected {expected})", path.display())]
-    Parse {
-        /// The file (or link) read.
-        path: PathBuf,
-        /// What it held, cut to a sensible length.
-        value: String,
-        /// What was expected, in words.
-        expected: &'static str,
-    },
-    /// A file's text does not follow its documented format.
-    #[error("cannot parse {}", path.display())]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with the text.
-        #[source]
-        source: crate::parse::ParseError,
-    },
-    /// The kernel refused a write because the device is busy (`EBUSY`): in use, or VFs exist.
-    #[error("{} is busy: writing {value:?} was refused", path.display())]
-    Busy {
-        /// The attribute written.
-        path: PathBuf,
-        /// What was written.
-        value: String,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
-    /// The kernel refused a write as not permitted now (`EPERM`, `EACCES`).
-    #[error("writing {value:?} to {} is not permitted", path.display())]
-    Denied {
-        /// The attribute written.
-        path: PathBuf,
-        /// What was written.
-        value: String,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
-    /// The device or attribute went away or does not exist (`ENOENT`, `ENODEV`, `ENXIO`).
-    #[error("cannot write {value:?} to {}: no such device", path.display())]
-    Gone {
-        /// The attribute written.
-        path: PathBuf,
-        /// What was written.
-        value: String,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
-    /// The device has no room for another instance (`ENOSPC`, `EUSERS`, `EDQUOT`).
-    #[error("no capacity left: writing {value:?} to {} was refused", path.display())]
-    NoSpace {
-        /// The attribute written.
-        path: PathBuf,
-        /// What was written.
-        value: String,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
-    /// Any other write failure (`EINVAL`, `EIO`, ...).
-    #[error("cannot write {value:?} to {}", path.display())]
-    Write {
-        /// The attribute written.
-        path: PathBuf,
-        /// What was written.
-        value: String,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
-    },
-    /// A wait ran out: the kernel accepted a write but the device did not reach the expected
-    /// state in time, or a write the kernel holds until a device is released (an unbind, a
-    /// removal) did not return in time and is still pending.
-    #[error("{what} did not happen within {waited_ms} ms (watching {})", path.display())]
-    Timeout {
-        /// What was expected.
-        what: String,
-        /// What was watched.
-        path: PathBuf,
-        /// How long it was waited for.
-        waited_ms: u128,
     },
     /// The kernel accepted a change but the device does not show it afterwards.
     #[error("{} shows {found} after the change (expected {expected})", path.display())]
@@ -212,22 +85,6 @@ pub enum Error {
         /// files alone said.
         limit: Option<crate::model::limit::Limit>,
         /// The device directory whose attributes say so.
-        path: PathBuf,
-    },
-    /// A device did not end up on the driver it was being bound to.
-    #[error("{} is bound to {} instead of {wanted}", path.display(), found.as_deref().unwrap_or("no driver"))]
-    NotBound {
-        /// The device directory.
-        path: PathBuf,
-        /// The driver wanted.
-        wanted: String,
-        /// The driver it has.
-        found: Option<String>,
-    },
-    /// NVIDIA's driver did not grant the GPU's unbind lock: the GPU is in use.
-    #[error("{} was not granted: the NVIDIA GPU is in use", path.display())]
-    UnbindLockRefused {
-        /// The `unbindLock` file.
         path: PathBuf,
     },
     /// Something the caller named does not exist on the host or in the store.
@@ -300,29 +157,6 @@ pub enum Error {
     DuplicateTarget {
         /// The GPU.
         gpu: PciAddress,
-    },
-    /// The PF has no SR-IOV capability.
-    #[error("{pf} has no SR-IOV capability (no {})", path.display())]
-    NoSriov {
-        /// The PCI function.
-        pf: PciAddress,
-        /// The `sriov_totalvfs` it lacks.
-        path: PathBuf,
-    },
-    /// A VF count the PF cannot take.
-    #[error(
-        "{pf} cannot enable {asked} VFs: {}",
-        if *all_or_none { format!("NVIDIA GPUs enable all {total} or none") } else { format!("it supports at most {total}") }
-    )]
-    BadVfCount {
-        /// The PF.
-        pf: PciAddress,
-        /// The count asked for.
-        asked: u32,
-        /// `sriov_totalvfs`.
-        total: u32,
-        /// Whether only 0 and `total` are allowed (NVIDIA vGPU PFs).
-        all_or_none: bool,
     },
     /// A device other than a GPU (or a VF of one) was named where only those are managed.
     #[error("{address} is not a GPU or a VF of one")]
@@ -455,18 +289,6 @@ pub enum Error {
         parent: String,
         /// Its definition file.
         path: PathBuf,
-    },
-    /// A file or directory of `vgpu`'s own (a definition, the lock, the audit log) could not be
-    /// created, written, flushed, renamed or removed.
-    #[error("cannot {action} {}", path.display())]
-    Update {
-        /// What was being done, as a verb: `create`, `write`, `flush`, `replace`, `remove`...
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The kernel's answer.
-        #[source]
-        source: io::Error,
     },
     /// A plan asks for what this host cannot do (each reason is in the plan); nothing was
     /// applied.
@@ -652,10 +474,10 @@ impl Error {
         match self {
             Error::NotFound { .. }
             | Error::UnknownType { .. }
-            | Error::Gone { .. }
             | Error::NotDefined { .. }
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
+            Error::Host(err) => err.kind(),
             Error::Nvml(err) => err.kind(),
             Error::Plan(err) => err.kind(),
             Error::AlreadyExists { .. }
@@ -669,45 +491,27 @@ impl Error {
             Error::NoGpuInstance { .. } => ErrorKind::NotFound,
             Error::Interrupted { .. } => ErrorKind::Interrupted,
             Error::PolicyRefused { .. } => ErrorKind::Policy,
-            Error::NoCapacity { .. }
-            | Error::NoRoomHere { .. }
-            | Error::NoSpace { .. }
-            | Error::MigNoFit { .. } => ErrorKind::NoCapacity,
-            Error::Busy { .. }
-            | Error::Locked { .. }
+            Error::NoCapacity { .. } | Error::NoRoomHere { .. } | Error::MigNoFit { .. } => {
+                ErrorKind::NoCapacity
+            }
+            Error::Locked { .. }
             | Error::InUse { .. }
             | Error::HoldersUnknown { .. }
-            | Error::HeldOpen { .. }
-            | Error::UnbindLockRefused { .. } => ErrorKind::Busy,
-            Error::Denied { .. } => ErrorKind::Permission,
+            | Error::HeldOpen { .. } => ErrorKind::Busy,
             Error::BadName { .. }
             | Error::Ambiguous { .. }
             | Error::NotVirtualizable { .. }
             | Error::UuidNotApplicable { .. }
             | Error::DuplicateTarget { .. }
-            | Error::NoSriov { .. }
-            | Error::BadVfCount { .. }
             | Error::NotGpu { .. }
             | Error::PlanRefused { .. }
             | Error::Config { .. }
             | Error::NoTypeForVf { .. }
             | Error::MigrationTypeUnknown { .. }
             | Error::Input { .. } => ErrorKind::BadInput,
-            Error::Read { .. }
-            | Error::Monitor { .. }
-            | Error::Missing { .. }
-            | Error::DanglingLink { .. }
-            | Error::TooLarge { .. }
-            | Error::NotUtf8 { .. }
-            | Error::Parse { .. }
-            | Error::Format { .. }
-            | Error::Write { .. }
-            | Error::Timeout { .. }
-            | Error::NotApplied { .. }
-            | Error::NotBound { .. }
+            Error::NotApplied { .. }
             | Error::DefinitionJson { .. }
             | Error::Definition { .. }
-            | Error::Update { .. }
             | Error::Ledger { .. }
             | Error::RestoreFailed { .. }
             | Error::TaskLost { .. } => ErrorKind::HostFault,
@@ -723,52 +527,17 @@ impl Error {
     pub fn chain(&self) -> String {
         error_chain(self)
     }
-    /// The error of writing `value` to `path`, classified by errno.
+    /// The error of writing `value` to `path`, classified by errno
+    /// ([`HostError::from_write`](crate::host::HostError::from_write)).
     pub(crate) fn from_write(path: &std::path::Path, value: &str, source: io::Error) -> Self {
-        use nix::errno::Errno;
-        let path = path.to_path_buf();
-        let value = value.chars().take(80).collect();
-        match source.raw_os_error().map(Errno::from_raw) {
-            Some(Errno::EBUSY) => Error::Busy {
-                path,
-                value,
-                source,
-            },
-            Some(Errno::EPERM | Errno::EACCES) => Error::Denied {
-                path,
-                value,
-                source,
-            },
-            Some(Errno::ENOENT | Errno::ENODEV | Errno::ENXIO) => Error::Gone {
-                path,
-                value,
-                source,
-            },
-            Some(Errno::ENOSPC | Errno::EUSERS | Errno::EDQUOT) => Error::NoSpace {
-                path,
-                value,
-                source,
-            },
-            _ => Error::Write {
-                path,
-                value,
-                source,
-            },
-        }
+        HostError::from_write(path, value, source).into()
     }
 
     /// The kernel's errno behind this error, if there is one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Read { source, .. }
-            | Error::Input { source, .. }
-            | Error::Monitor { source, .. }
-            | Error::Busy { source, .. }
-            | Error::Denied { source, .. }
-            | Error::Gone { source, .. }
-            | Error::NoSpace { source, .. }
-            | Error::Write { source, .. }
-            | Error::Update { source, .. } => source.raw_os_error(),
+            Error::Host(err) => err.errno(),
+            Error::Input { source, .. } => source.raw_os_error(),
             _ => None,
         }
     }

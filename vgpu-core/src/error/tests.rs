@@ -6,6 +6,7 @@ use std::io;
 use std::path::PathBuf;
 
 use super::*;
+use crate::error::HostError;
 
 /// What every source below says: text no message of this crate has of its own.
 const SOURCE_TEXT: &str = "distinctive-source-text-7f3a";
@@ -23,67 +24,79 @@ fn with_sources() -> Vec<Error> {
     let value = || "4".to_owned();
     let json = serde_json::from_str::<u32>(&format!("\"{SOURCE_TEXT}\"")).unwrap_err();
     vec![
-        Error::Read {
+        HostError::Read {
             path: path(),
             source: io_source(),
-        },
+        }
+        .into(),
         Error::Input {
             path: path(),
             source: io_source(),
         },
-        Error::Monitor {
+        HostError::Monitor {
             what: "listen to the kernel's uevents of pci".to_owned(),
             source: io_source(),
-        },
-        Error::Format {
+        }
+        .into(),
+        HostError::Format {
             path: path(),
             source: crate::parse::ParseError::Field {
                 field: "type".to_owned(),
                 value: SOURCE_TEXT.to_owned(),
             },
-        },
-        Error::Busy {
+        }
+        .into(),
+        HostError::Busy {
             path: path(),
             value: value(),
             source: io_source(),
-        },
-        Error::Denied {
+        }
+        .into(),
+        HostError::Denied {
             path: path(),
             value: value(),
             source: io_source(),
-        },
-        Error::Gone {
+        }
+        .into(),
+        HostError::Gone {
             path: path(),
             value: value(),
             source: io_source(),
-        },
-        Error::NoSpace {
+        }
+        .into(),
+        HostError::NoSpace {
             path: path(),
             value: value(),
             source: io_source(),
-        },
-        Error::Write {
+        }
+        .into(),
+        HostError::Write {
             path: path(),
             value: value(),
             source: io_source(),
-        },
+        }
+        .into(),
         Error::DefinitionJson {
             path: path(),
             source: json,
         },
-        Error::Update {
+        HostError::Update {
             action: "write",
             path: path(),
             source: io_source(),
-        },
+        }
+        .into(),
         Error::HookDevice {
             domain: "vm1".to_owned(),
             device: "0000:41:00.4".to_owned(),
             from: Some("type \"L40S-12Q\" from the domain's metadata".to_owned()),
-            source: Box::new(Error::Read {
-                path: PathBuf::from(format!("/{SOURCE_TEXT}")),
-                source: io::Error::other("no such file"),
-            }),
+            source: Box::new(
+                HostError::Read {
+                    path: PathBuf::from(format!("/{SOURCE_TEXT}")),
+                    source: io::Error::other("no such file"),
+                }
+                .into(),
+            ),
         },
     ]
 }
@@ -94,29 +107,11 @@ fn with_sources() -> Vec<Error> {
 /// none.)
 fn has_source(err: &Error) -> bool {
     match err {
-        Error::Read { .. }
-        | Error::Input { .. }
-        | Error::Monitor { .. }
-        | Error::Format { .. }
-        | Error::Busy { .. }
-        | Error::Denied { .. }
-        | Error::Gone { .. }
-        | Error::NoSpace { .. }
-        | Error::Write { .. }
-        | Error::DefinitionJson { .. }
-        | Error::Update { .. }
-        | Error::HookDevice { .. } => true,
-        Error::Missing { .. }
-        | Error::DanglingLink { .. }
-        | Error::TooLarge { .. }
-        | Error::NotUtf8 { .. }
-        | Error::Parse { .. }
-        | Error::Timeout { .. }
-        | Error::NotApplied { .. }
+        Error::Host(host) => host_has_source(host),
+        Error::Input { .. } | Error::DefinitionJson { .. } | Error::HookDevice { .. } => true,
+        Error::NotApplied { .. }
         | Error::NoCapacity { .. }
         | Error::NoRoomHere { .. }
-        | Error::NotBound { .. }
-        | Error::UnbindLockRefused { .. }
         | Error::NotFound { .. }
         | Error::Ambiguous { .. }
         | Error::UnknownType { .. }
@@ -125,8 +120,6 @@ fn has_source(err: &Error) -> bool {
         | Error::NoVfs { .. }
         | Error::UuidNotApplicable { .. }
         | Error::DuplicateTarget { .. }
-        | Error::NoSriov { .. }
-        | Error::BadVfCount { .. }
         | Error::NotGpu { .. }
         | Error::NotOwned { .. }
         | Error::HoldersUnknown { .. }
@@ -158,6 +151,31 @@ fn has_source(err: &Error) -> bool {
     }
 }
 
+/// [`has_source`] of the kernel's errors, every variant named.
+fn host_has_source(err: &HostError) -> bool {
+    match err {
+        HostError::Read { .. }
+        | HostError::Monitor { .. }
+        | HostError::Format { .. }
+        | HostError::Busy { .. }
+        | HostError::Denied { .. }
+        | HostError::Gone { .. }
+        | HostError::NoSpace { .. }
+        | HostError::Write { .. }
+        | HostError::Update { .. } => true,
+        HostError::Missing { .. }
+        | HostError::DanglingLink { .. }
+        | HostError::TooLarge { .. }
+        | HostError::NotUtf8 { .. }
+        | HostError::Parse { .. }
+        | HostError::Timeout { .. }
+        | HostError::NotBound { .. }
+        | HostError::UnbindLockRefused { .. }
+        | HostError::NoSriov { .. }
+        | HostError::BadVfCount { .. } => false,
+    }
+}
+
 #[test]
 fn display_of_every_sourced_variant_does_not_repeat_its_source() {
     let repeating: Vec<String> = with_sources()
@@ -186,8 +204,16 @@ fn every_variant_listed_with_a_source_has_one_that_says_the_text() {
 #[test]
 fn with_sources_has_one_error_of_each_sourced_variant() {
     let errors = with_sources();
-    let variants: std::collections::HashSet<_> =
-        errors.iter().map(std::mem::discriminant).collect();
+    let variants: std::collections::HashSet<_> = errors
+        .iter()
+        .map(|err| match err {
+            Error::Host(host) => (
+                std::mem::discriminant(err),
+                Some(std::mem::discriminant(host)),
+            ),
+            other => (std::mem::discriminant(other), None),
+        })
+        .collect();
     // 12: the variants of the `true` arm of `has_source`.
     assert_eq!((errors.len(), variants.len()), (12, 12));
 }
@@ -198,10 +224,13 @@ fn error_chain_says_every_source_even_one_it_seems_to_repeat() {
         domain: "vm1".to_owned(),
         device: "0000:41:00.4".to_owned(),
         from: None,
-        source: Box::new(Error::Read {
-            path: PathBuf::from("/sys/x"),
-            source: io::Error::other("cannot read /sys/x"),
-        }),
+        source: Box::new(
+            HostError::Read {
+                path: PathBuf::from("/sys/x"),
+                source: io::Error::other("cannot read /sys/x"),
+            }
+            .into(),
+        ),
     };
     // The last cause repeats its error's path, but not its text: it is said too.
     assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Object, Result};
+use crate::error::{Error, HostError, Object, Result};
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{self, write_attr, write_attr_within};
@@ -173,7 +173,7 @@ pub(crate) fn validate_driver_name(driver: &str) -> Result<()> {
 
 /// Unbinds `address` from its driver; returns the driver it had (`None` if it was unbound).
 /// The kernel holds the unbind while a process has the device open (or, for `nvidia`, while
-/// the GPU is used): after `within`, [`Error::Timeout`].
+/// the GPU is used): after `within`, [`HostError::Timeout`](crate::host::HostError::Timeout).
 pub(crate) fn unbind(
     paths: &HostPaths,
     address: PciAddress,
@@ -229,7 +229,7 @@ pub(crate) fn take_unbind_lock(paths: &HostPaths, address: PciAddress) -> Result
     if sysfs::read_attr(&lock)?.is_some_and(|v| v.trim() == "1") {
         Ok(true)
     } else {
-        Err(Error::UnbindLockRefused { path: lock })
+        Err(HostError::UnbindLockRefused { path: lock }.into())
     }
 }
 
@@ -259,7 +259,7 @@ fn probe(paths: &HostPaths, address: PciAddress) -> Result<()> {
 /// Binds `address` to `driver` and pins it there with `driver_override`; returns the driver
 /// it had before. Already bound to `driver`: nothing is written. The driver is read back
 /// afterwards: `drivers_probe` succeeds even when the probe fails (`vfio-pci` refusing a PF
-/// with VFs, say), so [`Error::NotBound`] says what the device has instead.
+/// with VFs, say), so [`HostError::NotBound`](crate::host::HostError::NotBound) says what the device has instead.
 ///
 /// On failure after the unbind, the previous driver is bound again. `within` bounds each
 /// unbind ([`unbind`]).
@@ -288,11 +288,12 @@ pub(crate) fn bind(
         probe(paths, address)?;
         match device.driver()? {
             Some(bound) if bound == driver => Ok(()),
-            found => Err(Error::NotBound {
+            found => Err(HostError::NotBound {
                 path: device.path().to_path_buf(),
                 wanted: driver.to_owned(),
                 found,
-            }),
+            }
+            .into()),
         }
     })();
     if let Err(err) = attempt {
@@ -328,11 +329,12 @@ pub(crate) fn restore(
     set_override(paths, address, None)?;
     match (device.driver()?, driver) {
         (now, wanted) if now.as_deref() == wanted => Ok(()),
-        (found, wanted) => Err(Error::NotBound {
+        (found, wanted) => Err(HostError::NotBound {
             path: device.path().to_path_buf(),
             wanted: wanted.unwrap_or("no driver").to_owned(),
             found,
-        }),
+        }
+        .into()),
     }
 }
 

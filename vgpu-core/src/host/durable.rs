@@ -8,7 +8,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, HostError, Result};
 use crate::host::sysfs::{is_absent, read_error};
 
 /// Mode of files and their directories, as mdevctl creates them.
@@ -16,13 +16,14 @@ pub(crate) const FILE_MODE: u32 = 0o644;
 /// Mode of directories.
 pub(crate) const DIR_MODE: u32 = 0o755;
 
-/// [`Error::Update`] for `action` on `path`.
+/// [`HostError::Update`](crate::host::HostError::Update) for `action` on `path`.
 pub(crate) fn update_error(action: &'static str, path: &Path, source: io::Error) -> Error {
-    Error::Update {
+    HostError::Update {
         action,
         path: path.to_path_buf(),
         source,
     }
+    .into()
 }
 
 /// The entries of `dir` not beginning with `.`, sorted by name, each with its name when that is
@@ -100,11 +101,12 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// and flushed, renamed over it, and the directory is flushed.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(Error::Update {
+        return Err(HostError::Update {
             action: "write",
             path: path.to_path_buf(),
             source: io::Error::from(io::ErrorKind::InvalidInput),
-        });
+        }
+        .into());
     };
     create_dirs(dir, DIR_MODE)?;
     let mut temp_name = std::ffi::OsString::from(".");

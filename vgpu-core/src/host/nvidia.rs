@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{HostError, Result};
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{SysDir, child, read_attr};
 use crate::parse::{CreatableType, parse_creatable_types};
@@ -54,9 +54,12 @@ impl NvidiaVf {
     pub(crate) fn creatable_types(&self) -> Result<Vec<CreatableType>> {
         match self.dir.read_attr("creatable_vgpu_types")? {
             None => Ok(Vec::new()),
-            Some(text) => parse_creatable_types(&text).map_err(|source| Error::Format {
-                path: child(self.path(), "creatable_vgpu_types"),
-                source,
+            Some(text) => parse_creatable_types(&text).map_err(|source| {
+                HostError::Format {
+                    path: child(self.path(), "creatable_vgpu_types"),
+                    source,
+                }
+                .into()
             }),
         }
     }

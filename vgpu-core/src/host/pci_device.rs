@@ -351,6 +351,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::error::{Error, HostError};
     use vgpu_testing::{FakeHost, PciSpec, addr};
 
     /// Two functions with the short address `03:00.0` in two domains, one `3b:00.0`.
@@ -505,7 +506,7 @@ mod tests {
         .unwrap();
         assert!(matches!(
             device.lmem_quota(1),
-            Err(Error::Parse { path: p, .. }) if p == path
+            Err(Error::Host(HostError::Parse { path: p, .. })) if p == path
         ));
     }
 }

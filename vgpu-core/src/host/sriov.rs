@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{HostError, Result};
 use crate::host::driver;
 use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
@@ -114,11 +114,12 @@ fn wait_for_vfs(
         Ok(vfs.len() == count as usize)
     })?;
     if !arrived {
-        return Err(Error::Timeout {
+        return Err(HostError::Timeout {
             what: format!("{count} VFs of {}", device.address()),
             path: device.path().to_path_buf(),
             waited_ms: timeout.as_millis(),
-        });
+        }
+        .into());
     }
     Ok(vfs)
 }
@@ -141,18 +142,20 @@ pub(crate) fn set_vf_count(
     // Held open: its files (VF links, driver, counts) are read without walking the path again.
     let device = PciDevice::existing(paths, pf)?;
     let Some(capability) = device.sriov()? else {
-        return Err(Error::NoSriov {
+        return Err(HostError::NoSriov {
             pf,
             path: device.path().join("sriov_totalvfs"),
-        });
+        }
+        .into());
     };
     if count > capability.total_vfs {
-        return Err(Error::BadVfCount {
+        return Err(HostError::BadVfCount {
             pf,
             asked: count,
             total: capability.total_vfs,
             all_or_none: false,
-        });
+        }
+        .into());
     }
     let driver = device.driver()?;
     let nvidia = device.vendor_id()? == Some(crate::model::NVIDIA_VENDOR_ID)
@@ -170,12 +173,13 @@ pub(crate) fn set_vf_count(
         });
     }
     if nvidia && count != 0 && count != capability.total_vfs {
-        return Err(Error::BadVfCount {
+        return Err(HostError::BadVfCount {
             pf,
             asked: count,
             total: capability.total_vfs,
             all_or_none: true,
-        });
+        }
+        .into());
     }
     let autoprobe = capability.drivers_autoprobe == Some(true);
     let attempt = (|| {

@@ -8,7 +8,7 @@
 //! [`backend::taken`]) the attempt's own steps are undone (a definition written for it is
 //! removed), the GPU is read again, and the vGPU goes to the next parent with room, once. When
 //! the new read shows no room, the GPU is full ([`Error::NoCapacity`]); when it shows room only
-//! on the parent the kernel refused, the kernel's refusal is the answer ([`Error::NoSpace`],
+//! on the parent the kernel refused, the kernel's refusal is the answer ([`HostError::NoSpace`](crate::host::HostError::NoSpace),
 //! with its path and errno).
 
 use uuid::Uuid;

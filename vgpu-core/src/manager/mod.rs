@@ -152,7 +152,7 @@ impl Manager {
     /// Waits up to `timeout` for each write the kernel holds until a device is released
     /// instead of answering: removing an mdev, clearing a vendor vGPU, unbinding a driver
     /// while a process has the device open (only forced operations write then) or while
-    /// NVIDIA's driver uses the GPU. After it, the operation fails with [`Error::Timeout`],
+    /// NVIDIA's driver uses the GPU. After it, the operation fails with [`HostError::Timeout`](crate::host::HostError::Timeout),
     /// which says what it waited for; the write stays pending in the kernel and takes effect
     /// when the device is released. VF-count changes use [`SriovOptions::timeout`].
     pub fn with_release_timeout(mut self, timeout: Duration) -> Self {

@@ -24,7 +24,7 @@ pub use quota::RestoreQuota;
 
 use super::session::{Operation, Session};
 use crate::backend::{self, Running};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, HostError, Result};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
@@ -200,10 +200,12 @@ fn definition_file(err: &Error) -> Option<&Path> {
     match err {
         Error::Definition { path, .. }
         | Error::DefinitionJson { path, .. }
-        | Error::Read { path, .. }
-        | Error::TooLarge { path, .. }
-        | Error::NotUtf8 { path, .. }
-        | Error::Parse { path, .. } => Some(path),
+        | Error::Host(
+            HostError::Read { path, .. }
+            | HostError::TooLarge { path, .. }
+            | HostError::NotUtf8 { path, .. }
+            | HostError::Parse { path, .. },
+        ) => Some(path),
         _ => None,
     }
 }

@@ -274,7 +274,7 @@ impl Operation<'_> {
     }
 
     /// How long a write the kernel holds while a device is in use (an unbind, a removal) is
-    /// waited for before [`Error::Timeout`].
+    /// waited for before [`HostError::Timeout`](crate::host::HostError::Timeout).
     pub(crate) fn within(&self) -> Duration {
         self.session.release_timeout
     }

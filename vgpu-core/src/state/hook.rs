@@ -234,7 +234,7 @@ impl HookConfig {
     /// # Errors
     ///
     /// [`Error::Config`] when it is not TOML, has a key other than `[flavors]`, or maps a
-    /// flavor to something that is not a type name; [`Error::Read`] when it cannot be read.
+    /// flavor to something that is not a type name; [`HostError::Read`](crate::host::HostError::Read) when it cannot be read.
     pub fn load(paths: &HostPaths) -> Result<Self> {
         let path = paths.hook_toml();
         match read_bounded(&path, FILE_LIMIT)? {

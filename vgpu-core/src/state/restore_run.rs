@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{HostError, Result};
 use crate::host::HostPaths;
 use crate::host::durable::write_atomic;
 use crate::host::sysfs::{is_absent, read_error};
@@ -41,7 +41,7 @@ pub fn restore_run_path(paths: &HostPaths) -> PathBuf {
 /// Replaces the record of the last run with `run`.
 pub(crate) fn write_restore_run(paths: &HostPaths, run: &RestoreRun) -> Result<()> {
     let path = restore_run_path(paths);
-    let bytes = serde_json::to_vec(run).map_err(|err| Error::Update {
+    let bytes = serde_json::to_vec(run).map_err(|err| HostError::Update {
         action: "encode",
         path: path.clone(),
         source: err.into(),
@@ -53,7 +53,7 @@ pub(crate) fn write_restore_run(paths: &HostPaths, run: &RestoreRun) -> Result<(
 ///
 /// # Errors
 ///
-/// The file cannot be read, or is not what `restore` writes ([`Error::Parse`]).
+/// The file cannot be read, or is not what `restore` writes ([`HostError::Parse`](crate::host::HostError::Parse)).
 pub fn read_restore_run(paths: &HostPaths) -> Result<Option<RestoreRun>> {
     let path = restore_run_path(paths);
     let bytes = match std::fs::read(&path) {
@@ -65,10 +65,13 @@ pub fn read_restore_run(paths: &HostPaths) -> Result<Option<RestoreRun>> {
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<RestoreRun> {
-    serde_json::from_slice(bytes).map_err(|_| Error::Parse {
-        path: path.to_path_buf(),
-        value: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
-        expected: "the JSON restore writes",
+    serde_json::from_slice(bytes).map_err(|_| {
+        HostError::Parse {
+            path: path.to_path_buf(),
+            value: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
+            expected: "the JSON restore writes",
+        }
+        .into()
     })
 }
 
@@ -76,6 +79,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<RestoreRun> {
 #[allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     fn paths() -> (tempfile::TempDir, HostPaths) {
         let dir = tempfile::tempdir().unwrap();
@@ -113,6 +117,6 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{}").unwrap();
         let err = read_restore_run(&paths).unwrap_err();
-        assert!(matches!(err, Error::Parse { .. }), "{err}");
+        assert!(matches!(err, Error::Host(HostError::Parse { .. })), "{err}");
     }
 }

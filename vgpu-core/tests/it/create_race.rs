@@ -155,7 +155,7 @@ fn create_refused_on_last_free_vf_is_the_kernels_refusal_without_definition() {
         .create(addr(A40), "A40-1Q", Some(FIXED), Some(Start::Auto))
         .unwrap_err();
 
-    let Error::NoSpace { path, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::NoSpace { path, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(

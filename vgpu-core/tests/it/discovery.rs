@@ -597,7 +597,10 @@ fn garbage_creatable_types_is_warned_with_path() {
 fn missing_pci_tree_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = discover(&vgpu_core::HostPaths::new(dir.path())).unwrap_err();
-    assert!(matches!(err, vgpu_core::Error::Read { .. }));
+    assert!(matches!(
+        err,
+        vgpu_core::Error::Host(vgpu_core::error::HostError::Read { .. })
+    ));
 }
 
 #[test]

@@ -323,7 +323,7 @@ fn t4_injected_create_failure_keeps_errno_and_path() {
     let err = manager(&host)
         .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
-    let Error::Write { path, value, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::Write { path, value, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(
@@ -408,7 +408,7 @@ fn t4_injected_remove_failure_is_busy() {
         .unwrap();
     host.fail_next(1, EBUSY, "*/remove");
     let err = manager.destroy(VgpuHandle::Mdev(FIXED)).unwrap_err();
-    let Error::Busy { path, value, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::Busy { path, value, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(
@@ -473,7 +473,7 @@ fn mdev_create_refused_for_capacity_is_no_space() {
     let err = manager(&host)
         .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap_err();
-    let Error::NoSpace { path, value, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::NoSpace { path, value, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(

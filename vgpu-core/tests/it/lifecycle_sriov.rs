@@ -44,7 +44,7 @@ fn binding_a_busy_nvidia_gpu_away_is_refused_by_its_unbind_lock() {
         .create(addr(T4), "nvidia-231", Some(FIXED), None)
         .unwrap();
     let err = manager.bind(addr(T4), "vfio-pci", None, false).unwrap_err();
-    let Error::UnbindLockRefused { path } = &err else {
+    let Error::Host(vgpu_core::error::HostError::UnbindLockRefused { path }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(
@@ -114,12 +114,12 @@ fn l40s_partial_vf_count_is_refused_for_nvidia() {
     let manager = manager(&host);
     manager.set_vfs(addr(L40S), 0, None, false).unwrap();
     let err = manager.set_vfs(addr(L40S), 4, None, false).unwrap_err();
-    let Error::BadVfCount {
+    let Error::Host(vgpu_core::error::HostError::BadVfCount {
         pf,
         asked,
         total,
         all_or_none,
-    } = &err
+    }) = &err
     else {
         panic!("{err:?}")
     };
@@ -364,12 +364,12 @@ fn flex_count_above_total_is_refused() {
     let err = manager(&host)
         .set_vfs(addr(FLEX), 17, None, false)
         .unwrap_err();
-    let Error::BadVfCount {
+    let Error::Host(vgpu_core::error::HostError::BadVfCount {
         pf,
         asked,
         total,
         all_or_none,
-    } = &err
+    }) = &err
     else {
         panic!("{err:?}")
     };
@@ -599,11 +599,11 @@ fn vfs_that_never_appear_time_out() {
         timeout: std::time::Duration::from_millis(50),
     });
     let err = manager.set_vfs(addr(FLEX), 2, None, false).unwrap_err();
-    let Error::Timeout {
+    let Error::Host(vgpu_core::error::HostError::Timeout {
         what,
         path,
         waited_ms,
-    } = &err
+    }) = &err
     else {
         panic!("{err:?}")
     };

@@ -44,11 +44,11 @@ fn mdev_dir(host: &SimHost, uuid: Uuid) -> std::path::PathBuf {
 /// `(what, path, waited_ms)` of an [`Error::Timeout`].
 fn timeout(err: &Error) -> Option<(String, PathBuf, u128)> {
     match err {
-        Error::Timeout {
+        Error::Host(vgpu_core::error::HostError::Timeout {
             what,
             path,
             waited_ms,
-        } => Some((what.clone(), path.clone(), *waited_ms)),
+        }) => Some((what.clone(), path.clone(), *waited_ms)),
         _ => None,
     }
 }

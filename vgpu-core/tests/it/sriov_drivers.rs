@@ -51,7 +51,7 @@ fn set_vfs_above_driver_lowered_total_is_refused_with_that_total() {
     let err = manager(&host)
         .set_vfs(addr(FLEX), 8, None, false)
         .unwrap_err();
-    let Error::BadVfCount { asked, total, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::BadVfCount { asked, total, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!((*asked, *total), (8, 7));
@@ -126,7 +126,7 @@ fn bind_vfio_pci_to_pf_with_vfs_is_not_bound_and_pf_goes_back() {
     let err = manager(&host)
         .bind(addr(L40S), "vfio-pci", None, false)
         .unwrap_err();
-    let Error::NotBound { wanted, found, .. } = &err else {
+    let Error::Host(vgpu_core::error::HostError::NotBound { wanted, found, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(

@@ -174,7 +174,7 @@ mod tests {
     use std::fs;
 
     use super::*;
-    use crate::error::Error;
+    use crate::error::{Error, HostError};
 
     /// `dir/device/` with a `vendor` attribute and a `driver` link.
     fn device_dir() -> (tempfile::TempDir, PathBuf) {
@@ -208,7 +208,7 @@ mod tests {
         let dir = SysDir::new(&device).held_open();
         let err = dir.read_parsed("vendor", "a count", |t| t.parse::<u32>().ok());
         assert!(
-            matches!(&err, Err(Error::Parse { path, value, .. })
+            matches!(&err, Err(Error::Host(HostError::Parse { path, value, .. }))
                 if *path == device.join("vendor") && value == "0x10de"),
             "{err:?}"
         );
@@ -224,7 +224,7 @@ mod tests {
         .unwrap();
         let err = SysDir::new(&device).held_open().read_attr("big");
         assert!(
-            matches!(&err, Err(Error::TooLarge { path, .. }) if *path == device.join("big")),
+            matches!(&err, Err(Error::Host(HostError::TooLarge { path, .. })) if *path == device.join("big")),
             "{err:?}"
         );
     }
@@ -271,7 +271,7 @@ mod tests {
             .names_required()
             .unwrap_err();
         assert!(
-            matches!(&err, Error::Read { path, source }
+            matches!(&err, Error::Host(HostError::Read { path, source })
                 if *path == missing && source.raw_os_error() == Some(nix::libc::ENOENT)),
             "{err:?}"
         );

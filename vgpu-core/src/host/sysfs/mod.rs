@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{AT_FDCWD, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, HostError, Result};
 
 pub(crate) use dir::SysDir;
 
@@ -35,12 +35,13 @@ pub(crate) fn is_absent(err: &io::Error) -> bool {
     )
 }
 
-/// [`Error::Read`] for `path`.
+/// [`HostError::Read`](crate::host::HostError::Read) for `path`.
 pub(crate) fn read_error(path: &Path, source: io::Error) -> Error {
-    Error::Read {
+    HostError::Read {
         path: path.to_path_buf(),
         source,
     }
+    .into()
 }
 
 /// Reads at most `limit` bytes of `path` as UTF-8; `None` when it does not exist.
@@ -161,18 +162,22 @@ impl<'a> At<'a> {
             .read_to_end(bytes)
             .map_err(|err| self.error(err))?;
         if bytes.len() > limit {
-            return Err(Error::TooLarge {
+            return Err(HostError::TooLarge {
                 path: self.full().into_owned(),
                 limit,
-            });
+            }
+            .into());
         }
         Ok(())
     }
 
     fn decode(&self, bytes: Vec<u8>) -> Result<String> {
         tracing::trace!(path = %self.full().display(), bytes = bytes.len(), "read");
-        String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
-            path: self.full().into_owned(),
+        String::from_utf8(bytes).map_err(|_| {
+            HostError::NotUtf8 {
+                path: self.full().into_owned(),
+            }
+            .into()
         })
     }
 
@@ -260,14 +265,15 @@ impl<'a> At<'a> {
     }
 }
 
-/// A [`Error::Parse`] for `value` read from `path`, with the value cut to 80 characters.
+/// A [`HostError::Parse`](crate::host::HostError::Parse) for `value` read from `path`, with the value cut to 80 characters.
 pub(crate) fn parse_error(path: &Path, value: &str, expected: &'static str) -> Error {
     let value: String = value.chars().take(80).collect();
-    Error::Parse {
+    HostError::Parse {
         path: path.to_path_buf(),
         value,
         expected,
     }
+    .into()
 }
 
 /// The last component of the target of the link at `path`; `None` when there is no link.
@@ -288,17 +294,18 @@ pub(crate) fn dir_names_required(path: &Path) -> Result<Vec<String>> {
     At::path(path).names(true)
 }
 
-/// [`Error::Missing`] for `path`.
+/// [`HostError::Missing`](crate::host::HostError::Missing) for `path`.
 pub(crate) fn missing(path: &Path) -> Error {
-    Error::Missing {
+    HostError::Missing {
         path: path.to_path_buf(),
     }
+    .into()
 }
 
 /// Writes `value` to the attribute at `path` in one `write(2)`, as `echo -n value > path` does.
 ///
 /// Kernel attributes act on each write, so the value goes out whole, unbuffered, and the
-/// kernel's errno comes back classified ([`Error::Busy`], [`Error::Denied`], ...).
+/// kernel's errno comes back classified ([`HostError::Busy`](crate::host::HostError::Busy), [`HostError::Denied`](crate::host::HostError::Denied), ...).
 pub(crate) fn write_attr(path: &Path, value: &str) -> Result<()> {
     At::path(path).write_attr(value)
 }
@@ -307,7 +314,7 @@ pub(crate) fn write_attr(path: &Path, value: &str) -> Result<()> {
 /// unbinding a driver, disabling VFs or clearing a vendor vGPU waits in the kernel for as long
 /// as a process has the device open (`vfio_unregister_group_dev`), and unbinding `nvidia` for
 /// as long as something uses the GPU. The write runs on a thread of its own; when it has not
-/// returned within `within`, [`Error::Timeout`] says what it was waiting for
+/// returned within `within`, [`HostError::Timeout`](crate::host::HostError::Timeout) says what it was waiting for
 /// (`waiting_for`, e.g. "the release of mediated device ... by the processes holding it
 /// open") and that the write is still pending: the kernel carries it out once that happens,
 /// and the thread ends then.
@@ -330,13 +337,14 @@ pub(crate) fn write_attr_within(
         .map_err(|err| Error::from_write(path, value, err))?;
     match answer.recv_timeout(within) {
         Ok(result) => result,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Error::Timeout {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(HostError::Timeout {
             what: format!(
                 "{waiting_for} (writing {value:?} stays pending in the kernel until then)"
             ),
             path: path.to_path_buf(),
             waited_ms: within.as_millis(),
-        }),
+        }
+        .into()),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::from_write(
             path,
             value,
@@ -442,7 +450,7 @@ mod tests {
         fs::write(&path, [b'x'; 11]).unwrap();
         assert!(matches!(
             read_bounded(&path, 10),
-            Err(Error::TooLarge { limit: 10, .. })
+            Err(Error::Host(HostError::TooLarge { limit: 10, .. }))
         ));
     }
 
@@ -473,7 +481,10 @@ mod tests {
             "nothing",
         )
         .unwrap_err();
-        assert!(matches!(err, Error::Gone { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::Host(HostError::Gone { .. })),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -499,10 +510,10 @@ mod tests {
         fs::write(&path, vec![b'x'; ATTR_LIMIT + 1]).unwrap();
         assert!(matches!(
             read_attr(&path),
-            Err(Error::TooLarge {
+            Err(Error::Host(HostError::TooLarge {
                 limit: ATTR_LIMIT,
                 ..
-            })
+            }))
         ));
     }
 
@@ -527,7 +538,7 @@ mod tests {
         fs::write(&path, [0xff, 0xfe]).unwrap();
         assert!(matches!(
             read_bounded(&path, 10),
-            Err(Error::NotUtf8 { .. })
+            Err(Error::Host(HostError::NotUtf8 { .. }))
         ));
     }
 }

@@ -33,7 +33,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{HostError, Result};
 use crate::host::paths::HostPaths;
 use crate::model::pci::PciAddress;
 
@@ -281,7 +281,7 @@ impl UeventSource {
     /// Subscribes to the events of `subsystems` (`pci`, `mdev`, ...) on the host at `paths`.
     ///
     /// A root that is neither `/` nor a simulated host has no events:
-    /// [`Error::Missing`] names the simulator log it looked for.
+    /// [`HostError::Missing`](crate::host::HostError::Missing) names the simulator log it looked for.
     pub fn open(paths: &HostPaths, subsystems: &[&str]) -> Result<Self> {
         let log = paths.sim_uevents();
         let (inner, origin) = if log.exists() {
@@ -303,7 +303,7 @@ impl UeventSource {
                 origin,
             )
         } else {
-            return Err(Error::Missing { path: log });
+            return Err(HostError::Missing { path: log }.into());
         };
         Ok(Self {
             inner,

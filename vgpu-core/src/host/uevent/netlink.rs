@@ -9,7 +9,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
 
 use super::{Uevent, is_real_root};
-use crate::error::{Error, Result};
+use crate::error::{Error, HostError, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs;
 
@@ -81,7 +81,7 @@ impl std::fmt::Debug for Monitor {
 }
 
 fn monitor_error(what: String, source: std::io::Error) -> Error {
-    Error::Monitor { what, source }
+    HostError::Monitor { what, source }.into()
 }
 
 impl Monitor {

@@ -2,6 +2,7 @@
 //! --property` around `udevadm trigger --action=change`) and from the simulator's log.
 
 use super::*;
+use crate::error::{Error, HostError};
 
 /// A kernel `change` of a host bridge, as `udevadm monitor --kernel --property` printed it.
 const KERNEL_CHANGE: &str = "ACTION=change
@@ -382,11 +383,11 @@ mod real_udev {
         write_attr(&paths.pci_devices().join(&name).join("uevent"), "change").unwrap();
         let err = settle.wait(&paths, Duration::from_millis(300)).unwrap_err();
         drop(stopped);
-        let Error::Timeout {
+        let Error::Host(HostError::Timeout {
             what,
             path,
             waited_ms,
-        } = err
+        }) = err
         else {
             panic!("{err:?}");
         };

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::netlink::{Group, Monitor};
 use super::udevd_running;
-use crate::error::{Error, Result};
+use crate::error::{HostError, Result};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs;
 
@@ -151,7 +151,7 @@ impl Settle {
     }
 
     /// Waits up to `within` until udev has processed every event the kernel sent since
-    /// [`Settle::begin`]; returns their sequence numbers, oldest first. [`Error::Timeout`]
+    /// [`Settle::begin`]; returns their sequence numbers, oldest first. [`HostError::Timeout`](crate::host::HostError::Timeout)
     /// names the devices udev has not finished with; `paths` places them under its root.
     pub(crate) fn wait(&mut self, paths: &HostPaths, within: Duration) -> Result<Vec<u64>> {
         self.collect();
@@ -167,11 +167,12 @@ impl Settle {
                     .iter()
                     .map(|(seqnum, devpath)| format!("{devpath} (uevent {seqnum})"))
                     .collect();
-                return Err(Error::Timeout {
+                return Err(HostError::Timeout {
                     what: format!("udev's processing of {}", devices.join(", ")),
                     path: paths.sys().join(first.trim_start_matches('/')),
                     waited_ms: within.as_millis(),
-                });
+                }
+                .into());
             }
             for event in self.udev.receive(left)? {
                 self.processed.insert(event.seqnum, event.devpath);

@@ -1,6 +1,7 @@
 //! The host lock and the audit log.
 
 use super::*;
+use crate::error::HostError;
 
 // ---- host lock ----
 
@@ -159,7 +160,10 @@ fn audit_unopenable_log_is_update_error() {
     let (_dir, paths) = host();
     fs::create_dir_all(paths.root().join("var/log/vgpu/audit.jsonl")).unwrap();
     let err = AuditLog::open(&paths).unwrap_err();
-    assert!(matches!(err, Error::Update { action: "open", .. }));
+    assert!(matches!(
+        err,
+        Error::Host(HostError::Update { action: "open", .. })
+    ));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! mdevctl's store (`etc/mdevctl.d`): writing, reading, removing, and mdevctl itself on it.
 
 use super::*;
+use crate::error::HostError;
 
 // ---- mdevctl's store: writing ----
 
@@ -162,10 +163,10 @@ fn define_mdev_unwritable_store_is_update_error() {
         .unwrap_err();
     assert!(matches!(
         err,
-        Error::Update {
+        Error::Host(HostError::Update {
             action: "create directory",
             ..
-        }
+        })
     ));
 }
 
@@ -397,7 +398,10 @@ fn mdevs_oversized_file_is_too_large() {
     let path = mdev_path(&paths, PARENT, NAME_A);
     put(&path, &" ".repeat(64 * 1024 + 1));
     let err = Store::new(&paths).mdevs().unwrap_err();
-    assert!(matches!(err, Error::TooLarge { limit: 65536, .. }));
+    assert!(matches!(
+        err,
+        Error::Host(HostError::TooLarge { limit: 65536, .. })
+    ));
 }
 
 #[test]

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, HostError, Result};
 use crate::host::durable::{create_dirs, remove_durably};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
@@ -64,12 +64,12 @@ impl Clock for HostClock {
         let boot = read_bounded(&self.boot_id, 64)?
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| Error::Missing {
+            .ok_or_else(|| HostError::Missing {
                 path: self.boot_id.clone(),
             })?;
         let mono =
             nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).map_err(|errno| {
-                Error::Read {
+                HostError::Read {
                     path: PathBuf::from("CLOCK_BOOTTIME"),
                     source: errno.into(),
                 }
