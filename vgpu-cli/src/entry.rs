@@ -362,7 +362,7 @@ pub(crate) const NO_TYPE_FOR_VF_HINT: &str = "define one with `vgpuctl define`, 
      domain's metadata, or give the domain a Nova flavor that the hook's [flavors] maps";
 
 fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
-    use vgpu_core::error::HostError;
+    use vgpu_core::error::{HostError, StateError};
     use vgpu_core::{Error, ErrorKind};
     if err.downcast_ref::<LibvirtUnloadable>().is_some() {
         return Some(LIBVIRT_UNLOADABLE_HINT);
@@ -427,7 +427,7 @@ fn hint(err: &anyhow::Error, linked: LinkedErrors) -> Option<&'static str> {
             Error::DefinitionExists { .. } => {
                 "`vgpuctl undefine ID` removes a definition; `vgpuctl start ID` starts it"
             }
-            Error::Locked { .. } => {
+            Error::State(StateError::Locked { .. }) => {
                 "another vgpuctl is changing this host; try again when it is done"
             }
             Error::PlanRefused { .. } => "`vgpuctl plan -f FILE` shows every reason",

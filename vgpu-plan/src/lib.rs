@@ -17,7 +17,7 @@
 //! - [`place`](mod@place): [`place::place()`], a pure function choosing GPUs for new vGPUs;
 //! - [`placement`]: NVIDIA's mixed-size mode: the supported placement ids of a size, a GPU's
 //!   slot map, whether sizes fit together, and where one new vGPU goes;
-//! - [`testing`]: a synthetic fleet of GPUs, a fixture for benchmarks and tests only.
+//! - `testing`: a synthetic fleet of GPUs, a fixture for benchmarks and tests only.
 //!
 //! Carrying a plan out is `vgpu-core`'s `Manager::apply`: each GPU's steps are one operation,
 //! under the host lock, audited, and undone if one fails.

@@ -17,6 +17,7 @@ use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
 pub use crate::host::HostError;
+pub use crate::state::StateError;
 pub(crate) use chain::{error_chain, foreign_error_chain};
 pub use nvml::NvmlError;
 pub use vgpu_model::ErrorKind;
@@ -31,16 +32,10 @@ pub enum Error {
     /// A failure reading or changing the kernel's files and devices (`host/`).
     #[error(transparent)]
     Host(#[from] HostError),
-    /// A file the caller named (`plan -f`, `can-host -f`, `--metadata`) cannot be read: it is
-    /// missing, unreadable, too large or not text.
-    #[error("cannot read {}", path.display())]
-    Input {
-        /// The file, as the caller named it.
-        path: PathBuf,
-        /// The kernel's answer, or what is wrong with the content.
-        #[source]
-        source: io::Error,
-    },
+    /// A failure of `vgpu`'s own state: a definition, the lock, the ledger, a file the
+    /// caller named (`state/`).
+    #[error(transparent)]
+    State(#[from] StateError),
     /// The kernel accepted a change but the device does not show it afterwards.
     #[error("{} shows {found} after the change (expected {expected})", path.display())]
     NotApplied {
@@ -252,44 +247,6 @@ pub enum Error {
         /// Why (a panic or cancellation message).
         reason: String,
     },
-    /// A usage-ledger file is not what the ledger writes.
-    #[error("usage ledger {}: {reason}", path.display())]
-    Ledger {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A persistent definition file is not JSON, or not the JSON expected there (a missing
-    /// field, an unknown `start`).
-    #[error("cannot parse definition {}", path.display())]
-    DefinitionJson {
-        /// The definition file.
-        path: PathBuf,
-        /// Where and why the JSON does not fit.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A persistent definition, or its file's name, is not valid (a name that is not a UUID or
-    /// PCI address, another format version, an attribute or driver name that is not a file
-    /// name).
-    #[error("invalid definition {}: {reason}", path.display())]
-    Definition {
-        /// The definition file (or the store directory, for a name refused before writing).
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// An mdev UUID is already defined under another parent.
-    #[error("mdev {uuid} is already defined under parent {parent} ({})", path.display())]
-    MdevDefinedElsewhere {
-        /// The UUID.
-        uuid: uuid::Uuid,
-        /// The parent it is defined under.
-        parent: String,
-        /// Its definition file.
-        path: PathBuf,
-    },
     /// A plan asks for what this host cannot do (each reason is in the plan); nothing was
     /// applied.
     #[error("the plan of config {config:?} cannot be applied: {first}{}", if *refused > 1 { format!(" (and {} more)", refused - 1) } else { String::new() })]
@@ -309,20 +266,6 @@ pub enum Error {
         gpu: PciAddress,
         /// What changed, in words.
         what: String,
-    },
-    /// The libvirt hook's configuration (`etc/vgpu/hook.toml`) is not valid.
-    #[error(
-        "{}{}: {reason}",
-        path.display(),
-        at.map(|at| format!(":{at}")).unwrap_or_default()
-    )]
-    Config {
-        /// The file.
-        path: PathBuf,
-        /// Where in it, when known.
-        at: Option<crate::model::location::Location>,
-        /// What is wrong, in one line.
-        reason: String,
     },
     /// A vGPU a domain names is neither running nor defined, so nothing says how to make it.
     #[error("{id} is neither running nor defined (no definition under {})", path.display())]
@@ -388,18 +331,6 @@ pub enum Error {
         /// Why.
         #[source]
         source: Box<Error>,
-    },
-    /// The host lock is held by another process that changes the host through this crate
-    /// (`vgpuctl`, `vgpuctl-libvirt`, the libvirt hook, an embedder).
-    #[error(
-        "another vgpu process holds {} (waited {waited_ms} ms)",
-        path.display()
-    )]
-    Locked {
-        /// The lock file.
-        path: PathBuf,
-        /// How long it was waited for.
-        waited_ms: u128,
     },
     /// A change that needs NVML cannot be made: NVML is missing or refused, or the GPU's
     /// MIG or scheduler state does not allow it.
@@ -478,11 +409,11 @@ impl Error {
             | Error::FlavorNotMapped { .. } => ErrorKind::NotFound,
             Error::HookDevice { source, .. } => source.kind(),
             Error::Host(err) => err.kind(),
+            Error::State(err) => err.kind(),
             Error::Nvml(err) => err.kind(),
             Error::Plan(err) => err.kind(),
             Error::AlreadyExists { .. }
             | Error::DefinitionExists { .. }
-            | Error::MdevDefinedElsewhere { .. }
             | Error::DefinitionMismatch { .. }
             | Error::NoVfs { .. }
             | Error::NotOwned { .. }
@@ -494,10 +425,9 @@ impl Error {
             Error::NoCapacity { .. } | Error::NoRoomHere { .. } | Error::MigNoFit { .. } => {
                 ErrorKind::NoCapacity
             }
-            Error::Locked { .. }
-            | Error::InUse { .. }
-            | Error::HoldersUnknown { .. }
-            | Error::HeldOpen { .. } => ErrorKind::Busy,
+            Error::InUse { .. } | Error::HoldersUnknown { .. } | Error::HeldOpen { .. } => {
+                ErrorKind::Busy
+            }
             Error::BadName { .. }
             | Error::Ambiguous { .. }
             | Error::NotVirtualizable { .. }
@@ -505,16 +435,11 @@ impl Error {
             | Error::DuplicateTarget { .. }
             | Error::NotGpu { .. }
             | Error::PlanRefused { .. }
-            | Error::Config { .. }
             | Error::NoTypeForVf { .. }
-            | Error::MigrationTypeUnknown { .. }
-            | Error::Input { .. } => ErrorKind::BadInput,
-            Error::NotApplied { .. }
-            | Error::DefinitionJson { .. }
-            | Error::Definition { .. }
-            | Error::Ledger { .. }
-            | Error::RestoreFailed { .. }
-            | Error::TaskLost { .. } => ErrorKind::HostFault,
+            | Error::MigrationTypeUnknown { .. } => ErrorKind::BadInput,
+            Error::NotApplied { .. } | Error::RestoreFailed { .. } | Error::TaskLost { .. } => {
+                ErrorKind::HostFault
+            }
         }
     }
 
@@ -537,7 +462,7 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Host(err) => err.errno(),
-            Error::Input { source, .. } => source.raw_os_error(),
+            Error::State(err) => err.errno(),
             _ => None,
         }
     }

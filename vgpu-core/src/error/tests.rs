@@ -3,10 +3,11 @@
 
 use std::error::Error as _;
 use std::io;
+use std::mem::discriminant;
 use std::path::PathBuf;
 
 use super::*;
-use crate::error::HostError;
+use crate::error::{HostError, StateError};
 
 /// What every source below says: text no message of this crate has of its own.
 const SOURCE_TEXT: &str = "distinctive-source-text-7f3a";
@@ -29,10 +30,11 @@ fn with_sources() -> Vec<Error> {
             source: io_source(),
         }
         .into(),
-        Error::Input {
+        StateError::Input {
             path: path(),
             source: io_source(),
-        },
+        }
+        .into(),
         HostError::Monitor {
             what: "listen to the kernel's uevents of pci".to_owned(),
             source: io_source(),
@@ -76,10 +78,11 @@ fn with_sources() -> Vec<Error> {
             source: io_source(),
         }
         .into(),
-        Error::DefinitionJson {
+        StateError::DefinitionJson {
             path: path(),
             source: json,
-        },
+        }
+        .into(),
         HostError::Update {
             action: "write",
             path: path(),
@@ -108,7 +111,8 @@ fn with_sources() -> Vec<Error> {
 fn has_source(err: &Error) -> bool {
     match err {
         Error::Host(host) => host_has_source(host),
-        Error::Input { .. } | Error::DefinitionJson { .. } | Error::HookDevice { .. } => true,
+        Error::State(state) => state_has_source(state),
+        Error::HookDevice { .. } => true,
         Error::NotApplied { .. }
         | Error::NoCapacity { .. }
         | Error::NoRoomHere { .. }
@@ -132,22 +136,29 @@ fn has_source(err: &Error) -> bool {
         | Error::DefinitionMismatch { .. }
         | Error::RestoreFailed { .. }
         | Error::TaskLost { .. }
-        | Error::Definition { .. }
-        | Error::MdevDefinedElsewhere { .. }
         | Error::PlanRefused { .. }
         | Error::PlanStale { .. }
-        | Error::Ledger { .. }
-        | Error::Config { .. }
         | Error::NotDefined { .. }
         | Error::NoTypeForVf { .. }
         | Error::MigrationTypeUnknown { .. }
         | Error::FlavorNotMapped { .. }
-        | Error::Locked { .. }
         | Error::Nvml(_)
         | Error::Plan(_)
         | Error::MigResetPending { .. }
         | Error::MigNoFit { .. }
         | Error::NoGpuInstance { .. } => false,
+    }
+}
+
+/// [`has_source`] of `vgpu`'s own state errors, every variant named.
+fn state_has_source(err: &StateError) -> bool {
+    match err {
+        StateError::Input { .. } | StateError::DefinitionJson { .. } => true,
+        StateError::Definition { .. }
+        | StateError::MdevDefinedElsewhere { .. }
+        | StateError::Ledger { .. }
+        | StateError::Config { .. }
+        | StateError::Locked { .. } => false,
     }
 }
 
@@ -207,11 +218,12 @@ fn with_sources_has_one_error_of_each_sourced_variant() {
     let variants: std::collections::HashSet<_> = errors
         .iter()
         .map(|err| match err {
-            Error::Host(host) => (
-                std::mem::discriminant(err),
-                Some(std::mem::discriminant(host)),
+            Error::Host(host) => (discriminant(err), Some(format!("{:?}", discriminant(host)))),
+            Error::State(state) => (
+                discriminant(err),
+                Some(format!("{:?}", discriminant(state))),
             ),
-            other => (std::mem::discriminant(other), None),
+            other => (discriminant(other), None),
         })
         .collect();
     // 12: the variants of the `true` arm of `has_source`.

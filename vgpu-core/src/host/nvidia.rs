@@ -27,7 +27,7 @@ pub(crate) struct NvidiaVf {
 
 impl NvidiaVf {
     /// The vendor interface of the VF whose device directory is `vf_path`, when it has one;
-    /// a directory that is there but cannot be opened is [`crate::Error::Read`].
+    /// a directory that is there but cannot be opened is [`HostError::Read`](crate::host::HostError::Read).
     pub(crate) fn of(vf_path: &Path) -> Result<Option<Self>> {
         Ok(SysDir::new(child(vf_path, "nvidia"))
             .opened()?

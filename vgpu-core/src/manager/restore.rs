@@ -24,7 +24,7 @@ pub use quota::RestoreQuota;
 
 use super::session::{Operation, Session};
 use crate::backend::{self, Running};
-use crate::error::{Error, ErrorKind, HostError, Result};
+use crate::error::{Error, ErrorKind, HostError, Result, StateError};
 use crate::host::mdev::MdevParent;
 use crate::host::nvidia::NvidiaVf;
 use crate::host::paths::HostPaths;
@@ -198,8 +198,9 @@ impl Scope {
 /// The file an error reading a definition names.
 fn definition_file(err: &Error) -> Option<&Path> {
     match err {
-        Error::Definition { path, .. }
-        | Error::DefinitionJson { path, .. }
+        Error::State(
+            StateError::Definition { path, .. } | StateError::DefinitionJson { path, .. },
+        )
         | Error::Host(
             HostError::Read { path, .. }
             | HostError::TooLarge { path, .. }

@@ -22,7 +22,7 @@ mod undo;
 use undo::Undo;
 
 use crate::backend::{self, NewVgpu, Placement, Running};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::host::driver;
 use crate::host::driver::GiveBack;
 use crate::host::durable;
@@ -524,7 +524,7 @@ impl Operation<'_> {
     /// Creates a defined mediated device on its parent, then writes its attributes in order.
     #[tracing::instrument(level = "trace", skip_all)]
     pub(crate) fn start_mdev(&mut self, def: &MdevDefinition) -> Result<()> {
-        let parent = def.parent.parse().map_err(|_| Error::Definition {
+        let parent = def.parent.parse().map_err(|_| StateError::Definition {
             path: self.store().mdev_path(def),
             reason: format!("parent {:?} is not a PCI device", def.parent),
         })?;

@@ -12,7 +12,7 @@ const FILE_LIMIT: usize = 1024 * 1024;
 
 /// Reads the desired-state file at `path`, in the format its name and text imply
 /// ([`Format::of_file`]), and parses it ([`DesiredFile::parse`]). The file is the caller's:
-/// one that cannot be read is [`crate::Error::Input`].
+/// one that cannot be read is [`StateError::Input`](crate::state::StateError::Input).
 pub fn read_desired(path: &Path) -> Result<DesiredFile> {
     let text = read_input_text(path, FILE_LIMIT)?;
     Ok(DesiredFile::parse(

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::store::{
     BindingDefinition, MIB, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::host::durable::update_error;
 use crate::model::pci::PciAddress;
 
@@ -254,9 +254,12 @@ pub(crate) fn decode_own<F: DeserializeOwned>(path: &Path, text: &str) -> Result
 }
 
 fn decode<F: DeserializeOwned>(path: &Path, text: &str) -> Result<F> {
-    serde_json::from_str(text).map_err(|source| Error::DefinitionJson {
-        path: path.to_path_buf(),
-        source,
+    serde_json::from_str(text).map_err(|source| {
+        StateError::DefinitionJson {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
     })
 }
 
@@ -264,12 +267,13 @@ fn encode<F: Serialize>(path: &Path, file: &F) -> Result<Vec<u8>> {
     serde_json::to_vec_pretty(file).map_err(|err| update_error("encode", path, err.into()))
 }
 
-/// [`Error::Definition`] for the file at `path`.
+/// [`StateError::Definition`](crate::state::StateError::Definition) for the file at `path`.
 pub(crate) fn definition(path: &Path, reason: String) -> Error {
-    Error::Definition {
+    StateError::Definition {
         path: path.to_path_buf(),
         reason,
     }
+    .into()
 }
 
 /// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no

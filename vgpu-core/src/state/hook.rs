@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::{Error, Result};
+use crate::error::{Result, StateError};
 use crate::host::durable::list_dir;
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
@@ -147,7 +147,7 @@ impl Record {
 
     /// The record's file content.
     pub(crate) fn encode(&self, path: &Path) -> Result<Vec<u8>> {
-        let mut bytes = serde_json::to_vec(self).map_err(|source| Error::DefinitionJson {
+        let mut bytes = serde_json::to_vec(self).map_err(|source| StateError::DefinitionJson {
             path: path.to_path_buf(),
             source,
         })?;
@@ -177,18 +177,20 @@ pub(crate) fn read_record(path: &Path) -> Result<Option<Record>> {
     let Some(text) = read_bounded(path, FILE_LIMIT)? else {
         return Ok(None);
     };
-    let record: Record = serde_json::from_str(&text).map_err(|source| Error::DefinitionJson {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let record: Record =
+        serde_json::from_str(&text).map_err(|source| StateError::DefinitionJson {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if record.version != RECORD_VERSION {
-        return Err(Error::Definition {
+        return Err(StateError::Definition {
             path: path.to_path_buf(),
             reason: format!(
                 "record version {} is not supported (this vgpu reads {RECORD_VERSION})",
                 record.version
             ),
-        });
+        }
+        .into());
     }
     Ok(Some(record))
 }
@@ -233,7 +235,7 @@ impl HookConfig {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when it is not TOML, has a key other than `[flavors]`, or maps a
+    /// [`StateError::Config`](crate::state::StateError::Config) when it is not TOML, has a key other than `[flavors]`, or maps a
     /// flavor to something that is not a type name; [`HostError::Read`](crate::host::HostError::Read) when it cannot be read.
     pub fn load(paths: &HostPaths) -> Result<Self> {
         let path = paths.hook_toml();
@@ -247,13 +249,14 @@ impl HookConfig {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] as for [`HookConfig::load`].
+    /// [`StateError::Config`](crate::state::StateError::Config) as for [`HookConfig::load`].
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let config_error = |span: Option<std::ops::Range<usize>>, reason: String| Error::Config {
-            path: path.to_path_buf(),
-            at: span.map(|s| Location::of_offset(text, s.start)),
-            reason,
-        };
+        let config_error =
+            |span: Option<std::ops::Range<usize>>, reason: String| StateError::Config {
+                path: path.to_path_buf(),
+                at: span.map(|s| Location::of_offset(text, s.start)),
+                reason,
+            };
         let file: HookConfigFile = toml::from_str(text)
             .map_err(|err| config_error(err.span(), one_line(err.message())))?;
         for (flavor, wanted) in &file.flavors {

@@ -1,18 +1,18 @@
 //! Files the caller names on the command line (`plan -f`, `can-host -f`, `--metadata`): read
-//! whole, bounded, and every failure is the caller's ([`Error::Input`], kind `bad-input`), not
+//! whole, bounded, and every failure is the caller's ([`StateError::Input`](crate::state::StateError::Input), kind `bad-input`), not
 //! the host's.
 
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Result, StateError};
 
 /// Reads at most `limit` bytes of the file the caller named at `path`.
 ///
-/// A file that is missing, unreadable or larger than `limit` is [`Error::Input`] with the
+/// A file that is missing, unreadable or larger than `limit` is [`StateError::Input`](crate::state::StateError::Input) with the
 /// path and the kernel's answer.
 pub fn read_input(path: &Path, limit: usize) -> Result<Vec<u8>> {
-    let input = |source| Error::Input {
+    let input = |source| StateError::Input {
         path: path.to_path_buf(),
         source,
     };
@@ -25,7 +25,8 @@ pub fn read_input(path: &Path, limit: usize) -> Result<Vec<u8>> {
         return Err(input(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than {limit} bytes"),
-        )));
+        ))
+        .into());
     }
     tracing::trace!(path = %path.display(), bytes = bytes.len(), "read input");
     Ok(bytes)
@@ -33,9 +34,12 @@ pub fn read_input(path: &Path, limit: usize) -> Result<Vec<u8>> {
 
 /// [`read_input`] as UTF-8 text.
 pub fn read_input_text(path: &Path, limit: usize) -> Result<String> {
-    String::from_utf8(read_input(path, limit)?).map_err(|_| Error::Input {
-        path: path.to_path_buf(),
-        source: io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"),
+    String::from_utf8(read_input(path, limit)?).map_err(|_| {
+        StateError::Input {
+            path: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"),
+        }
+        .into()
     })
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, StateError};
 use crate::host::durable::{create_dirs, update_error};
 use crate::host::paths::HostPaths;
 
@@ -39,7 +39,7 @@ impl HostLock {
     /// Takes the exclusive lock on `run/vgpu/lock` (creating `run/vgpu`, mode 0700, and the
     /// file, mode 0600, as needed), trying again until `timeout` has passed.
     ///
-    /// Fails with [`Error::Locked`] when another holder keeps it that long; `Duration::ZERO`
+    /// Fails with [`StateError::Locked`](crate::state::StateError::Locked) when another holder keeps it that long; `Duration::ZERO`
     /// tries once.
     pub(crate) fn acquire(paths: &HostPaths, timeout: Duration) -> Result<HostLock> {
         Self::acquire_watched(paths, timeout, &mut || {})
@@ -89,10 +89,11 @@ impl HostLock {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Locked {
+                return Err(StateError::Locked {
                     path,
                     waited_ms: now.duration_since(started).as_millis(),
-                });
+                }
+                .into());
             }
             std::thread::sleep(backoff.min(deadline - now));
             backoff = (backoff * 2).min(MAX_BACKOFF);

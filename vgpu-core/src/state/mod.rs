@@ -4,6 +4,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod desired;
+mod error;
 pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod input;
@@ -14,6 +15,7 @@ pub mod usage;
 
 pub use audit::AuditEntry;
 pub use desired::read_desired;
+pub use error::StateError;
 pub use hook::{HookConfig, Made};
 pub use input::{read_input, read_input_text};
 pub use restore_run::{RestoreRun, read_restore_run, restore_run_path};

@@ -75,7 +75,7 @@ use super::format::{
     check_name, decode_binding, decode_mdev, decode_sriov, decode_vf_vgpu, definition,
     encode_binding, encode_mdev, encode_sriov, encode_vf_vgpu,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::host::durable::{
     is_dir, list_dir, present, remove_dir_if_empty, remove_durably, write_atomic,
 };
@@ -269,7 +269,7 @@ impl Store {
 
     /// Writes the definition to `etc/mdevctl.d/<parent>/<uuid>`, replacing one under the same
     /// parent. A definition of the same UUID under another parent is refused
-    /// ([`Error::MdevDefinedElsewhere`]): undefine it first.
+    /// ([`StateError::MdevDefinedElsewhere`](crate::state::StateError::MdevDefinedElsewhere)): undefine it first.
     pub(crate) fn define_mdev(&self, def: &MdevDefinition) -> Result<()> {
         check_name(&self.mdevctl, "parent", &def.parent)?;
         if def.parent == MDEVCTL_SCRIPTS {
@@ -290,11 +290,12 @@ impl Store {
         for (parent, dir) in self.parent_dirs()? {
             let other = dir.join(uuid_name(def.uuid));
             if parent != def.parent && present(&other)? {
-                return Err(Error::MdevDefinedElsewhere {
+                return Err(StateError::MdevDefinedElsewhere {
                     uuid: def.uuid,
                     parent,
                     path: other,
-                });
+                }
+                .into());
             }
         }
         write_atomic(&path, &bytes)
@@ -353,7 +354,7 @@ impl Store {
     }
 
     /// Writes the SR-IOV definition of `d.pf`, replacing any. A quota for no VF of `num_vfs`,
-    /// or of no memory, is refused ([`Error::Definition`]).
+    /// or of no memory, is refused ([`StateError::Definition`](crate::state::StateError::Definition)).
     pub(crate) fn define_sriov(&self, d: &SriovDefinition) -> Result<()> {
         self.define_own::<Sriov>(d)
     }

@@ -2,7 +2,7 @@
 //! removed from under it unless forced. The simulator serves `proc/<pid>/fd` links to the
 //! device's group node or its `vfio-dev` character device, as the kernel does. Forced, the
 //! removal is written and the kernel (the simulator) holds it until the holder lets go: the
-//! manager waits up to its release timeout and then fails with `Error::Timeout`.
+//! manager waits up to its release timeout and then fails with `HostError::Timeout`.
 
 #![allow(clippy::unwrap_used)] // a failed fixture step is a failed test
 
@@ -41,7 +41,7 @@ fn mdev_dir(host: &SimHost, uuid: Uuid) -> std::path::PathBuf {
     host.root().join(format!("sys/bus/mdev/devices/{uuid}"))
 }
 
-/// `(what, path, waited_ms)` of an [`Error::Timeout`].
+/// `(what, path, waited_ms)` of an [`HostError::Timeout`].
 fn timeout(err: &Error) -> Option<(String, PathBuf, u128)> {
     match err {
         Error::Host(vgpu_core::error::HostError::Timeout {

@@ -23,7 +23,7 @@
 //!   is defined too, so `restore` brings the host back to the plan after a reboot.
 //! - An entry in mixed-size mode (`size_mode = "mixed"`, or several time-sliced types) must
 //!   fit the GPU's empty placement region; each create step carries its placement
-//!   ([`size_mode`]). A mode change empties the GPU first.
+//!   (`size_mode`). A mode change empties the GPU first.
 //! - Steps run in this order: destroy and undefine, the VF count, VF quotas, the scheduler
 //!   and the size mode, start what is defined, fix definitions, create.
 

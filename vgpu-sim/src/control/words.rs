@@ -147,7 +147,7 @@ impl Hold {
     /// A checked `hold`: the pid, name and target rules of the module doc.
     ///
     /// # Errors
-    /// What is wrong, for [`SimError::Control`].
+    /// What is wrong, for [`SimError::Control`](crate::SimError::Control).
     pub fn new(pid: u32, comm: &str, target: &str) -> Result<Self, String> {
         check_pid(pid)?;
         check_comm(comm)?;

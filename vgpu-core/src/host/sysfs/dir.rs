@@ -82,7 +82,7 @@ impl SysDir {
 
     /// The same directory held open ([`Self::held_open`]); `None` when it is absent or not a
     /// directory ([`super::is_absent`]). Any other failure (no permission, out of file
-    /// descriptors) is [`crate::Error::Read`] with its path and errno.
+    /// descriptors) is [`HostError::Read`](crate::host::HostError::Read) with its path and errno.
     pub(crate) fn opened(self) -> crate::error::Result<Option<Self>> {
         let fd = match self.at("").open(OFlag::O_PATH | OFlag::O_DIRECTORY) {
             Ok(fd) => fd,

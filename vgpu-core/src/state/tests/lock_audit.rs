@@ -1,7 +1,7 @@
 //! The host lock and the audit log.
 
 use super::*;
-use crate::error::HostError;
+use crate::error::{HostError, StateError};
 
 // ---- host lock ----
 
@@ -12,7 +12,7 @@ fn lock_held_second_acquire_times_out() {
     let err = HostLock::acquire(&paths, Duration::from_millis(30)).unwrap_err();
     assert!(matches!(
         err,
-        Error::Locked { ref path, .. } if *path == paths.root().join("run/vgpu/lock")
+        Error::State(StateError::Locked { ref path, .. }) if *path == paths.root().join("run/vgpu/lock")
     ));
 }
 

@@ -1,7 +1,7 @@
 //! mdevctl's store (`etc/mdevctl.d`): writing, reading, removing, and mdevctl itself on it.
 
 use super::*;
-use crate::error::HostError;
+use crate::error::{HostError, StateError};
 
 // ---- mdevctl's store: writing ----
 
@@ -107,7 +107,7 @@ fn define_mdev_parent_dotdot_is_refused() {
     let err = Store::new(&paths)
         .define_mdev(&manual(UUID_A, ".."))
         .unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn define_mdev_parent_scripts_dir_is_refused() {
     let err = Store::new(&paths)
         .define_mdev(&manual(UUID_A, "scripts.d"))
         .unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 // Found by `round_trip::mdev_defined_reads_back_from_the_store`: the definition was written
@@ -127,7 +127,7 @@ fn define_mdev_hidden_parent_is_refused_and_nothing_written() {
     let err = Store::new(&paths)
         .define_mdev(&manual(UUID_A, ". "))
         .unwrap_err();
-    let Error::Definition { reason, .. } = &err else {
+    let Error::State(StateError::Definition { reason, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(
@@ -296,7 +296,10 @@ fn mdevs_empty_file_is_json_error() {
     let (_dir, paths) = host();
     put(&mdev_path(&paths, PARENT, NAME_A), "");
     let err = Store::new(&paths).mdevs().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -319,7 +322,10 @@ fn mdevs_missing_type_is_json_error() {
     let (_dir, paths) = host();
     put(&mdev_path(&paths, PARENT, NAME_A), r#"{"start": "auto"}"#);
     let err = Store::new(&paths).mdevs().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -345,7 +351,7 @@ fn mdevs_uppercase_uuid_name_is_definition_error() {
         MDEVCTL_MANUAL,
     );
     let err = Store::new(&paths).mdevs().unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -389,7 +395,7 @@ fn mdevs_attr_name_dotdot_is_definition_error() {
         r#"{"mdev_type": "t", "start": "auto", "attrs": [{"..": "1"}]}"#,
     );
     let err = Store::new(&paths).mdevs().unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -414,8 +420,8 @@ fn mdevs_lenient_returns_good_definitions_and_each_error() {
     let error_kinds: Vec<&str> = errors
         .iter()
         .map(|err| match err {
-            Error::DefinitionJson { .. } => "json",
-            Error::Definition { .. } => "definition",
+            Error::State(StateError::DefinitionJson { .. }) => "json",
+            Error::State(StateError::Definition { .. }) => "definition",
             _ => "other",
         })
         .collect();

@@ -2,6 +2,8 @@
 
 use super::*;
 
+use crate::error::StateError;
+
 // ---- our store: SR-IOV ----
 
 #[test]
@@ -81,7 +83,10 @@ fn sriov_unknown_field_is_json_error() {
         r#"{"version": 1, "num_vfs": 4, "drivers_autoprobe": null, "numa": 0}"#,
     );
     let err = Store::new(&paths).sriov().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -108,7 +113,7 @@ fn sriov_non_canonical_address_name_is_definition_error() {
         r#"{"version": 1, "num_vfs": 4}"#,
     );
     let err = Store::new(&paths).sriov().unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -222,7 +227,7 @@ fn sriov_quota_for_vf_0_is_definition_error() {
         r#"{"version": 1, "num_vfs": 5, "drivers_autoprobe": null, "lmem_quota_mib": {"0": 2048}}"#,
     );
     let err = Store::new(&paths).sriov().unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -233,7 +238,10 @@ fn sriov_quota_not_a_vf_number_is_json_error() {
         r#"{"version": 1, "num_vfs": 5, "drivers_autoprobe": null, "lmem_quota_mib": {"vf1": 2048}}"#,
     );
     let err = Store::new(&paths).sriov().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -302,7 +310,10 @@ fn vf_vgpus_unknown_start_is_json_error() {
         r#"{"version": 1, "gpu": "0000:41:00.0", "type_id": 1151, "start": "yes"}"#,
     );
     let err = Store::new(&paths).vf_vgpus().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -313,7 +324,10 @@ fn vf_vgpus_bad_gpu_address_is_json_error() {
         r#"{"version": 1, "gpu": "41:00.0", "type_id": 1151, "start": "auto"}"#,
     );
     let err = Store::new(&paths).vf_vgpus().unwrap_err();
-    assert!(matches!(err, Error::DefinitionJson { .. }));
+    assert!(matches!(
+        err,
+        Error::State(StateError::DefinitionJson { .. })
+    ));
 }
 
 #[test]
@@ -371,7 +385,7 @@ fn define_binding_driver_with_slash_is_refused() {
         start: Start::Auto,
     };
     let err = Store::new(&paths).define_binding(&def).unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]
@@ -382,7 +396,7 @@ fn bindings_driver_dotdot_in_file_is_definition_error() {
         r#"{"version": 1, "driver": "..", "previous_driver": null, "start": "auto"}"#,
     );
     let err = Store::new(&paths).bindings().unwrap_err();
-    assert!(matches!(err, Error::Definition { .. }));
+    assert!(matches!(err, Error::State(StateError::Definition { .. })));
 }
 
 #[test]

@@ -5,6 +5,8 @@
 use proptest::prelude::*;
 
 use super::*;
+
+use crate::error::StateError;
 use crate::model::pci::PciAddress;
 use crate::state::format::{
     decode_binding, decode_mdev, decode_sriov, decode_vf_vgpu, encode_binding, encode_mdev,
@@ -145,7 +147,7 @@ proptest! {
         let store = Store::new(&paths);
         match store.define_mdev(&def) {
             // mdevctl's scripts directory is no parent, and names the listing skips are refused.
-            Err(Error::Definition { .. })
+            Err(Error::State(StateError::Definition { .. }))
                 if def.parent == "scripts.d" || def.parent.starts_with('.') => {}
             other => {
                 prop_assert!(other.is_ok(), "{other:?}");

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, StateError};
 use crate::host::durable::{create_dirs, list_dir, update_error, write_atomic};
 use crate::host::sysfs::{is_absent, read_error};
 use crate::model::usage::{Interval, MonthSummary};
@@ -177,12 +177,13 @@ pub(super) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Opt
         Err(err) if is_absent(&err) => return Ok(None),
         Err(err) => return Err(read_error(path, err)),
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|err| Error::Ledger {
+    serde_json::from_slice(&bytes).map(Some).map_err(|err| {
+        StateError::Ledger {
             path: path.to_path_buf(),
             reason: err.to_string(),
-        })
+        }
+        .into()
+    })
 }
 
 /// Replaces the JSON file at `path` with `value`, atomically and durably.

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::{Error, HostError, Result};
+use crate::error::{HostError, Result, StateError};
 use crate::host::durable::{create_dirs, remove_durably};
 use crate::host::paths::HostPaths;
 use crate::host::sysfs::read_bounded;
@@ -118,12 +118,15 @@ impl UsageConfig {
         let Some(text) = read_bounded(&path, 64 * 1024)? else {
             return Ok(Self::default());
         };
-        toml::from_str(&text).map_err(|err| Error::Config {
-            at: err
-                .span()
-                .map(|span| crate::model::location::Location::of_offset(&text, span.start)),
-            path,
-            reason: err.message().to_owned(),
+        toml::from_str(&text).map_err(|err| {
+            StateError::Config {
+                at: err
+                    .span()
+                    .map(|span| crate::model::location::Location::of_offset(&text, span.start)),
+                path,
+                reason: err.message().to_owned(),
+            }
+            .into()
         })
     }
 }
@@ -246,13 +249,14 @@ impl<'a> Ledger<'a> {
     /// already folded keeps its summary: import a month before it closes.
     pub(crate) fn import(&self, closed: &[Interval]) -> Result<()> {
         if let Some(open) = closed.iter().find(|i| i.end.is_none()) {
-            return Err(Error::Ledger {
+            return Err(StateError::Ledger {
                 path: self.dir.clone(),
                 reason: format!(
                     "interval {} is not closed: only closed ones are imported",
                     open.id
                 ),
-            });
+            }
+            .into());
         }
         let _lock = self.lock()?;
         let now = self.clock.now()?;

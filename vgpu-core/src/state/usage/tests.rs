@@ -8,6 +8,8 @@ use std::sync::Mutex;
 use uuid::Uuid;
 
 use super::*;
+
+use crate::error::{Error, StateError};
 use crate::model::holder::{Holder, Tenant};
 use crate::model::pci::PciAddress;
 
@@ -41,10 +43,10 @@ fn crashes_here() -> bool {
 }
 
 fn crash() -> Error {
-    Error::Ledger {
+    Error::State(StateError::Ledger {
         path: PathBuf::from("(crash)"),
         reason: "stopped as a crash would".to_owned(),
-    }
+    })
 }
 
 /// The ledger's crash point ([`super::crash_point`]).
