@@ -94,6 +94,7 @@ LAYERS = {
         "serde_hex",
         "delta",
         "parse",
+        "holder",
         "nvml",
         "migration",
         "definition",

@@ -1,11 +1,15 @@
-//! Errors of `vgpu-core`: one variant per failure, carrying its facts, and
-//! [`ErrorKind`], the few categories a caller acts on; [`NvmlError`] (`nvml.rs`), the failures
-//! of a change that needs NVML.
+//! Errors of `vgpu-core`: one variant per failure, carrying its facts, and [`ErrorKind`], the
+//! few categories a caller acts on. Each module with failures of its own has its own error,
+//! which [`Error`] wraps whole: [`HostError`] (`host.rs`, the kernel's files and devices),
+//! [`StateError`] (`state.rs`, `vgpu`'s own state), [`NvmlError`] (`nvml.rs`, a change that
+//! needs NVML). They live here, in the lowest layer, so that [`Error`] can hold them.
 
 mod chain;
 #[cfg(test)]
 mod from_plan_tests;
+mod host;
 mod nvml;
+mod state;
 #[cfg(test)]
 mod tests;
 
@@ -16,10 +20,10 @@ use std::path::PathBuf;
 use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
-pub use crate::host::HostError;
-pub use crate::state::StateError;
 pub(crate) use chain::{error_chain, foreign_error_chain};
+pub use host::HostError;
 pub use nvml::NvmlError;
+pub use state::StateError;
 pub use vgpu_model::ErrorKind;
 
 /// An error from reading or changing the host.

@@ -6,7 +6,6 @@
 
 pub(crate) mod driver;
 pub(crate) mod durable;
-mod error;
 pub(crate) mod mdev;
 pub(crate) mod nvidia;
 pub(crate) mod paths;
@@ -16,7 +15,7 @@ pub(crate) mod sysfs;
 pub(crate) mod uevent;
 pub(crate) mod vfio;
 
-pub use error::HostError;
+pub use crate::error::HostError;
 pub use paths::HostPaths;
 pub use sriov::{SriovChange, SriovOptions};
 /// The host's name (`proc/sys/kernel/hostname`, without its newline); `None` when the file does

@@ -4,7 +4,6 @@
 
 pub(crate) mod audit;
 pub(crate) mod desired;
-mod error;
 pub(crate) mod format;
 pub(crate) mod hook;
 pub(crate) mod input;
@@ -13,9 +12,9 @@ pub(crate) mod restore_run;
 pub(crate) mod store;
 pub mod usage;
 
+pub use crate::error::StateError;
 pub use audit::AuditEntry;
 pub use desired::read_desired;
-pub use error::StateError;
 pub use hook::{HookConfig, Made};
 pub use input::{read_input, read_input_text};
 pub use restore_run::{RestoreRun, read_restore_run, restore_run_path};

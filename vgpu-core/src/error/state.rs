@@ -1,6 +1,8 @@
 //! Errors of `vgpu`'s own state: a persistent definition or a desired-state file that is not
 //! what it should be, the host lock held by another process, a usage-ledger file, a file the
-//! caller named. `crate::Error` wraps them ([`crate::Error::State`]) and keeps their kinds.
+//! caller named. They are the `state` module's; `crate::Error` wraps them
+//! ([`crate::Error::State`]) and keeps their kinds. They live here, in the lowest layer, so that
+//! `Error` can hold them.
 
 use std::io;
 use std::path::PathBuf;

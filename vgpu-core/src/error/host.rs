@@ -1,6 +1,7 @@
 //! Errors of the kernel's files and devices: a read, a write the kernel refused (classified by
 //! errno), a device that did not reach the state asked for, an update of `vgpu`'s own files.
-//! `crate::Error` wraps them ([`crate::Error::Host`]) and keeps their kinds.
+//! They are the `host` module's; `crate::Error` wraps them ([`crate::Error::Host`]) and
+//! keeps their kinds. They live here, in the lowest layer, so that `Error` can hold them.
 
 use std::io;
 use std::path::PathBuf;
