@@ -38,10 +38,7 @@ impl Manager {
         gpu: PciAddress,
         request: SchedulerRequest,
     ) -> Result<SchedulerChange> {
-        self.mutate("sched", &gpu.to_string(), |op| {
-            let running = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
-            op.set_scheduler(gpu, request, &running)
-        })
+        self.scheduler(gpu, request, false)
     }
 
     /// [`Manager::set_scheduler`], recorded as `gpu`'s scheduler definition first, so that
@@ -52,10 +49,21 @@ impl Manager {
         gpu: PciAddress,
         request: SchedulerRequest,
     ) -> Result<SchedulerChange> {
+        self.scheduler(gpu, request, true)
+    }
+
+    fn scheduler(
+        &self,
+        gpu: PciAddress,
+        request: SchedulerRequest,
+        define: bool,
+    ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
             let running = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
-            let def = SchedDefinition { gpu, request };
-            defined::<Sched, _>(op, &def, |op| op.set_scheduler(gpu, request, &running))
+            let def = define.then_some(SchedDefinition { gpu, request });
+            defined::<Sched, _>(op, def.as_ref(), |op| {
+                op.set_scheduler(gpu, request, &running)
+            })
         })
     }
 
@@ -63,31 +71,36 @@ impl Manager {
     /// lock). Refused while the GPU holds vGPUs, naming them; without NVML, an error naming
     /// NVML. Nothing changes when the GPU is already so.
     pub fn set_size_mode(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
-        self.mutate("size-mode", &gpu.to_string(), |op| {
-            let vgpus = nvidia_gpu(op, gpu, "a size mode")?;
-            op.set_size_mode(gpu, mode, &vgpus)
-        })
+        self.size_mode(gpu, mode, false)
     }
 
     /// [`Manager::set_size_mode`], recorded as `gpu`'s size-mode definition first, so that
     /// `restore` sets it again before it makes the GPU's vGPUs (the driver forgets it at each
     /// reboot). A refused change leaves the definition as it was.
     pub fn set_size_mode_defined(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
+        self.size_mode(gpu, mode, true)
+    }
+
+    fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
             let vgpus = nvidia_gpu(op, gpu, "a size mode")?;
-            let def = SizeModeDefinition { gpu, mode };
-            defined::<SizeModeKind, _>(op, &def, |op| op.set_size_mode(gpu, mode, &vgpus))
+            let def = define.then_some(SizeModeDefinition { gpu, mode });
+            defined::<SizeModeKind, _>(op, def.as_ref(), |op| op.set_size_mode(gpu, mode, &vgpus))
         })
     }
 }
 
-/// `change`, with `def` recorded as its GPU's definition of kind `K` first. A refused change
-/// puts the definition back as it was; one that cannot be put back is logged.
+/// `change`, with `def` (when there is one) recorded as its GPU's definition of kind `K`
+/// first. A refused change puts the definition back as it was; one that cannot be put back is
+/// logged.
 fn defined<K: OwnKind, T>(
     op: &mut Operation<'_>,
-    def: &K::Def,
+    def: Option<&K::Def>,
     change: impl FnOnce(&mut Operation<'_>) -> Result<T>,
 ) -> Result<T> {
+    let Some(def) = def else {
+        return change(op);
+    };
     let gpu = K::key(def);
     let before = op.store().own_of::<K>(gpu)?;
     op.store().define_own::<K>(def)?;
