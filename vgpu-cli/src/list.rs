@@ -7,7 +7,11 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-use vgpu_core::{model::VgpuHandle, plan::capacity::HostState};
+use vgpu_core::host::HostPaths;
+use vgpu_core::model::VgpuHandle;
+use vgpu_core::model::nvml::{Fact, already};
+use vgpu_core::plan::capacity::HostState;
+use vgpu_core::state::Store;
 
 use crate::EXIT_OK;
 use crate::context::Context;
@@ -16,7 +20,7 @@ use crate::render::{self, ListReport, Report, Table, TypesReport};
 /// One definition in `list --defined`.
 #[derive(Debug, Serialize)]
 pub(crate) struct Defined {
-    /// `mdev`, `vf-vgpu`, `binding` or `sriov`.
+    /// `mdev`, `vf-vgpu`, `binding`, `sriov`, `scheduler` or `size-mode`.
     kind: &'static str,
     /// The vGPU, VF or PF it is about.
     id: String,
@@ -24,7 +28,8 @@ pub(crate) struct Defined {
     pub(crate) on: String,
     /// What it sets: the type, the driver, the VF count.
     what: String,
-    /// When it starts (`auto`, `manual`); `None` for a VF count (always set by `restore`).
+    /// When it starts (`auto`, `manual`); `None` for a VF count, a scheduler or a size mode
+    /// (always set by `restore`).
     pub(crate) start: Option<String>,
     /// Whether the host is as it says now.
     pub(crate) active: bool,
@@ -115,6 +120,42 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
     out
 }
 
+/// The scheduler and size-mode definitions of the host at `paths` (`etc/vgpu/sched/`,
+/// `etc/vgpu/size-mode/`), each active when NVML shows its GPU so now (`state`). A file that
+/// cannot be read is said on stderr and left out, as `restore` reports and skips it.
+fn gpu_settings(paths: &HostPaths, state: &HostState) -> Vec<Defined> {
+    let store = Store::new(paths);
+    let (scheds, sched_errors) = store.scheds_lenient();
+    let (modes, mode_errors) = store.size_modes_lenient();
+    for err in sched_errors.iter().chain(&mode_errors) {
+        tracing::warn!("definition not listed: {}", err.chain());
+    }
+    let scheds = scheds.into_iter().map(|d| {
+        let now = state.schedulers.get(&d.gpu).and_then(Fact::value);
+        let what = match d.request.timeslice_ms {
+            Some(ms) => format!("{}, time slice {ms} ms", d.request.policy),
+            None => d.request.policy.to_string(),
+        };
+        Defined {
+            kind: "scheduler",
+            id: d.gpu.to_string(),
+            on: d.gpu.to_string(),
+            what,
+            start: None,
+            active: now.is_some_and(|now| already(now, d.request)),
+        }
+    });
+    let modes = modes.into_iter().map(|d| Defined {
+        kind: "size-mode",
+        id: d.gpu.to_string(),
+        on: d.gpu.to_string(),
+        what: d.mode.to_string(),
+        start: None,
+        active: state.sizes.get(&d.gpu).is_some_and(|s| s.mode == d.mode),
+    });
+    scheds.chain(modes).collect()
+}
+
 /// `list --defined`: every definition, running or not.
 #[derive(Serialize)]
 struct DefinedReport {
@@ -163,9 +204,9 @@ pub(crate) fn list(
 ) -> Result<u8> {
     let state = ctx.state()?;
     if defined {
-        let report = DefinedReport {
-            definitions: definitions(&state),
-        };
+        let mut definitions = definitions(&state);
+        definitions.extend(gpu_settings(ctx.paths(), &state));
+        let report = DefinedReport { definitions };
         render::emit(&report, ctx.format(), out)?;
         return Ok(EXIT_OK);
     }

@@ -46,6 +46,17 @@ impl Mixed {
         (out.status.code(), common::json(&out))
     }
 
+    /// The size-mode definition `list --defined --json` shows, if any.
+    fn defined_size_mode(&self) -> Option<serde_json::Value> {
+        let json = common::json(&self.run(&["--json", "list", "--defined"]));
+        json["definitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["kind"] == "size-mode")
+            .cloned()
+    }
+
     /// The free placements of `type_name` on the L40S, as `types --json` gives them.
     fn placements(&self, type_name: &str) -> serde_json::Value {
         let json = common::json(&self.run(&["--json", "types", L40S]));
@@ -309,9 +320,18 @@ fn size_mode_define_is_set_again_by_restore_after_a_reboot_and_a_refusal_records
     common::reboot(&mut m.host);
     m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
     let before = common::json(&m.run(&["--json", "size-mode", L40S]));
+    let listed_before = m.defined_size_mode();
     let restored = common::json(&m.run(&["--json", "restore"]));
     let after = common::json(&m.run(&["--json", "size-mode", L40S]));
 
+    let shown = |active: bool| {
+        serde_json::json!({"kind": "size-mode", "id": L40S, "on": L40S, "what": "mixed",
+                           "start": null, "active": active})
+    };
+    assert_eq!(
+        (listed_before, m.defined_size_mode()),
+        (Some(shown(false)), Some(shown(true)))
+    );
     assert_eq!((refused.status.code(), recorded_then), (Some(1), false));
     assert_eq!(
         defined.status.code(),

@@ -389,7 +389,18 @@ fn restore_after_reboot_sets_the_defined_scheduler_before_the_vgpus() {
     let nvml = FakeNvml::on_sim(&data, h.sim.root()).unwrap();
     let after_boot = sim_policy(&h);
 
+    let listed = |h: &Host| {
+        let out = with_nvml(h, &nvml, &["--json", "list", "--defined"]);
+        common::json(&out)["definitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["kind"] == "scheduler")
+            .cloned()
+    };
+    let before = listed(&h);
     let restored = with_nvml(&h, &nvml, &["restore", "--json"]);
+    let after = listed(&h);
     let steps: Vec<(String, String)> = common::json(&restored)["steps"]
         .as_array()
         .unwrap()
@@ -424,6 +435,12 @@ fn restore_after_reboot_sets_the_defined_scheduler_before_the_vgpus() {
             "fixed-share".to_owned()
         )
     );
+    // `list --defined` shows the definition, active once restore set it.
+    let shown = |active: bool| {
+        serde_json::json!({"kind": "scheduler", "id": L40S, "on": L40S, "what": "fixed-share",
+                           "start": null, "active": active})
+    };
+    assert_eq!((before, after), (Some(shown(false)), Some(shown(true))));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::Store;
+use super::{SizeModeDefinition, Store};
 use crate::error::{Error, Result};
 use crate::model::nvml::{SchedulerPolicy, SchedulerRequest};
 use crate::model::pci::PciAddress;
@@ -80,6 +80,12 @@ impl Store {
     /// that cannot.
     pub fn scheds_lenient(&self) -> (Vec<SchedDefinition>, Vec<Error>) {
         self.own_lenient::<Sched>()
+    }
+
+    /// Every size-mode definition that can be read, sorted by GPU, and an error for each file
+    /// that cannot.
+    pub fn size_modes_lenient(&self) -> (Vec<SizeModeDefinition>, Vec<Error>) {
+        self.own_lenient::<super::SizeModeKind>()
     }
 
     /// The scheduler definition of `gpu`; `None` when there is none.
