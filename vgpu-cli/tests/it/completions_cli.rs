@@ -119,9 +119,7 @@ fn completions_output_is_the_library_script() {
 
 #[test]
 fn completions_runs_without_vgpuctl_libvirt() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let alone = dir.path().join("vgpuctl");
-    std::fs::copy(env!("CARGO_BIN_EXE_vgpuctl"), &alone).expect("copy vgpuctl");
+    let (_dir, alone) = crate::common::vgpuctl_alone();
 
     let output = Command::new(&alone)
         .args(["completions", "bash"])

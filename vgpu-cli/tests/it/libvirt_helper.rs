@@ -39,18 +39,6 @@ fn run(exe: &Path, root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// `vgpuctl` in a directory of its own, without `vgpuctl-libvirt` beside it: a hard link
-/// beside the build, not a copy. A copy is a file open for writing, which a process another
-/// test forks at that moment inherits until it execs; running the copy then fails with
-/// `ETXTBSY`.
-fn vgpuctl_alone() -> (tempfile::TempDir, std::path::PathBuf) {
-    let built = vgpuctl();
-    let alone = tempfile::tempdir_in(built.parent().unwrap()).unwrap();
-    let exe = alone.path().join("vgpuctl");
-    std::fs::hard_link(built, &exe).unwrap();
-    (alone, exe)
-}
-
 fn every_interface() -> FakeHost {
     let host = FakeHost::new().unwrap();
     scenarios::every_interface(&host).unwrap();
@@ -128,7 +116,7 @@ fn owners_json_through_vgpuctl_lists_every_vgpu_unheld() {
 #[test]
 fn libvirt_command_without_helper_exits_1_naming_it_with_hint() {
     let host = every_interface();
-    let (alone, exe) = vgpuctl_alone();
+    let (alone, exe) = common::vgpuctl_alone();
     let out = run(&exe, host.root(), &["owners"]);
     assert_eq!(
         (out.status.code(), String::from_utf8_lossy(&out.stderr)),
@@ -184,7 +172,7 @@ fn libvirt_command_without_libvirt_library_says_what_to_install() {
 #[test]
 fn libvirt_command_without_helper_json_error_names_it() {
     let host = every_interface();
-    let (alone, exe) = vgpuctl_alone();
+    let (alone, exe) = common::vgpuctl_alone();
     let out = run(
         &exe,
         host.root(),
@@ -236,7 +224,7 @@ fn plan_through_vgpuctl_asks_the_helper_what_libvirt_knows() {
 #[test]
 fn plan_without_helper_runs_and_says_once_that_holders_are_unknown() {
     let host = every_interface();
-    let (alone, exe) = vgpuctl_alone();
+    let (alone, exe) = common::vgpuctl_alone();
     let file = empty_plan(alone.path());
     let out = run(
         &exe,
@@ -261,7 +249,7 @@ fn plan_without_helper_runs_and_says_once_that_holders_are_unknown() {
 #[test]
 fn local_command_without_helper_runs() {
     let host = every_interface();
-    let (_alone, exe) = vgpuctl_alone();
+    let (_alone, exe) = common::vgpuctl_alone();
     let without = run(&exe, host.root(), &["--json", "list"]);
     let with = run(vgpuctl(), host.root(), &["--json", "list"]);
     assert_eq!(
@@ -273,7 +261,7 @@ fn local_command_without_helper_runs() {
 #[test]
 fn destroy_force_without_helper_is_run_by_vgpuctl() {
     let host = every_interface();
-    let (_alone, exe) = vgpuctl_alone();
+    let (_alone, exe) = common::vgpuctl_alone();
     let out = run(&exe, host.root(), &["destroy", "--force", "not-a-vgpu"]);
     assert_eq!(
         (out.status.code(), String::from_utf8_lossy(&out.stderr)),

@@ -41,6 +41,18 @@ pub(crate) fn vgpuctl_exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_vgpuctl"))
 }
 
+/// `vgpuctl` in a directory of its own, without `vgpuctl-libvirt` beside it: a hard link
+/// beside the build, not a copy. A copy is a file open for writing, which a process another
+/// test forks at that moment inherits until it execs; running the copy then fails with
+/// `ETXTBSY`.
+pub(crate) fn vgpuctl_alone() -> (tempfile::TempDir, std::path::PathBuf) {
+    let built = vgpuctl_exe();
+    let alone = tempfile::tempdir_in(built.parent().unwrap()).unwrap();
+    let exe = alone.path().join("vgpuctl");
+    std::fs::hard_link(built, &exe).unwrap();
+    (alone, exe)
+}
+
 /// `vgpuctl-libvirt`, beside `vgpuctl`, where `vgpuctl` runs it from.
 ///
 /// It is the binary of another package (`vgpu-cli-libvirt`, which depends on this one), so
