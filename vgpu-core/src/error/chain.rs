@@ -19,6 +19,7 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 /// source's text (nvml-wrapper's `LibloadingError` is `"a libloading error occurred: {0}"`
 /// over the libloading error it holds as its source): a cause whose text the message already
 /// has is left out, so that it is said once.
+#[cfg(any(feature = "nvml", test))]
 pub(crate) fn foreign_error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
     let mut source = err.source();

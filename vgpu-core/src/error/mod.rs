@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use crate::model::Backend;
 use crate::model::pci::PciAddress;
 
-pub(crate) use chain::{error_chain, foreign_error_chain};
+pub(crate) use chain::error_chain;
+#[cfg(any(feature = "nvml", test))]
+pub(crate) use chain::foreign_error_chain;
 pub use host::HostError;
 pub use nvml::NvmlError;
 pub use state::StateError;

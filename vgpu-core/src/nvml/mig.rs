@@ -24,6 +24,7 @@ use crate::nvml::Nvml;
 pub(crate) use crate::parse::mig_backing as backing;
 
 /// A profile name as NVML gives it (`MIG 1g.18gb`), without the `MIG ` prefix.
+#[cfg(any(feature = "nvml", test))]
 pub(crate) fn profile_name(raw: &str) -> String {
     let raw = raw.trim();
     raw.strip_prefix("MIG ").unwrap_or(raw).to_owned()
@@ -271,6 +272,7 @@ pub(crate) enum MigStateError {
     /// NVML is not loaded, for this reason.
     NotLoaded(String),
     /// NVML failed to say.
+    #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
     Call(crate::model::nvml::Unavailable),
 }
 

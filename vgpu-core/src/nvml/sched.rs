@@ -15,6 +15,7 @@ use crate::model::nvml::{SchedulerCapabilities, SchedulerPolicy};
 use crate::model::pci::PciAddress;
 
 pub use crate::model::nvml::SchedulerRequest;
+#[cfg(feature = "nvml")]
 pub(crate) use crate::model::nvml::already;
 
 /// NVML's number for `policy` (`NVML_VGPU_SCHEDULER_POLICY_*`).

@@ -5,6 +5,7 @@
 //! exist, and NVML's own refusal is passed on otherwise. The driver forgets the mode at each
 //! reload and reboot.
 
+#[cfg(feature = "nvml")]
 use std::collections::BTreeMap;
 
 use serde::Serialize;
