@@ -4,12 +4,12 @@
 //! For each GPU, the kinds it can give now ([`DeviceKind`]: the whole GPU, a MIG-backed vGPU,
 //! a time-sliced vGPU, a plain VF) are assessed on eight dimensions ([`Dimension`]). Each
 //! [`Assessment`] names the [`Fact`]s it rests on, with their values and where they were read
-//! (a host check of [`check_host`](crate::model::checks::check_host), discovery, NVML), and says the residual
+//! (a host check of `vgpu_core::checks::check_host`, discovery, NVML), and says the residual
 //! risk in words. No dimension is [`Status::Provided`] without a fact behind it; a fact that
 //! could not be read makes its dimension [`Status::Unknown`], never provided.
 //!
-//! The IOMMU facts are those of [`check_host`](crate::model::checks::check_host) and
-//! [`isolation`](crate::model::checks::isolation) (passed in as its [`Report`](crate::model::checks::Report));
+//! The IOMMU facts are those of `vgpu_core::checks::check_host` and
+//! `vgpu_core::checks::isolation` (passed in as their [`Report`](crate::model::checks::Report));
 //! NVML's facts come in as [`NvmlFacts`]. [`isolation_report`] is pure.
 
 mod facts;
