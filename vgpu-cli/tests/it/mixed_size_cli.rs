@@ -262,6 +262,32 @@ fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
 }
 
 #[test]
+fn migrate_begin_places_an_incoming_vgpu_where_it_keeps_the_most_room() {
+    // The GPU holds a 24Q at 24 already: an operator's host is not empty.
+    let m = Mixed::new("mixed");
+    let (code, held) = m.create("L40S-24Q", Some("24"));
+    assert_eq!(code, Some(0));
+    let hooks = common::install_hook(
+        &m.host,
+        &["--nvml-library", m.nvml.library().to_str().unwrap()],
+    );
+    let vf = common::vf("41", 1);
+    assert_ne!(held["id"], serde_json::json!(vf));
+
+    let out = common::run_hook(
+        hooks.path(),
+        "vm1",
+        "migrate",
+        "begin",
+        &common::domain(1, "acme", "L40S-1Q", std::slice::from_ref(&vf)),
+    );
+
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    // The driver's default would be 0, where the last 16 GiB placement starts.
+    assert_eq!(sim_placement(&m.host, &vf), 17);
+}
+
+#[test]
 fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placement() {
     let mut m = Mixed::new("mixed");
     let out = m.run(&[

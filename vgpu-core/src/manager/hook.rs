@@ -211,8 +211,7 @@ pub(super) fn prepare(
         let result = match plan {
             Plan::Mdev(def) => op.start_mdev(&def),
             Plan::VendorType { vf, type_id } => op
-                .vf_placement_id(vf, type_id)
-                .and_then(|at| op.realize_at(&NewVgpu::VendorVf { vf, type_id }, at))
+                .realize_placed(&NewVgpu::VendorVf { vf, type_id })
                 .map(drop),
             Plan::Binding { address, driver } => op.bind(address, &driver).map(drop),
         };

@@ -174,7 +174,7 @@ pub(super) fn incoming(
     // Recorded first: a hook killed half-way leaves a record naming what it may have made.
     op.replace_file(&path, Some(&record.encode(&path)?))?;
     for plan in &plans {
-        op.realize(plan)
+        op.realize_placed(plan)
             .map_err(|source| in_context(domain, plan.handle(), None, source))?;
     }
     Ok(incoming)

@@ -2,7 +2,7 @@
 //! that takes it.
 
 use super::session::Operation;
-use crate::backend::{self, Placement};
+use crate::backend::{self, NewVgpu, Placement};
 use crate::capacity::{self, DefinitionSet, HostState, Limit, Room};
 use crate::error::{Error, Result};
 use crate::model::pci::PciAddress;
@@ -96,17 +96,37 @@ impl Operation<'_> {
         Ok(state)
     }
 
-    /// [`Operation::placement_id`] for NVIDIA's type `type_id` on the vendor-VFIO VF `vf`,
-    /// whose GPU is read now: the hook's choice for a VF a domain names.
-    pub(crate) fn vf_placement_id(&self, vf: PciAddress, type_id: u32) -> Result<Option<u32>> {
-        let Some(pf) = crate::host::pci_device::PciDevice::new(self.paths(), vf).physfn()? else {
-            return Ok(None);
+    /// [`Operation::placement_id`] for the new vGPU `vgpu`, whose GPU (its parent or VF's
+    /// physical function) is read now: the choice of the hook and `migrate begin`, which are
+    /// told the device and not the GPU. `None` for a plain VF, or on a GPU that cannot mix.
+    pub(crate) fn placed(&self, vgpu: &NewVgpu) -> Result<Option<u32>> {
+        let (device, placement) = match vgpu {
+            NewVgpu::VendorVf { vf, type_id } => (
+                *vf,
+                Placement::VendorVf {
+                    vf: *vf,
+                    type_id: *type_id,
+                },
+            ),
+            NewVgpu::Mdev {
+                parent, type_id, ..
+            } => (
+                *parent,
+                Placement::Mdev {
+                    parent: *parent,
+                    type_id: type_id.clone(),
+                },
+            ),
+            NewVgpu::PlainVf { .. } => return Ok(None),
         };
+        let pf = crate::host::pci_device::PciDevice::new(self.paths(), device)
+            .physfn()?
+            .unwrap_or(device);
         let (gpu, _warnings) = crate::discovery::discover_gpu(self.paths(), pf)?;
         if !host_state::may_mix(&gpu) {
             return Ok(None);
         }
-        self.placement_id(&gpu, &Placement::VendorVf { vf, type_id }, None)
+        self.placement_id(&gpu, &placement, None)
     }
 
     /// The placement id for a new vGPU at `placement` on `gpu` in mixed-size mode: `asked`

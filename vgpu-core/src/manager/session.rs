@@ -528,14 +528,18 @@ impl Operation<'_> {
             path: self.store().mdev_path(def),
             reason: format!("parent {:?} is not a PCI device", def.parent),
         })?;
-        if def.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR) {
-            self.ensure_mixed(parent)?;
-        }
-        self.realize(&NewVgpu::Mdev {
+        let vgpu = NewVgpu::Mdev {
             parent,
             type_id: def.mdev_type.clone(),
             uuid: def.uuid,
-        })?;
+        };
+        if def.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR) {
+            // Its own placement goes with its attributes.
+            self.ensure_mixed(parent)?;
+            self.realize(&vgpu)?;
+        } else {
+            self.realize_placed(&vgpu)?;
+        }
         self.write_mdev_attrs(def)
     }
 

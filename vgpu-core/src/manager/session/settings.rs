@@ -84,6 +84,13 @@ impl Operation<'_> {
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
     }
 
+    /// [`Operation::realize_at`] where [`Operation::placed`] puts `vgpu`: at the placement
+    /// that keeps the most room on a GPU in mixed-size mode, as `create` chooses.
+    pub(crate) fn realize_placed(&mut self, vgpu: &NewVgpu) -> Result<Option<String>> {
+        let at = self.placed(vgpu)?;
+        self.realize_at(vgpu, at)
+    }
+
     /// [`Operation::realize`], at placement `at` in mixed-size mode: written to the VF's
     /// `nvidia/vgpu_params` before its type is set, or to the new mediated device's before
     /// anything opens it (a failed write removes the device again).
@@ -118,15 +125,19 @@ impl Operation<'_> {
     }
 
     /// Makes the vendor-VFIO vGPU a definition describes: at its placement, on its GPU put in
-    /// mixed-size mode first, when it has one.
+    /// mixed-size mode first, when it has one; else where the placer chooses.
     pub(crate) fn start_vf_vgpu(&mut self, def: &VfVgpuDefinition) -> Result<()> {
-        if def.placement.is_some() {
-            self.ensure_mixed(def.gpu)?;
-        }
         let vgpu = NewVgpu::VendorVf {
             vf: def.vf,
             type_id: def.type_id,
         };
-        self.realize_at(&vgpu, def.placement).map(drop)
+        match def.placement {
+            Some(at) => {
+                self.ensure_mixed(def.gpu)?;
+                self.realize_at(&vgpu, Some(at)).map(drop)
+            }
+            // Defined without one: where `create` would put it on a GPU in mixed-size mode.
+            None => self.realize_placed(&vgpu).map(drop),
+        }
     }
 }
