@@ -416,6 +416,8 @@ impl Kernel {
         if d.reset_method.trim().is_empty() {
             return Err(libc::ENOTTY);
         }
+        // A GPU reset loses NVIDIA's mixed-size mode (vGPU user guide, "Mixed-Size Mode").
+        self.size_mode.remove(&addr);
         Ok(())
     }
 

@@ -14,6 +14,7 @@
 //! profile): `l40s`, `l4`, `a10`, `h100-80gb`; no other.
 
 use super::{Dev, KResult, Kernel};
+use crate::profile::overlaps;
 use crate::profile::{PciAddr, TypeSpec, VgpuMode};
 
 /// The most vGPUs one GPU holds in mixed mode (vGPU user guide).
@@ -153,11 +154,6 @@ pub(crate) fn parse_params(text: &str) -> KResult<Option<u32>> {
 pub(crate) enum Holder {
     Vf(PciAddr),
     Mdev(uuid::Uuid),
-}
-
-/// Whether `[a, a + n)` and `[b, b + m)` share a slot.
-fn overlaps(a: (u32, u32), b: (u32, u32)) -> bool {
-    a.0 < b.0.saturating_add(b.1) && b.0 < a.0.saturating_add(a.1)
 }
 
 impl Kernel {

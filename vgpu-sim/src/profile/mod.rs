@@ -12,7 +12,7 @@ use crate::error::SimError;
 mod mig;
 
 pub use mig::{GpuInstanceProfileSpec, GpuInstanceSpec, MigSpec};
-pub(crate) use mig::{PlacedInstance, place, remaining};
+pub(crate) use mig::{PlacedInstance, overlaps, place, remaining};
 
 /// The built-in profiles, embedded so the binary works from any directory.
 const BUILTIN: &[(&str, &str)] = &[

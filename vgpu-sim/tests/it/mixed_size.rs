@@ -395,3 +395,14 @@ fn table_h100_published_ids_are_appendix_b() {
         ]
     );
 }
+
+#[test]
+fn a_gpu_reset_loses_mixed_size_mode() {
+    let h = host("l40s-vendor-vfio");
+    mixed(&h);
+    let reset = h.root().join(format!("sys/bus/pci/devices/{L40S}/reset"));
+
+    echo(&reset, "1").expect("the L40S has a reset method");
+
+    assert_eq!(state(&h, L40S)["size_mode"].as_str(), Some("equal"));
+}
