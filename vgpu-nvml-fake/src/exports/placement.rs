@@ -124,7 +124,7 @@ unsafe extern "C" fn nvmlDeviceSetVgpuHeterogeneousMode(
 }
 
 /// Writes `placements` into the caller's list: the count and `INSUFFICIENT_SIZE` when its
-/// array is null or shorter (`count` on entry), else the ids.
+/// array is null or shorter (`count` on entry), else the ids; no ids is success, count 0.
 ///
 /// # Safety
 /// `list` is valid for a read and a write; its `placementIds` null or valid for `count`
@@ -138,6 +138,11 @@ unsafe fn put_placements(
     let len = u32::try_from(placements.ids.len()).map_err(|_| INVALID_ARGUMENT)?;
     value.placementSize = placements.size;
     value.count = len;
+    // No ids is an answer, as NVML's lists give it (`put_list`): there is nothing to copy.
+    if len == 0 {
+        // SAFETY: as the caller promises.
+        return unsafe { put(list, value) };
+    }
     if room < len || value.placementIds.is_null() {
         // SAFETY: as the caller promises.
         unsafe { put(list, value)? };
