@@ -117,7 +117,7 @@ fn sizes(gpu: &Gpu) -> Vec<u32> {
 }
 
 /// The GPU's occupancy as the driver's creatable placements show it: `None` without a region.
-fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>, PlacementError> {
+pub(crate) fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>, PlacementError> {
     let Some(region) = facts.region else {
         return Ok(None);
     };

@@ -277,7 +277,15 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
             wanted.fresh = true;
             diff(host, &view, entry, &wanted, currents, &mut out);
             if size_mode::steps(host, &view, sizing, &wanted.types, &mut out).is_err() {
+                // Not even an empty GPU takes them in some order: say so rather than plan
+                // nothing without a word.
                 out.steps.clear();
+                out.refusals.push(Refused::new(
+                    Refusal::SizeModeNotHere {
+                        why: "its vGPUs cannot be placed even on the GPU emptied".to_owned(),
+                    },
+                    Some(entry.at),
+                ));
             }
         }
     }

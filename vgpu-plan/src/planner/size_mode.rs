@@ -7,6 +7,7 @@
 //! emptied when they do not fit there.
 
 use crate::HostState;
+use crate::capacity;
 use crate::desired::{Entry, SizeModeRequest};
 use crate::model::sizes::{SizeMode, placement_size};
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
@@ -62,6 +63,15 @@ pub(super) fn check(
     if request.mode == SizeMode::Equal {
         return Ok(sizing);
     }
+    let asked: u64 = types.iter().map(|(_, count)| u64::from(*count)).sum();
+    if asked > placement::MAX_VGPUS_PER_GPU as u64 {
+        return Err(refuse(Refusal::SizeModeNotHere {
+            why: format!(
+                "{asked} vGPUs are asked, and at most {} share a GPU in mixed-size mode",
+                placement::MAX_VGPUS_PER_GPU
+            ),
+        }));
+    }
     let mut sizes = Vec::new();
     for (offer, count) in types {
         let size = offer_size(offer).ok_or_else(|| {
@@ -94,7 +104,7 @@ pub(super) fn check(
     let fitting: Vec<u32> = found.placed.iter().map(|p| p.size).collect();
     Err(refuse(Refusal::PlacementsNoFit {
         wanted: by_type(&sizes),
-        asked_gib: sizes.iter().sum(),
+        asked_gib: sizes.iter().fold(0u32, |sum, s| sum.saturating_add(*s)),
         region,
         fits: by_type(&fitting),
     }))
@@ -135,9 +145,24 @@ pub(super) fn steps(
     let creates = out.steps.iter().any(|s| matches!(s, Step::Create { .. }));
     // Nothing to place: the vGPUs kept stay where they are, wherever that is.
     if sizing.mode == SizeMode::Mixed && creates {
-        let mut map = SlotMap::new(sizing.region).map_err(drop)?;
-        let placements = host.sizes.get(&view.gpu.address).map(|f| &f.placements);
-        for id in &out.keep {
+        let facts = host.sizes.get(&view.gpu.address);
+        let placements = facts.map(|f| &f.placements);
+        let known = out
+            .keep
+            .iter()
+            .all(|id| placements.is_some_and(|p| p.contains_key(id)));
+        let destroys = out.steps.iter().any(|s| matches!(s, Step::Destroy { .. }));
+        let mut map = match (known, facts) {
+            (true, _) => SlotMap::new(sizing.region).map_err(drop)?,
+            // NVML gives no placement for a kept vGPU (it matches only mediated devices), and
+            // nothing goes: the driver's creatable placements say which slots are held.
+            (false, Some(facts)) if !destroys => capacity::occupancy(view.gpu, facts)
+                .ok()
+                .flatten()
+                .ok_or(())?,
+            (false, _) => return Err(()),
+        };
+        for id in out.keep.iter().filter(|_| known) {
             let at = placements.and_then(|p| p.get(id)).ok_or(())?;
             let type_id = view
                 .gpu
