@@ -39,6 +39,7 @@ use nvml_wrapper_sys::bindings::{
 use std::path::Path;
 
 use super::core::on_gpu;
+use super::refusal_of;
 use crate::data::{self, Call, Data, Gpu, Profile, ProfilePlacements};
 use crate::sim;
 use crate::state::{
@@ -47,21 +48,6 @@ use crate::state::{
 
 /// `NVML_DEVICE_MIG_ENABLE`.
 const MIG_ENABLE: c_uint = 1;
-
-/// NVML's answer for a simulator that refused a MIG change (its errno): `IN_USE` for
-/// `EBUSY` (a vGPU on the instance, or instances in the way of a mode change),
-/// `INSUFFICIENT_RESOURCES` for `ENOSPC` (an overlap, or the profile's instance count),
-/// `INVALID_ARGUMENT` for `EINVAL`, `NOT_SUPPORTED` for `EOPNOTSUPP` (MIG mode off) and
-/// `ENODEV` (no MIG), `UNKNOWN` otherwise.
-fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => IN_USE,
-        Some(libc::ENOSPC) => INSUFFICIENT_RESOURCES,
-        Some(libc::EINVAL) => INVALID_ARGUMENT,
-        Some(libc::EOPNOTSUPP | libc::ENODEV) => NOT_SUPPORTED,
-        _ => UNKNOWN,
-    }
-}
 
 /// Reads the simulated host at `root` again after a change.
 fn reread(d: &mut Data, root: &Path) -> Answer {

@@ -11,12 +11,8 @@ use nvml_wrapper_sys::bindings::{
 
 use super::core::on_gpu;
 use super::mig::profile;
+use super::struct_version;
 use crate::state::{done, put};
-
-/// `NVML_STRUCT_VERSION(name, version)`.
-const fn struct_version<T>(version: u32) -> u32 {
-    (std::mem::size_of::<T>() as u32) | (version << 24)
-}
 
 /// `nvmlDeviceGetGpuInstanceProfileInfoV` (version 2: with the profile's name).
 ///

@@ -15,7 +15,6 @@ use nvml_wrapper_sys::bindings::{
     nvmlEnableState_enum_NVML_FEATURE_DISABLED as DISABLED,
     nvmlEnableState_enum_NVML_FEATURE_ENABLED as ENABLED,
     nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH as VERSION_MISMATCH,
-    nvmlReturn_enum_NVML_ERROR_IN_USE as IN_USE,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE,
     nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT,
     nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND,
@@ -25,14 +24,10 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::core::on_gpu;
+use super::{refusal_of, struct_version};
 use crate::data::Placements;
 use crate::sim;
 use crate::state::{device_index, done, gpu, put, with, with_mut};
-
-/// `NVML_STRUCT_VERSION(name, version)`.
-const fn struct_version<T>(version: u32) -> u32 {
-    (std::mem::size_of::<T>() as u32) | (version << 24)
-}
 
 /// `nvmlVgpuHeterogeneousMode_v1` (`0x1000008`).
 const HETEROGENEOUS_MODE_V1: u32 = struct_version::<nvmlVgpuHeterogeneousMode_t>(1);
@@ -40,15 +35,6 @@ const HETEROGENEOUS_MODE_V1: u32 = struct_version::<nvmlVgpuHeterogeneousMode_t>
 const PLACEMENT_ID_V1: u32 = struct_version::<nvmlVgpuPlacementId_t>(1);
 /// `nvmlVgpuPlacementList_v2`.
 const PLACEMENT_LIST_V2: u32 = struct_version::<nvmlVgpuPlacementList_t>(2);
-
-/// NVML's answer for a simulator that refused a mode change (its errno).
-fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => IN_USE,
-        Some(libc::ENODEV) => NOT_SUPPORTED,
-        _ => UNKNOWN,
-    }
-}
 
 /// `nvmlDeviceGetVgpuHeterogeneousMode`: `NVML_FEATURE_ENABLED` in mixed-size mode,
 /// `NVML_FEATURE_DISABLED` in equal mode; `ARGUMENT_VERSION_MISMATCH` for a version other

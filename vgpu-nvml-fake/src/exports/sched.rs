@@ -11,19 +11,10 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::core::on_gpu;
+use super::refusal_of;
 use crate::data::{self, Call};
 use crate::sim::{self, policy_name};
 use crate::state::{device_index, done, gpu, put, with_mut};
-
-/// NVML's answer for a simulator that refused a scheduler change (its errno).
-fn refusal_of(err: &std::io::Error) -> nvmlReturn_t {
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => IN_USE,
-        Some(libc::EINVAL) => INVALID_ARGUMENT,
-        Some(libc::ENODEV) => NOT_SUPPORTED,
-        _ => UNKNOWN,
-    }
-}
 
 /// `NVML_VGPU_SCHEDULER_ARR_ENABLE`.
 const ARR_ENABLE: u32 = 2;
