@@ -15,20 +15,24 @@
 //! 2. **first fit, keep room**: the first GPU with a free supported id, at the id
 //!    [`Chooser::keep_room`] takes;
 //! 3. **ours**: on every GPU the id keep room takes, and of these the one that takes away
-//!    the fewest free placements of the largest size, then of the next ([`Chooser::rank`];
-//!    ties to the lowest GPU). This is how `place` ranks GPUs in mixed-size mode;
-//! 4. **best of all**: every free placement on every GPU, by the same measure (ties to the
-//!    lowest GPU, then id). It is an exhaustive search per request of that measure, not an
-//!    offline optimum over the trace.
+//!    the fewest free placements of the largest size, then of the next ([`Chooser::rank`]);
+//!    ties to the GPU holding the most vGPUs (one holding few is the likeliest to empty),
+//!    then the lowest. This is how `place` ranks GPUs in mixed-size mode;
+//! 4. **best of all**: every free placement on every GPU, by the same measure and ties (then
+//!    the lowest id). It is an exhaustive search per request of that measure, not an offline
+//!    optimum over the trace.
 //!
 //! Nearly every refusal is of a 16, 24 or 48 GiB vGPU: a 48 GiB one needs an empty GPU, and
 //! which GPU a small vGPU goes to decides that more than where on the GPU it goes.
 //!
 //! `cargo bench -p vgpu-plan --bench placements` prints the refusals of each and the time per
 //! request of each (the whole replay timed, departures included, divided by the arrivals).
+//! Then, as one trace's refusals vary by some tens, those of lowest free and ours on three
+//! more seeds.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+use std::cmp::Reverse;
 use std::time::Instant;
 
 use vgpu_plan::placement::{Chooser, Loss, SlotMap, supported_placements};
@@ -154,6 +158,9 @@ fn first_fit(chooser: &Chooser, fleet: &[SlotMap], size: u32) -> Option<(usize, 
 /// `place`'s `Placer` keeps each GPU's slot until a change touches the GPU.
 type Ranks = Vec<Vec<Option<(u64, Option<(u32, Loss)>)>>>;
 
+/// How a pick ranks: what it takes away, then the GPU holding the most vGPUs.
+type Order<L> = (L, Reverse<usize>);
+
 /// On every GPU the id `chooser` takes; of these the one that takes away the least. A GPU's
 /// rank is worked out again only after it changed.
 fn ranked(
@@ -170,13 +177,14 @@ fn ranked(
             *memo = Some((changes[gpu], chooser.rank(map, size).unwrap()));
         }
     }
-    let mut best: Option<(&Loss, usize, u32)> = None;
+    let mut best: Option<(Order<&Loss>, usize, u32)> = None;
     for (gpu, memo) in ranks.iter().enumerate() {
         let Some((_, Some((id, loss)))) = &memo[s] else {
             continue;
         };
-        if best.is_none_or(|(least, _, _)| loss < least) {
-            best = Some((loss, gpu, *id));
+        let order = (loss, Reverse(fleet[gpu].placed().len()));
+        if best.is_none_or(|(least, _, _)| order < least) {
+            best = Some((order, gpu, *id));
         }
     }
     best.map(|(_, gpu, id)| (gpu, id))
@@ -193,7 +201,8 @@ fn room(map: &SlotMap) -> Vec<usize> {
 
 /// Every free placement on every GPU; the one that loses the least room, largest size first.
 fn best_of_all(fleet: &[SlotMap], size: u32) -> Option<(usize, u32)> {
-    let mut best: Option<((usize, u32), Vec<usize>)> = None;
+    type Pick = (usize, u32);
+    let mut best: Option<(Pick, Order<Vec<usize>>)> = None;
     for (gpu, map) in fleet.iter().enumerate() {
         let ids = map.free_placements(size).unwrap();
         if ids.is_empty() {
@@ -203,11 +212,8 @@ fn best_of_all(fleet: &[SlotMap], size: u32) -> Option<(usize, u32)> {
         for id in ids {
             let mut after = map.clone();
             after.place(id, size).unwrap();
-            let loss: Vec<usize> = before
-                .iter()
-                .zip(room(&after))
-                .map(|(b, a)| b - a)
-                .collect();
+            let lost = before.iter().zip(room(&after)).map(|(b, a)| b - a);
+            let loss = (lost.collect(), Reverse(map.placed().len()));
             if best.as_ref().is_none_or(|(_, least)| loss < *least) {
                 best = Some(((gpu, id), loss));
             }
@@ -248,6 +254,22 @@ fn main() {
             run.refused,
             run.refused as f64 / lowest_run.refused.max(1) as f64,
             us(run)
+        );
+    }
+
+    for seed in [1, 2, 3] {
+        let events = trace(seed);
+        let lowest_run = replay(&events, |fleet, _, size| first_fit(&lowest, fleet, size));
+        let mut ranks: Ranks = vec![vec![None; SIZES.len()]; GPUS];
+        let ours_run = replay(&events, |fleet, changes, size| {
+            ranked(&keep, &mut ranks, fleet, changes, size)
+        });
+        println!(
+            "seed {seed}: {} arrivals; lowest free refused {}, ours {} ({:.2})",
+            ours_run.arrivals,
+            lowest_run.refused,
+            ours_run.refused,
+            ours_run.refused as f64 / lowest_run.refused.max(1) as f64
         );
     }
 }

@@ -7,8 +7,11 @@
 //! for vGPUs that are not running, and, for VF-based interfaces, has a free VF no definition
 //! names. Among those:
 //!
-//! - [`Policy::Pack`] fills partly used GPUs first, the one left with the least room (best
-//!   fit), then empty ones, the smallest first: whole GPUs stay free for large vGPUs;
+//! - [`Policy::Pack`] fills partly used GPUs first, then empty ones, the smallest first: whole
+//!   GPUs stay free for large vGPUs. Among partly used GPUs, a GPU in mixed-size mode ranks by
+//!   the placements of larger sizes the pick takes away ([`crate::placement::Loss`]); an
+//!   equal-size GPU loses none. Then the one left with the least room (best fit); then the
+//!   one holding the most vGPUs, as one holding few is the likeliest to empty;
 //! - [`Policy::Spread`] takes the GPU with the most room left (fewest vGPUs on a tie): load is
 //!   balanced.
 //!
@@ -312,22 +315,31 @@ fn choose(
             .min_by_key(|(_, s, needs)| {
                 let left = s.room - s.taken - 1;
                 let load = s.in_use + s.taken;
-                // On a mixed-size GPU what the pick takes away says how full the GPU is
-                // and whether it is empty: packing goes by it alone.
-                let loss = s
-                    .mixed
-                    .as_ref()
-                    .and_then(Ranker::rank)
-                    .map(|(_, loss)| loss.clone());
-                let order = match (policy, &loss) {
-                    (Policy::Pack, Some(_)) => (false, 0, 0, s.gpu.address),
-                    (Policy::Pack, None) => (load == 0, left, 0, s.gpu.address),
-                    (Policy::Spread, _) => (false, u32::MAX - left, load, s.gpu.address),
-                };
-                let loss = loss.unwrap_or_default();
+                // On a mixed-size GPU: what the pick takes away from the larger sizes. An
+                // equal-size GPU takes only its one type, so it loses no other size.
+                let mixed = s.mixed.as_ref().and_then(Ranker::rank);
+                let loss = mixed.map(|(_, loss)| loss.clone()).unwrap_or_default();
                 match policy {
-                    Policy::Pack => (needs.is_some(), loss, order),
-                    Policy::Spread => (needs.is_some(), Loss::default(), order),
+                    // An empty GPU last, of either mode. Then the least loss; then, on an
+                    // equal-size GPU, the fewest left. Then the GPU holding the most vGPUs:
+                    // one holding few is the likeliest to empty, and an empty GPU is what the
+                    // largest types need.
+                    Policy::Pack => (
+                        needs.is_some(),
+                        load == 0,
+                        loss,
+                        if mixed.is_some() { 0 } else { left },
+                        u32::MAX - load,
+                        s.gpu.address,
+                    ),
+                    Policy::Spread => (
+                        needs.is_some(),
+                        false,
+                        Loss::default(),
+                        u32::MAX - left,
+                        load,
+                        s.gpu.address,
+                    ),
                 }
             })
             .map(|(i, _, needs)| (i, needs));

@@ -304,6 +304,44 @@ fn two_mixed_l40s() -> crate::HostState {
     state
 }
 
+/// [`two_mixed_l40s`] with `A` in equal-size mode instead, holding `held` 12Qs.
+fn equal_a_beside_mixed_b(held: u32) -> crate::HostState {
+    use crate::model::sizes::{SizeFacts, SizeMode};
+
+    let mut state = two_mixed_l40s();
+    let a = state
+        .inventory
+        .gpus
+        .iter_mut()
+        .find(|g| g.address == addr(A));
+    *a.unwrap() = gpu(Model::L40s, A);
+    fleet::record_vgpus(&mut state.inventory, addr(A), "1153", 12288, 0, held);
+    let facts = SizeFacts {
+        mode: SizeMode::Equal,
+        region: Some(48),
+        creatable: std::collections::BTreeMap::new(),
+        placements: std::collections::BTreeMap::new(),
+    };
+    state.sizes.insert(addr(A), facts);
+    state
+}
+
+#[test]
+fn place_pack_keeps_an_empty_gpu_of_either_mode_for_last() {
+    // `A` is empty in equal-size mode; a 12Q on `B` takes its 24 GiB placement at 24 away.
+    let empty_equal = equal_a_beside_mixed_b(0);
+    // `A` holds a 12Q: another there loses no placement of another size.
+    let used_equal = equal_a_beside_mixed_b(1);
+
+    let onto_mixed = place(&empty_equal, &by_size(1, 12), Policy::Pack).unwrap();
+    let onto_equal = place(&used_equal, &by_size(1, 12), Policy::Pack).unwrap();
+    let spread = place(&empty_equal, &by_size(1, 12), Policy::Spread).unwrap();
+
+    assert_eq!(gpus(&onto_mixed), vec![addr(B)]);
+    assert_eq!(gpus(&onto_equal), vec![addr(A)]);
+    assert_eq!(gpus(&spread), vec![addr(A)]);
+}
+
 #[test]
 fn place_pack_in_mixed_size_mode_takes_the_gpu_that_keeps_its_24gib_placements() {
     // On `A` a 16Q can go only at 32, which takes its 24 GiB placement at 24. On `B` it goes
@@ -317,6 +355,7 @@ fn place_pack_in_mixed_size_mode_takes_the_gpu_that_keeps_its_24gib_placements()
 
     assert_eq!(gpus(&picks), vec![addr(B)]);
     assert_eq!(again, picks);
-    // At 32, the second takes the same placements away on either GPU: the lower address wins.
-    assert_eq!(gpus(&two), vec![addr(B), addr(A)]);
+    // At 32, the second takes the same placements away on either GPU: `B`, which holds two
+    // vGPUs by then, wins over `A`, which holds one.
+    assert_eq!(gpus(&two), vec![addr(B), addr(B)]);
 }
