@@ -380,6 +380,91 @@ fn size_mode_define_is_set_again_by_restore_after_a_reboot_and_a_refusal_records
     assert_eq!(after["size_mode"], "mixed");
 }
 
+#[test]
+fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
+    let m = Mixed::new("mixed");
+    let mode_path = m
+        .host
+        .state
+        .path()
+        .join(format!("etc/vgpu/size-mode/{L40S}.json"));
+    let define_1q = [
+        "--json",
+        "create",
+        L40S,
+        "--type",
+        "L40S-1Q",
+        "--placement",
+        "5",
+        "--define",
+    ];
+    let equal = m.run(&["size-mode", L40S, "equal", "--define"]);
+    let mixed_now = m.run(&["size-mode", L40S, "mixed"]);
+
+    // Defined equal, mixed now: a vGPU defined at a placement is refused, nothing made.
+    let refused_vgpu = m.run(&define_1q);
+    let listed = common::json(&m.run(&["--json", "list", "--defined"]));
+    // Defined mixed: the vGPU is defined; then equal-size mode is refused, the file kept.
+    let mixed = m.run(&["size-mode", L40S, "mixed", "--define"]);
+    let made = m.run(&define_1q);
+    let vf = common::json(&made)["id"].as_str().unwrap().to_owned();
+    let refused_mode = m.run(&["--json", "size-mode", L40S, "equal", "--define"]);
+    let file = std::fs::read_to_string(&mode_path).unwrap();
+
+    for out in [&equal, &mixed_now, &mixed, &made] {
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
+    }
+    let disagree = |placed: &str| {
+        format!(
+            "the definitions of GPU {L40S} disagree: equal-size mode ({}) and vGPUs at \
+             placements ({placed}), which need mixed-size mode; undefine one or the other",
+            mode_path.display()
+        )
+    };
+    let refusal = |out: &Output| {
+        let json = common::json(out);
+        (
+            out.status.code(),
+            json["kind"].clone(),
+            json["error"].clone(),
+        )
+    };
+    let first_vf = "0000:41:00.4";
+    assert_eq!(
+        refusal(&refused_vgpu),
+        (
+            Some(1),
+            "conflict".into(),
+            format!(
+                "cannot create a L40S-1Q vGPU on {L40S}: {}",
+                disagree(first_vf)
+            )
+            .into()
+        )
+    );
+    let kinds: Vec<&serde_json::Value> = listed["definitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["kind"])
+        .collect();
+    assert_eq!(kinds, ["size-mode"]);
+    assert_eq!(vf, first_vf);
+    assert_eq!(
+        refusal(&refused_mode),
+        (
+            Some(1),
+            "conflict".into(),
+            format!(
+                "cannot set the size mode of {L40S} to equal: {}",
+                disagree(&vf)
+            )
+            .into()
+        )
+    );
+    assert_eq!(file, "{\n  \"version\": 1,\n  \"mode\": \"mixed\"\n}\n");
+}
+
 /// A host.toml for the L40S with `types`.
 fn host_toml(m: &Mixed, types: &str) -> String {
     let path = m.host.state.path().join("host.toml");

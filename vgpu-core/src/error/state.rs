@@ -61,6 +61,22 @@ pub enum StateError {
         /// Its definition file.
         path: PathBuf,
     },
+    /// A GPU's definitions disagree on its size mode: it is, or is to be, defined in
+    /// equal-size mode, and vGPUs on it are defined at placements, which need mixed-size mode.
+    #[error(
+        "the definitions of GPU {gpu} disagree: equal-size mode ({}) and vGPUs at placements \
+         ({}), which need mixed-size mode; undefine one or the other",
+        path.display(),
+        placed.join(", ")
+    )]
+    SizeModeDisagrees {
+        /// The GPU.
+        gpu: crate::model::pci::PciAddress,
+        /// Its size-mode definition.
+        path: PathBuf,
+        /// The vGPUs defined at a placement.
+        placed: Vec<String>,
+    },
     /// The libvirt hook's configuration (`etc/vgpu/hook.toml`) is not valid.
     #[error(
         "{}{}: {reason}",
@@ -94,7 +110,9 @@ impl StateError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             StateError::Input { .. } | StateError::Config { .. } => ErrorKind::BadInput,
-            StateError::MdevDefinedElsewhere { .. } => ErrorKind::Conflict,
+            StateError::MdevDefinedElsewhere { .. } | StateError::SizeModeDisagrees { .. } => {
+                ErrorKind::Conflict
+            }
             StateError::Locked { .. } => ErrorKind::Busy,
             StateError::Ledger { .. }
             | StateError::DefinitionJson { .. }

@@ -156,6 +156,7 @@ fn state_has_source(err: &StateError) -> bool {
         StateError::Input { .. } | StateError::DefinitionJson { .. } => true,
         StateError::Definition { .. }
         | StateError::MdevDefinedElsewhere { .. }
+        | StateError::SizeModeDisagrees { .. }
         | StateError::Ledger { .. }
         | StateError::Config { .. }
         | StateError::Locked { .. } => false,

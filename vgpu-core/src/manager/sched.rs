@@ -5,16 +5,16 @@ use super::Manager;
 use super::session::Operation;
 use crate::discovery::discover;
 use crate::error::{NvmlError, Result};
-use crate::model::NVIDIA_VENDOR_ID;
 use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
+use crate::model::{Gpu, NVIDIA_VENDOR_ID};
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::nvml::sizes::SizeModeChange;
 use crate::state::store::{OwnKind, Sched, SchedDefinition, SizeModeDefinition, SizeModeKind};
 
 /// The NVIDIA GPU at `gpu` and its vGPUs by handle, read now; `what` names the setting a GPU
 /// of another vendor does not have.
-fn nvidia_gpu(op: &Operation<'_>, gpu: PciAddress, what: &str) -> Result<Vec<String>> {
+fn nvidia_gpu(op: &Operation<'_>, gpu: PciAddress, what: &str) -> Result<Gpu> {
     let inventory = discover(op.paths())?;
     let gpu = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
     if gpu.vendor_id != Some(NVIDIA_VENDOR_ID) {
@@ -24,7 +24,12 @@ fn nvidia_gpu(op: &Operation<'_>, gpu: PciAddress, what: &str) -> Result<Vec<Str
         }
         .into());
     }
-    Ok(gpu.vgpus.iter().map(|v| v.id.to_string()).collect())
+    Ok(gpu.clone())
+}
+
+/// The GPU's vGPUs, by handle.
+fn vgpus(gpu: &Gpu) -> Vec<String> {
+    gpu.vgpus.iter().map(|v| v.id.to_string()).collect()
 }
 
 impl Manager {
@@ -59,7 +64,7 @@ impl Manager {
         define: bool,
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
-            let running = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
+            let running = vgpus(&nvidia_gpu(op, gpu, "the vGPU scheduler")?);
             let def = define.then_some(SchedDefinition { gpu, request });
             defined::<Sched, _>(op, def.as_ref(), |op| {
                 op.set_scheduler(gpu, request, &running)
@@ -76,15 +81,24 @@ impl Manager {
 
     /// [`Manager::set_size_mode`], recorded as `gpu`'s size-mode definition first, so that
     /// `restore` sets it again before it makes the GPU's vGPUs (the driver forgets it at each
-    /// reboot). A refused change leaves the definition as it was.
+    /// reboot). A refused change leaves the definition as it was. Equal-size mode is refused
+    /// while vGPUs on the GPU are defined at placements ([`StateError::SizeModeDisagrees`]).
+    ///
+    /// [`StateError::SizeModeDisagrees`]: crate::error::StateError::SizeModeDisagrees
     pub fn set_size_mode_defined(&self, gpu: PciAddress, mode: SizeMode) -> Result<SizeModeChange> {
         self.size_mode(gpu, mode, true)
     }
 
     fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
-            let vgpus = nvidia_gpu(op, gpu, "a size mode")?;
+            let found = nvidia_gpu(op, gpu, "a size mode")?;
             let def = define.then_some(SizeModeDefinition { gpu, mode });
+            if define {
+                let vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
+                let placed = op.store().placed_on(gpu, &vfs)?;
+                op.store().check_size_mode_agrees(gpu, Some(mode), placed)?;
+            }
+            let vgpus = vgpus(&found);
             defined::<SizeModeKind, _>(op, def.as_ref(), |op| op.set_size_mode(gpu, mode, &vgpus))
         })
     }

@@ -36,7 +36,7 @@ use crate::nvml::{NvmlCell, NvmlSource};
 use crate::state::audit::{AuditEntry, AuditLog};
 use crate::state::lock::HostLock;
 use crate::state::store::{
-    BindingDefinition, MdevDefinition, SriovDefinition, Store, VfVgpuDefinition,
+    BindingDefinition, MdevDefinition, PLACEMENT_ATTR, SriovDefinition, Store, VfVgpuDefinition,
 };
 
 /// What libvirt says about which domains reference which devices, as the caller found out.
@@ -94,9 +94,6 @@ pub(crate) struct SessionOptions {
     /// Which libvirt domains reference which devices, as the caller found out.
     pub(crate) references: DomainReferences,
 }
-
-/// The mediated device's attribute that takes its placement in mixed-size mode.
-const PLACEMENT_ATTR: &str = "nvidia/vgpu_params";
 
 impl Session {
     /// Takes the host lock (waiting up to `options.lock_timeout`) and opens the audit log.
@@ -383,6 +380,9 @@ impl Operation<'_> {
         self.check_undefined(id)?;
         let store = self.session.store.clone();
         let device = id.to_string();
+        if at.is_some() {
+            store.check_size_mode_agrees(gpu.address, None, vec![device.clone()])?;
+        }
         let (result, undo) = match (placement, id) {
             (Placement::Mdev { parent, type_id }, VgpuHandle::Mdev(uuid)) => {
                 if !running && backend::running(self.paths(), id)?.is_some() {
