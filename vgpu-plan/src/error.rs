@@ -115,6 +115,9 @@ impl Error {
             Error::Placement(crate::placement::PlacementRefusal::NotCreatable { .. }) => {
                 ErrorKind::NoCapacity
             }
+            Error::Placement(crate::placement::PlacementRefusal::Unknown { .. }) => {
+                ErrorKind::HostFault
+            }
         }
     }
 

@@ -19,8 +19,13 @@ struct Mixed {
 impl Mixed {
     /// The host with the test NVML on its simulator, its first L40S in `mode`.
     fn new(mode: &str) -> Self {
+        Self::with_nvml(mode, "")
+    }
+
+    /// [`Mixed::new`], the test NVML also given `data` (its behaviours).
+    fn with_nvml(mode: &str, data: &str) -> Self {
         let host = host("l40s-vendor-vfio");
-        let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
+        let nvml = FakeNvml::on_sim(data, host.sim.root()).unwrap();
         let m = Mixed { host, nvml };
         if mode == "mixed" {
             let out = m.run(&["size-mode", L40S, "mixed"]);
@@ -259,6 +264,45 @@ fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     // The driver's default would be 0, where a 16 GiB vGPU starts.
     assert_eq!(sim_placement(&m.host, &vf), 17);
+}
+
+#[test]
+fn the_hook_makes_no_vgpu_where_nvml_does_not_list_its_placements() {
+    let failing = "[functions]\nnvmlDeviceGetVgpuTypeCreatablePlacements = \"unknown\"\n";
+    let m = Mixed::with_nvml("mixed", failing);
+    let hooks = common::install_hook(
+        &m.host,
+        &["--nvml-library", m.nvml.library().to_str().unwrap()],
+    );
+    let vf = common::vf("41", 0);
+
+    let out = common::run_hook(
+        hooks.path(),
+        "vm1",
+        "prepare",
+        "begin",
+        &common::domain(1, "acme", "L40S-1Q", std::slice::from_ref(&vf)),
+    );
+    let types = common::json(&m.run(&["--json", "types", L40S]));
+
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        common::stderr(&out).contains(&format!(
+            "GPU {L40S} has room for 0 more vGPU(s) of type 1147, not 1: NVML does not say \
+             where the type can be placed in mixed-size mode"
+        )),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(sim_placement(&m.host, &vf), serde_json::Value::Null);
+    let one_q = types["gpus"][0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "NVIDIA L40S-1Q")
+        .map(|t| (t["available"].clone(), t["limit"].clone()));
+    let unknown = serde_json::json!({"kind": "placements-unknown"});
+    assert_eq!(one_q, Some((0.into(), unknown)));
 }
 
 #[test]

@@ -140,15 +140,28 @@ fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
     if mode == SizeMode::Equal {
         return Some(facts);
     }
-    for ty in device.vgpu_supported_types().unwrap_or_default() {
+    // A failed call leaves what it would have said out, and is logged: capacity gives a type
+    // with no creatable placements no room, and nothing is made of it.
+    let unread = |call: &str, err: &dyn std::fmt::Display| {
+        tracing::warn!(gpu = %gpu.address, "{call}: {err}");
+    };
+    let types = device.vgpu_supported_types().unwrap_or_else(|err| {
+        unread("nvmlDeviceGetSupportedVgpus", &err);
+        Vec::new()
+    });
+    for ty in types {
         let sliced = ty
             .instance_profile_id()
             .is_ok_and(|id| id == INVALID_GPU_INSTANCE_PROFILE_ID);
         if !sliced {
             continue;
         }
-        let Ok(list) = vgpu_nvml_ext::vgpu_type_creatable_placements(&device, ty.id()) else {
-            continue;
+        let list = match vgpu_nvml_ext::vgpu_type_creatable_placements(&device, ty.id()) {
+            Ok(list) => list,
+            Err(err) => {
+                unread("nvmlDeviceGetVgpuTypeCreatablePlacements", &err);
+                continue;
+            }
         };
         facts.region = facts.region.max(Some(list.size));
         let id = gpu
@@ -158,7 +171,11 @@ fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
             .map_or_else(|| ty.id().to_string(), |own| own.id.clone());
         facts.creatable.insert(id, list.ids);
     }
-    for instance in vgpu_nvml_ext::active_vgpu_instances(&device).unwrap_or_default() {
+    let instances = vgpu_nvml_ext::active_vgpu_instances(&device).unwrap_or_else(|err| {
+        unread("nvmlDeviceGetActiveVgpus", &err);
+        Vec::new()
+    });
+    for instance in instances {
         let vgpu = nvml_wrapper::vgpu::VgpuInstance::new(instance, &device);
         let Some(uuid) = vgpu
             .mdev_uuid()
@@ -171,8 +188,11 @@ fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
         if !gpu.vgpus.iter().any(|v| v.id == handle) {
             continue;
         }
-        if let Ok(id) = vgpu_nvml_ext::vgpu_instance_placement_id(nvml, instance) {
-            facts.placements.insert(handle, id);
+        match vgpu_nvml_ext::vgpu_instance_placement_id(nvml, instance) {
+            Ok(id) => {
+                facts.placements.insert(handle, id);
+            }
+            Err(err) => unread("nvmlVgpuInstanceGetPlacementId", &err),
         }
     }
     Some(facts)

@@ -15,6 +15,7 @@ use super::{HostState, SizeFacts};
 /// The placement for a new vGPU of `type_id` on `gpu`: `asked` when the driver can create the
 /// type there, else the choice that keeps the most room. `None` on a GPU that is not in
 /// mixed-size mode (nothing to choose), or when no placement is free (the room says why).
+/// Refused where NVML did not list the type's creatable placements.
 pub fn new_placement(
     host: &HostState,
     gpu: &Gpu,
@@ -34,23 +35,35 @@ pub fn new_placement(
             }),
         };
     };
-    let creatable = facts.creatable.get(type_id).cloned().unwrap_or_default();
+    let ty = gpu.types.iter().find(|t| t.id == type_id);
+    let type_label = || {
+        ty.and_then(|t| t.name.clone())
+            .unwrap_or_else(|| type_id.to_owned())
+    };
+    let creatable = match facts.creatable.get(type_id) {
+        Some(ids) => ids.clone(),
+        // Capacity gives a time-sliced type NVML lists nothing for no room
+        // (`Limit::PlacementsUnknown`): nor is it made here.
+        None if ty.and_then(size_of).is_some() => {
+            return Err(PlacementRefusal::Unknown {
+                gpu: gpu.address,
+                type_label: type_label(),
+            });
+        }
+        None => Vec::new(),
+    };
     if let Some(id) = asked {
         if creatable.contains(&id) {
             return Ok(Some(id));
         }
-        let ty = gpu.types.iter().find(|t| t.id == type_id);
         return Err(PlacementRefusal::NotCreatable {
             gpu: gpu.address,
-            type_label: ty
-                .and_then(|t| t.name.clone())
-                .unwrap_or_else(|| type_id.to_owned()),
+            type_label: type_label(),
             id,
             creatable,
         });
     }
     let lowest = creatable.first().copied();
-    let ty = gpu.types.iter().find(|t| t.id == type_id);
     let chosen = ty
         .and_then(|ty| Ranker::new(host, gpu, ty))
         .and_then(|ranker| ranker.rank().map(|(id, _)| *id));

@@ -553,6 +553,28 @@ fn new_placement_takes_the_one_asked_when_creatable_and_names_the_others_when_no
 }
 
 #[test]
+fn new_placement_of_a_type_nvml_lists_no_placements_for_is_refused_as_room_is() {
+    let mut state = empty_mixed_l40s();
+    state
+        .sizes
+        .get_mut(&addr(L40S))
+        .unwrap()
+        .creatable
+        .remove("1147");
+    let gpu = state.inventory.gpus[0].clone();
+
+    let refusal = |asked| new_placement(&state, &gpu, "1147", asked).map_err(|e| e.to_string());
+
+    let refused = "NVIDIA L40S-1Q is not created on 0000:41:00.0: NVML does not say where it \
+                   can be placed in mixed-size mode (its error is in the log)";
+    assert_eq!(refusal(None), Err(refused.to_owned()));
+    assert_eq!(refusal(Some(17)), Err(refused.to_owned()));
+    assert_eq!(room(&state, &gpu, "1147").limit, Limit::PlacementsUnknown);
+    // A VF without a vGPU type has no placement to choose.
+    assert_eq!(new_placement(&state, &gpu, "vf", None), Ok(None));
+}
+
+#[test]
 fn new_placement_on_an_equal_size_gpu_is_none_and_refuses_one_asked() {
     let mut state = empty_mixed_l40s();
     state.sizes.get_mut(&addr(L40S)).unwrap().mode = crate::model::sizes::SizeMode::Equal;

@@ -118,6 +118,18 @@ pub enum PlacementRefusal {
         /// Where the driver can create it now.
         creatable: Vec<u32>,
     },
+    /// NVML did not list where the type can be created on a GPU in mixed-size mode. The
+    /// driver's default could take a placement larger types need, so nothing is created.
+    #[error(
+        "{type_label} is not created on {gpu}: NVML does not say where it can be placed in \
+         mixed-size mode (its error is in the log)"
+    )]
+    Unknown {
+        /// The GPU.
+        gpu: PciAddress,
+        /// The type, by name or id.
+        type_label: String,
+    },
 }
 
 /// The slots `[0, size)` as a mask; `size` is at most [`MAX_REGION_SLOTS`].
