@@ -8,8 +8,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use vgpu_core::host::HostPaths;
-use vgpu_core::model::VgpuHandle;
 use vgpu_core::model::nvml::{Fact, already};
+use vgpu_core::model::{VgpuHandle, Warning};
 use vgpu_core::plan::capacity::HostState;
 use vgpu_core::state::Store;
 
@@ -122,14 +122,12 @@ pub(crate) fn definitions(state: &HostState) -> Vec<Defined> {
 
 /// The scheduler and size-mode definitions of the host at `paths` (`etc/vgpu/sched/`,
 /// `etc/vgpu/size-mode/`), each active when NVML shows its GPU so now (`state`). A file that
-/// cannot be read is said on stderr and left out, as `restore` reports and skips it.
+/// cannot be read is left out: the state's warnings name it, as they name every definition
+/// that cannot be read.
 fn gpu_settings(paths: &HostPaths, state: &HostState) -> Vec<Defined> {
     let store = Store::new(paths);
-    let (scheds, sched_errors) = store.scheds_lenient();
-    let (modes, mode_errors) = store.size_modes_lenient();
-    for err in sched_errors.iter().chain(&mode_errors) {
-        tracing::warn!("definition not listed: {}", err.chain());
-    }
+    let (scheds, _in_warnings) = store.scheds_lenient();
+    let (modes, _in_warnings) = store.size_modes_lenient();
     let scheds = scheds.into_iter().map(|d| {
         let now = state.schedulers.get(&d.gpu).and_then(Fact::value);
         let what = match d.request.timeslice_ms {
@@ -156,14 +154,22 @@ fn gpu_settings(paths: &HostPaths, state: &HostState) -> Vec<Defined> {
     scheds.chain(modes).collect()
 }
 
-/// `list --defined`: every definition, running or not.
+/// `list --defined`: every definition, running or not, and the files that cannot be read.
 #[derive(Serialize)]
 struct DefinedReport {
     definitions: Vec<Defined>,
+    warnings: Vec<Warning>,
 }
 
 impl Report for DefinedReport {
     fn table(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        self.definitions_table(out)?;
+        render::warnings(out, &self.warnings)
+    }
+}
+
+impl DefinedReport {
+    fn definitions_table(&self, out: &mut dyn Write) -> std::io::Result<()> {
         if self.definitions.is_empty() {
             return writeln!(out, "No definitions.");
         }
@@ -206,7 +212,10 @@ pub(crate) fn list(
     if defined {
         let mut definitions = definitions(&state);
         definitions.extend(gpu_settings(ctx.paths(), &state));
-        let report = DefinedReport { definitions };
+        let report = DefinedReport {
+            definitions,
+            warnings: state.inventory.warnings,
+        };
         render::emit(&report, ctx.format(), out)?;
         return Ok(EXIT_OK);
     }

@@ -351,7 +351,8 @@ pub(crate) fn opt<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
-fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
+/// The `Warnings:` section under a table; nothing when there are none.
+pub(crate) fn warnings(out: &mut dyn Write, warnings: &[Warning]) -> io::Result<()> {
     if warnings.is_empty() {
         return Ok(());
     }

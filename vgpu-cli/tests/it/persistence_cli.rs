@@ -138,14 +138,43 @@ fn restore_carries_on_past_a_corrupt_definition() {
 }
 
 #[test]
-fn restore_names_the_corrupt_definition_file() {
+fn restore_and_list_defined_name_the_corrupt_definition_files() {
     let h = host("t4-legacy");
     let dir = h.state.path().join("etc/mdevctl.d").join(T4);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(UUID_PEER), "nvidia-231 auto\n").unwrap();
+    let modes = h.state.path().join("etc/vgpu/size-mode");
+    std::fs::create_dir_all(&modes).unwrap();
+    let mode_file = modes.join(format!("{T4}.json"));
+    std::fs::write(&mode_file, "mixed\n").unwrap();
+
     let report = json(&vgpuctl(&h, &["restore", "--json"]));
-    let error = report["steps"][0]["error"].as_str().unwrap();
-    assert!(error.contains(&format!("{T4}/{UUID_PEER}")), "{error}");
+    let listed = json(&vgpuctl(&h, &["list", "--defined", "--json"]));
+
+    let failed: Vec<(&str, &str)> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| Some((s["action"].as_str()?, s["error"].as_str()?)))
+        .collect();
+    let warned: Vec<(&str, &str)> = listed["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| Some((w["device"].as_str()?, w["message"].as_str()?)))
+        .collect();
+    let mdev_file = format!("{T4}/{UUID_PEER}");
+    let mode_file = mode_file.display().to_string();
+    assert_eq!(listed["definitions"], serde_json::json!([]));
+    for (found, kinds) in [
+        (failed, ["size-mode", "mdev"]),
+        (warned, ["size-mode definition", "mdev definition"]),
+    ] {
+        let names: Vec<&str> = found.iter().map(|(kind, _)| *kind).collect();
+        assert_eq!(names, kinds);
+        assert!(found[0].1.contains(&mode_file), "{}", found[0].1);
+        assert!(found[1].1.contains(&mdev_file), "{}", found[1].1);
+    }
 }
 
 #[test]

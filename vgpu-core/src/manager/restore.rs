@@ -31,7 +31,7 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::state::store::{AllDefinitions, SizeModeKind, SriovDefinition, Start};
+use crate::state::store::{AllDefinitions, SriovDefinition, Start};
 
 /// How one step of [`Manager::restore`](super::Manager::restore) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -235,23 +235,8 @@ fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<Stri
 
 /// Restores every definition in order, each step its own operation: devices a killed command
 /// left without a driver, VF counts (each followed by its VFs' local-memory quotas),
-/// bindings, MIG geometry (mode, then GPU instances), mediated devices, NVIDIA VF types. With
-/// Each definition file of a `step` kind that could not be read, as a failed step of
-/// `report`, where `scope` concerns it.
-fn unreadable_definitions(
-    session: &Session,
-    report: &mut RestoreReport,
-    step: &'static str,
-    errors: Vec<Error>,
-    scope: Option<&Scope>,
-) {
-    for err in errors {
-        if scope.is_none_or(|s| s.concerns_file(&err)) {
-            report.push(session, step, "definition".to_owned(), Err(err));
-        }
-    }
-}
-
+/// bindings, MIG geometry (mode, then GPU instances), schedulers, size modes, mediated
+/// devices, NVIDIA VF types. With
 /// `device`, only the definitions that concern it (see the module documentation).
 pub(super) fn run(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
     let target = device.map_or_else(|| "host".to_owned(), |d| d.to_string());
@@ -276,6 +261,9 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
     let AllDefinitions {
         sriov,
         bindings,
+        migs,
+        scheds,
+        size_modes,
         mdevs,
         vf_vgpus,
         errors,
@@ -333,27 +321,12 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
         });
         report.push(session, "bind", shown, result);
     }
-    let (migs, mig_errors) = session.store().migs_lenient();
-    unreadable_definitions(session, &mut report, "mig-mode", mig_errors, scope.as_ref());
+    unreadable(&mut report, "mig-mode", &scope);
     mig::restore(session, &mut report, &migs, scope.as_ref());
-    let (scheds, sched_errors) = session.store().scheds_lenient();
-    unreadable_definitions(
-        session,
-        &mut report,
-        "scheduler",
-        sched_errors,
-        scope.as_ref(),
-    );
+    unreadable(&mut report, "scheduler", &scope);
     sched::restore(session, &mut report, &scheds, scope.as_ref());
-    let (modes, mode_errors) = session.store().own_lenient::<SizeModeKind>();
-    unreadable_definitions(
-        session,
-        &mut report,
-        "size-mode",
-        mode_errors,
-        scope.as_ref(),
-    );
-    sched::restore_size_modes(session, &mut report, &modes, scope.as_ref());
+    unreadable(&mut report, "size-mode", &scope);
+    sched::restore_size_modes(session, &mut report, &size_modes, scope.as_ref());
     unreadable(&mut report, "mdev", &scope);
     for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
         let shown = format!("{}/{}", def.parent, def.uuid);

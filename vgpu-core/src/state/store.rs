@@ -151,11 +151,15 @@ own_kind!(
 );
 
 /// Every definition that could be read, and, for each file that could not, the kind of
-/// definition (`sriov`, `bind`, `mdev`, `vf-vgpu`) and the error.
+/// definition (`sriov`, `bind`, `mig-mode`, `scheduler`, `size-mode`, `mdev`, `vf-vgpu`) and
+/// the error.
 #[derive(Debug, Default)]
 pub(crate) struct AllDefinitions {
     pub(crate) sriov: Vec<SriovDefinition>,
     pub(crate) bindings: Vec<BindingDefinition>,
+    pub(crate) migs: Vec<MigDefinition>,
+    pub(crate) scheds: Vec<SchedDefinition>,
+    pub(crate) size_modes: Vec<SizeModeDefinition>,
     pub(crate) mdevs: Vec<MdevDefinition>,
     pub(crate) vf_vgpus: Vec<VfVgpuDefinition>,
     pub(crate) errors: Vec<(&'static str, Error)>,
@@ -185,6 +189,9 @@ impl Store {
         AllDefinitions {
             sriov: tag("sriov", self.sriov_lenient(), &mut errors),
             bindings: tag("bind", self.bindings_lenient(), &mut errors),
+            migs: tag("mig-mode", self.migs_lenient(), &mut errors),
+            scheds: tag("scheduler", self.scheds_lenient(), &mut errors),
+            size_modes: tag("size-mode", self.size_modes_lenient(), &mut errors),
             mdevs: tag("mdev", self.mdevs_lenient(), &mut errors),
             vf_vgpus: tag("vf-vgpu", self.vf_vgpus_lenient(), &mut errors),
             errors,
