@@ -7,7 +7,6 @@ use uuid::Uuid;
 
 use proptest::prelude::*;
 
-use super::tests::by_size;
 use crate::Error;
 use crate::HostState;
 use crate::model::definition::Start;
@@ -18,7 +17,7 @@ use crate::place::{Pick, Policy, Tenancy, place, place_for_tenant, plan_picks};
 use crate::steps::Step;
 use crate::tenants::{self, Holding};
 use crate::testing::fleet::{self, Model};
-use crate::testing::unit::{addr, gpu, host};
+use crate::testing::unit::{addr, by_size, gpu, gpus, holding, host};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
@@ -36,22 +35,9 @@ fn tenancy(tenant: &str, policy: &str, held: Vec<Holding>) -> Tenancy {
 }
 
 /// A time-sliced 12 GiB vGPU of `tenant` on `gpu`.
+/// A 12 GiB time-sliced vGPU of `tenant` on `gpu`.
 fn held(tenant: &str, gpu: &str) -> Holding {
-    Holding {
-        holder: Holder {
-            domain: "vm".to_owned(),
-            uuid: Uuid::nil(),
-            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
-        },
-        gpu: addr(gpu),
-        framebuffer_mib: 12288,
-        hardware: false,
-        service: tenants::Service::default(),
-    }
-}
-
-fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
-    picks.iter().map(|p| p.gpu).collect()
+    holding(tenant, "vm", gpu, 12288, false)
 }
 
 #[test]

@@ -2,31 +2,13 @@
 
 use crate::Error;
 use crate::model::definition::{Start, VfVgpuDefinition};
-use crate::model::pci::PciAddress;
 use crate::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
 use crate::testing::fleet::{self, Model};
 use crate::testing::unit::addr;
-use crate::testing::unit::{gpu, host, vf};
+use crate::testing::unit::{by_size, gpu, gpus, host, vf};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
-
-/// `count` vGPUs of `gib` GiB, Q series, exact size.
-pub(crate) fn by_size(count: u32, gib: u64) -> PlaceRequest {
-    PlaceRequest {
-        count,
-        want: PlaceWant::Framebuffer {
-            mib: gib * 1024,
-            series: 'Q',
-            round_up: false,
-        },
-        numa_node: None,
-    }
-}
-
-fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
-    picks.iter().map(|p| p.gpu).collect()
-}
 
 /// Two idle L40S, `A` then `B`, with `held` 12Q vGPUs already on `B`.
 fn two_l40s(held: u32) -> crate::HostState {

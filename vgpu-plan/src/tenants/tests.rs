@@ -1,11 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
-use crate::model::holder::{Holder, Tenant};
 use std::path::Path;
-use uuid::Uuid;
 
 use super::*;
-use crate::testing::unit::addr;
+use crate::testing::unit::{addr, holding};
 
 const FILE: &str = r#"[tenant.acme]
 isolation = "exclusive"
@@ -34,20 +32,6 @@ fn parse_error(text: &str) -> String {
     Policy::parse(Path::new("/etc/vgpu/tenants.toml"), text)
         .unwrap_err()
         .to_string()
-}
-
-fn holding(tenant: &str, domain: &str, gpu: &str, framebuffer_mib: u64, hardware: bool) -> Holding {
-    Holding {
-        holder: Holder {
-            domain: domain.to_owned(),
-            uuid: Uuid::nil(),
-            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
-        },
-        gpu: addr(gpu),
-        framebuffer_mib,
-        hardware,
-        service: Service::default(),
-    }
 }
 
 /// A time-sliced 24 GiB vGPU.

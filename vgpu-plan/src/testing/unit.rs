@@ -7,9 +7,11 @@ use uuid::Uuid;
 
 use super::fleet::{self, Model};
 use crate::desired::{Desired, DesiredFile, Format};
+use crate::model::holder::{Holder, Tenant};
 use crate::model::pci::PciAddress;
 use crate::model::{Gpu, Inventory};
-use crate::place::Pick;
+use crate::place::{Pick, PlaceRequest, PlaceWant};
+use crate::tenants::Holding;
 use crate::{DefinitionSet, HostState};
 
 /// The PCI address `text`; a test's own text, so a bad one is the test's mistake.
@@ -81,4 +83,44 @@ pub(crate) fn t4_holding(type_id: &str, count: u32) -> HostState {
         fleet::record(&mut state.inventory, &pick);
     }
     state
+}
+
+/// `count` vGPUs of `gib` GiB, Q series, exact size.
+pub(crate) fn by_size(count: u32, gib: u64) -> PlaceRequest {
+    PlaceRequest {
+        count,
+        want: PlaceWant::Framebuffer {
+            mib: gib * 1024,
+            series: 'Q',
+            round_up: false,
+        },
+        numa_node: None,
+    }
+}
+
+/// The GPUs of `picks`, in order.
+pub(crate) fn gpus(picks: &[Pick]) -> Vec<PciAddress> {
+    picks.iter().map(|p| p.gpu).collect()
+}
+
+/// What `domain` of `tenant` (`""`: none) holds on `gpu`: `framebuffer_mib` of a vGPU
+/// partitioned in hardware or not, on a GPU whose service is the default.
+pub(crate) fn holding(
+    tenant: &str,
+    domain: &str,
+    gpu: &str,
+    framebuffer_mib: u64,
+    hardware: bool,
+) -> Holding {
+    Holding {
+        holder: Holder {
+            domain: domain.to_owned(),
+            uuid: Uuid::nil(),
+            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
+        },
+        gpu: addr(gpu),
+        framebuffer_mib,
+        hardware,
+        service: crate::tenants::Service::default(),
+    }
 }

@@ -1,17 +1,15 @@
 #![allow(clippy::unwrap_used)]
 
-use crate::model::holder::{Holder, Tenant};
+use crate::model::holder::Tenant;
 use std::path::Path;
-use uuid::Uuid;
 
 use crate::model::kind::DeviceKind;
 use crate::model::nvml::{ArrMode, Cause, Fact, SchedulerPolicy, SchedulerState};
 use crate::model::policy::{Qos, Service, Violation};
-use crate::place::tests::by_size;
 use crate::place::{Pick, Policy as PlacePolicy, Tenancy, place_for_tenant};
 use crate::tenants::{Holding, Policy, check, service, serving};
 use crate::testing::fleet::Model;
-use crate::testing::unit::{L40S, addr, gpu, host};
+use crate::testing::unit::{L40S, addr, by_size, gpu, holding, host};
 use crate::{Error, HostState};
 
 const OTHER: &str = "0000:5e:00.0";
@@ -31,15 +29,8 @@ fn state(policy: SchedulerPolicy) -> Fact<SchedulerState> {
 
 fn time_sliced(tenant: &str, gpu: &str, service: Service) -> Holding {
     Holding {
-        holder: Holder {
-            domain: "vm".to_owned(),
-            uuid: Uuid::nil(),
-            tenant: Some(tenant).filter(|t| !t.is_empty()).map(Tenant::label),
-        },
-        gpu: addr(gpu),
-        framebuffer_mib: 12288,
-        hardware: false,
         service,
+        ..holding(tenant, "vm", gpu, 12288, false)
     }
 }
 
