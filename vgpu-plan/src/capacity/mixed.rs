@@ -90,7 +90,7 @@ impl Ranker {
         let facts = host.sizes.get(&gpu.address).filter(|f| f.mixed())?;
         let map = occupancy(gpu, facts).ok()??;
         let size = size_of(ty)?;
-        let chooser = Chooser::keep_room(&sizes(gpu));
+        let chooser = chooser(gpu);
         let next = chooser.rank(&map, size).ok().flatten();
         Some(Self {
             map,
@@ -124,9 +124,11 @@ fn size_of(ty: &VgpuType) -> Option<u32> {
         .and_then(placement_size)
 }
 
-/// The placement sizes of the GPU's time-sliced types.
-fn sizes(gpu: &Gpu) -> Vec<u32> {
-    gpu.types.iter().filter_map(size_of).collect()
+/// How a new vGPU's placement is chosen on `gpu`: the id that keeps the most room for the
+/// placement sizes of the GPU's time-sliced types.
+pub(crate) fn chooser(gpu: &Gpu) -> Chooser {
+    let sizes: Vec<u32> = gpu.types.iter().filter_map(size_of).collect();
+    Chooser::keep_room(&sizes)
 }
 
 /// The GPU's occupancy as the driver's creatable placements show it: `None` without a region.

@@ -49,7 +49,7 @@ pub use crate::model::sizes::SizeFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
 pub use mixed::new_placement;
-pub(crate) use mixed::{Ranker, occupancy};
+pub(crate) use mixed::{Ranker, chooser, occupancy};
 pub use reservations::{Reservations, reservations};
 
 /// What holds a vGPU against its removal, and what would free it, in words.

@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 
 use super::rule::supported_mask;
-use super::slots::{SlotMap, free_among};
+use super::slots::{Placed, SlotMap, free_among};
 use super::{PlacementError, bits, run};
 
 /// The free placements one new vGPU takes away, per placement size: what [`Chooser::rank`]
@@ -98,6 +98,29 @@ impl Chooser {
     /// the map's region.
     pub fn choose(&self, map: &SlotMap, size: u32) -> Result<Option<u32>, PlacementError> {
         Ok(self.rank(map, size)?.map(|(id, _)| id))
+    }
+
+    /// Places `sizes` one after another, in the order given, each where [`Chooser::choose`]
+    /// puts it beside those before it: what one `create` per vGPU in that order makes. `None`
+    /// when one of them finds no free placement; [`fit()`](super::fit()) may still find an
+    /// assignment then.
+    ///
+    /// Fails as [`Chooser::choose`] fails.
+    pub fn place_in_turn(
+        &self,
+        map: &SlotMap,
+        sizes: &[u32],
+    ) -> Result<Option<Vec<Placed>>, PlacementError> {
+        let mut map = map.clone();
+        let mut placed = Vec::with_capacity(sizes.len());
+        for &size in sizes {
+            let Some(id) = self.choose(&map, size)? else {
+                return Ok(None);
+            };
+            map.place(id, size)?;
+            placed.push(Placed { id, size });
+        }
+        Ok(Some(placed))
     }
 
     /// [`Chooser::choose`], with the free placements the pick takes away from each size the
@@ -298,5 +321,22 @@ mod tests {
             Chooser::lowest_free().rank(&used, 1).unwrap(),
             Some((0, Loss::default()))
         );
+    }
+
+    #[test]
+    fn place_in_turn_takes_each_choice_in_order_and_gives_up_where_one_finds_none() {
+        let keep = Chooser::keep_room(&L40S_SIZES);
+        let map = SlotMap::new(48).unwrap();
+
+        let placed = keep.place_in_turn(&map, &[1, 16, 16]).unwrap();
+        // In this order the 4 GiB vGPU takes a slot the 12 or the 8 GiB one needs; the exact
+        // search finds where all four go.
+        let stuck = keep.place_in_turn(&map, &[24, 4, 12, 8]).unwrap();
+        let found = crate::placement::fit(&map, &[24, 4, 12, 8]).unwrap();
+
+        let at = |id, size| Placed { id, size };
+        assert_eq!(placed, Some(vec![at(17, 1), at(0, 16), at(32, 16)]));
+        assert_eq!(stuck, None);
+        assert!(found.fits());
     }
 }

@@ -187,11 +187,21 @@ pub(super) fn steps(
             _ => None,
         };
         let sizes: Vec<u32> = out.steps.iter().filter_map(size_of).collect();
-        let found = placement::fit(&map, &sizes).map_err(drop)?;
-        if !found.fits() {
-            return Err(());
-        }
-        let mut free: Vec<Placed> = found.placed;
+        // Where `create` would put them, one by one in the steps' order; where that leaves
+        // one out, the exact search's assignment.
+        let in_turn = capacity::chooser(view.gpu)
+            .place_in_turn(&map, &sizes)
+            .map_err(drop)?;
+        let mut free: Vec<Placed> = match in_turn {
+            Some(placed) => placed,
+            None => {
+                let found = placement::fit(&map, &sizes).map_err(drop)?;
+                if !found.fits() {
+                    return Err(());
+                }
+                found.placed
+            }
+        };
         for step in &mut out.steps {
             let Some(size) = size_of(step) else {
                 continue;

@@ -59,9 +59,10 @@ fn plan_mixed_l40s_24q_and_two_12q_sets_the_mode_then_creates_at_placements() {
             Step::SizeMode {
                 mode: SizeMode::Mixed
             },
-            create("1153", "NVIDIA L40S-12Q", 24),
-            create("1153", "NVIDIA L40S-12Q", 36),
-            create("1155", "NVIDIA L40S-24Q", 0),
+            // Where `create` puts each, in this order: the 24Q fits in the half left.
+            create("1153", "NVIDIA L40S-12Q", 0),
+            create("1153", "NVIDIA L40S-12Q", 12),
+            create("1155", "NVIDIA L40S-24Q", 24),
         ]
     );
 }
@@ -191,7 +192,9 @@ fn plan_adding_a_1q_beside_a_24q_nvml_gives_no_placement_of_keeps_the_24q() {
                 id: crate::model::VgpuHandle::Vf(crate::testing::unit::vf(L40S, 0)),
                 start: Start::Auto
             },
-            create(&one_q, "NVIDIA L40S-1Q", 24)
+            // Where `create` puts it: 29 keeps the 16 GiB placement at 32 and the 4 GiB one
+            // at 24 free.
+            create(&one_q, "NVIDIA L40S-1Q", 29)
         ]
     );
 }
