@@ -406,7 +406,7 @@ fn attach_new(
         None => {
             let uuid = mdev_backend.then(|| derived_uuid(domain.uuid, new.index));
             let made = manager
-                .create(gpu.address, new.type_name, uuid, Some(Start::Auto))
+                .create_for(claim, gpu.address, new.type_name, uuid, Some(Start::Auto))
                 .with_context(|| {
                     format!("cannot create a {} vGPU on {}", new.type_name, new.gpu)
                 })?;

@@ -327,16 +327,24 @@ fn attach_refuses_what_the_policy_forbids_as_kind_policy_and_detach_frees_the_gp
     let vf = common::json(&globex)["id"].as_str().unwrap().to_owned();
     let acme = attach("vm-a");
     let refusal = common::json(&acme);
-    // Nothing was left for vm-a: its vGPU was created, refused, and destroyed again.
+    // Nothing was made for vm-a: the policy refused before `create` set a VF's type.
     let made = (0..4).filter(|i| t.vf_type(&l40s_vf(*i)) != "0").count();
+    let audit = std::fs::read_to_string(t.host.state.path().join("var/log/vgpu/audit.jsonl"));
+    let started = audit
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|entry| entry["action"] == "start" && entry["result"] == "ok")
+        .count();
     assert_eq!(
         (
             globex.status.code(),
             acme.status.code(),
             refusal["kind"].as_str(),
-            made
+            made,
+            started
         ),
-        (Some(0), Some(1), Some("policy"), 1),
+        (Some(0), Some(1), Some("policy"), 1, 1),
         "{refusal}"
     );
     assert!(

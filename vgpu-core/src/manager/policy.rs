@@ -270,8 +270,9 @@ fn held_devices<'a>(
 ) -> impl Iterator<Item = Held> + 'a {
     records.iter().flat_map(move |(path, record)| {
         let holder = record_uuid(path).map(|uuid| record.holder(uuid));
-        let made = record.made.iter().map(|m| m.handle());
-        made.chain(record.holds.iter().copied())
+        record
+            .devices()
+            .into_iter()
             .filter_map(move |id| {
                 let holding = holding_of(inventory, holder.as_ref()?, id)?;
                 Some(Held { id, holding })
@@ -317,6 +318,33 @@ impl Manager {
 }
 
 impl Manager {
+    /// [`Manager::create`] of a vGPU for `domain`, the tenant policy asked first: refused
+    /// ([`Error::PolicyRefused`], kind `policy`) before anything is made when the new vGPU,
+    /// beside what the domain's record and other domains' records hold, breaks it. `attach`
+    /// makes a domain's new vGPU so. Without a policy file it is [`Manager::create`].
+    pub fn create_for(
+        &self,
+        domain: &Holder,
+        gpu: PciAddress,
+        wanted: &str,
+        uuid: Option<Uuid>,
+        define: Option<crate::state::store::Start>,
+    ) -> Result<super::Created> {
+        self.mutate("create", &gpu.to_string(), |op| {
+            let inventory = crate::discovery::discover(op.paths())?;
+            let found = crate::discovery::gpu_at(&inventory, gpu, op.paths())?;
+            if read_policy(op.paths())?.is_some() {
+                let type_id = op.room_for(found, wanted)?.type_id;
+                let existing = match read_record(&record_path(op.paths(), domain.uuid))? {
+                    Some(record) => record.devices(),
+                    None => Vec::new(),
+                };
+                enforce(op, domain, &existing, &[(gpu, type_id)], None)?;
+            }
+            super::create::create(op, found, wanted, uuid, define, None)
+        })
+    }
+
     /// Under the host lock: refuses `domain` the devices `ids` when holding them, beside what
     /// its record and other domains' records hold, breaks the tenant policy
     /// ([`Error::PolicyRefused`], kind `policy`); otherwise records them for the domain, so
@@ -330,8 +358,7 @@ impl Manager {
             let path = record_path(op.paths(), domain.uuid);
             let mut record =
                 read_record(&path)?.unwrap_or_else(|| Record::new(&domain.domain, Vec::new()));
-            let mut existing: Vec<VgpuHandle> = record.made.iter().map(|m| m.handle()).collect();
-            existing.extend(record.holds.iter().copied());
+            let mut existing = record.devices();
             existing.extend(ids.iter().copied());
             let Some(inventory) = enforce(op, domain, &existing, &[], None)? else {
                 return Ok(());

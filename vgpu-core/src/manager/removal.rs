@@ -140,8 +140,7 @@ pub(crate) fn hook_holds(
 ) -> Result<BTreeMap<VgpuHandle, (PathBuf, String)>> {
     let mut held = BTreeMap::new();
     for (path, record) in other_records(paths, except)? {
-        let ids = record.made.iter().map(|m| m.handle());
-        for id in ids.chain(record.holds.iter().copied()) {
+        for id in record.devices() {
             held.entry(id)
                 .or_insert_with(|| (path.clone(), record.domain.clone()));
         }

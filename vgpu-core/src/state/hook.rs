@@ -136,6 +136,12 @@ impl Record {
         }
     }
 
+    /// Every device the record gives its domain: those made for it, then those it holds.
+    pub(crate) fn devices(&self) -> Vec<VgpuHandle> {
+        let made = self.made.iter().map(Made::handle);
+        made.chain(self.holds.iter().copied()).collect()
+    }
+
     /// The domain `uuid` whose record this is, and its tenant.
     pub(crate) fn holder(&self, uuid: Uuid) -> Holder {
         Holder {
