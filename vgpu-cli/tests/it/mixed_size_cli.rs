@@ -425,6 +425,57 @@ fn size_mode_define_is_set_again_by_restore_after_a_reboot_and_a_refusal_records
 }
 
 #[test]
+fn mixed_size_mode_and_the_fixed_share_scheduler_are_refused_together() {
+    let m = Mixed::new("mixed");
+    let fixed = ["--json", "sched", L40S, "--policy", "fixed-share"];
+
+    let on_mixed = m.run(&fixed);
+    let equal = m.run(&["size-mode", L40S, "equal"]);
+    let on_equal = m.run(&fixed);
+    let to_mixed = m.run(&["--json", "size-mode", L40S, "mixed"]);
+    let mode = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    let refusal = |out: &Output| {
+        let json = common::json(out);
+        (
+            out.status.code(),
+            json["kind"].clone(),
+            json["error"].clone(),
+        )
+    };
+    assert_eq!(
+        refusal(&on_mixed),
+        (
+            Some(1),
+            "conflict".into(),
+            format!(
+                "cannot set the vGPU scheduler of {L40S} to fixed-share: mixed-size mode on {L40S} \
+                 does not go with the fixed-share scheduler: set equal-size mode first \
+                 (vgpuctl size-mode {L40S} equal)"
+            )
+            .into()
+        )
+    );
+    for out in [&equal, &on_equal] {
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
+    }
+    assert_eq!(
+        refusal(&to_mixed),
+        (
+            Some(1),
+            "conflict".into(),
+            format!(
+                "cannot set the size mode of {L40S} to mixed: mixed-size mode on {L40S} does not \
+                 go with the fixed-share scheduler, which it runs: set another policy first \
+                 (vgpuctl sched {L40S} --policy equal-share)"
+            )
+            .into()
+        )
+    );
+    assert_eq!(mode["size_mode"], "equal");
+}
+
+#[test]
 fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
     let m = Mixed::new("mixed");
     let mode_path = m

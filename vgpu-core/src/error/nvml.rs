@@ -106,6 +106,17 @@ pub enum NvmlError {
         /// The vGPUs on it, by handle.
         vgpus: Vec<String>,
     },
+    /// Mixed-size mode and what it does not go with on one GPU: MIG mode, or the fixed-share
+    /// scheduler (NVIDIA Virtual GPU Software User Guide, "Mixed-Size Mode").
+    #[error("mixed-size mode on {gpu} does not go with {what}: {remedy}")]
+    MixedSizeExcludes {
+        /// The GPU.
+        gpu: PciAddress,
+        /// What is there, or asked for, in words.
+        what: String,
+        /// What to do first.
+        remedy: String,
+    },
     /// No placement of the GPU-instance profile starts at the memory slice asked for.
     #[error(
         "GPU-instance profile {profile_id} on {gpu} has no placement at memory slice {start} \
@@ -169,7 +180,9 @@ impl NvmlError {
     /// The category a caller acts on.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            NvmlError::NotLoaded { .. } | NvmlError::MigModeOff { .. } => ErrorKind::Conflict,
+            NvmlError::NotLoaded { .. }
+            | NvmlError::MigModeOff { .. }
+            | NvmlError::MixedSizeExcludes { .. } => ErrorKind::Conflict,
             NvmlError::NoFreeGpuInstance { .. } => ErrorKind::NoCapacity,
             NvmlError::VgpusRunning { .. } | NvmlError::SizeModeInUse { .. } => ErrorKind::Busy,
             NvmlError::NotRunning { .. } => ErrorKind::NotFound,

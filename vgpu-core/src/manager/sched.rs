@@ -5,6 +5,7 @@ use super::Manager;
 use super::session::Operation;
 use crate::discovery::discover;
 use crate::error::{NvmlError, Result};
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
 use crate::model::{Gpu, NVIDIA_VENDOR_ID};
@@ -30,6 +31,51 @@ fn nvidia_gpu(op: &Operation<'_>, gpu: PciAddress, what: &str) -> Result<Gpu> {
 /// The GPU's vGPUs, by handle.
 fn vgpus(gpu: &Gpu) -> Vec<String> {
     gpu.vgpus.iter().map(|v| v.id.to_string()).collect()
+}
+
+/// Refuses a change that would put mixed-size mode beside what it does not go with (NVIDIA
+/// vGPU user guide, "Mixed-Size Mode": time-sliced vGPUs only, and no fixed share): `mode`
+/// is the size mode asked for, `policy` the scheduler policy asked for. What NVML cannot say
+/// is left to NVML's own answer.
+fn keeps_mixed_apart(
+    op: &Operation<'_>,
+    gpu: PciAddress,
+    mode: Option<SizeMode>,
+    policy: Option<SchedulerPolicy>,
+) -> Result<()> {
+    let nvml = op.nvml().get();
+    let refuse = |what: &str, remedy: String| {
+        Err(NvmlError::MixedSizeExcludes {
+            gpu,
+            what: what.to_owned(),
+            remedy,
+        }
+        .into())
+    };
+    if mode == Some(SizeMode::Mixed) {
+        if crate::nvml::mig::facts(op.paths(), nvml, gpu).is_some_and(|f| f.mig_on) {
+            return refuse(
+                "MIG mode, which is on",
+                "turn MIG mode off first".to_owned(),
+            );
+        }
+        let state = nvml.scheduler_state(gpu);
+        if state.value().and_then(|s| s.policy) == Some(SchedulerPolicy::FixedShare) {
+            return refuse(
+                "the fixed-share scheduler, which it runs",
+                format!("set another policy first (vgpuctl sched {gpu} --policy equal-share)"),
+            );
+        }
+    }
+    if policy == Some(SchedulerPolicy::FixedShare)
+        && nvml.size_mode(gpu).value() == Some(&SizeMode::Mixed)
+    {
+        return refuse(
+            "the fixed-share scheduler",
+            format!("set equal-size mode first (vgpuctl size-mode {gpu} equal)"),
+        );
+    }
+    Ok(())
 }
 
 impl Manager {
@@ -65,6 +111,7 @@ impl Manager {
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
             let running = vgpus(&nvidia_gpu(op, gpu, "the vGPU scheduler")?);
+            keeps_mixed_apart(op, gpu, None, Some(request.policy))?;
             let def = define.then_some(SchedDefinition { gpu, request });
             defined::<Sched, _>(op, def.as_ref(), |op| {
                 op.set_scheduler(gpu, request, &running)
@@ -92,6 +139,7 @@ impl Manager {
     fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
             let found = nvidia_gpu(op, gpu, "a size mode")?;
+            keeps_mixed_apart(op, gpu, Some(mode), None)?;
             let def = define.then_some(SizeModeDefinition { gpu, mode });
             if define {
                 let vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
