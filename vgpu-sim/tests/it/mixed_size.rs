@@ -91,9 +91,10 @@ fn size_mode_control_line_sets_mixed() {
 fn size_mode_while_vgpu_exists_is_ebusy() {
     let h = host("l40s-vendor-vfio");
     echo(&nv(&h, VF0, "current_vgpu_type"), "1155").expect("24Q");
+    let refused = echo(&control(&h), &format!("size-mode {L40S} mixed"));
     assert_eq!(
-        echo(&control(&h), &format!("size-mode {L40S} mixed")),
-        Err(libc::EBUSY)
+        (refused, state(&h, L40S)["size_mode"].as_str()),
+        (Err(libc::EBUSY), Some("equal"))
     );
 }
 
