@@ -658,6 +658,10 @@ fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
     let seen = [refused("destroy"), refused("undefine"), refused("stop")];
     let running_after_refusals = h.mdev_running(MDEV);
     let forced = h.vgpuctl(&["destroy", MDEV, "--force"]);
+    // The record no longer lists what is gone: the same UUID made again is nobody's.
+    let record = std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+    let again = h.vgpuctl(&["create", T4, "--type", "T4-4Q", "--uuid", MDEV]);
+    let destroyed_again = h.vgpuctl(&["destroy", MDEV]);
 
     let said = |command: &str| {
         (
@@ -675,6 +679,8 @@ fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
             seen,
             running_after_refusals,
             forced.status.code(),
+            record.unwrap().contains(MDEV),
+            (again.status.code(), destroyed_again.status.code()),
             h.mdev_running(MDEV)
         ),
         (
@@ -682,6 +688,8 @@ fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
             [said("destroy"), said("undefine"), said("stop")],
             true,
             Some(0),
+            false,
+            (Some(0), Some(0)),
             false
         )
     );

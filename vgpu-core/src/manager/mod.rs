@@ -299,7 +299,8 @@ impl Manager {
     }
 
     /// Stops the running vGPU `id` and removes its definition: the inverse of
-    /// `create --define`. Fails when `id` is neither running nor defined.
+    /// `create --define`. Fails when `id` is neither running nor defined. A hook record that
+    /// lists it (a forced destroy) no longer does.
     pub fn destroy(&self, id: VgpuHandle) -> Result<Destroyed> {
         self.mutate("destroy", &id.to_string(), |op| {
             let stopped = match backend::running(op.paths(), id)? {
@@ -310,6 +311,7 @@ impl Manager {
             if stopped.is_none() && !undefined {
                 return Err(not_found(op.paths(), id));
             }
+            op.forget_destroyed(id)?;
             Ok(Destroyed {
                 id,
                 stopped,

@@ -110,6 +110,25 @@ impl Operation<'_> {
     }
 }
 
+impl Operation<'_> {
+    /// Drops the destroyed device `id` from every hook record that lists it, as made for its
+    /// domain or held by it. Only a forced destroy takes a device a record lists: then no
+    /// domain holds what is gone, and a device made later under the same UUID or VF is not
+    /// held by the old claim.
+    pub(crate) fn forget_destroyed(&mut self, id: VgpuHandle) -> Result<()> {
+        for (path, mut record) in other_records(self.paths(), Uuid::nil())? {
+            let listed = record.devices().len();
+            record.made.retain(|m| m.handle() != id);
+            record.holds.retain(|held| *held != id);
+            if record.devices().len() != listed {
+                let bytes = record.encode(&path)?;
+                self.replace_file(&path, Some(&bytes))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Whose records of the libvirt hook hold a device against its removal.
 #[derive(Debug, Clone, Copy)]
 enum Records {
