@@ -136,9 +136,13 @@ struct SupportedType<'a> {
     creatable_placement_ids: Option<Vec<u32>>,
 }
 
-/// Whether `d` is a GPU the driver publishes: a PF of the vendor-specific VFIO interface.
+/// Whether `d` is a GPU the driver publishes: a PF of the vendor-specific VFIO interface, or
+/// a PF with mediated devices that has mixed-size mode (an A10), whose placements only this
+/// file shows.
 pub(crate) fn published(d: &Dev) -> bool {
-    d.vgpu == Some(VgpuMode::VendorVfio) && d.physfn.is_none()
+    let mixed_mdev = matches!(d.vgpu, Some(VgpuMode::Mdev | VgpuMode::MdevOnVf))
+        && d.catalog.as_deref().and_then(region).is_some();
+    d.physfn.is_none() && (d.vgpu == Some(VgpuMode::VendorVfio) || mixed_mdev)
 }
 
 /// The file name of `gpu`'s state.

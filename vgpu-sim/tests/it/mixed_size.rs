@@ -1,11 +1,12 @@
 //! NVIDIA's mixed-size mode on vendor-VFIO GPUs: the `size-mode` control line, placements
 //! taken at `current_vgpu_type` (the lowest free supported id, or `vgpu_params`'s
 //! `vgpu-placement-id`), and what `.vgpu-sim/nvidia/<addr>.json` publishes. L40S type ids:
-//! 1147 1Q, 1152 8Q, 1154 16Q, 1155 24Q, 1156 48Q.
+//! 1147 1Q, 1152 8Q, 1154 16Q, 1155 24Q, 1156 48Q. On an A10's mediated devices the
+//! placement moves with the mdev's own `nvidia/vgpu_params` until the device is opened.
 
 use crate::common;
 
-use crate::common::{cat, echo, host, pci};
+use crate::common::{UUID_A, cat, echo, host, mdev_type, pci};
 
 const L40S: &str = "0000:41:00.0";
 const VF0: &str = "0000:41:00.4";
@@ -406,4 +407,39 @@ fn a_gpu_reset_loses_mixed_size_mode() {
     echo(&reset, "1").expect("the L40S has a reset method");
 
     assert_eq!(state(&h, L40S)["size_mode"].as_str(), Some("equal"));
+}
+
+#[test]
+fn mixed_mdev_on_a10_vf_moves_to_the_placement_its_vgpu_params_name() {
+    const A10: &str = "0000:81:00.0";
+    let h = host("mixed-size");
+    h.control(&format!("size-mode {A10} mixed"))
+        .expect("an idle A10 takes mixed mode");
+    let mdev = |uuid: &str| -> Vec<(serde_json::Value, serde_json::Value)> {
+        let vgpus = state(&h, A10)["vgpus"].clone();
+        let vgpus = vgpus.as_array().unwrap().clone();
+        vgpus
+            .iter()
+            .filter(|v| v["mdev"] == uuid)
+            .map(|v| (v["type_id"].clone(), v["placement_id"].clone()))
+            .collect()
+    };
+
+    echo(
+        &mdev_type(&h, "0000:81:00.4", "nvidia-9101", "create"),
+        UUID_A,
+    )
+    .expect("A10-1Q");
+    let made = mdev(UUID_A);
+    let params = h
+        .root()
+        .join(format!("sys/bus/mdev/devices/{UUID_A}/nvidia/vgpu_params"));
+    echo(&params, "vgpu-placement-id=5").expect("a free supported id");
+    let moved = mdev(UUID_A);
+    // 4 is not a supported id of a 1 GiB type on a 24 GiB region.
+    let unsupported = echo(&params, "vgpu-placement-id=4");
+
+    assert_eq!(made, vec![("nvidia-9101".into(), 0.into())]);
+    assert_eq!(moved, vec![("nvidia-9101".into(), 5.into())]);
+    assert_eq!((unsupported, mdev(UUID_A)), (Err(libc::EINVAL), moved));
 }
