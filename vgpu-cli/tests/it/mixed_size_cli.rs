@@ -51,6 +51,16 @@ impl Mixed {
         (out.status.code(), common::json(&out))
     }
 
+    /// The hook's `prepare begin` of domain `vm1` (tenant `acme`) with an L40S-1Q on `vf`.
+    fn prepare_1q(&self, vf: &str) -> Output {
+        let hooks = common::install_hook(
+            &self.host,
+            &["--nvml-library", self.nvml.library().to_str().unwrap()],
+        );
+        let domain = common::domain(1, "acme", "L40S-1Q", &[vf.to_owned()]);
+        common::run_hook(hooks.path(), "vm1", "prepare", "begin", &domain)
+    }
+
     /// The size-mode definition `list --defined --json` shows, if any.
     fn defined_size_mode(&self) -> Option<serde_json::Value> {
         let json = common::json(&self.run(&["--json", "list", "--defined"]));
@@ -247,19 +257,9 @@ fn sim_placement(host: &Host, vf: &str) -> serde_json::Value {
 #[test]
 fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
     let m = Mixed::new("mixed");
-    let hooks = common::install_hook(
-        &m.host,
-        &["--nvml-library", m.nvml.library().to_str().unwrap()],
-    );
     let vf = common::vf("41", 0);
 
-    let out = common::run_hook(
-        hooks.path(),
-        "vm1",
-        "prepare",
-        "begin",
-        &common::domain(1, "acme", "L40S-1Q", std::slice::from_ref(&vf)),
-    );
+    let out = m.prepare_1q(&vf);
 
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     // The driver's default would be 0, where a 16 GiB vGPU starts.
@@ -270,19 +270,9 @@ fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
 fn the_hook_makes_no_vgpu_where_nvml_does_not_list_its_placements() {
     let failing = "[functions]\nnvmlDeviceGetVgpuTypeCreatablePlacements = \"unknown\"\n";
     let m = Mixed::with_nvml("mixed", failing);
-    let hooks = common::install_hook(
-        &m.host,
-        &["--nvml-library", m.nvml.library().to_str().unwrap()],
-    );
     let vf = common::vf("41", 0);
 
-    let out = common::run_hook(
-        hooks.path(),
-        "vm1",
-        "prepare",
-        "begin",
-        &common::domain(1, "acme", "L40S-1Q", std::slice::from_ref(&vf)),
-    );
+    let out = m.prepare_1q(&vf);
     let types = common::json(&m.run(&["--json", "types", L40S]));
 
     assert_eq!(out.status.code(), Some(1));

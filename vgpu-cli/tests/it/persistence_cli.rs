@@ -151,18 +151,17 @@ fn restore_and_list_defined_name_the_corrupt_definition_files() {
     let report = json(&vgpuctl(&h, &["restore", "--json"]));
     let listed = json(&vgpuctl(&h, &["list", "--defined", "--json"]));
 
-    let failed: Vec<(&str, &str)> = report["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| Some((s["action"].as_str()?, s["error"].as_str()?)))
-        .collect();
-    let warned: Vec<(&str, &str)> = listed["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| Some((w["device"].as_str()?, w["message"].as_str()?)))
-        .collect();
+    // Each entry's two fields, where both are strings.
+    let pairs = |entries: &serde_json::Value, first: &str, second: &str| -> Vec<(String, String)> {
+        let field = |e: &serde_json::Value, name: &str| e[name].as_str().map(str::to_owned);
+        let entries = entries.as_array().unwrap();
+        entries
+            .iter()
+            .filter_map(|e| Some((field(e, first)?, field(e, second)?)))
+            .collect()
+    };
+    let failed = pairs(&report["steps"], "action", "error");
+    let warned = pairs(&listed["warnings"], "device", "message");
     let mdev_file = format!("{T4}/{UUID_PEER}");
     let mode_file = mode_file.display().to_string();
     assert_eq!(listed["definitions"], serde_json::json!([]));
@@ -170,7 +169,7 @@ fn restore_and_list_defined_name_the_corrupt_definition_files() {
         (failed, ["size-mode", "mdev"]),
         (warned, ["size-mode definition", "mdev definition"]),
     ] {
-        let names: Vec<&str> = found.iter().map(|(kind, _)| *kind).collect();
+        let names: Vec<&str> = found.iter().map(|(kind, _)| kind.as_str()).collect();
         assert_eq!(names, kinds);
         assert!(found[0].1.contains(&mode_file), "{}", found[0].1);
         assert!(found[1].1.contains(&mdev_file), "{}", found[1].1);
