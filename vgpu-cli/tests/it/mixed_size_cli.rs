@@ -11,6 +11,18 @@ use crate::common::{self, Host, host};
 
 const L40S: &str = "0000:41:00.0";
 
+/// `create` of an L40S-1Q at placement 5, defined, as JSON.
+const DEFINE_1Q_AT_5: [&str; 8] = [
+    "--json",
+    "create",
+    L40S,
+    "--type",
+    "L40S-1Q",
+    "--placement",
+    "5",
+    "--define",
+];
+
 struct Mixed {
     host: Host,
     nvml: FakeNvml,
@@ -324,16 +336,7 @@ fn migrate_begin_places_an_incoming_vgpu_where_it_keeps_the_most_room() {
 #[test]
 fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placement() {
     let mut m = Mixed::new("mixed");
-    let out = m.run(&[
-        "--json",
-        "create",
-        L40S,
-        "--type",
-        "L40S-1Q",
-        "--placement",
-        "5",
-        "--define",
-    ]);
+    let out = m.run(&DEFINE_1Q_AT_5);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let vf = common::json(&out)["id"].as_str().unwrap().to_owned();
 
@@ -473,25 +476,15 @@ fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
         .state
         .path()
         .join(format!("etc/vgpu/size-mode/{L40S}.json"));
-    let define_1q = [
-        "--json",
-        "create",
-        L40S,
-        "--type",
-        "L40S-1Q",
-        "--placement",
-        "5",
-        "--define",
-    ];
     let equal = m.run(&["size-mode", L40S, "equal", "--define"]);
     let mixed_now = m.run(&["size-mode", L40S, "mixed"]);
 
     // Defined equal, mixed now: a vGPU defined at a placement is refused, nothing made.
-    let refused_vgpu = m.run(&define_1q);
+    let refused_vgpu = m.run(&DEFINE_1Q_AT_5);
     let listed = common::json(&m.run(&["--json", "list", "--defined"]));
     // Defined mixed: the vGPU is defined; then equal-size mode is refused, the file kept.
     let mixed = m.run(&["size-mode", L40S, "mixed", "--define"]);
-    let made = m.run(&define_1q);
+    let made = m.run(&DEFINE_1Q_AT_5);
     let vf = common::json(&made)["id"].as_str().unwrap().to_owned();
     let refused_mode = m.run(&["--json", "size-mode", L40S, "equal", "--define"]);
     let file = std::fs::read_to_string(&mode_path).unwrap();
