@@ -168,12 +168,69 @@ pub struct SriovCapability {
     pub drivers_autoprobe: Option<bool>,
 }
 
+impl SriovCapability {
+    /// The addresses of every VF the PF at `pf` may have, enabled or not: VF `n` (from 0) is
+    /// at routing id `pf + offset + n * stride` (PCIe Base Specification, SR-IOV "First VF
+    /// Offset" and "VF Stride"; Linux `pci_iov_virtfn_bus`/`devfn`). The kernel reports offset
+    /// and stride for the VF count set now; none without them.
+    pub fn vf_addresses(&self, pf: PciAddress) -> Vec<PciAddress> {
+        let (Some(offset), Some(stride)) = (self.offset, self.stride) else {
+            return Vec::new();
+        };
+        let routing =
+            u32::from(pf.bus()) << 8 | u32::from(pf.device()) << 3 | u32::from(pf.function());
+        (0..self.total_vfs)
+            .map_while(|n| {
+                let id = routing
+                    .checked_add(offset)?
+                    .checked_add(n.checked_mul(stride)?)?;
+                let bus = u8::try_from(id >> 8).ok()?;
+                let devfn = u8::try_from(id & 0xff).ok()?;
+                PciAddress::new(pf.domain(), bus, devfn >> 3, devfn & 7)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(s: &str) -> Result<PciAddress, PciAddressError> {
         s.parse()
+    }
+
+    #[test]
+    fn vf_addresses_follow_offset_and_stride_across_a_bus() {
+        let sriov = |total_vfs, offset, stride| SriovCapability {
+            total_vfs,
+            num_vfs: 0,
+            offset,
+            stride,
+            vf_device_id: None,
+            drivers_autoprobe: None,
+        };
+        let pf = parse("0000:41:00.0").unwrap();
+        let shown = |cap: SriovCapability, at: PciAddress| -> Vec<String> {
+            cap.vf_addresses(at)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+
+        let near_bus_end = shown(sriov(3, Some(0xfd), Some(1)), pf);
+        let last_bus = shown(sriov(4, Some(1), Some(1)), parse("0000:ff:1f.6").unwrap());
+
+        assert_eq!(
+            shown(sriov(3, Some(4), Some(1)), pf),
+            ["0000:41:00.4", "0000:41:00.5", "0000:41:00.6"]
+        );
+        assert_eq!(
+            near_bus_end,
+            ["0000:41:1f.5", "0000:41:1f.6", "0000:41:1f.7"]
+        );
+        assert_eq!(last_bus, ["0000:ff:1f.7"]);
+        assert!(sriov(3, None, Some(1)).vf_addresses(pf).is_empty());
     }
 
     #[test]

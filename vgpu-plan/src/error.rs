@@ -112,12 +112,11 @@ impl Error {
             Error::Placement(crate::placement::PlacementRefusal::NotMixed { .. }) => {
                 ErrorKind::Conflict
             }
-            Error::Placement(crate::placement::PlacementRefusal::NotCreatable { .. }) => {
-                ErrorKind::NoCapacity
-            }
-            Error::Placement(crate::placement::PlacementRefusal::Unknown { .. }) => {
-                ErrorKind::HostFault
-            }
+            // As the room's `PlacementsUnknown` is: no capacity known.
+            Error::Placement(
+                crate::placement::PlacementRefusal::NotCreatable { .. }
+                | crate::placement::PlacementRefusal::Unknown { .. },
+            ) => ErrorKind::NoCapacity,
         }
     }
 

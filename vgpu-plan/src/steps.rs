@@ -428,6 +428,9 @@ pub enum Refusal {
         /// The vGPUs that keep running.
         running: Vec<VgpuHandle>,
     },
+    /// The fixed-share scheduler on a GPU the plan leaves in mixed-size mode, which does not
+    /// take it (NVIDIA vGPU user guide, "Mixed-Size Mode").
+    MixedFixedShare,
     /// A size mode asked of a GPU that has none to set: not an NVIDIA GPU with SR-IOV, or its
     /// placement region is not known.
     SizeModeNotHere {
@@ -636,6 +639,10 @@ impl fmt::Display for Refusal {
                 )
             }
             Refusal::SizeModeNotHere { why } => write!(f, "it has no size mode to set: {why}"),
+            Refusal::MixedFixedShare => write!(
+                f,
+                "it would run mixed-size mode, which does not take the fixed-share scheduler"
+            ),
             Refusal::PlacementsNoFit {
                 wanted,
                 asked_gib,

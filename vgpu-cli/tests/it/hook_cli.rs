@@ -695,6 +695,39 @@ fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
     );
 }
 
+#[test]
+fn a_forced_destroy_forgets_a_vgpu_another_tool_removed() {
+    let h = Host::new("mixed");
+    h.ok(&["define", T4, "--type", "T4-4Q", "--uuid", MDEV]);
+    let prepared = h.prepare(&domain_xml(VM1, "", &mdev_hostdev(MDEV)));
+    // Another tool removes the device and its definition; the hook's record still lists it.
+    let remove = h
+        .sim
+        .root()
+        .join(format!("sys/bus/mdev/devices/{MDEV}/remove"));
+    std::fs::write(remove, "1").unwrap();
+    let definition = h.state.path().join(format!("etc/mdevctl.d/{T4}/{MDEV}"));
+    std::fs::remove_file(definition).unwrap();
+    let record = || std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+
+    let listed_before = record().unwrap().contains(MDEV);
+    let unforced = h.vgpuctl(&["destroy", MDEV]);
+    let forced = h.vgpuctl(&["destroy", MDEV, "--force"]);
+
+    assert_eq!(
+        (
+            prepared.status.code(),
+            listed_before,
+            unforced.status.code(),
+            forced.status.code(),
+            record().unwrap().contains(MDEV)
+        ),
+        (Some(0), true, Some(1), Some(0), false),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+}
+
 /// A libvirt that is installed but not running (a domain's XML under etc/libvirt/qemu), or a
 /// URI named with --connect that does not answer, may have domains that hold a vGPU: removal
 /// is refused as "does not answer" until forced.

@@ -424,8 +424,11 @@ fn mixed_size_mode_and_the_fixed_share_scheduler_are_refused_together() {
 
     let on_mixed = m.run(&fixed);
     let equal = m.run(&["size-mode", L40S, "equal"]);
-    let on_equal = m.run(&fixed);
+    let on_equal = m.run(&[&fixed[..], &["--define"]].concat());
     let to_mixed = m.run(&["--json", "size-mode", L40S, "mixed"]);
+    // Equal share now, fixed share still defined: mixed may be set, not defined.
+    let equal_share = m.run(&["sched", L40S, "--policy", "equal-share"]);
+    let to_mixed_defined = m.run(&["--json", "size-mode", L40S, "mixed", "--define"]);
     let mode = common::json(&m.run(&["--json", "size-mode", L40S]));
 
     let refusal = |out: &Output| {
@@ -449,7 +452,7 @@ fn mixed_size_mode_and_the_fixed_share_scheduler_are_refused_together() {
             .into()
         )
     );
-    for out in [&equal, &on_equal] {
+    for out in [&equal, &on_equal, &equal_share] {
         assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
     }
     assert_eq!(
@@ -463,6 +466,14 @@ fn mixed_size_mode_and_the_fixed_share_scheduler_are_refused_together() {
                  (vgpuctl sched {L40S} --policy equal-share)"
             )
             .into()
+        )
+    );
+    assert_eq!(
+        refusal(&to_mixed_defined).2,
+        format!(
+            "cannot set the size mode of {L40S} to mixed: mixed-size mode on {L40S} does not go \
+             with the fixed-share scheduler, which its scheduler definition sets: define another \
+             policy first (vgpuctl sched {L40S} --policy equal-share --define)"
         )
     );
     assert_eq!(mode["size_mode"], "equal");
@@ -481,6 +492,7 @@ fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
 
     // Defined equal, mixed now: a vGPU defined at a placement is refused, nothing made.
     let refused_vgpu = m.run(&DEFINE_1Q_AT_5);
+    let vgpu_then = sim_placement(&m.host, "0000:41:00.4");
     let listed = common::json(&m.run(&["--json", "list", "--defined"]));
     // Defined mixed: the vGPU is defined; then equal-size mode is refused, the file kept.
     let mixed = m.run(&["size-mode", L40S, "mixed", "--define"]);
@@ -527,6 +539,7 @@ fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
         .map(|d| &d["kind"])
         .collect();
     assert_eq!(kinds, ["size-mode"]);
+    assert_eq!(vgpu_then, serde_json::Value::Null);
     assert_eq!(vf, first_vf);
     assert_eq!(
         refusal(&refused_mode),

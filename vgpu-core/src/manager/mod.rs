@@ -299,8 +299,8 @@ impl Manager {
     }
 
     /// Stops the running vGPU `id` and removes its definition: the inverse of
-    /// `create --define`. Fails when `id` is neither running nor defined. A hook record that
-    /// lists it (a forced destroy) no longer does.
+    /// `create --define`. A hook record that lists it (a forced destroy) no longer does.
+    /// Fails when `id` is neither running nor defined, unless forced and a record lists it.
     pub fn destroy(&self, id: VgpuHandle) -> Result<Destroyed> {
         self.mutate("destroy", &id.to_string(), |op| {
             let stopped = match backend::running(op.paths(), id)? {
@@ -308,10 +308,12 @@ impl Manager {
                 None => None,
             };
             let undefined = undefine(op, id)?;
-            if stopped.is_none() && !undefined {
+            // A record may still list a vGPU another tool removed: forced, it is forgotten.
+            let forgot =
+                (op.forced() || stopped.is_some() || undefined) && op.forget_destroyed(id)?;
+            if stopped.is_none() && !undefined && !forgot {
                 return Err(not_found(op.paths(), id));
             }
-            op.forget_destroyed(id)?;
             Ok(Destroyed {
                 id,
                 stopped,

@@ -115,17 +115,21 @@ impl Operation<'_> {
     /// domain or held by it. Only a forced destroy takes a device a record lists: then no
     /// domain holds what is gone, and a device made later under the same UUID or VF is not
     /// held by the old claim.
-    pub(crate) fn forget_destroyed(&mut self, id: VgpuHandle) -> Result<()> {
+    /// Returns whether a record listed it.
+    pub(crate) fn forget_destroyed(&mut self, id: VgpuHandle) -> Result<bool> {
+        let mut forgot = false;
         for (path, mut record) in other_records(self.paths(), Uuid::nil())? {
-            let listed = record.devices().len();
+            let listed = (record.devices().len(), record.moved.len());
             record.made.retain(|m| m.handle() != id);
             record.holds.retain(|held| *held != id);
-            if record.devices().len() != listed {
+            record.moved.retain(|moved| moved.to != id);
+            if (record.devices().len(), record.moved.len()) != listed {
                 let bytes = record.encode(&path)?;
                 self.replace_file(&path, Some(&bytes))?;
+                forgot = true;
             }
         }
-        Ok(())
+        Ok(forgot)
     }
 }
 

@@ -35,13 +35,14 @@ fn vgpus(gpu: &Gpu) -> Vec<String> {
 
 /// Refuses a change that would put mixed-size mode beside what it does not go with (NVIDIA
 /// vGPU user guide, "Mixed-Size Mode": time-sliced vGPUs only, and no fixed share): `mode`
-/// is the size mode asked for, `policy` the scheduler policy asked for. What NVML cannot say
-/// is left to NVML's own answer.
+/// is the size mode asked for, `policy` the scheduler policy asked for, `define` whether it
+/// is to be defined too, so that the GPU's definitions must agree as well. What NVML cannot
+/// say is left to NVML's own answer.
 fn keeps_mixed_apart(
     op: &Operation<'_>,
     gpu: PciAddress,
-    mode: Option<SizeMode>,
-    policy: Option<SchedulerPolicy>,
+    (mode, policy): (Option<SizeMode>, Option<SchedulerPolicy>),
+    define: bool,
 ) -> Result<()> {
     let nvml = op.nvml().get();
     let refuse = |what: &str, remedy: String| {
@@ -66,14 +67,30 @@ fn keeps_mixed_apart(
                 format!("set another policy first (vgpuctl sched {gpu} --policy equal-share)"),
             );
         }
+        let fixed = |d: SchedDefinition| d.request.policy == SchedulerPolicy::FixedShare;
+        if define && op.store().sched_of(gpu)?.is_some_and(fixed) {
+            return refuse(
+                "the fixed-share scheduler, which its scheduler definition sets",
+                format!(
+                    "define another policy first (vgpuctl sched {gpu} --policy equal-share --define)"
+                ),
+            );
+        }
     }
-    if policy == Some(SchedulerPolicy::FixedShare)
-        && nvml.size_mode(gpu).value() == Some(&SizeMode::Mixed)
-    {
-        return refuse(
-            "the fixed-share scheduler",
-            format!("set equal-size mode first (vgpuctl size-mode {gpu} equal)"),
-        );
+    if policy == Some(SchedulerPolicy::FixedShare) {
+        if nvml.size_mode(gpu).value() == Some(&SizeMode::Mixed) {
+            return refuse(
+                "the fixed-share scheduler",
+                format!("set equal-size mode first (vgpuctl size-mode {gpu} equal)"),
+            );
+        }
+        let mixed = |d: SizeModeDefinition| d.mode == SizeMode::Mixed;
+        if define && op.store().size_mode_of(gpu)?.is_some_and(mixed) {
+            return refuse(
+                "the fixed-share scheduler, as its size-mode definition says mixed",
+                format!("define equal-size mode first (vgpuctl size-mode {gpu} equal --define)"),
+            );
+        }
     }
     Ok(())
 }
@@ -111,7 +128,7 @@ impl Manager {
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
             let running = vgpus(&nvidia_gpu(op, gpu, "the vGPU scheduler")?);
-            keeps_mixed_apart(op, gpu, None, Some(request.policy))?;
+            keeps_mixed_apart(op, gpu, (None, Some(request.policy)), define)?;
             let def = define.then_some(SchedDefinition { gpu, request });
             defined::<Sched, _>(op, def.as_ref(), |op| {
                 op.set_scheduler(gpu, request, &running)
@@ -139,10 +156,12 @@ impl Manager {
     fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
             let found = nvidia_gpu(op, gpu, "a size mode")?;
-            keeps_mixed_apart(op, gpu, Some(mode), None)?;
+            keeps_mixed_apart(op, gpu, (Some(mode), None), define)?;
             let def = define.then_some(SizeModeDefinition { gpu, mode });
-            if define {
-                let vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
+            if define && mode == SizeMode::Equal {
+                let mut vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
+                // Mediated devices may be defined on VFs not enabled yet (before `restore`).
+                vfs.extend(found.sriov.iter().flat_map(|s| s.vf_addresses(gpu)));
                 let placed = op.store().placed_on(gpu, &vfs)?;
                 op.store().check_size_mode_agrees(gpu, Some(mode), placed)?;
             }

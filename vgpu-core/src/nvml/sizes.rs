@@ -150,11 +150,14 @@ fn read_facts(nvml: &nvml_wrapper::Nvml, gpu: &Gpu) -> Option<SizeFacts> {
         Vec::new()
     });
     for ty in types {
-        let sliced = ty
-            .instance_profile_id()
-            .is_ok_and(|id| id == INVALID_GPU_INSTANCE_PROFILE_ID);
-        if !sliced {
-            continue;
+        match ty.instance_profile_id() {
+            Ok(id) if id == INVALID_GPU_INSTANCE_PROFILE_ID => {}
+            // MIG-backed: no placements.
+            Ok(_) => continue,
+            Err(err) => {
+                unread("nvmlVgpuTypeGetGpuInstanceProfileId", &err);
+                continue;
+            }
         }
         let list = match vgpu_nvml_ext::vgpu_type_creatable_placements(&device, ty.id()) {
             Ok(list) => list,

@@ -565,8 +565,8 @@ fn new_placement_of_a_type_nvml_lists_no_placements_for_is_refused_as_room_is() 
 
     let refusal = |asked| new_placement(&state, &gpu, "1147", asked).map_err(|e| e.to_string());
 
-    let refused = "NVIDIA L40S-1Q is not created on 0000:41:00.0: NVML does not say where it \
-                   can be placed in mixed-size mode (its error is in the log)";
+    let refused = "NVIDIA L40S-1Q is not created on 0000:41:00.0: NVML does not say where the \
+                   type can be placed in mixed-size mode";
     assert_eq!(refusal(None), Err(refused.to_owned()));
     assert_eq!(refusal(Some(17)), Err(refused.to_owned()));
     assert_eq!(room(&state, &gpu, "1147").limit, Limit::PlacementsUnknown);

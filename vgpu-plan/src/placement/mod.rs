@@ -119,10 +119,11 @@ pub enum PlacementRefusal {
         creatable: Vec<u32>,
     },
     /// NVML did not list where the type can be created on a GPU in mixed-size mode. The
-    /// driver's default could take a placement larger types need, so nothing is created.
+    /// driver's default could take a placement larger types need, so nothing is created; the
+    /// room says the same ([`Limit::PlacementsUnknown`](crate::model::limit::Limit)).
     #[error(
-        "{type_label} is not created on {gpu}: NVML does not say where it can be placed in \
-         mixed-size mode (its error is in the log)"
+        "{type_label} is not created on {gpu}: NVML does not say where the type can be placed \
+         in mixed-size mode"
     )]
     Unknown {
         /// The GPU.

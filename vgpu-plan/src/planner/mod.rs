@@ -41,6 +41,7 @@ use crate::steps::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Wan
 use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
+use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::{DefinitionSet, HostState};
@@ -336,6 +337,17 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         }
     }
     scheduler::plan(host, gpu, entry, &mut out);
+    let ends_mixed = match &sizing {
+        Some(sizing) => sizing.mixed(),
+        None => host.sizes.get(&gpu.address).is_some_and(|f| f.mixed()),
+    };
+    let fixed = entry
+        .scheduler
+        .is_some_and(|r| r.policy == SchedulerPolicy::FixedShare);
+    if ends_mixed && fixed {
+        out.refusals
+            .push(Refused::new(Refusal::MixedFixedShare, Some(entry.at)));
+    }
     if !out.refusals.is_empty() {
         out.steps.clear();
         out.keep.clear();

@@ -25,6 +25,13 @@ pub(super) struct Sizing {
     region: u32,
 }
 
+impl Sizing {
+    /// Whether the plan leaves the GPU in mixed-size mode.
+    pub(super) fn mixed(&self) -> bool {
+        self.mode == SizeMode::Mixed
+    }
+}
+
 /// Whether `entry` asks for mixed-size mode.
 pub(super) fn mixed(entry: &Entry) -> bool {
     entry.size_mode.is_some_and(|r| r.mode == SizeMode::Mixed)
@@ -189,12 +196,11 @@ pub(super) fn steps(
         let sizes: Vec<u32> = out.steps.iter().filter_map(size_of).collect();
         // Where `create` would put them, one by one in the steps' order; where that leaves
         // one out, the exact search's assignment.
-        let in_turn = capacity::chooser(view.gpu)
-            .place_in_turn(&map, &sizes)
-            .map_err(drop)?;
+        let in_turn = capacity::chooser(view.gpu).place_in_turn(&map, &sizes);
         let mut free: Vec<Placed> = match in_turn {
-            Some(placed) => placed,
-            None => {
+            Ok(Some(placed)) => placed,
+            // A size the chooser's rule does not cover leaves it to the exact search too.
+            Ok(None) | Err(_) => {
                 let found = placement::fit(&map, &sizes).map_err(drop)?;
                 if !found.fits() {
                     return Err(());

@@ -253,7 +253,8 @@ impl Kernel {
                 let equal = supported_ids(catalog, t, false);
                 let sized = equal.is_some();
                 Some(SupportedType {
-                    id: t.id.parse().ok()?,
+                    // NVML's type id: an mdev type's number (`nvidia-558` is 558).
+                    id: t.id.trim_start_matches("nvidia-").parse().ok()?,
                     name: &t.name,
                     framebuffer_mib: t.framebuffer_mib,
                     max_instances: t.max_instances,

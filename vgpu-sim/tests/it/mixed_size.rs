@@ -426,7 +426,7 @@ fn mixed_mdev_on_a10_vf_moves_to_the_placement_its_vgpu_params_name() {
     };
 
     echo(
-        &mdev_type(&h, "0000:81:00.4", "nvidia-9101", "create"),
+        &mdev_type(&h, "0000:81:00.4", "nvidia-9201", "create"),
         UUID_A,
     )
     .expect("A10-1Q");
@@ -439,7 +439,20 @@ fn mixed_mdev_on_a10_vf_moves_to_the_placement_its_vgpu_params_name() {
     // 4 is not a supported id of a 1 GiB type on a 24 GiB region.
     let unsupported = echo(&params, "vgpu-placement-id=4");
 
-    assert_eq!(made, vec![("nvidia-9101".into(), 0.into())]);
-    assert_eq!(moved, vec![("nvidia-9101".into(), 5.into())]);
+    let one_q = state(&h, A10)["supported_vgpu_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == 9201)
+        .map(|t| (t["name"].clone(), t["placement_ids_mixed"].clone()));
+    assert_eq!(
+        one_q,
+        Some((
+            "NVIDIA A10-1Q".into(),
+            serde_json::json!([0, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 23])
+        ))
+    );
+    assert_eq!(made, vec![("nvidia-9201".into(), 0.into())]);
+    assert_eq!(moved, vec![("nvidia-9201".into(), 5.into())]);
     assert_eq!((unsupported, mdev(UUID_A)), (Err(libc::EINVAL), moved));
 }

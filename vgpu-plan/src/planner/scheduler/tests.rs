@@ -192,3 +192,29 @@ fn plan_scheduler_on_intel_gpu_is_refused() {
         vec![Refusal::SchedulerNotNvidia]
     );
 }
+
+#[test]
+fn plan_fixed_share_beside_mixed_size_mode_is_refused() {
+    let host = l40s(state(SchedulerPolicy::BestEffort, 0));
+    let mixed_fixed = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
+        model = \"L40S\"\ntypes = { \"L40S-24Q\" = 1, \"L40S-12Q\" = 2 }\n\
+        scheduler = { policy = \"fixed-share\" }\n";
+    let equal_fixed = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
+        model = \"L40S\"\ntypes = { \"L40S-12Q\" = 2 }\n\
+        scheduler = { policy = \"fixed-share\" }\n";
+
+    let refused = plan(&host, &toml(mixed_fixed));
+    let planned = plan(&host, &toml(equal_fixed));
+
+    let reasons: Vec<String> = refused.gpus[0]
+        .refusals
+        .iter()
+        .map(|r| r.refusal.to_string())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["it would run mixed-size mode, which does not take the fixed-share scheduler"]
+    );
+    assert!(refused.gpus[0].steps.is_empty());
+    assert_eq!(planned.gpus[0].refusals, Vec::new());
+}
