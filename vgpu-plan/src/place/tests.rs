@@ -5,7 +5,7 @@ use crate::model::definition::{Start, VfVgpuDefinition};
 use crate::place::{Pick, PlaceRequest, PlaceWant, Policy, place};
 use crate::testing::fleet::{self, Model};
 use crate::testing::unit::addr;
-use crate::testing::unit::{by_size, gpu, gpus, host, vf};
+use crate::testing::unit::{by_size, gpu, gpus, host, mixed_l40s_holding, vf};
 
 const A: &str = "0000:41:00.0";
 const B: &str = "0000:81:00.0";
@@ -233,9 +233,6 @@ fn place_more_than_fit_names_every_gpus_room_and_bound() {
 /// Two L40S in mixed-size mode, `A` then `B`: `A` holds a 16Q at placement 0, `B` a 1Q at 17.
 /// The driver can create each type at its free supported ids.
 fn two_mixed_l40s() -> crate::HostState {
-    use crate::model::sizes::{SizeFacts, SizeMode};
-    use crate::placement::SlotMap;
-
     let mut state = two_l40s(0);
     for (address, gib, at) in [(A, 16u32, 0u32), (B, 1, 17)] {
         let gpu = state
@@ -252,36 +249,13 @@ fn two_mixed_l40s() -> crate::HostState {
         let type_id = ty.unwrap().id.clone();
         let mib = u64::from(gib) * 1024;
         fleet::record_vgpus(&mut state.inventory, addr(address), &type_id, mib, 0, 1);
-        let mut map = SlotMap::new(48).unwrap();
-        map.place(at, gib).unwrap();
         let gpu = state
             .inventory
             .gpus
-            .iter_mut()
-            .find(|g| g.address == addr(address));
-        let gpu = gpu.unwrap();
-        // In mixed-size mode the driver keeps listing the other types: each on a free VF.
-        gpu.types = fleet::gpu(Model::L40s, gpu.address, Some(0)).types;
-        for t in &mut gpu.types {
-            t.in_use = u32::from(t.id == type_id);
-            t.offered = 31;
-            t.recount();
-        }
-        let creatable = gpu
-            .types
             .iter()
-            .filter_map(|t| {
-                let gib = u32::try_from(t.framebuffer_mib? / 1024).ok()?;
-                Some((t.id.clone(), map.free_placements(gib).ok()?))
-            })
-            .collect();
-        let facts = SizeFacts {
-            mode: SizeMode::Mixed,
-            region: Some(48),
-            creatable,
-            placements: [(gpu.vgpus[0].id, at)].into_iter().collect(),
-        };
-        state.sizes.insert(addr(address), facts);
+            .find(|g| g.address == addr(address));
+        let reported = [(gpu.unwrap().vgpus[0].id, at)].into_iter().collect();
+        mixed_l40s_holding(&mut state, address, &[(at, gib)], reported);
     }
     state
 }

@@ -124,3 +124,47 @@ pub(crate) fn holding(
         service: crate::tenants::Service::default(),
     }
 }
+
+/// Puts the L40S at `address` of `state`, with its vGPUs recorded, in mixed-size mode, its
+/// vGPUs holding the slots of `held` (id, GiB): it lists every time-sliced type, as NVIDIA's
+/// driver does in that mode, each creatable at the free placements of its size. `reported` is
+/// the placement NVML gives each vGPU it matches (none for a VF's vGPU).
+pub(crate) fn mixed_l40s_holding(
+    state: &mut HostState,
+    address: &str,
+    held: &[(u32, u32)],
+    reported: BTreeMap<crate::model::VgpuHandle, u32>,
+) {
+    let mut map = crate::placement::SlotMap::new(48).unwrap();
+    for &(id, gib) in held {
+        map.place(id, gib).unwrap();
+    }
+    let gpu = state
+        .inventory
+        .gpus
+        .iter_mut()
+        .find(|g| g.address == addr(address));
+    let gpu = gpu.unwrap();
+    gpu.types = fleet::gpu(Model::L40s, gpu.address, Some(0)).types;
+    for t in &mut gpu.types {
+        let in_use = gpu.vgpus.iter().filter(|v| v.type_id == t.id).count();
+        t.in_use = u32::try_from(in_use).unwrap();
+        t.offered = 31;
+        t.recount();
+    }
+    let creatable = gpu
+        .types
+        .iter()
+        .filter_map(|t| {
+            let gib = u32::try_from(t.framebuffer_mib? / 1024).ok()?;
+            Some((t.id.clone(), map.free_placements(gib).ok()?))
+        })
+        .collect();
+    let facts = crate::model::sizes::SizeFacts {
+        mode: crate::model::sizes::SizeMode::Mixed,
+        region: Some(48),
+        creatable,
+        placements: reported,
+    };
+    state.sizes.insert(addr(address), facts);
+}

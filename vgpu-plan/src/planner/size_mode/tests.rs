@@ -138,8 +138,8 @@ fn host_toml_size_mode_of_another_word_is_an_error_at_its_value() {
 
 #[test]
 fn plan_adding_a_1q_beside_a_24q_nvml_gives_no_placement_of_keeps_the_24q() {
-    use crate::model::sizes::SizeFacts;
-    use crate::placement::SlotMap;
+    use std::collections::BTreeMap;
+
     use crate::testing::fleet;
     use crate::testing::unit::addr;
 
@@ -147,35 +147,13 @@ fn plan_adding_a_1q_beside_a_24q_nvml_gives_no_placement_of_keeps_the_24q() {
     // the driver's creatable placements say which slots it holds.
     let mut state = host(vec![gpu(Model::L40s, L40S)]);
     fleet::record_vgpus(&mut state.inventory, addr(L40S), "1155", 24 * 1024, 0, 1);
-    let l40s = &mut state.inventory.gpus[0];
-    l40s.types = fleet::gpu(Model::L40s, l40s.address, Some(0)).types;
-    for t in &mut l40s.types {
-        t.in_use = u32::from(t.id == "1155");
-        t.offered = 31;
-        t.recount();
-    }
-    let mut map = SlotMap::new(48).unwrap();
-    map.place(0, 24).unwrap();
-    let creatable = l40s
-        .types
-        .iter()
-        .filter_map(|t| {
-            let gib = u32::try_from(t.framebuffer_mib? / 1024).ok()?;
-            Some((t.id.clone(), map.free_placements(gib).ok()?))
-        })
-        .collect();
+    crate::testing::unit::mixed_l40s_holding(&mut state, L40S, &[(0, 24)], BTreeMap::new());
+    let l40s = &state.inventory.gpus[0];
     let one_q = l40s
         .types
         .iter()
         .find(|t| t.name.as_deref() == Some("NVIDIA L40S-1Q"));
     let one_q = one_q.unwrap().id.clone();
-    let facts = SizeFacts {
-        mode: SizeMode::Mixed,
-        region: Some(48),
-        creatable,
-        placements: std::collections::BTreeMap::new(),
-    };
-    state.sizes.insert(addr(L40S), facts);
     let config = toml(&format!(
         "{L40S_BY_MODEL}types = {{ \"L40S-24Q\" = 1, \"L40S-1Q\" = 1 }}\n"
     ));
