@@ -176,6 +176,12 @@ impl Scope {
         Ok(())
     }
 
+    /// Whether a GPU setting of `gpu` (MIG geometry, scheduler, size mode) is restored under
+    /// `scope`: all with `None`, else only the scope's own device's.
+    fn covers_gpu(scope: Option<&Self>, gpu: PciAddress) -> bool {
+        scope.is_none_or(|s| s.device == gpu)
+    }
+
     fn concerns(&self, address: PciAddress) -> bool {
         self.family.contains(&address)
     }

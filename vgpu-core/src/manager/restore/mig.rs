@@ -19,7 +19,7 @@ pub(super) fn restore(
 ) {
     for def in defs
         .iter()
-        .filter(|d| scope.is_none_or(|s| s.device == d.gpu))
+        .filter(|d| Scope::covers_gpu(scope, d.gpu))
     {
         let gpu = def.gpu.to_string();
         let mode = session.attempt(|op| {

@@ -17,7 +17,7 @@ pub(super) fn restore(
 ) {
     for def in defs
         .iter()
-        .filter(|d| scope.is_none_or(|s| s.device == d.gpu))
+        .filter(|d| Scope::covers_gpu(scope, d.gpu))
     {
         let result = session.attempt(|op| {
             if let Fact::Value(now) = op.nvml().get().scheduler_state(def.gpu) {
@@ -42,7 +42,7 @@ pub(super) fn restore_size_modes(
 ) {
     for def in defs
         .iter()
-        .filter(|d| scope.is_none_or(|s| s.device == d.gpu))
+        .filter(|d| Scope::covers_gpu(scope, d.gpu))
     {
         let result = session.attempt(|op| op.ensure_size_mode(def.gpu, def.mode));
         report.push(session, "size-mode", def.gpu.to_string(), result);
