@@ -571,6 +571,31 @@ fn host_toml(m: &Mixed, types: &str) -> String {
 }
 
 #[test]
+fn plan_and_create_put_a_vgpu_beside_a_running_24q_at_the_same_placement() {
+    // An operator's GPU: a 24Q runs at 24, made before the plan.
+    let m = Mixed::new("mixed");
+    let (code, held) = m.create("L40S-24Q", Some("24"));
+    assert_eq!((code, held["placement_id"].as_u64()), (Some(0), Some(24)));
+    let file = host_toml(&m, "\"L40S-24Q\" = 1, \"L40S-1Q\" = 1");
+
+    let planned = m.run(&["--json", "plan", "-f", &file]);
+    let (created, made) = m.create("L40S-1Q", None);
+
+    let plan = common::json(&planned);
+    let steps = plan["gpus"][0]["steps"].as_array().unwrap();
+    let creates: Vec<&serde_json::Value> = steps
+        .iter()
+        .filter(|s| s["action"] == "create")
+        .map(|s| &s["placement"])
+        .collect();
+    assert_eq!(planned.status.code(), Some(4), "{plan}");
+    assert_eq!(created, Some(0));
+    // Both keep the 16 GiB placement at 0 and the 24 GiB one in the first half free.
+    assert_eq!(creates, [&made["placement_id"]]);
+    assert_eq!(made["placement_id"], 17);
+}
+
+#[test]
 fn a_plan_no_placement_fits_is_refused_saying_the_most_that_fits() {
     let m = Mixed::new("equal");
     let file = host_toml(&m, "\"L40S-16Q\" = 2, \"L40S-12Q\" = 1");

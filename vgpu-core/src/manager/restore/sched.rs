@@ -15,10 +15,7 @@ pub(super) fn restore(
     defs: &[SchedDefinition],
     scope: Option<&Scope>,
 ) {
-    for def in defs
-        .iter()
-        .filter(|d| Scope::covers_gpu(scope, d.gpu))
-    {
+    for def in defs.iter().filter(|d| Scope::covers_gpu(scope, d.gpu)) {
         let result = session.attempt(|op| {
             if let Fact::Value(now) = op.nvml().get().scheduler_state(def.gpu) {
                 if already(&now, def.request) {
@@ -40,10 +37,7 @@ pub(super) fn restore_size_modes(
     defs: &[SizeModeDefinition],
     scope: Option<&Scope>,
 ) {
-    for def in defs
-        .iter()
-        .filter(|d| Scope::covers_gpu(scope, d.gpu))
-    {
+    for def in defs.iter().filter(|d| Scope::covers_gpu(scope, d.gpu)) {
         let result = session.attempt(|op| op.ensure_size_mode(def.gpu, def.mode));
         report.push(session, "size-mode", def.gpu.to_string(), result);
     }
