@@ -664,11 +664,47 @@ impl Operation<'_> {
             (Some(Running::PlainVf), VgpuHandle::Vf(vf)) => Some(NewVgpu::PlainVf { vf }),
             _ => None,
         };
-        // Its undo makes the vGPU again.
+        // Its undo makes the vGPU again, where it is now.
+        // Not knowing it does not keep the vGPU from going: the driver's default then.
+        let at = match &again {
+            Some(_) => self.placement_now(id).unwrap_or_else(|err| {
+                tracing::warn!(%id, "its placement, for an undo, is unknown: {}", err.chain());
+                None
+            }),
+            None => None,
+        };
         self.session.settle_from_now();
         let result = backend::destroy(self.paths(), id, fallback, self.within());
         self.step("stop", &id.to_string(), result, |_| {
-            again.map(Undo::Restart)
+            again.map(|vgpu| Undo::Restart(vgpu, at))
+        })
+    }
+
+    /// The placement of the running vGPU `id` in mixed-size mode, as far as it is known:
+    /// NVML's (a mediated device's), else the one its definition made it at (a VF's vGPU,
+    /// which NVML gives none). `None` off mixed-size mode or where neither says.
+    fn placement_now(&self, id: VgpuHandle) -> Result<Option<u32>> {
+        let device = match id {
+            VgpuHandle::Mdev(uuid) => backend::mdev::parent_of(self.paths(), uuid)?,
+            VgpuHandle::Vf(vf) => Some(vf),
+        };
+        let Some(device) = device else {
+            return Ok(None);
+        };
+        let gpu = PciDevice::new(self.paths(), device)
+            .physfn()?
+            .unwrap_or(device);
+        let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
+        let reported = self.nvml().get().size_facts(&found);
+        if let Some(at) = reported.and_then(|f| f.placements.get(&id).copied()) {
+            return Ok(Some(at));
+        }
+        Ok(match id {
+            VgpuHandle::Vf(vf) => self.store().vf_vgpu(vf)?.and_then(|d| d.placement),
+            VgpuHandle::Mdev(uuid) => self.store().mdev(uuid)?.and_then(|d| {
+                let (_, value) = d.attrs.iter().find(|(name, _)| name == PLACEMENT_ATTR)?;
+                backend::placement_of_param(value)
+            }),
         })
     }
 

@@ -59,8 +59,9 @@ pub(super) enum Undo {
         profile_id: u32,
         start: u32,
     },
-    /// Make again the vGPU that was stopped, where it was.
-    Restart(NewVgpu),
+    /// Make again the vGPU that was stopped, where it was: at its placement in mixed-size
+    /// mode, where one was known.
+    Restart(NewVgpu, Option<u32>),
     /// Write back the mdev definition removed.
     RedefineMdev(MdevDefinition),
     /// Write back the VF-vGPU definition removed.
@@ -102,7 +103,7 @@ impl Undo {
             Undo::VfCount { .. } => "undo-sriov",
             Undo::Autoprobe { .. } => "undo-autoprobe",
             Undo::Driver { .. } | Undo::SetAside { .. } => "undo-bind",
-            Undo::Restart(_) => "undo-stop",
+            Undo::Restart(..) => "undo-stop",
             Undo::RedefineMdev(_) | Undo::RedefineVfVgpu(_) | Undo::RedefineBinding(_) => {
                 "undo-undefine"
             }
@@ -121,7 +122,7 @@ impl Undo {
         match self {
             Undo::MdevDefinition(uuid) => uuid.to_string(),
             Undo::Vgpu(id) => id.to_string(),
-            Undo::Restart(vgpu) => vgpu.handle().to_string(),
+            Undo::Restart(vgpu, _) => vgpu.handle().to_string(),
             Undo::RedefineMdev(def) => def.uuid.to_string(),
             Undo::RedefineVfVgpu(def) => def.vf.to_string(),
             Undo::RedefineBinding(def) => def.address.to_string(),
@@ -171,8 +172,8 @@ impl Operation<'_> {
             Undo::SetAside { address, driver } => {
                 driver::set_aside(paths, address, &driver, self.within())
             }
-            Undo::Restart(vgpu) => {
-                backend::realize(paths, &vgpu, self.within(), self.nvml()).map(drop)
+            Undo::Restart(vgpu, at) => {
+                backend::realize_placed_at(paths, &vgpu, at, self.within(), self.nvml()).map(drop)
             }
             Undo::Scheduler { gpu, before } => self
                 .nvml()
