@@ -41,7 +41,7 @@ use crate::steps::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Wan
 use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
-use crate::model::nvml::SchedulerPolicy;
+use crate::model::nvml::{Fact, SchedulerPolicy};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::{DefinitionSet, HostState};
@@ -341,9 +341,12 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         Some(sizing) => sizing.mixed(),
         None => host.sizes.get(&gpu.address).is_some_and(|f| f.mixed()),
     };
-    let fixed = entry
-        .scheduler
-        .is_some_and(|r| r.policy == SchedulerPolicy::FixedShare);
+    // The policy asked, else the one the GPU runs.
+    let running = host.schedulers.get(&gpu.address).and_then(Fact::value);
+    let fixed = match entry.scheduler {
+        Some(request) => request.policy == SchedulerPolicy::FixedShare,
+        None => running.and_then(|s| s.policy) == Some(SchedulerPolicy::FixedShare),
+    };
     if ends_mixed && fixed {
         out.refusals
             .push(Refused::new(Refusal::MixedFixedShare, Some(entry.at)));

@@ -203,8 +203,14 @@ fn plan_fixed_share_beside_mixed_size_mode_is_refused() {
         model = \"L40S\"\ntypes = { \"L40S-12Q\" = 2 }\n\
         scheduler = { policy = \"fixed-share\" }\n";
 
+    let mixed_only = "version = 1\n[configs.default]\n[[configs.default.gpu]]\n\
+        model = \"L40S\"\ntypes = { \"L40S-24Q\" = 1, \"L40S-12Q\" = 2 }\n";
+    let runs_fixed = l40s(state(SchedulerPolicy::FixedShare, 0));
+
     let refused = plan(&host, &toml(mixed_fixed));
     let planned = plan(&host, &toml(equal_fixed));
+    // No scheduler asked: the fixed share the GPU runs counts.
+    let refused_live = plan(&runs_fixed, &toml(mixed_only));
 
     let reasons: Vec<String> = refused.gpus[0]
         .refusals
@@ -217,4 +223,8 @@ fn plan_fixed_share_beside_mixed_size_mode_is_refused() {
     );
     assert!(refused.gpus[0].steps.is_empty());
     assert_eq!(planned.gpus[0].refusals, Vec::new());
+    assert_eq!(
+        refused_live.gpus[0].refusals[0].refusal,
+        Refusal::MixedFixedShare
+    );
 }
