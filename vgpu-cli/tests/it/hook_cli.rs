@@ -319,6 +319,34 @@ fn prepare_binds_a_plain_vf_its_binding_definition_names_and_release_gives_it_ba
 }
 
 #[test]
+fn a_forced_vf_count_change_leaves_no_domain_holding_the_vfs_it_took() {
+    let h = Host::new("mixed");
+    h.ok(&["sriov", FLEX, "--vfs", "2"]);
+    h.ok(&["create", FLEX, "--type", "vf", "--define"]);
+    h.ok(&["stop", "0001:03:00.1"]);
+    let hostdev = "domain='0x0001' bus='0x03' slot='0x00' function='0x1'";
+    let prepared = h.prepare(&domain_xml(VM1, "", &pci_hostdev(hostdev, "yes")));
+    let record = || std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+    let listed_before = record().unwrap().contains("0001:03:00.1");
+
+    let unforced = h.vgpuctl(&["sriov", FLEX, "--vfs", "0"]);
+    let forced = h.vgpuctl(&["sriov", FLEX, "--vfs", "0", "--force"]);
+
+    assert_eq!(
+        (
+            prepared.status.code(),
+            listed_before,
+            unforced.status.code(),
+            forced.status.code(),
+            record().unwrap().contains("0001:03:00.1")
+        ),
+        (Some(0), true, Some(1), Some(0), false),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+}
+
+#[test]
 fn failure_in_the_middle_of_prepare_leaves_nothing_behind() {
     let h = Host::new("mixed");
     h.ok(&["define", T4, "--type", "T4-2Q", "--uuid", MDEV]);

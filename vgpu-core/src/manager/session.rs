@@ -586,7 +586,7 @@ impl Operation<'_> {
     pub(crate) fn set_vf_count(&mut self, pf: PciAddress, count: u32) -> Result<SriovChange> {
         let options = self.session.sriov;
         let device = PciDevice::new(self.paths(), pf);
-        if !options.force && !self.session.force && device.exists() {
+        if !(options.force || self.session.force) && device.exists() {
             let present = device.virtfns()?;
             if !present.is_empty() && present.len() != count as usize {
                 for vf in present {
@@ -600,14 +600,32 @@ impl Operation<'_> {
                 }
             }
         }
+        // A change takes every VF away first, with the mediated devices on them; unforced,
+        // no hook record holds one (checked above).
+        let forced = options.force || self.session.force;
+        let mut gone = Vec::new();
+        if forced && device.exists() {
+            for vf in device.virtfns()? {
+                gone.push(VgpuHandle::Vf(vf));
+                let parent = crate::host::mdev::MdevParent::new(self.paths().pci_device(&vf));
+                gone.extend(parent.devices()?.iter().map(|m| VgpuHandle::Mdev(m.uuid)));
+            }
+        }
         self.session.settle_from_now();
         let result = sriov::set_vf_count(self.paths(), pf, count, options);
-        self.step("sriov", &pf.to_string(), result, |change| {
+        let change = self.step("sriov", &pf.to_string(), result, |change| {
             (change.before != change.enabled).then_some(Undo::VfCount {
                 pf,
                 before: change.before,
             })
-        })
+        })?;
+        // Forced past a hook record: no domain holds what went.
+        if change.before != change.enabled {
+            for id in gone {
+                self.forget_destroyed(id)?;
+            }
+        }
+        Ok(change)
     }
 
     /// Binds `address` to `driver`, recording the driver it had until reboot; returns that
