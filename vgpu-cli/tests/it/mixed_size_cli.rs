@@ -493,6 +493,10 @@ fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
     // Defined equal, mixed now: a vGPU defined at a placement is refused, nothing made.
     let refused_vgpu = m.run(&DEFINE_1Q_AT_5);
     let vgpu_then = sim_placement(&m.host, "0000:41:00.4");
+    // `apply` says so before it changes anything.
+    let plan = host_toml(&m, "\"L40S-1Q\" = 1");
+    let refused_apply = common::json(&m.run(&["--json", "apply", "-f", &plan]));
+    let vgpu_after_apply = sim_placement(&m.host, "0000:41:00.4");
     let listed = common::json(&m.run(&["--json", "list", "--defined"]));
     // Defined mixed: the vGPU is defined; then equal-size mode is refused, the file kept.
     let mixed = m.run(&["size-mode", L40S, "mixed", "--define"]);
@@ -540,6 +544,16 @@ fn equal_size_mode_and_a_placement_cannot_both_be_defined() {
         .collect();
     assert_eq!(kinds, ["size-mode"]);
     assert_eq!(vgpu_then, serde_json::Value::Null);
+    let applied = &refused_apply["gpus"][0];
+    assert_eq!(
+        (&applied["outcome"], &applied["kind"], &vgpu_after_apply),
+        (
+            &serde_json::json!("failed"),
+            &serde_json::json!("conflict"),
+            &serde_json::Value::Null
+        ),
+        "{refused_apply}"
+    );
     assert_eq!(vf, first_vf);
     assert_eq!(
         refusal(&refused_mode),
@@ -630,6 +644,12 @@ fn apply_of_two_sizes_sets_mixed_size_mode_and_makes_them_at_their_placements() 
     );
     assert_eq!(mode["size_mode"], "mixed");
     assert_eq!(mode["vgpus"].as_array().unwrap().len(), 3);
+    // Kept for `restore`, as the vGPUs are.
+    assert_eq!(
+        m.defined_size_mode()
+            .map(|d| (d["what"].clone(), d["active"].clone())),
+        Some(("mixed".into(), true.into()))
+    );
     assert_eq!(
         asserted.status.code(),
         Some(0),

@@ -30,7 +30,7 @@ use crate::model::pci::PciAddress;
 use crate::model::{Gpu, VgpuHandle};
 use crate::nvml::NvmlCell;
 use crate::plan::steps::{Before, GpuPlan, Plan, Step};
-use crate::state::store::{SriovDefinition, Start};
+use crate::state::store::{SizeModeDefinition, SizeModeKind, SriovDefinition, Start};
 
 /// What `apply` did, GPU by GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -354,6 +354,29 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
         };
         return Err(Error::PlanStale { gpu: pf, what });
     }
+    // vGPUs at placements need a GPU not defined in equal-size mode: said before anything
+    // changes, not at the first of them.
+    let mode = plan.steps.iter().find_map(|s| match s {
+        Step::SizeMode { mode } => Some(*mode),
+        _ => None,
+    });
+    let placed = plan.steps.iter().filter_map(|s| match s {
+        Step::Create {
+            type_name,
+            type_id,
+            placement: Some(at),
+            ..
+        } => {
+            let label = type_name
+                .as_deref()
+                .or(type_id.as_deref())
+                .unwrap_or("vGPU");
+            Some(format!("{label} at {at}, planned"))
+        }
+        _ => None,
+    });
+    op.store()
+        .check_size_mode_agrees(pf, mode, placed.collect())?;
     let mut done = Done::default();
     // Whether the host changed since `gpu` was read.
     let mut dirty = false;
@@ -442,6 +465,13 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
             Step::SizeMode { mode } => {
                 let vgpus: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
                 op.set_size_mode(pf, *mode, &vgpus)?;
+                // Kept, as the vGPUs it makes are: `restore` sets it before them.
+                let def = SizeModeDefinition {
+                    gpu: pf,
+                    mode: *mode,
+                };
+                let (path, bytes) = op.store().own_file::<SizeModeKind>(&def)?;
+                op.replace_file(&path, Some(&bytes))?;
                 dirty = true;
                 pf.to_string()
             }

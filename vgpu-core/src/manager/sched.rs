@@ -38,12 +38,13 @@ fn vgpus(gpu: &Gpu) -> Vec<String> {
 /// is the size mode asked for, `policy` the scheduler policy asked for, `define` whether it
 /// is to be defined too, so that the GPU's definitions must agree as well. What NVML cannot
 /// say is left to NVML's own answer.
-fn keeps_mixed_apart(
+pub(super) fn keeps_mixed_apart(
     op: &Operation<'_>,
-    gpu: PciAddress,
+    found: &Gpu,
     (mode, policy): (Option<SizeMode>, Option<SchedulerPolicy>),
     define: bool,
 ) -> Result<()> {
+    let gpu = found.address;
     let nvml = op.nvml().get();
     let refuse = |what: &str, remedy: String| {
         Err(NvmlError::MixedSizeExcludes {
@@ -91,8 +92,36 @@ fn keeps_mixed_apart(
                 format!("define equal-size mode first (vgpuctl size-mode {gpu} equal --define)"),
             );
         }
+        let placed = match define {
+            true => op.store().placed_on(gpu, &possible_vfs(found))?,
+            false => Vec::new(),
+        };
+        if !placed.is_empty() {
+            return refuse(
+                &format!(
+                    "the fixed-share scheduler, as vGPUs are defined at placements ({})",
+                    placed.join(", ")
+                ),
+                "undefine them first".to_owned(),
+            );
+        }
     }
     Ok(())
+}
+
+/// The VFs `found` has now, and those it may have once its VF count is restored: mediated
+/// devices may be defined on VFs not enabled yet.
+fn possible_vfs(found: &Gpu) -> Vec<PciAddress> {
+    let mut vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
+    vfs.extend(
+        found
+            .sriov
+            .iter()
+            .flat_map(|s| s.vf_addresses(found.address)),
+    );
+    vfs.sort_unstable();
+    vfs.dedup();
+    vfs
 }
 
 impl Manager {
@@ -127,8 +156,9 @@ impl Manager {
         define: bool,
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
-            let running = vgpus(&nvidia_gpu(op, gpu, "the vGPU scheduler")?);
-            keeps_mixed_apart(op, gpu, (None, Some(request.policy)), define)?;
+            let found = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
+            keeps_mixed_apart(op, &found, (None, Some(request.policy)), define)?;
+            let running = vgpus(&found);
             let def = define.then_some(SchedDefinition { gpu, request });
             defined::<Sched, _>(op, def.as_ref(), |op| {
                 op.set_scheduler(gpu, request, &running)
@@ -156,13 +186,10 @@ impl Manager {
     fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
             let found = nvidia_gpu(op, gpu, "a size mode")?;
-            keeps_mixed_apart(op, gpu, (Some(mode), None), define)?;
+            keeps_mixed_apart(op, &found, (Some(mode), None), define)?;
             let def = define.then_some(SizeModeDefinition { gpu, mode });
             if define && mode == SizeMode::Equal {
-                let mut vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
-                // Mediated devices may be defined on VFs not enabled yet (before `restore`).
-                vfs.extend(found.sriov.iter().flat_map(|s| s.vf_addresses(gpu)));
-                let placed = op.store().placed_on(gpu, &vfs)?;
+                let placed = op.store().placed_on(gpu, &possible_vfs(&found))?;
                 op.store().check_size_mode_agrees(gpu, Some(mode), placed)?;
             }
             let vgpus = vgpus(&found);
@@ -172,28 +199,15 @@ impl Manager {
 }
 
 /// `change`, with `def` (when there is one) recorded as its GPU's definition of kind `K`
-/// first. A refused change puts the definition back as it was; one that cannot be put back is
-/// logged.
+/// first, as a step of the operation: a refused change undoes it with the rest.
 fn defined<K: OwnKind, T>(
     op: &mut Operation<'_>,
     def: Option<&K::Def>,
     change: impl FnOnce(&mut Operation<'_>) -> Result<T>,
 ) -> Result<T> {
-    let Some(def) = def else {
-        return change(op);
-    };
-    let gpu = K::key(def);
-    let before = op.store().own_of::<K>(gpu)?;
-    op.store().define_own::<K>(def)?;
-    let result = change(op);
-    if result.is_err() {
-        let back = match &before {
-            Some(before) => op.store().define_own::<K>(before),
-            None => op.store().undefine_own::<K>(gpu).map(drop),
-        };
-        if let Err(err) = back {
-            tracing::warn!(gpu = %gpu, "{} definition not put back: {err}", K::DIR);
-        }
+    if let Some(def) = def {
+        let (path, bytes) = op.store().own_file::<K>(def)?;
+        op.replace_file(&path, Some(&bytes))?;
     }
-    result
+    change(op)
 }

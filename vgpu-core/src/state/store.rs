@@ -447,6 +447,14 @@ impl Store {
         write_atomic(&path, &K::encode(&path, d)?)
     }
 
+    /// The file of the definition `d` of kind `K`, and its bytes: for an operation that writes
+    /// it as a step it can undo ([`Operation::replace_file`](crate::manager)).
+    pub(crate) fn own_file<K: OwnKind>(&self, d: &K::Def) -> Result<(PathBuf, Vec<u8>)> {
+        let path = self.own_path(K::DIR, K::key(d));
+        let bytes = K::encode(&path, d)?;
+        Ok((path, bytes))
+    }
+
     /// Removes the definition of kind `K` of `address`; `false` when there was none.
     pub(crate) fn undefine_own<K: OwnKind>(&self, address: PciAddress) -> Result<bool> {
         remove_durably(&self.own_path(K::DIR, address))

@@ -74,12 +74,14 @@ impl Operation<'_> {
     }
 
     /// Puts the GPU of `device` (the GPU, or one of its VFs) in size mode `mode` unless it is
-    /// so; returns whether it changed. Refused, naming them, while the GPU holds vGPUs.
+    /// so; returns whether it changed. Refused, naming them, while the GPU holds vGPUs, and
+    /// refused for mixed beside MIG mode or the fixed-share scheduler.
     pub(crate) fn ensure_size_mode(&mut self, device: PciAddress, mode: SizeMode) -> Result<bool> {
         let gpu = PciDevice::new(self.paths(), device)
             .physfn()?
             .unwrap_or(device);
         let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
+        crate::manager::sched::keeps_mixed_apart(self, &found, (Some(mode), None), false)?;
         let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
     }
