@@ -554,9 +554,12 @@ impl Operation<'_> {
         };
         let dir = self.paths().pci_device(&parent).join(def.uuid.to_string());
         for (name, value) in &def.attrs {
-            driver::validate_driver_name(name).map_err(|_| {
-                Error::bad_name(name, "an attribute name (a file name under the device)")
-            })?;
+            if !crate::state::format::is_attr_name(name) {
+                return Err(Error::bad_name(
+                    name,
+                    "an attribute name (a path of file names under the device)",
+                ));
+            }
             let result = crate::host::sysfs::write_attr(&dir.join(name), value);
             self.step("attr", &format!("{}/{name}", def.uuid), result, |()| None)?;
         }

@@ -70,11 +70,12 @@ struct BindingFile {
 }
 
 /// mdevctl's file for `def`: pretty JSON with two-space indents and no final newline, as
-/// mdevctl 1.2 writes it. The type and each attribute name must be a file name.
+/// mdevctl 1.2 writes it. The type must be a file name, each attribute a path of file names
+/// under the device.
 pub(crate) fn encode_mdev(path: &Path, def: &MdevDefinition) -> Result<Vec<u8>> {
     check_name(path, "mdev type", &def.mdev_type)?;
     for (name, _) in &def.attrs {
-        check_name(path, "attribute", name)?;
+        check_attr_name(path, name)?;
     }
     let file = MdevctlFile {
         mdev_type: def.mdev_type.clone(),
@@ -102,7 +103,7 @@ pub(crate) fn decode_mdev(
         let mut entries = attr.into_iter();
         match (entries.next(), entries.next()) {
             (Some((name, value)), None) => {
-                check_name(path, "attribute", &name)?;
+                check_attr_name(path, &name)?;
                 attrs.push((name, value));
             }
             _ => {
@@ -276,15 +277,37 @@ pub(crate) fn definition(path: &Path, reason: String) -> Error {
     .into()
 }
 
-/// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no
-/// NUL, not `.` or `..`.
-pub(crate) fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
-    let bad = value.is_empty()
+/// Whether `name` can name a mediated device's attribute: a path under the device whose every
+/// component is a file name (`remap`, `nvidia/vgpu_params`); never absolute, never `..`.
+pub(crate) fn is_attr_name(name: &str) -> bool {
+    name.split('/').all(is_file_name)
+}
+
+/// Checks an mdev attribute name ([`is_attr_name`]).
+fn check_attr_name(path: &Path, name: &str) -> Result<()> {
+    if is_attr_name(name) {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(80).collect();
+    Err(definition(
+        path,
+        format!("attribute {shown:?} is not a path of file names under the device"),
+    ))
+}
+
+/// Whether `value` is one path component: not empty, no `/`, no NUL, not `.` or `..`.
+fn is_file_name(value: &str) -> bool {
+    !(value.is_empty()
         || value == "."
         || value == ".."
         || value.contains('/')
-        || value.contains('\0');
-    if bad {
+        || value.contains('\0'))
+}
+
+/// Checks that `value` can be one component of a sysfs or store path: not empty, no `/`, no
+/// NUL, not `.` or `..`.
+pub(crate) fn check_name(path: &Path, what: &str, value: &str) -> Result<()> {
+    if !is_file_name(value) {
         let shown: String = value.chars().take(80).collect();
         return Err(definition(
             path,

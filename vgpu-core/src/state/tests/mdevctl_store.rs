@@ -145,7 +145,8 @@ fn define_mdev_attr_name_with_slash_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "invalid definition {}: attribute \"../remove\" is not a file name",
+            "invalid definition {}: attribute \"../remove\" is not a path of file names under \
+             the device",
             mdev_path(&paths, PARENT, NAME_A).display()
         )
     );

@@ -417,3 +417,80 @@ fn bindings_lenient_returns_good_definitions_and_each_error() {
     let (defs, errors) = store.bindings_lenient();
     assert_eq!((defs, errors.len()), (vec![good], 1));
 }
+
+// ---- our store: size modes, and what they must agree with ----
+
+#[test]
+fn size_mode_file_round_trips_and_a_bad_one_names_its_path() {
+    use crate::model::sizes::SizeMode;
+    use crate::state::store::{SizeModeDefinition, SizeModeKind};
+
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let def = SizeModeDefinition {
+        gpu: addr("0000:41:00.0"),
+        mode: SizeMode::Mixed,
+    };
+    store.define_own::<SizeModeKind>(&def).unwrap();
+    let path = paths.root().join("etc/vgpu/size-mode/0000:41:00.0.json");
+    let written = fs::read_to_string(&path).unwrap();
+    let read = store.size_mode_of(def.gpu).unwrap();
+    let other = paths.root().join("etc/vgpu/size-mode/0000:42:00.0.json");
+    put(&other, r#"{"version": 1, "mode": "hetero"}"#);
+    let (good, bad) = store.size_modes_lenient();
+
+    assert_eq!(written, "{\n  \"version\": 1,\n  \"mode\": \"mixed\"\n}\n");
+    assert_eq!(read, Some(def));
+    assert_eq!(good, vec![def]);
+    assert_eq!(bad.len(), 1);
+    assert!(
+        bad[0].to_string().contains(&other.display().to_string()),
+        "{}",
+        bad[0]
+    );
+}
+
+#[test]
+fn placed_on_lists_the_vgpus_defined_at_placements_on_a_gpu_and_its_vfs_only() {
+    use crate::model::sizes::SizeMode;
+    use crate::state::store::PLACEMENT_ATTR;
+
+    let (_dir, paths) = host();
+    let store = Store::new(&paths);
+    let (gpu, vf) = (addr("0000:41:00.0"), addr("0000:41:00.4"));
+    let mut on_vf = manual(Uuid::from_u128(1), "0000:41:00.4");
+    on_vf.attrs = vec![(PLACEMENT_ATTR.to_owned(), "vgpu-placement-id=5".to_owned())];
+    let mut elsewhere = on_vf.clone();
+    elsewhere.uuid = Uuid::from_u128(2);
+    elsewhere.parent = "0000:81:00.4".to_owned();
+    let unplaced = manual(Uuid::from_u128(3), "0000:41:00.4");
+    for def in [&on_vf, &elsewhere, &unplaced] {
+        store.define_mdev(def).unwrap();
+    }
+    let vf_vgpu = |vf: &str, placement| VfVgpuDefinition {
+        placement,
+        vf: addr(vf),
+        gpu,
+        type_id: 1147,
+        type_name: None,
+        start: Start::Auto,
+    };
+    store
+        .define_vf_vgpu(&vf_vgpu("0000:41:00.5", Some(17)))
+        .unwrap();
+    store
+        .define_vf_vgpu(&vf_vgpu("0000:41:00.6", None))
+        .unwrap();
+
+    let placed = store.placed_on(gpu, &[vf]).unwrap();
+    let refused = store.check_size_mode_agrees(gpu, Some(SizeMode::Equal), placed.clone());
+    let mixed = store.check_size_mode_agrees(gpu, Some(SizeMode::Mixed), placed.clone());
+    let undefined = store.check_size_mode_agrees(gpu, None, placed.clone());
+
+    assert_eq!(placed, [on_vf.uuid.to_string(), "0000:41:00.5".to_owned()]);
+    assert!(matches!(
+        refused,
+        Err(Error::State(StateError::SizeModeDisagrees { .. }))
+    ));
+    assert!(mixed.is_ok() && undefined.is_ok());
+}
