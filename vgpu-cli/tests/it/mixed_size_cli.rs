@@ -661,3 +661,55 @@ fn apply_of_two_sizes_sets_mixed_size_mode_and_makes_them_at_their_placements() 
         serde_json::json!({"placement_size": 12, "placements": [], "available": 0})
     );
 }
+
+#[test]
+fn an_mdev_defined_at_a_placement_on_an_a10_vf_is_made_there_and_kept_for_mdevctl() {
+    const A10: &str = "0000:81:00.0";
+    let host = host("mixed-size");
+    let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
+        all.extend_from_slice(args);
+        common::vgpuctl(&host, &all)
+    };
+
+    let mode = run(&["size-mode", A10, "mixed"]);
+    let made = run(&[
+        "--json",
+        "create",
+        A10,
+        "--type",
+        "A10-1Q",
+        "--placement",
+        "5",
+        "--define",
+    ]);
+    let json = common::json(&made);
+
+    assert_eq!(mode.status.code(), Some(0), "{}", common::stderr(&mode));
+    assert_eq!(made.status.code(), Some(0), "{}", common::stderr(&made));
+    let uuid = json["id"].as_str().unwrap();
+    let state = host.sim.root().join(format!(".vgpu-sim/nvidia/{A10}.json"));
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    let placed = state["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["mdev"] == uuid)
+        .map(|v| v["placement_id"].clone());
+    assert_eq!(placed, Some(5.into()));
+    // mdevctl's store: etc/mdevctl.d/<parent VF>/<uuid>.
+    let store = host.state.path().join("etc/mdevctl.d");
+    let parents = std::fs::read_dir(&store).unwrap();
+    let files: Vec<_> = parents
+        .map(|p| p.unwrap().path().join(uuid))
+        .filter(|f| f.exists())
+        .collect();
+    assert_eq!(files.len(), 1, "{json}");
+    let definition = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        definition.contains("\"nvidia/vgpu_params\": \"vgpu-placement-id=5\""),
+        "{definition}"
+    );
+}
