@@ -713,3 +713,27 @@ fn an_mdev_defined_at_a_placement_on_an_a10_vf_is_made_there_and_kept_for_mdevct
         "{definition}"
     );
 }
+
+#[test]
+fn restore_makes_the_vgpus_defined_at_placements_before_one_defined_without() {
+    let mut m = Mixed::new("mixed");
+    // A 24Q defined without a placement (as `apply` keeps one) on the first VF, then a 1Q
+    // at 5 on the next: made first, the 24Q would take 0 and leave the 1Q no room.
+    let defined = m.run(&["--json", "define", L40S, "--type", "L40S-24Q", "--auto"]);
+    let placed = m.run(&DEFINE_1Q_AT_5);
+    let big = common::json(&defined)["id"].as_str().unwrap().to_owned();
+    let small = common::json(&placed)["id"].as_str().unwrap().to_owned();
+
+    common::reboot(&mut m.host);
+    m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
+    let restored = m.run(&["restore"]);
+
+    for out in [&defined, &placed, &restored] {
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
+    }
+    assert!(big < small, "{big} {small}");
+    assert_eq!(
+        (sim_placement(&m.host, &small), sim_placement(&m.host, &big)),
+        (5.into(), 24.into())
+    );
+}

@@ -31,7 +31,9 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
-use crate::state::store::{AllDefinitions, SriovDefinition, Start};
+use crate::state::store::{
+    AllDefinitions, MdevDefinition, PLACEMENT_ATTR, SriovDefinition, Start, VfVgpuDefinition,
+};
 
 /// How one step of [`Manager::restore`](super::Manager::restore) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -242,7 +244,7 @@ fn not_ready(paths: &HostPaths, action: &str, device: PciAddress) -> Option<Stri
 /// Restores every definition in order, each step its own operation: devices a killed command
 /// left without a driver, VF counts (each followed by its VFs' local-memory quotas),
 /// bindings, MIG geometry (mode, then GPU instances), schedulers, size modes, mediated
-/// devices, NVIDIA VF types. With
+/// devices, NVIDIA VF types (of these two, those defined at a placement first). With
 /// `device`, only the definitions that concern it (see the module documentation).
 pub(super) fn run(session: &Session, device: Option<PciAddress>) -> Result<RestoreReport> {
     let target = device.map_or_else(|| "host".to_owned(), |d| d.to_string());
@@ -334,7 +336,12 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
     unreadable(&mut report, "size-mode", &scope);
     sched::restore_size_modes(session, &mut report, &size_modes, scope.as_ref());
     unreadable(&mut report, "mdev", &scope);
-    for def in mdevs.iter().filter(|d| d.start == Start::Auto) {
+    // vGPUs defined at a placement first: one the placer puts after them cannot take their
+    // slots (a vGPU `apply` kept is defined without one).
+    let placed_first = |placed: bool| !placed;
+    let mut mdevs: Vec<&MdevDefinition> = mdevs.iter().filter(|d| d.start == Start::Auto).collect();
+    mdevs.sort_by_key(|d| placed_first(d.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR)));
+    for def in mdevs {
         let shown = format!("{}/{}", def.parent, def.uuid);
         if let Some(scope) = &scope {
             // A parent that is not a PCI address is no device's: a host-wide restore reports it.
@@ -381,7 +388,10 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
         report.push(session, "mdev", shown, result);
     }
     unreadable(&mut report, "vf-vgpu", &scope);
-    for def in vf_vgpus.iter().filter(|d| d.start == Start::Auto) {
+    let mut vf_vgpus: Vec<&VfVgpuDefinition> =
+        vf_vgpus.iter().filter(|d| d.start == Start::Auto).collect();
+    vf_vgpus.sort_by_key(|d| placed_first(d.placement.is_some()));
+    for def in vf_vgpus {
         let shown = def.vf.to_string();
         if let Some(scope) = &scope {
             // The definition names its GPU: it is the GPU's even while its VF is not there.
