@@ -63,6 +63,15 @@ pub(crate) fn needs_mig_facts(gpu: &Gpu) -> bool {
 }
 
 impl Operation<'_> {
+    /// The GPU of `device` (the GPU itself, or one of its VFs, or a VF's mediated-device
+    /// parent), read now.
+    pub(crate) fn gpu_of(&self, device: PciAddress) -> Result<Gpu> {
+        let pf = crate::host::pci_device::PciDevice::new(self.paths(), device)
+            .physfn()?
+            .unwrap_or(device);
+        Ok(crate::discovery::discover_gpu(self.paths(), pf)?.0)
+    }
+
     /// The host state [`capacity::room`] counts `gpu` from: the GPU, every definition, the
     /// offer recorded for it, and, where it has MIG-backed types, its GPU instances from NVML
     /// (loaded then only). Settled: types named from definitions, the types it supports but
@@ -119,10 +128,7 @@ impl Operation<'_> {
             ),
             NewVgpu::PlainVf { .. } => return Ok(None),
         };
-        let pf = crate::host::pci_device::PciDevice::new(self.paths(), device)
-            .physfn()?
-            .unwrap_or(device);
-        let (gpu, _warnings) = crate::discovery::discover_gpu(self.paths(), pf)?;
+        let gpu = self.gpu_of(device)?;
         if !host_state::may_mix(&gpu) {
             return Ok(None);
         }

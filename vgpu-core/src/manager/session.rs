@@ -712,10 +712,7 @@ impl Operation<'_> {
         let Some(device) = device else {
             return Ok(None);
         };
-        let gpu = PciDevice::new(self.paths(), device)
-            .physfn()?
-            .unwrap_or(device);
-        let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
+        let found = self.gpu_of(device)?;
         let reported = self.nvml().get().size_facts(&found);
         if let Some(at) = reported.and_then(|f| f.placements.get(&id).copied()) {
             return Ok(Some(at));

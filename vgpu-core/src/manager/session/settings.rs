@@ -6,7 +6,6 @@ use super::Operation;
 use super::undo::Undo;
 use crate::backend::{self, NewVgpu};
 use crate::error::{Error, Result};
-use crate::host::pci_device::PciDevice;
 use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
@@ -77,10 +76,8 @@ impl Operation<'_> {
     /// so; returns whether it changed. Refused, naming them, while the GPU holds vGPUs, and
     /// refused for mixed beside MIG mode or the fixed-share scheduler.
     pub(crate) fn ensure_size_mode(&mut self, device: PciAddress, mode: SizeMode) -> Result<bool> {
-        let gpu = PciDevice::new(self.paths(), device)
-            .physfn()?
-            .unwrap_or(device);
-        let (found, _warnings) = crate::discovery::discover_gpu(self.paths(), gpu)?;
+        let found = self.gpu_of(device)?;
+        let gpu = found.address;
         crate::manager::sched::keeps_mixed_apart(self, &found, (Some(mode), None), false)?;
         let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
