@@ -9,8 +9,8 @@
 //!
 //! - [`Policy::Pack`] fills partly used GPUs first, then empty ones, the smallest first: whole
 //!   GPUs stay free for large vGPUs. Among partly used GPUs, a GPU in mixed-size mode ranks by
-//!   the placements of larger sizes the pick takes away ([`crate::placement::Loss`]); an
-//!   equal-size GPU loses none. Then the one left with the least room (best fit); then the
+//!   what the pick takes from larger sizes ([`crate::placement::Loss`]); an equal-size GPU
+//!   takes nothing. Then the one left with the least room (best fit); then the
 //!   one holding the most vGPUs, as one holding few is the likeliest to empty;
 //! - [`Policy::Spread`] takes the GPU with the most room left (fewest vGPUs on a tie): load is
 //!   balanced.

@@ -292,8 +292,8 @@ pub enum ChangeCommand {
         #[command(flatten)]
         keep: Keep,
         /// In mixed-size mode, the placement id (first 1-GiB slot) to make it at; `types
-        /// --json` lists the free ones. Without it: the free placement that keeps the most room
-        /// for the GPU's largest types.
+        /// --json` lists the free ones. Without it: the free placement that takes the least
+        /// room from the GPU's larger types.
         #[arg(long, value_name = "N")]
         placement: Option<u32>,
     },

@@ -1,7 +1,7 @@
 //! NVIDIA's mixed-size mode through `vgpuctl`, on the simulated `l40s-vendor-vfio` host with
 //! the test NVML as a view of the simulator: `size-mode` shows and sets the mode, refused
-//! while vGPUs exist and without NVML; `create` places a vGPU where it keeps the most room
-//! (or at `--placement`); `types` gives placements; two sizes share one GPU.
+//! while vGPUs exist and without NVML; `create` places a vGPU where it takes the least room
+//! from larger ones (or at `--placement`); `types` gives placements; two sizes share one GPU.
 
 use std::process::Output;
 

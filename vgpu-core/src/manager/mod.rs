@@ -250,7 +250,7 @@ impl Manager {
     }
 
     /// [`Manager::create`] at placement `at` on a GPU in mixed-size mode; `None` takes the
-    /// placement that keeps the most room for the GPU's largest types. A placement the driver
+    /// placement that takes the least room from the GPU's larger types. A placement the driver
     /// cannot take now, or on a GPU not in mixed-size mode, is refused before anything is
     /// made.
     pub fn create_at(

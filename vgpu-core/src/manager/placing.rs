@@ -136,8 +136,8 @@ impl Operation<'_> {
     }
 
     /// The placement id for a new vGPU at `placement` on `gpu` in mixed-size mode: `asked`
-    /// when the driver can create the type there, else the one that keeps the most room
-    /// (`capacity::new_placement`); `None` on a GPU not in mixed-size mode.
+    /// when the driver can create the type there, else the one that takes the least room
+    /// from larger types (`capacity::new_placement`); `None` on a GPU not in mixed-size mode.
     pub(crate) fn placement_id(
         &self,
         gpu: &Gpu,

@@ -1,10 +1,11 @@
 //! The placement of a new vGPU on a GPU in mixed-size mode: the one asked for, when the driver
-//! can create the type there, else the one that keeps the most room for the largest types
+//! can create the type there, else the one that takes the least room from larger types
 //! ([`Chooser::keep_room`]). `create`, `provision`, the hook and `apply` all take it here.
 //!
 //! The GPU's occupancy comes from the driver's own answer: a slot that no creatable placement
-//! of any type covers is held by a vGPU, or of no use until one goes. So the choice needs no
-//! vGPU's placement, which NVML reports only for vGPUs it matches.
+//! of any type covers is held by a vGPU, or of no use until one goes. The vGPUs NVML reports a
+//! placement for are recorded on it, as how many vGPUs hold a larger placement weighs in the
+//! choice; a run of held slots no reported vGPU accounts for counts as one vGPU.
 
 use crate::model::sizes::placement_size;
 use crate::model::{Gpu, VgpuType};
@@ -13,8 +14,9 @@ use crate::placement::{Chooser, Loss, PlacementError, PlacementRefusal, SlotMap}
 use super::{HostState, SizeFacts};
 
 /// The placement for a new vGPU of `type_id` on `gpu`: `asked` when the driver can create the
-/// type there, else the choice that keeps the most room. `None` on a GPU that is not in
-/// mixed-size mode (nothing to choose), or when no placement is free (the room says why).
+/// type there, else the choice that takes the least room from larger types. `None` on a GPU
+/// not in mixed-size mode (nothing to choose), or when no placement is free (the room says
+/// why).
 /// Refused where NVML did not list the type's creatable placements.
 pub fn new_placement(
     host: &HostState,
@@ -124,14 +126,15 @@ fn size_of(ty: &VgpuType) -> Option<u32> {
         .and_then(placement_size)
 }
 
-/// How a new vGPU's placement is chosen on `gpu`: the id that keeps the most room for the
-/// placement sizes of the GPU's time-sliced types.
+/// How a new vGPU's placement is chosen on `gpu`: the id that takes the least room from the
+/// larger placement sizes of the GPU's time-sliced types.
 pub(crate) fn chooser(gpu: &Gpu) -> Chooser {
     let sizes: Vec<u32> = gpu.types.iter().filter_map(size_of).collect();
     Chooser::keep_room(&sizes)
 }
 
-/// The GPU's occupancy as the driver's creatable placements show it: `None` without a region.
+/// The GPU's occupancy as the driver's creatable placements show it, with the vGPUs NVML
+/// reports a placement for: `None` without a region.
 pub(crate) fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>, PlacementError> {
     let Some(region) = facts.region else {
         return Ok(None);
@@ -142,5 +145,19 @@ pub(crate) fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>,
         .filter_map(|t| Some((facts.creatable.get(&t.id)?, size_of(t)?)))
         .flat_map(|(ids, size)| ids.iter().map(move |id| (*id, size)))
         .collect();
-    SlotMap::with_free(region, &free).map(Some)
+    let mut map = SlotMap::with_free(region, &free)?;
+    // How many vGPUs hold a larger placement weighs in the choice (`Chooser::rank`).
+    for vgpu in &gpu.vgpus {
+        let size = gpu
+            .types
+            .iter()
+            .find(|t| t.id == vgpu.type_id)
+            .and_then(size_of);
+        if let (Some(&at), Some(size)) = (facts.placements.get(&vgpu.id), size) {
+            // A vGPU the driver's answer shows on free slots (gone since) is left out: that
+            // answer is the truth.
+            map.hold(at, size).unwrap_or_default();
+        }
+    }
+    Ok(Some(map))
 }

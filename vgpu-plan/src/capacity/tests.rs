@@ -538,6 +538,26 @@ fn new_placement_of_1gib_keeps_both_16gib_placements_free() {
 }
 
 #[test]
+fn new_placement_goes_to_the_half_nvml_shows_more_vgpus_in() {
+    // Four 1Qs hold slots 17, 18, 41 and 42. NVML reports the placements of two of them;
+    // a held run it reports no vGPU for counts as one vGPU.
+    let with_reported = |reported: [u32; 2]| {
+        let mut state = host(vec![fleet::gpu(Model::L40s, addr(L40S), Some(0))]);
+        fleet::record_vgpus(&mut state.inventory, addr(L40S), "1147", 1024, 0, 4);
+        let ids: Vec<VgpuHandle> = state.inventory.gpus[0].vgpus.iter().map(|v| v.id).collect();
+        let held = [(17, 1), (18, 1), (41, 1), (42, 1)];
+        let by_slot = |at: u32| ids[held.iter().position(|&(id, _)| id == at).unwrap()];
+        let reported = reported.iter().map(|&at| (by_slot(at), at)).collect();
+        crate::testing::unit::mixed_l40s_holding(&mut state, L40S, &held, reported);
+        state
+    };
+    let chosen = |state: &HostState| new_placement(state, &state.inventory.gpus[0], "1147", None);
+
+    assert_eq!(chosen(&with_reported([17, 18])), Ok(Some(23)));
+    assert_eq!(chosen(&with_reported([41, 42])), Ok(Some(36)));
+}
+
+#[test]
 fn new_placement_takes_the_one_asked_when_creatable_and_names_the_others_when_not() {
     let mut state = empty_mixed_l40s();
     let creatable = &mut state.sizes.get_mut(&addr(L40S)).unwrap().creatable;

@@ -12,7 +12,7 @@
 //! - [`fit`](mod@fit): whether a multiset of sizes fits beside what is placed, the most of it
 //!   that does, and where ([`fit()`]), by exhaustive search;
 //! - [`chooser`]: the placement for one new vGPU ([`Chooser`]): the driver's lowest free id,
-//!   or the one that keeps the most room for the largest types; and what the pick takes away
+//!   or the one that takes the least room from larger types; and what the pick takes
 //!   ([`Loss`]), by which `place` ranks GPUs in mixed-size mode.
 //!
 //! Everything here is pure: the caller reads the GPU and writes `vgpu-placement-id`.
@@ -84,6 +84,14 @@ pub enum PlacementError {
     /// The GPU already holds [`MAX_VGPUS_PER_GPU`] vGPUs.
     #[error("the GPU already holds 32 vGPUs")]
     Full,
+    /// A vGPU recorded where the map holds a slot free ([`SlotMap::hold`]).
+    #[error("a {size} GiB vGPU at {id} would hold a free slot")]
+    NotHeld {
+        /// The placement id.
+        id: u32,
+        /// The placement size in GiB.
+        size: u32,
+    },
     /// No vGPU is placed at this id.
     #[error("no vGPU is placed at {id}")]
     NotPlaced {
@@ -140,6 +148,17 @@ fn run(size: u32) -> u128 {
     } else {
         (1u128 << size) - 1
     }
+}
+
+/// How many bits `mask` has set, one step per bit: the masks here have few, and the
+/// baseline x86-64 target has no population-count instruction.
+fn count(mut mask: u128) -> u32 {
+    let mut n = 0;
+    while mask != 0 {
+        mask &= mask - 1;
+        n += 1;
+    }
+    n
 }
 
 /// The bits set in `mask`, lowest first.

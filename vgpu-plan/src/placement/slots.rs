@@ -1,7 +1,7 @@
 //! A GPU's occupancy in mixed-size mode: which slots each placed vGPU holds.
 
 use super::rule::supported_mask;
-use super::{MAX_REGION_SLOTS, MAX_VGPUS_PER_GPU, PlacementError, bits, run};
+use super::{MAX_REGION_SLOTS, MAX_VGPUS_PER_GPU, PlacementError, bits, count, run};
 
 /// A vGPU on a GPU: its placement id and size; it holds the slots `[id, id + size)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -13,8 +13,32 @@ pub struct Placed {
 }
 
 impl Placed {
-    fn mask(self) -> u128 {
+    /// The slots it holds, as a mask.
+    pub(super) fn mask(self) -> u128 {
         run(self.size) << self.id
+    }
+}
+
+/// Who holds a map's slots: the vGPUs recorded, and held slots none of them accounts for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Holders {
+    /// The slots the recorded vGPUs hold.
+    known: u128,
+    /// The first slot of each recorded vGPU.
+    starts: u128,
+    /// Held slots no recorded vGPU accounts for.
+    unknown: u128,
+}
+
+impl Holders {
+    /// How many vGPUs hold slots of `block`, a run of slots: the recorded vGPUs that start in
+    /// it or run into it, and each run of unaccounted held slots in it as one (a map made by
+    /// [`SlotMap::with_free`] does not say how many vGPUs hold a run).
+    pub(super) fn of(&self, block: u128) -> u32 {
+        let first = block & block.wrapping_neg();
+        let runs_in = u32::from(self.known & first != 0 && self.starts & first == 0);
+        let unknown = self.unknown & block;
+        count(self.starts & block) + runs_in + count(unknown & !(unknown << 1))
     }
 }
 
@@ -96,6 +120,28 @@ impl SlotMap {
     /// Fails when the rule does not cover the size, `id` is not a supported id of it, the GPU
     /// is full, or a placed vGPU holds one of its slots.
     pub fn place(&mut self, id: u32, size: u32) -> Result<(), PlacementError> {
+        let new = self.vacant(id, size)?;
+        self.record(new);
+        Ok(())
+    }
+
+    /// Records a `size` GiB vGPU at `id` whose slots the map already holds: on a map made by
+    /// [`SlotMap::with_free`], a vGPU known from where the driver reports it. Which vGPUs
+    /// hold the slots matters to [`Chooser::rank`](super::Chooser::rank).
+    ///
+    /// Fails as [`SlotMap::place`] fails, and when one of its slots is free.
+    pub fn hold(&mut self, id: u32, size: u32) -> Result<(), PlacementError> {
+        let new = self.vacant(id, size)?;
+        if self.occupied & new.mask() != new.mask() {
+            return Err(PlacementError::NotHeld { id, size });
+        }
+        self.record(new);
+        Ok(())
+    }
+
+    /// A vGPU at `id` that may be recorded: a supported id, on a GPU not full, overlapping
+    /// no vGPU recorded.
+    fn vacant(&self, id: u32, size: u32) -> Result<Placed, PlacementError> {
         let supported = supported_mask(self.region, size)?;
         if id >= 128 || supported & 1u128 << id == 0 {
             return Err(PlacementError::NotSupported { id, size });
@@ -111,10 +157,28 @@ impl SlotMap {
                 other: other.id,
             });
         }
-        let at = self.placed.partition_point(|p| p.id < id);
+        Ok(new)
+    }
+
+    /// Who holds its slots, to count the vGPUs in a block ([`Holders::of`]).
+    pub(super) fn holders(&self) -> Holders {
+        let (known, starts) = self
+            .placed
+            .iter()
+            .fold((0u128, 0u128), |(known, starts), p| {
+                (known | p.mask(), starts | 1u128 << p.id)
+            });
+        Holders {
+            known,
+            starts,
+            unknown: self.occupied & !known,
+        }
+    }
+
+    fn record(&mut self, new: Placed) {
+        let at = self.placed.partition_point(|p| p.id < new.id);
         self.placed.insert(at, new);
         self.occupied |= new.mask();
-        Ok(())
     }
 
     /// Removes the vGPU at `id` and returns it.
@@ -133,16 +197,22 @@ impl SlotMap {
 
 /// The ids in `supported` whose `size` slots miss `occupied`.
 pub(super) fn free_among(supported: u128, size: u32, occupied: u128) -> u128 {
-    // Bit `i` of `blocked` is set when a slot in `[i, i + covered)` is held: each step
-    // doubles `covered` (or finishes it), so a size takes a handful of shifts.
-    let mut blocked = occupied;
+    supported & !reach(occupied, size)
+}
+
+/// The ids from which a run of `size` slots meets `mask`: each slot of it, and the `size - 1`
+/// before each.
+pub(super) fn reach(mask: u128, size: u32) -> u128 {
+    // Bit `i` is set when a slot in `[i, i + covered)` is in `mask`: each step doubles
+    // `covered` (or finishes it), so a size takes a handful of shifts.
+    let mut reach = mask;
     let mut covered = 1;
     while covered < size {
         let step = covered.min(size - covered);
-        blocked |= blocked >> step;
+        reach |= reach >> step;
         covered += step;
     }
-    supported & !blocked
+    reach
 }
 
 #[cfg(test)]
@@ -281,5 +351,42 @@ mod tests {
         let gone = map.remove(3);
 
         assert_eq!(gone, Err(PlacementError::NotPlaced { id: 3 }));
+    }
+
+    #[test]
+    fn hold_records_a_vgpu_on_held_slots_and_refuses_a_free_one() {
+        // Free: one 24 GiB half; slots 0 to 23 held.
+        let mut map = SlotMap::with_free(48, &[(24, 24)]).unwrap();
+
+        let held = map.hold(0, 12);
+        let on_free = map.hold(24, 1);
+        let again = map.hold(0, 1);
+
+        assert_eq!(held, Ok(()));
+        assert_eq!(on_free, Err(PlacementError::NotHeld { id: 24, size: 1 }));
+        assert_eq!(
+            again,
+            Err(PlacementError::Overlaps {
+                id: 0,
+                size: 1,
+                other: 0
+            })
+        );
+        assert_eq!(map.placed(), [Placed { id: 0, size: 12 }]);
+        assert_eq!(map.free_placements(24), Ok(vec![24]));
+    }
+
+    #[test]
+    fn holders_count_vgpus_in_a_block_and_each_unaccounted_run_as_one() {
+        // Held: a 12 GiB vGPU at 0 (recorded), and slots 12 to 15 and 17 unaccounted.
+        let mut map = SlotMap::with_free(48, &[(16, 1), (18, 6), (24, 24)]).unwrap();
+        map.hold(0, 12).unwrap();
+        let holders = map.holders();
+
+        let of = |at: u32, size: u32| holders.of(run(size) << at);
+
+        // The first half: the vGPU, the run 12 to 15, the run at 17. A block starting in
+        // the vGPU counts it too; the empty second half counts none.
+        assert_eq!((of(0, 24), of(8, 8), of(16, 8), of(24, 24)), (3, 2, 1, 0));
     }
 }
