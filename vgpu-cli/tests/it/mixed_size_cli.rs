@@ -266,14 +266,35 @@ fn sim_placement(host: &Host, vf: &str) -> serde_json::Value {
         .map_or(serde_json::Value::Null, |v| v["placement_id"].clone())
 }
 
+/// Writes `1` to the L40S's `reset`: the GPU forgets its size mode, and no reboot runs
+/// `restore`.
+fn reset_gpu(m: &Mixed) {
+    let reset = m
+        .host
+        .sim
+        .root()
+        .join(format!("sys/bus/pci/devices/{L40S}/reset"));
+    std::fs::write(reset, "1").unwrap();
+}
+
 #[test]
-fn the_hook_places_a_domain_s_vgpu_where_it_keeps_the_most_room() {
-    let m = Mixed::new("mixed");
+fn the_hook_puts_back_the_defined_size_mode_and_places_where_it_takes_the_least_room() {
+    let m = Mixed::new("equal");
+    let defined = m.run(&["size-mode", L40S, "mixed", "--define"]);
+    assert_eq!(
+        defined.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&defined)
+    );
+    reset_gpu(&m);
     let vf = common::vf("41", 0);
 
     let out = m.prepare_1q(&vf);
 
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let mode = common::json(&m.run(&["--json", "size-mode", L40S]));
+    assert_eq!(mode["size_mode"], "mixed");
     // The driver's default would be 0, where a 16 GiB vGPU starts.
     assert_eq!(sim_placement(&m.host, &vf), 17);
 }
@@ -356,6 +377,31 @@ fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placem
     );
     assert_eq!(after["size_mode"], "mixed");
     assert_eq!(sim_placement(&m.host, &vf), 5);
+}
+
+#[test]
+fn after_a_gpu_reset_create_puts_the_defined_size_mode_back_before_the_vgpu() {
+    let m = Mixed::new("equal");
+    let defined = m.run(&["size-mode", L40S, "mixed", "--define"]);
+    assert_eq!(
+        defined.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&defined)
+    );
+    reset_gpu(&m);
+    let before = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    let (code, made) = m.create("L40S-1Q", None);
+    let after = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    assert_eq!(before["size_mode"], "equal");
+    assert_eq!(
+        (code, &made["placement_id"]),
+        (Some(0), &serde_json::json!(17))
+    );
+    assert_eq!(after["size_mode"], "mixed");
+    assert_eq!(sim_placement(&m.host, made["id"].as_str().unwrap()), 17);
 }
 
 #[test]

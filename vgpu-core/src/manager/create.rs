@@ -22,7 +22,8 @@ use crate::model::{Gpu, VgpuHandle};
 use crate::state::store::Start;
 
 /// Creates a vGPU of type `wanted` on `gpu` where [`Operation::place`] puts it, defining it
-/// first when `define` says when it starts; `uuid` names a mediated device. In mixed-size mode
+/// first when `define` says when it starts; `uuid` names a mediated device. A GPU that lost its
+/// defined size mode gets it back first ([`Operation::mode_as_defined`]). In mixed-size mode
 /// it takes placement `at`, else [`Operation::placement_id`]'s choice. A place another tool
 /// takes meanwhile is given up for the next one, once (see the module documentation).
 pub(super) fn create(
@@ -33,6 +34,15 @@ pub(super) fn create(
     define: Option<Start>,
     at: Option<u32>,
 ) -> Result<Created> {
+    let reread;
+    let gpu = match op.mode_as_defined(gpu)? {
+        // The mode changes what the GPU lists: read it again.
+        true => {
+            reread = discover_gpu(op.paths(), gpu.address)?.0;
+            &reread
+        }
+        false => gpu,
+    };
     let placement = op.place(gpu, wanted)?;
     let placement_id = op.placement_id(gpu, &placement, at)?;
     let vgpu = placement.vgpu(uuid)?;

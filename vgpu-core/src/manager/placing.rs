@@ -107,8 +107,9 @@ impl Operation<'_> {
 
     /// [`Operation::placement_id`] for the new vGPU `vgpu`, whose GPU (its parent or VF's
     /// physical function) is read now: the choice of the hook and `migrate begin`, which are
-    /// told the device and not the GPU. `None` for a plain VF, or on a GPU that cannot mix.
-    pub(crate) fn placed(&self, vgpu: &NewVgpu) -> Result<Option<u32>> {
+    /// told the device and not the GPU. The GPU is put back in its defined size mode first
+    /// ([`Operation::mode_as_defined`]). `None` for a plain VF, or on a GPU that cannot mix.
+    pub(crate) fn placed(&mut self, vgpu: &NewVgpu) -> Result<Option<u32>> {
         let (device, placement) = match vgpu {
             NewVgpu::VendorVf { vf, type_id } => (
                 *vf,
@@ -128,9 +129,13 @@ impl Operation<'_> {
             ),
             NewVgpu::PlainVf { .. } => return Ok(None),
         };
-        let gpu = self.gpu_of(device)?;
+        let mut gpu = self.gpu_of(device)?;
         if !host_state::may_mix(&gpu) {
             return Ok(None);
+        }
+        if self.mode_as_defined(&gpu)? {
+            // The mode changes what the GPU lists: read it again.
+            gpu = self.gpu_of(device)?;
         }
         self.placement_id(&gpu, &placement, None)
     }

@@ -113,8 +113,12 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
         None => None,
     };
     // One read of the GPU, while the type still shows its name (a full vendor-VFIO card lists
-    // none); then each place in order, as `create` would choose them.
-    let (gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
+    // none); then each place in order, as `create` would choose them. A GPU that lost its
+    // defined size mode gets it back first, and is read again.
+    let (mut gpu, _warnings) = discover_gpu(op.paths(), target.gpu)?;
+    if op.mode_as_defined(&gpu)? {
+        gpu = discover_gpu(op.paths(), target.gpu)?.0;
+    }
     let found = op.room_for(&gpu, &target.type_name)?;
     let room = found.room.available;
     let no_room = |asked, available| found.refusal(asked, available);

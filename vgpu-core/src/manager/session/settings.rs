@@ -6,8 +6,10 @@ use super::Operation;
 use super::undo::Undo;
 use crate::backend::{self, NewVgpu};
 use crate::error::{Error, Result};
+use crate::model::Gpu;
 use crate::model::pci::PciAddress;
 use crate::model::sizes::SizeMode;
+use crate::nvml::host_state;
 use crate::nvml::sched::{SchedulerChange, SchedulerRequest};
 use crate::state::store::VfVgpuDefinition;
 
@@ -81,6 +83,35 @@ impl Operation<'_> {
         crate::manager::sched::keeps_mixed_apart(self, &found, (Some(mode), None), false)?;
         let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
+    }
+
+    /// Puts `gpu` back in the size mode its definition records, when NVML says another and
+    /// the GPU holds no vGPU; returns whether it changed. A GPU reset or a driver reload
+    /// forgets the mode, and only a reboot runs `restore`: a vGPU made before this would take
+    /// the other mode's placements, and fix that mode until it goes. Nothing without a
+    /// definition, or where NVML does not say the mode. A GPU holding vGPUs keeps its mode
+    /// (the driver refuses to change it then), and a warning says so.
+    pub(crate) fn mode_as_defined(&mut self, gpu: &Gpu) -> Result<bool> {
+        if !host_state::may_mix(gpu) {
+            return Ok(false);
+        }
+        let Some(def) = self.store().size_mode_of(gpu.address)? else {
+            return Ok(false);
+        };
+        let now = self.nvml().get().size_mode(gpu.address);
+        let Some(&now) = now.value().filter(|m| **m != def.mode) else {
+            return Ok(false);
+        };
+        if !gpu.vgpus.is_empty() {
+            tracing::warn!(
+                gpu = %gpu.address,
+                "in {} size mode, defined {}: it holds vGPUs, so the mode stays",
+                now.name(),
+                def.mode.name()
+            );
+            return Ok(false);
+        }
+        self.ensure_size_mode(gpu.address, def.mode)
     }
 
     /// [`Operation::realize_at`] where [`Operation::placed`] puts `vgpu`: at the placement
