@@ -13,6 +13,31 @@ use crate::VgpuHandle;
 
 const MIB_PER_GIB: u64 = 1024;
 
+/// The file NVIDIA's driver takes a vGPU's placement in, under a mediated device or a
+/// vendor-VFIO VF: `nvidia/vgpu_params`, written before the vGPU starts. A mediated device's
+/// definition keeps it among its attributes.
+pub const PLACEMENT_ATTR: &str = "nvidia/vgpu_params";
+
+/// The line `nvidia/vgpu_params` takes for a vGPU's placement in mixed-size mode
+/// (NVIDIA Virtual GPU Software User Guide, "vGPU Placements").
+pub fn placement_param(id: u32) -> String {
+    format!("vgpu-placement-id={id}")
+}
+
+/// The placement id a `vgpu_params` line names (`vgpu-placement-id=N`, among other
+/// `key=value` words); `None` when it names none.
+pub fn placement_of_param(line: &str) -> Option<u32> {
+    line.split([',', ' ', '\n'])
+        .find_map(|word| word.trim().strip_prefix("vgpu-placement-id="))
+        .and_then(|id| id.parse().ok())
+}
+
+/// The placement a mediated device's defined attributes name ([`PLACEMENT_ATTR`]).
+pub fn placement_of_attrs(attrs: &[(String, String)]) -> Option<u32> {
+    let (_, value) = attrs.iter().find(|(name, _)| name == PLACEMENT_ATTR)?;
+    placement_of_param(value)
+}
+
 /// How a GPU sizes its time-sliced vGPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -88,6 +113,20 @@ impl SizeFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placement_of_param_reads_what_placement_param_writes_among_other_words() {
+        assert_eq!(placement_of_param(&placement_param(17)), Some(17));
+        assert_eq!(
+            placement_of_param("frame_rate_limiter=0, vgpu-placement-id=24\n"),
+            Some(24)
+        );
+        assert_eq!(placement_of_param("frame_rate_limiter=0"), None);
+        assert_eq!(placement_of_param("vgpu-placement-id=x"), None);
+        let attrs = |name: &str| vec![(name.to_owned(), placement_param(5))];
+        assert_eq!(placement_of_attrs(&attrs(PLACEMENT_ATTR)), Some(5));
+        assert_eq!(placement_of_attrs(&attrs("nvidia/other")), None);
+    }
 
     #[test]
     fn size_mode_names_parse_back_and_others_are_refused() {

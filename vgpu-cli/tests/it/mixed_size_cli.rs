@@ -377,6 +377,18 @@ fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placem
     );
     assert_eq!(after["size_mode"], "mixed");
     assert_eq!(sim_placement(&m.host, &vf), 5);
+    // NVML matches a VF's vGPU to no VF: `list` gives the placement its definition made it at.
+    let listed = common::json(&m.run(&["--json", "list", L40S]));
+    let vgpu = listed["gpus"][0]["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == vf.as_str())
+        .cloned();
+    assert_eq!(
+        vgpu.map(|v| v["placement"].clone()),
+        Some(serde_json::json!(5))
+    );
 }
 
 #[test]

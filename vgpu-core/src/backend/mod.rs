@@ -239,25 +239,14 @@ pub(crate) fn fits_beside(
     }
 }
 
-/// The line NVIDIA's `nvidia/vgpu_params` takes for a vGPU's placement in mixed-size mode
-/// (NVIDIA Virtual GPU Software User Guide, "vGPU Placements").
-pub(crate) fn placement_param(id: u32) -> String {
-    format!("vgpu-placement-id={id}")
-}
-
-/// The placement id a `vgpu_params` line names (`vgpu-placement-id=N`, among other
-/// `key=value` words); `None` when it names none.
-pub(crate) fn placement_of_param(line: &str) -> Option<u32> {
-    line.split([',', ' ', '\n'])
-        .find_map(|word| word.trim().strip_prefix("vgpu-placement-id="))
-        .and_then(|id| id.parse().ok())
-}
-
 /// Asks NVIDIA's driver to place the next vGPU made through `nvidia` (a vendor-VFIO VF's
 /// `nvidia` directory, or a mediated device's) at placement `id`: written before the VF's
 /// type is set, or before the mediated device is opened.
 pub(crate) fn write_placement(nvidia: &std::path::Path, id: u32) -> Result<()> {
-    crate::host::sysfs::write_attr(&nvidia.join("vgpu_params"), &placement_param(id))
+    crate::host::sysfs::write_attr(
+        &nvidia.join("vgpu_params"),
+        &crate::model::sizes::placement_param(id),
+    )
 }
 
 /// Makes `vgpu` at placement `at` in mixed-size mode ([`realize`] where `at` is `None`):
@@ -430,20 +419,4 @@ pub(crate) fn open_by(paths: &HostPaths, handle: VgpuHandle) -> Result<Vec<Holde
         VgpuHandle::Vf(address) => vfio::pci_nodes(paths, address)?,
     };
     vfio::holders(paths, &nodes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{placement_of_param, placement_param};
-
-    #[test]
-    fn placement_of_param_reads_what_placement_param_writes_among_other_words() {
-        assert_eq!(placement_of_param(&placement_param(17)), Some(17));
-        assert_eq!(
-            placement_of_param("frame_rate_limiter=0, vgpu-placement-id=24\n"),
-            Some(24)
-        );
-        assert_eq!(placement_of_param("frame_rate_limiter=0"), None);
-        assert_eq!(placement_of_param("vgpu-placement-id=x"), None);
-    }
 }

@@ -397,7 +397,12 @@ impl Operation<'_> {
                     mdev_type: type_id.clone(),
                     start,
                     attrs: at
-                        .map(|id| (PLACEMENT_ATTR.to_owned(), backend::placement_param(id)))
+                        .map(|id| {
+                            (
+                                PLACEMENT_ATTR.to_owned(),
+                                crate::model::sizes::placement_param(id),
+                            )
+                        })
                         .into_iter()
                         .collect(),
                 };
@@ -701,9 +706,8 @@ impl Operation<'_> {
         })
     }
 
-    /// The placement of the running vGPU `id` in mixed-size mode, as far as it is known:
-    /// NVML's (a mediated device's), else the one its definition made it at (a VF's vGPU,
-    /// which NVML gives none). `None` off mixed-size mode or where neither says.
+    /// The placement of the running vGPU `id` in mixed-size mode, as far as it is known
+    /// ([`capacity::placement_of`](crate::capacity::placement_of)).
     fn placement_now(&self, id: VgpuHandle) -> Result<Option<u32>> {
         let device = match id {
             VgpuHandle::Mdev(uuid) => backend::mdev::parent_of(self.paths(), uuid)?,
@@ -712,18 +716,9 @@ impl Operation<'_> {
         let Some(device) = device else {
             return Ok(None);
         };
-        let found = self.gpu_of(device)?;
-        let reported = self.nvml().get().size_facts(&found);
-        if let Some(at) = reported.and_then(|f| f.placements.get(&id).copied()) {
-            return Ok(Some(at));
-        }
-        Ok(match id {
-            VgpuHandle::Vf(vf) => self.store().vf_vgpu(vf)?.and_then(|d| d.placement),
-            VgpuHandle::Mdev(uuid) => self.store().mdev(uuid)?.and_then(|d| {
-                let (_, value) = d.attrs.iter().find(|(name, _)| name == PLACEMENT_ATTR)?;
-                backend::placement_of_param(value)
-            }),
-        })
+        let gpu = self.gpu_of(device)?;
+        let state = self.state_of(&gpu)?;
+        Ok(crate::capacity::placement_of(&state, gpu.address, id))
     }
 
     /// Removes every definition of `id` (mdev, VF vGPU, binding); undo writes them back.

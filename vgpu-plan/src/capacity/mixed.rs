@@ -7,8 +7,9 @@
 //! placement for are recorded on it, as how many vGPUs hold a larger placement weighs in the
 //! choice; a run of held slots no reported vGPU accounts for counts as one vGPU.
 
-use crate::model::sizes::placement_size;
-use crate::model::{Gpu, VgpuType};
+use crate::model::pci::PciAddress;
+use crate::model::sizes::{placement_of_attrs, placement_size};
+use crate::model::{Gpu, VgpuHandle, VgpuType};
 use crate::placement::{Chooser, Loss, PlacementError, PlacementRefusal, SlotMap};
 
 use super::{HostState, SizeFacts};
@@ -114,6 +115,24 @@ impl Ranker {
         self.map.place(id, self.size).ok()?;
         self.next = self.chooser.rank(&self.map, self.size).ok().flatten();
         Some(id)
+    }
+}
+
+/// Where vGPU `id` on `gpu` is placed in mixed-size mode, as far as it is known: NVML's
+/// answer, else the placement its definition made it at (a vendor-VFIO VF's vGPU, which NVML
+/// matches to no VF). `None` off mixed-size mode, or where neither says. `list`, `list
+/// --json` and an undo that makes a vGPU again all take it here.
+pub fn placement_of(host: &HostState, gpu: PciAddress, id: VgpuHandle) -> Option<u32> {
+    let facts = host.sizes.get(&gpu).filter(|f| f.mixed())?;
+    if let Some(&at) = facts.placements.get(&id) {
+        return Some(at);
+    }
+    let defs = &host.definitions;
+    match id {
+        VgpuHandle::Vf(vf) => defs.vf_vgpus.iter().find(|d| d.vf == vf)?.placement,
+        VgpuHandle::Mdev(uuid) => {
+            placement_of_attrs(&defs.mdevs.iter().find(|d| d.uuid == uuid)?.attrs)
+        }
     }
 }
 

@@ -49,6 +49,7 @@ pub use crate::model::sizes::SizeFacts;
 pub use handout::check_handout;
 pub use mig_fit::{MigFitError, PlacedGpuInstance, fit_gpu_instances};
 pub use mixed::new_placement;
+pub use mixed::placement_of;
 pub(crate) use mixed::{Ranker, chooser, occupancy};
 pub use reservations::{Reservations, reservations};
 
@@ -370,8 +371,9 @@ fn label(gpu: &Gpu, type_id: &str, names: &BTreeMap<String, String>) -> String {
 }
 
 /// Shows NVML's size facts on `gpu`: its mode, and in mixed-size mode each time-sliced
-/// type's placement size and creatable placements, and each vGPU's placement.
-fn show_sizes(gpu: &mut Gpu, facts: Option<&SizeFacts>) {
+/// type's placement size and creatable placements; and each vGPU's placement, `placements`
+/// ([`placement_of`]) in the order of its vGPUs.
+fn show_sizes(gpu: &mut Gpu, facts: Option<&SizeFacts>, placements: Vec<Option<u32>>) {
     gpu.size_mode = facts.map(|f| f.mode);
     let mixed = facts.filter(|f| f.mixed());
     for ty in &mut gpu.types {
@@ -381,8 +383,8 @@ fn show_sizes(gpu: &mut Gpu, facts: Option<&SizeFacts>) {
             .and_then(crate::model::sizes::placement_size);
         ty.placements = sliced.and_then(|f| f.creatable.get(&ty.id).cloned());
     }
-    for vgpu in &mut gpu.vgpus {
-        vgpu.placement = mixed.and_then(|f| f.placements.get(&vgpu.id).copied());
+    for (vgpu, at) in gpu.vgpus.iter_mut().zip(placements) {
+        vgpu.placement = at;
     }
 }
 
@@ -401,12 +403,26 @@ impl HostState {
             .iter()
             .map(|gpu| gpu.types.iter().map(|t| room(self, gpu, &t.id)).collect())
             .collect();
-        for (gpu, rooms) in self.inventory.gpus.iter_mut().zip(rooms) {
+        let placements: Vec<Vec<Option<u32>>> = self
+            .inventory
+            .gpus
+            .iter()
+            .map(|gpu| {
+                let of = |v: &crate::model::Vgpu| placement_of(self, gpu.address, v.id);
+                gpu.vgpus.iter().map(of).collect()
+            })
+            .collect();
+        let gpus = self
+            .inventory
+            .gpus
+            .iter_mut()
+            .zip(rooms.into_iter().zip(placements));
+        for (gpu, (rooms, placements)) in gpus {
             for (ty, room) in gpu.types.iter_mut().zip(rooms) {
                 ty.available = room.available;
                 ty.limit = Some(room.limit);
             }
-            show_sizes(gpu, self.sizes.get(&gpu.address));
+            show_sizes(gpu, self.sizes.get(&gpu.address), placements);
         }
     }
 

@@ -558,6 +558,38 @@ fn new_placement_goes_to_the_half_nvml_shows_more_vgpus_in() {
 }
 
 #[test]
+fn placement_of_is_nvml_s_else_the_definition_s_and_none_off_mixed_size_mode() {
+    let mut state = empty_mixed_l40s();
+    fleet::record_vgpus(&mut state.inventory, addr(L40S), "1147", 1024, 0, 2);
+    let ids: Vec<VgpuHandle> = state.inventory.gpus[0].vgpus.iter().map(|v| v.id).collect();
+    let VgpuHandle::Vf(defined) = ids[1] else {
+        panic!("an L40S of the fleet holds VF vGPUs: {ids:?}");
+    };
+    state.definitions.vf_vgpus.push(VfVgpuDefinition {
+        placement: Some(5),
+        vf: defined,
+        gpu: addr(L40S),
+        type_id: 1147,
+        type_name: None,
+        start: Start::Manual,
+    });
+    let facts = state.sizes.get_mut(&addr(L40S)).unwrap();
+    facts.placements.insert(ids[0], 17);
+    facts.placements.insert(ids[1], 29);
+
+    let at = |state: &HostState, id| placement_of(state, addr(L40S), id);
+
+    assert_eq!(
+        (at(&state, ids[0]), at(&state, ids[1])),
+        (Some(17), Some(29))
+    );
+    state.sizes.get_mut(&addr(L40S)).unwrap().placements.clear();
+    assert_eq!((at(&state, ids[0]), at(&state, ids[1])), (None, Some(5)));
+    state.sizes.get_mut(&addr(L40S)).unwrap().mode = crate::model::sizes::SizeMode::Equal;
+    assert_eq!(at(&state, ids[1]), None);
+}
+
+#[test]
 fn new_placement_takes_the_one_asked_when_creatable_and_names_the_others_when_not() {
     let mut state = empty_mixed_l40s();
     let creatable = &mut state.sizes.get_mut(&addr(L40S)).unwrap().creatable;

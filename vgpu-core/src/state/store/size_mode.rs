@@ -55,9 +55,7 @@ super::own_kind!(
     SizeModeKind, SIZE_MODE_DIR, SizeModeDefinition, gpu, decode, encode
 );
 
-/// The mdev attribute that holds a defined mediated device's placement
-/// (`vgpu-placement-id=N`, written before the device starts).
-pub(crate) const PLACEMENT_ATTR: &str = "nvidia/vgpu_params";
+pub(crate) use crate::model::sizes::PLACEMENT_ATTR;
 
 impl super::Store {
     /// The size-mode definition of `gpu`; `None` when there is none.
