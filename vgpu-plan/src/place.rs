@@ -96,6 +96,9 @@ pub struct Pick {
     /// scheduler does not serve the class now, but the GPU holds no vGPU, so a plan can set
     /// it. `None`: the GPU serves the pick as it is.
     pub needs_scheduler: Option<SchedulerPolicy>,
+    /// On a GPU in mixed-size mode, the placement id `create` takes for it after the picks
+    /// before it on the same GPU; `None` in equal-size mode.
+    pub placement_id: Option<u32>,
 }
 
 /// One GPU that can take vGPUs of the request, and how many.
@@ -371,9 +374,7 @@ fn choose(
             false => None,
         };
         slot.taken += 1;
-        if let Some(ranker) = &mut slot.mixed {
-            ranker.take();
-        }
+        let placement_id = slot.mixed.as_mut().and_then(Ranker::take);
         picks.push(Pick {
             gpu: slot.gpu.address,
             type_id: slot
@@ -383,6 +384,7 @@ fn choose(
             framebuffer_mib: slot.framebuffer_mib,
             vf,
             needs_scheduler,
+            placement_id,
         });
     }
     Ok(picks)

@@ -643,7 +643,7 @@ fn host_toml(m: &Mixed, types: &str) -> String {
 }
 
 #[test]
-fn plan_and_create_put_a_vgpu_beside_a_running_24q_at_the_same_placement() {
+fn plan_place_and_create_put_a_vgpu_beside_a_running_24q_at_the_same_placement() {
     // An operator's GPU: a 24Q runs at 24, made before the plan.
     let m = Mixed::new("mixed");
     let (code, held) = m.create("L40S-24Q", Some("24"));
@@ -651,6 +651,7 @@ fn plan_and_create_put_a_vgpu_beside_a_running_24q_at_the_same_placement() {
     let file = host_toml(&m, "\"L40S-24Q\" = 1, \"L40S-1Q\" = 1");
 
     let planned = m.run(&["--json", "plan", "-f", &file]);
+    let placed = common::json(&m.run(&["--json", "place", "--count", "1", "--type", "L40S-1Q"]));
     let (created, made) = m.create("L40S-1Q", None);
 
     let plan = common::json(&planned);
@@ -664,6 +665,7 @@ fn plan_and_create_put_a_vgpu_beside_a_running_24q_at_the_same_placement() {
     assert_eq!(created, Some(0));
     // Both keep the 16 GiB placement at 0 and the 24 GiB one in the first half free.
     assert_eq!(creates, [&made["placement_id"]]);
+    assert_eq!(placed["picks"][0]["placement_id"], made["placement_id"]);
     assert_eq!(made["placement_id"], 17);
 }
 

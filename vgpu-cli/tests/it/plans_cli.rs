@@ -494,9 +494,11 @@ fn place_pack_json_names_gpus_and_vfs() {
             Some(0),
             serde_json::json!({"picks": [
                 {"gpu": "0000:41:00.0", "type_id": "1155", "type_name": "NVIDIA L40S-24Q",
-                 "framebuffer_mib": 24576, "vf": "0000:41:00.4", "needs_scheduler": null},
+                 "framebuffer_mib": 24576, "vf": "0000:41:00.4", "needs_scheduler": null,
+                 "placement_id": null},
                 {"gpu": "0000:41:00.0", "type_id": "1155", "type_name": "NVIDIA L40S-24Q",
-                 "framebuffer_mib": 24576, "vf": "0000:41:00.5", "needs_scheduler": null}
+                 "framebuffer_mib": 24576, "vf": "0000:41:00.5", "needs_scheduler": null,
+                 "placement_id": null}
             ]})
         )
     );

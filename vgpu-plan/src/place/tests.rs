@@ -40,7 +40,8 @@ fn place_pack_names_type_and_free_vfs() {
             type_name: Some("NVIDIA L40S-12Q".to_owned()),
             framebuffer_mib: Some(12288),
             vf: Some(vf(B, 1)),
-            needs_scheduler: None
+            needs_scheduler: None,
+            placement_id: None,
         }]
     );
 }
@@ -64,6 +65,7 @@ fn place_pack_best_fit_prefers_the_fuller_gpu() {
         framebuffer_mib: Some(12288),
         vf: Some(vf(A, 0)),
         needs_scheduler: None,
+        placement_id: None,
     };
     fleet::record(&mut state.inventory, &pick);
 
@@ -173,7 +175,8 @@ fn place_type_by_name_on_legacy_mdev_has_no_vf() {
             type_name: Some("GRID T4-2Q".to_owned()),
             framebuffer_mib: Some(2048),
             vf: None,
-            needs_scheduler: None
+            needs_scheduler: None,
+            placement_id: None,
         }]
     );
 }
@@ -194,7 +197,8 @@ fn place_size_on_plain_sriov_gpu_takes_a_vf_with_that_share() {
             type_name: None,
             framebuffer_mib: Some(2048),
             vf: Some(vf("0000:4d:00.0", 0)),
-            needs_scheduler: None
+            needs_scheduler: None,
+            placement_id: None,
         }]
     );
 }
@@ -311,7 +315,9 @@ fn place_pack_in_mixed_size_mode_takes_the_gpu_that_keeps_its_24gib_placements()
 
     assert_eq!(gpus(&picks), vec![addr(B)]);
     assert_eq!(again, picks);
-    // At 32, the second takes the same placements away on either GPU: `B`, which holds two
-    // vGPUs by then, wins over `A`, which holds one.
+    // At 32, the second takes the same placements away on either GPU. `B` holds two vGPUs
+    // by then and `A` one, so `B`'s whole-GPU placement counts for less: `B` wins.
     assert_eq!(gpus(&two), vec![addr(B), addr(B)]);
+    let at: Vec<Option<u32>> = two.iter().map(|p| p.placement_id).collect();
+    assert_eq!(at, [Some(0), Some(32)]);
 }

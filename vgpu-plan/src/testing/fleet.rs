@@ -293,6 +293,7 @@ pub fn record_vgpus(
             framebuffer_mib: Some(framebuffer_mib),
             vf: vf_address(gpu, i),
             needs_scheduler: None,
+            placement_id: None,
         };
         record(inventory, &pick);
     }

@@ -79,6 +79,7 @@ pub(crate) fn t4_holding(type_id: &str, count: u32) -> HostState {
             framebuffer_mib: None,
             vf: None,
             needs_scheduler: None,
+            placement_id: None,
         };
         fleet::record(&mut state.inventory, &pick);
     }

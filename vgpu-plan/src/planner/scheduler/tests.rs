@@ -163,6 +163,7 @@ fn plan_scheduler_with_kept_running_vgpu_is_refused() {
             framebuffer_mib: Some(12288),
             vf: Some(vf),
             needs_scheduler: None,
+            placement_id: None,
         },
     );
     let plan = plan(&host, &toml(EQUAL_SHARE_2MS));
