@@ -431,6 +431,9 @@ pub enum Refusal {
     /// The fixed-share scheduler on a GPU the plan leaves in mixed-size mode, which does not
     /// take it (NVIDIA vGPU user guide, "Mixed-Size Mode").
     MixedFixedShare,
+    /// MIG mode on a GPU the plan leaves in mixed-size mode: mixed-size mode takes
+    /// time-sliced vGPUs only (NVIDIA vGPU user guide, "Mixed-Size Mode").
+    MixedMig,
     /// A size mode asked of a GPU that has none to set: not an NVIDIA GPU with SR-IOV, or its
     /// placement region is not known.
     SizeModeNotHere {
@@ -642,6 +645,11 @@ impl fmt::Display for Refusal {
             Refusal::MixedFixedShare => write!(
                 f,
                 "it would run mixed-size mode, which does not take the fixed-share scheduler"
+            ),
+            Refusal::MixedMig => write!(
+                f,
+                "it would run mixed-size mode beside MIG mode, which it does not take: ask \
+                 size_mode = \"equal\" with MIG, or mig = \"disabled\" with mixed sizes"
             ),
             Refusal::PlacementsNoFit {
                 wanted,

@@ -797,3 +797,53 @@ fn restore_makes_the_vgpus_defined_at_placements_before_one_defined_without() {
         (5.into(), 24.into())
     );
 }
+
+#[test]
+fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
+    const H100: &str = "0000:c1:00.0";
+    let host = host("mixed-size");
+    let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
+        all.extend_from_slice(args);
+        common::vgpuctl(&host, &all)
+    };
+    let file = host.state.path().join("mig.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\n\n[configs.default]\n\n[[configs.default.gpu]]\naddress = \"{H100}\"\n\
+             mig = {{ \"1g.10gb\" = 1 }}\ntypes = {{}}\n"
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+
+    let mixed = run(&["size-mode", H100, "mixed"]);
+    let planned = run(&["plan", "-f", file]);
+    let equal = run(&["size-mode", H100, "equal"]);
+    let applied = run(&["apply", "-f", file]);
+    let refused = run(&["--json", "size-mode", H100, "mixed"]);
+
+    for out in [&mixed, &equal, &applied] {
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
+    }
+    assert_eq!(planned.status.code(), Some(1));
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(
+        plan.contains("it would run mixed-size mode beside MIG mode, which it does not take"),
+        "{plan}"
+    );
+    let error = common::json(&refused);
+    assert_eq!(
+        (refused.status.code(), &error["kind"], &error["error"]),
+        (
+            Some(1),
+            &serde_json::json!("conflict"),
+            &serde_json::json!(format!(
+                "cannot set the size mode of {H100} to mixed: mixed-size mode on {H100} does \
+                 not go with MIG mode, which is on: turn MIG mode off first"
+            ))
+        )
+    );
+}

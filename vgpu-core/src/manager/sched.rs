@@ -33,15 +33,25 @@ fn vgpus(gpu: &Gpu) -> Vec<String> {
     gpu.vgpus.iter().map(|v| v.id.to_string()).collect()
 }
 
+/// What a change asks that mixed-size mode does not go with, or mixed-size mode itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Asked {
+    /// The size mode asked for.
+    pub(crate) mode: Option<SizeMode>,
+    /// The scheduler policy asked for.
+    pub(crate) policy: Option<SchedulerPolicy>,
+    /// Whether MIG mode is to be turned on.
+    pub(crate) mig: bool,
+}
+
 /// Refuses a change that would put mixed-size mode beside what it does not go with (NVIDIA
-/// vGPU user guide, "Mixed-Size Mode": time-sliced vGPUs only, and no fixed share): `mode`
-/// is the size mode asked for, `policy` the scheduler policy asked for, `define` whether it
-/// is to be defined too, so that the GPU's definitions must agree as well. What NVML cannot
-/// say is left to NVML's own answer.
-pub(super) fn keeps_mixed_apart(
+/// vGPU user guide, "Mixed-Size Mode": time-sliced vGPUs only, and no fixed share): `asked`
+/// is what the change asks for, `define` whether it is to be defined too, so that the GPU's
+/// definitions must agree as well. What NVML cannot say is left to NVML's own answer.
+pub(crate) fn keeps_mixed_apart(
     op: &Operation<'_>,
     found: &Gpu,
-    (mode, policy): (Option<SizeMode>, Option<SchedulerPolicy>),
+    asked: Asked,
     define: bool,
 ) -> Result<()> {
     let gpu = found.address;
@@ -54,7 +64,7 @@ pub(super) fn keeps_mixed_apart(
         }
         .into())
     };
-    if mode == Some(SizeMode::Mixed) {
+    if asked.mode == Some(SizeMode::Mixed) {
         if crate::nvml::mig::facts(op.paths(), nvml, gpu).is_some_and(|f| f.mig_on) {
             return refuse(
                 "MIG mode, which is on",
@@ -78,39 +88,41 @@ pub(super) fn keeps_mixed_apart(
             );
         }
     }
-    if policy == Some(SchedulerPolicy::FixedShare) {
-        if nvml.size_mode(gpu).value() == Some(&SizeMode::Mixed) {
-            return refuse(
-                "the fixed-share scheduler",
-                format!("set equal-size mode first (vgpuctl size-mode {gpu} equal)"),
-            );
-        }
-        let mixed = |d: SizeModeDefinition| d.mode == SizeMode::Mixed;
-        if define && op.store().size_mode_of(gpu)?.is_some_and(mixed) {
-            return refuse(
-                "the fixed-share scheduler, as its size-mode definition says mixed",
-                format!("define equal-size mode first (vgpuctl size-mode {gpu} equal --define)"),
-            );
-        }
-        let placed = match define {
-            true => op.store().placed_on(gpu, &possible_vfs(found))?,
-            false => Vec::new(),
-        };
-        if !placed.is_empty() {
-            return refuse(
-                &format!(
-                    "the fixed-share scheduler, as vGPUs are defined at placements ({})",
-                    placed.join(", ")
-                ),
-                "undefine them first".to_owned(),
-            );
-        }
+    // What the change brings, and the command that puts the GPU's size mode first.
+    let brings = match (asked.policy, asked.mig) {
+        (Some(SchedulerPolicy::FixedShare), _) => "the fixed-share scheduler",
+        (_, true) => "MIG mode",
+        _ => return Ok(()),
+    };
+    if nvml.size_mode(gpu).value() == Some(&SizeMode::Mixed) {
+        return refuse(
+            brings,
+            format!("set equal-size mode first (vgpuctl size-mode {gpu} equal)"),
+        );
+    }
+    if !define {
+        return Ok(());
+    }
+    let mixed = |d: SizeModeDefinition| d.mode == SizeMode::Mixed;
+    if op.store().size_mode_of(gpu)?.is_some_and(mixed) {
+        return refuse(
+            &format!("{brings}, as its size-mode definition says mixed"),
+            format!("define equal-size mode first (vgpuctl size-mode {gpu} equal --define)"),
+        );
+    }
+    let placed = op.store().placed_on(gpu, &possible_vfs(found))?;
+    if !placed.is_empty() {
+        return refuse(
+            &format!(
+                "{brings}, as vGPUs are defined at placements ({})",
+                placed.join(", ")
+            ),
+            "undefine them first".to_owned(),
+        );
     }
     Ok(())
 }
 
-/// The VFs `found` has now, and those it may have once its VF count is restored: mediated
-/// devices may be defined on VFs not enabled yet.
 fn possible_vfs(found: &Gpu) -> Vec<PciAddress> {
     let mut vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
     vfs.extend(
@@ -157,7 +169,15 @@ impl Manager {
     ) -> Result<SchedulerChange> {
         self.mutate("sched", &gpu.to_string(), |op| {
             let found = nvidia_gpu(op, gpu, "the vGPU scheduler")?;
-            keeps_mixed_apart(op, &found, (None, Some(request.policy)), define)?;
+            keeps_mixed_apart(
+                op,
+                &found,
+                Asked {
+                    policy: Some(request.policy),
+                    ..Asked::default()
+                },
+                define,
+            )?;
             let running = vgpus(&found);
             let def = define.then_some(SchedDefinition { gpu, request });
             defined::<Sched, _>(op, def.as_ref(), |op| {
@@ -186,7 +206,15 @@ impl Manager {
     fn size_mode(&self, gpu: PciAddress, mode: SizeMode, define: bool) -> Result<SizeModeChange> {
         self.mutate("size-mode", &gpu.to_string(), |op| {
             let found = nvidia_gpu(op, gpu, "a size mode")?;
-            keeps_mixed_apart(op, &found, (Some(mode), None), define)?;
+            keeps_mixed_apart(
+                op,
+                &found,
+                Asked {
+                    mode: Some(mode),
+                    ..Asked::default()
+                },
+                define,
+            )?;
             let def = define.then_some(SizeModeDefinition { gpu, mode });
             if define && mode == SizeMode::Equal {
                 let placed = op.store().placed_on(gpu, &possible_vfs(&found))?;

@@ -218,7 +218,15 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         },
     };
     let host = adjusted.as_ref().unwrap_or(host);
+    // MIG mode as the plan leaves it: mixed-size mode does not run beside it.
+    let ends_mig = host.mig.get(&gpu.address).is_some_and(|f| f.mig_on);
+    let mixed_now = host.sizes.get(&gpu.address).is_some_and(|f| f.mixed());
     if matches!(entry.partition, Partition::Unchanged) {
+        if ends_mig && mixed_now {
+            out.refusals
+                .push(Refused::new(Refusal::MixedMig, Some(entry.at)));
+            return out;
+        }
         // A mig-parted entry: the vGPUs stay as they are.
         out.keep = currents
             .iter()
@@ -339,8 +347,12 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
     scheduler::plan(host, gpu, entry, &mut out);
     let ends_mixed = match &sizing {
         Some(sizing) => sizing.mixed(),
-        None => host.sizes.get(&gpu.address).is_some_and(|f| f.mixed()),
+        None => mixed_now,
     };
+    if ends_mixed && ends_mig {
+        out.refusals
+            .push(Refused::new(Refusal::MixedMig, Some(entry.at)));
+    }
     // The policy asked, else the one the GPU runs.
     let running = host.schedulers.get(&gpu.address).and_then(Fact::value);
     let fixed = match entry.scheduler {

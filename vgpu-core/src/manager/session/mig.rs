@@ -62,9 +62,18 @@ impl Operation<'_> {
     }
 
     /// Turns MIG mode of `gpu` on or off through NVML, recording it first; undo turns it
-    /// back. A change the driver holds until a GPU reset is taken back at once and refused
+    /// back. MIG mode on is refused beside mixed-size mode, live or defined. A change the driver holds until a GPU reset is taken back at once and refused
     /// ([`Error::MigResetPending`]): `vgpu` never resets a GPU.
     pub(crate) fn set_mig_mode(&mut self, gpu: PciAddress, on: bool) -> Result<()> {
+        if on {
+            // MIG mode is always defined as well: the definitions must agree too.
+            let found = self.gpu_of(gpu)?;
+            let asked = crate::manager::sched::Asked {
+                mig: true,
+                ..Default::default()
+            };
+            crate::manager::sched::keeps_mixed_apart(self, &found, asked, true)?;
+        }
         let now = self.mig_now(gpu)?;
         let mut def = self.mig_definition(gpu, &now)?;
         if def.enabled != on {

@@ -80,7 +80,11 @@ impl Operation<'_> {
     pub(crate) fn ensure_size_mode(&mut self, device: PciAddress, mode: SizeMode) -> Result<bool> {
         let found = self.gpu_of(device)?;
         let gpu = found.address;
-        crate::manager::sched::keeps_mixed_apart(self, &found, (Some(mode), None), false)?;
+        let asked = crate::manager::sched::Asked {
+            mode: Some(mode),
+            ..Default::default()
+        };
+        crate::manager::sched::keeps_mixed_apart(self, &found, asked, false)?;
         let vgpus: Vec<String> = found.vgpus.iter().map(|v| v.id.to_string()).collect();
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
     }

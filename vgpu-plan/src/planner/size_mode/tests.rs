@@ -176,3 +176,49 @@ fn plan_adding_a_1q_beside_a_24q_nvml_gives_no_placement_of_keeps_the_24q() {
         ]
     );
 }
+
+#[test]
+fn plan_mig_beside_mixed_size_mode_is_refused() {
+    use crate::capacity::MigFacts;
+    use crate::desired::{DesiredFile, Format};
+    use crate::steps::Refusal;
+
+    // The L40S stands in for a GPU that has both modes: in mixed-size mode now, MIG off.
+    let mut state = host(vec![gpu(Model::L40s, L40S)]);
+    crate::testing::unit::mixed_l40s_holding(&mut state, L40S, &[], Default::default());
+    let mig_off = MigFacts {
+        mig_on: false,
+        reset_pending: false,
+        instances: Vec::new(),
+        placements: Default::default(),
+        profiles: Default::default(),
+        used: Default::default(),
+    };
+    state.mig.insert(crate::testing::unit::addr(L40S), mig_off);
+    let with = |lines: &str| {
+        toml(&format!(
+            "{L40S_BY_MODEL}mig = {{ \"1g.18gb\" = 1 }}\n{lines}"
+        ))
+    };
+    let parted = "version: v1\nmig-configs:\n  c:\n  - devices: all\n    mig-enabled: true\n    \
+                  mig-devices:\n      \"1g.18gb\": 1\n";
+    let parted = DesiredFile::parse("mig.yaml", Format::MigPartedYaml, parted).unwrap();
+
+    let refusals = |config: &crate::desired::Desired| -> Vec<Refusal> {
+        let plan = plan(&state, config);
+        plan.gpus[0]
+            .refusals
+            .iter()
+            .map(|r| r.refusal.clone())
+            .collect()
+    };
+
+    assert_eq!(refusals(&with("types = {}\n")), [Refusal::MixedMig]);
+    assert_eq!(refusals(&parted.configs[0]), [Refusal::MixedMig]);
+    assert_eq!(refusals(&with("size_mode = \"equal\"\ntypes = {}\n")), []);
+    assert_eq!(
+        Refusal::MixedMig.to_string(),
+        "it would run mixed-size mode beside MIG mode, which it does not take: ask size_mode = \
+         \"equal\" with MIG, or mig = \"disabled\" with mixed sizes"
+    );
+}
