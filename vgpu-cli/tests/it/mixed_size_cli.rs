@@ -847,3 +847,41 @@ fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
         )
     );
 }
+
+#[test]
+fn restore_of_a_vf_sets_its_gpu_s_scheduler_and_size_mode_before_its_vgpu() {
+    let mut m = Mixed::new("equal");
+    for args in [
+        ["sched", L40S, "--policy", "equal-share", "--define"].as_slice(),
+        ["size-mode", L40S, "mixed", "--define"].as_slice(),
+    ] {
+        let out = m.run(args);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    }
+    let made = m.run(&["--json", "create", L40S, "--type", "L40S-1Q", "--define"]);
+    assert_eq!(made.status.code(), Some(0), "{}", common::stderr(&made));
+    let vf = common::json(&made)["id"].as_str().unwrap().to_owned();
+    common::reboot(&mut m.host);
+    m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
+
+    let restored = common::json(&m.run(&["--json", "restore", "--device", &vf]));
+    let sched = common::json(&m.run(&["--json", "sched", L40S]));
+
+    let steps: Vec<(serde_json::Value, serde_json::Value)> = restored["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["action"].clone(), s["device"].clone()))
+        .collect();
+    let step = |action: &str, device: &str| (serde_json::json!(action), serde_json::json!(device));
+    assert_eq!(
+        steps,
+        [
+            step("scheduler", L40S),
+            step("size-mode", L40S),
+            step("vf-vgpu", &vf)
+        ]
+    );
+    assert_eq!(sched["scheduler"]["policy"], "equal-share");
+    assert_eq!(sim_placement(&m.host, &vf), 17);
+}

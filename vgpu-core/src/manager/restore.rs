@@ -154,14 +154,20 @@ impl RestoreReport {
 #[derive(Debug)]
 struct Scope {
     device: PciAddress,
+    /// The device's GPU: the device, or a VF's physical function.
+    gpu: PciAddress,
     family: BTreeSet<PciAddress>,
 }
 
 impl Scope {
     /// The scope of `device`, which must exist.
     fn of(paths: &HostPaths, device: PciAddress) -> Result<Self> {
+        let gpu = PciDevice::existing(paths, device)?
+            .physfn()?
+            .unwrap_or(device);
         let mut scope = Self {
             device,
+            gpu,
             family: BTreeSet::new(),
         };
         scope.refresh(paths)?;
@@ -179,9 +185,10 @@ impl Scope {
     }
 
     /// Whether a GPU setting of `gpu` (MIG geometry, scheduler, size mode) is restored under
-    /// `scope`: all with `None`, else only the scope's own device's.
+    /// `scope`: all with `None`, else those of the scope's GPU. A VF's vGPU needs its GPU's
+    /// settings, and the driver takes them only before the GPU holds vGPUs.
     fn covers_gpu(scope: Option<&Self>, gpu: PciAddress) -> bool {
-        scope.is_none_or(|s| s.device == gpu)
+        scope.is_none_or(|s| s.gpu == gpu)
     }
 
     fn concerns(&self, address: PciAddress) -> bool {
