@@ -99,7 +99,8 @@ pub struct SizeFacts {
     /// The placement ids at which a vGPU of each type can be created now, by type id: the
     /// driver's own answer in mixed-size mode.
     pub creatable: BTreeMap<String, Vec<u32>>,
-    /// Each vGPU's placement id, where NVML reports it.
+    /// Each vGPU's placement id, where NVML reports it, or, for a VF's vGPU NVML does not
+    /// match, where the VF's `nvidia/vgpu_params` names it.
     pub placements: BTreeMap<VgpuHandle, u32>,
 }
 

@@ -864,6 +864,9 @@ fn restore_of_a_vf_sets_its_gpu_s_scheduler_and_size_mode_before_its_vgpu() {
     common::reboot(&mut m.host);
     m.nvml = FakeNvml::on_sim("", m.host.sim.root()).unwrap();
 
+    // udev restores every VF that appears: one with nothing defined leaves the GPU alone.
+    let other = common::json(&m.run(&["--json", "restore", "--device", &common::vf("41", 1)]));
+    let sched_then = common::json(&m.run(&["--json", "sched", L40S]));
     let restored = common::json(&m.run(&["--json", "restore", "--device", &vf]));
     let sched = common::json(&m.run(&["--json", "sched", L40S]));
 
@@ -882,6 +885,46 @@ fn restore_of_a_vf_sets_its_gpu_s_scheduler_and_size_mode_before_its_vgpu() {
             step("vf-vgpu", &vf)
         ]
     );
+    assert_eq!(other["steps"], serde_json::json!([]));
+    assert_eq!(sched_then["scheduler"]["policy"], "best-effort");
     assert_eq!(sched["scheduler"]["policy"], "equal-share");
     assert_eq!(sim_placement(&m.host, &vf), 17);
+}
+
+#[test]
+fn a_failed_apply_makes_the_vgpu_it_destroyed_again_at_its_placement() {
+    let m = Mixed::new("mixed");
+    // A 1Q at 29: the driver's default would put it back at 0.
+    let (code, held) = m.create("L40S-1Q", Some("29"));
+    assert_eq!((code, held["placement_id"].as_u64()), (Some(0), Some(29)));
+    let one_q = held["id"].as_str().unwrap().to_owned();
+    let file = host_toml(&m, "\"L40S-24Q\" = 2");
+    // The plan destroys the 1Q, then makes a 24Q on its VF and one on the next: that one fails.
+    let second = common::vf("41", 1);
+    m.host
+        .sim
+        .fail_next(1, 5, &format!("*/{second}/nvidia/current_vgpu_type"));
+
+    let applied = m.run(&["apply", "-f", &file]);
+
+    assert_eq!(
+        applied.status.code(),
+        Some(1),
+        "{}",
+        common::stderr(&applied)
+    );
+    assert_eq!(sim_placement(&m.host, &one_q), 29);
+    assert_eq!(sim_placement(&m.host, &second), serde_json::Value::Null);
+    // Its VF's `nvidia/vgpu_params` says where it is, defined or not.
+    let listed = common::json(&m.run(&["--json", "list", L40S]));
+    let placements: Vec<(serde_json::Value, serde_json::Value)> = listed["gpus"][0]["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["id"].clone(), v["placement"].clone()))
+        .collect();
+    assert_eq!(
+        placements,
+        [(serde_json::json!(one_q), serde_json::json!(29))]
+    );
 }

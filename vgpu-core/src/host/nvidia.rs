@@ -8,13 +8,44 @@ use std::path::Path;
 use crate::error::{HostError, Result};
 use crate::host::pci_device::PciDevice;
 use crate::host::sysfs::{SysDir, child, read_attr};
+use crate::model::sizes::placement_of_param;
+use crate::model::{Gpu, VgpuHandle};
 use crate::parse::{CreatableType, parse_creatable_types};
+
+/// A VF's `nvidia/` file that takes `vgpu-placement-id` before its type is set.
+const PLACEMENT_FILE: &str = "vgpu_params";
 
 /// The version of the loaded NVIDIA kernel module, from `/proc/driver/nvidia/version`; `None`
 /// when the module is not loaded or the file names no version.
 pub(crate) fn driver_version(paths: &crate::host::paths::HostPaths) -> Result<Option<String>> {
     let path = paths.proc().join("driver/nvidia/version");
     Ok(read_attr(&path)?.and_then(|text| crate::parse::parse_nvidia_driver_version(&text)))
+}
+
+/// Where each vGPU on `gpu`'s VFs was made, as its VF's `nvidia/vgpu_params` names it: the
+/// driver takes `vgpu-placement-id` there when the VF's type is set (NVIDIA Virtual GPU
+/// Software User Guide, "vGPU Placements"). NVML matches a VF's vGPU to no VF, so the VF's
+/// file is where its placement shows. A VF whose file cannot be read is logged and left out.
+pub(crate) fn vf_placements(
+    paths: &crate::host::paths::HostPaths,
+    gpu: &Gpu,
+) -> Vec<(VgpuHandle, u32)> {
+    let vfs = gpu.vgpus.iter().filter_map(|v| match v.id {
+        VgpuHandle::Vf(vf) => Some(vf),
+        VgpuHandle::Mdev(_) => None,
+    });
+    vfs.filter_map(|vf| {
+        let read = NvidiaVf::of(&paths.pci_device(&vf))
+            .and_then(|nv| nv.map(|nv| nv.placement()).transpose());
+        match read {
+            Ok(at) => at.flatten().map(|at| (VgpuHandle::Vf(vf), at)),
+            Err(err) => {
+                tracing::warn!(%vf, "cannot read where its vGPU is placed: {}", err.chain());
+                None
+            }
+        }
+    })
+    .collect()
 }
 
 /// The `nvidia/` directory of one VF, held open: its files are opened relative to it, so the
@@ -72,6 +103,12 @@ impl NvidiaVf {
                 t.parse::<u32>().ok()
             })?;
         Ok(current.filter(|id| *id != 0))
+    }
+
+    /// The placement `vgpu_params` names (`vgpu-placement-id=N`); `None` when it names none.
+    pub(crate) fn placement(&self) -> Result<Option<u32>> {
+        let params = self.dir.read_attr(PLACEMENT_FILE)?;
+        Ok(params.as_deref().and_then(placement_of_param))
     }
 
     /// `gpu_instance_id`: the GPU instance a MIG-backed vGPU on this VF runs on. `None` when

@@ -97,7 +97,7 @@ impl Operation<'_> {
             }
         }
         if host_state::may_mix(gpu) {
-            if let Some(facts) = self.nvml().get().size_facts(gpu) {
+            if let Some(facts) = host_state::size_facts(self.paths(), self.nvml().get(), gpu) {
                 state.sizes.insert(gpu.address, facts);
             }
         }

@@ -154,20 +154,22 @@ impl RestoreReport {
 #[derive(Debug)]
 struct Scope {
     device: PciAddress,
-    /// The device's GPU: the device, or a VF's physical function.
-    gpu: PciAddress,
+    /// A VF's physical function.
+    physfn: Option<PciAddress>,
+    /// The GPU whose scheduler and size mode the scope restores: the device itself, or a
+    /// VF's physical function when the VF has a vGPU to make ([`Scope::include_gpu_of`]).
+    gpu: Option<PciAddress>,
     family: BTreeSet<PciAddress>,
 }
 
 impl Scope {
     /// The scope of `device`, which must exist.
     fn of(paths: &HostPaths, device: PciAddress) -> Result<Self> {
-        let gpu = PciDevice::existing(paths, device)?
-            .physfn()?
-            .unwrap_or(device);
+        let physfn = PciDevice::existing(paths, device)?.physfn()?;
         let mut scope = Self {
             device,
-            gpu,
+            physfn,
+            gpu: physfn.is_none().then_some(device),
             family: BTreeSet::new(),
         };
         scope.refresh(paths)?;
@@ -184,11 +186,33 @@ impl Scope {
         Ok(())
     }
 
-    /// Whether a GPU setting of `gpu` (MIG geometry, scheduler, size mode) is restored under
-    /// `scope`: all with `None`, else those of the scope's GPU. A VF's vGPU needs its GPU's
-    /// settings, and the driver takes them only before the GPU holds vGPUs.
+    /// Takes in the scheduler and size mode of a VF's GPU when the VF has a vGPU to make
+    /// (an mdev on it, or its own NVIDIA type, started at boot): that vGPU needs them, and
+    /// the driver takes them only before the GPU holds vGPUs. A VF without one leaves its
+    /// GPU's settings alone: udev runs this for every VF that appears.
+    fn include_gpu_of(&mut self, mdevs: &[MdevDefinition], vf_vgpus: &[VfVgpuDefinition]) {
+        let device = self.device.to_string();
+        let has_vgpu = mdevs
+            .iter()
+            .any(|d| d.start == Start::Auto && d.parent == device)
+            || vf_vgpus
+                .iter()
+                .any(|d| d.start == Start::Auto && d.vf == self.device);
+        if has_vgpu {
+            self.gpu = self.gpu.or(self.physfn);
+        }
+    }
+
+    /// Whether the scheduler and size mode of `gpu` are restored under `scope`: all with
+    /// `None`, else those of the scope's GPU ([`Scope::gpu`]).
     fn covers_gpu(scope: Option<&Self>, gpu: PciAddress) -> bool {
-        scope.is_none_or(|s| s.gpu == gpu)
+        scope.is_none_or(|s| s.gpu == Some(gpu))
+    }
+
+    /// Whether the MIG geometry of `gpu` is restored under `scope`: all with `None`, else
+    /// only the GPU's own scope's. It may destroy GPU instances, which a VF's restore does not.
+    fn is_gpu(scope: Option<&Self>, gpu: PciAddress) -> bool {
+        scope.is_none_or(|s| s.device == gpu)
     }
 
     fn concerns(&self, address: PciAddress) -> bool {
@@ -283,6 +307,9 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
         vf_vgpus,
         errors,
     } = session.store().all_lenient();
+    if let Some(scope) = &mut scope {
+        scope.include_gpu_of(&mdevs, &vf_vgpus);
+    }
     let mut errors = errors;
     let mut unreadable = |report: &mut RestoreReport, kind: &'static str, scope: &Option<Scope>| {
         let (these, rest): (Vec<_>, Vec<_>) = errors.drain(..).partition(|(k, _)| *k == kind);

@@ -123,7 +123,9 @@ pub(crate) fn keeps_mixed_apart(
     Ok(())
 }
 
-fn possible_vfs(found: &Gpu) -> Vec<PciAddress> {
+/// The VFs `found` has now, and those it may have once its VF count is restored: mediated
+/// devices may be defined on VFs not enabled yet.
+pub(crate) fn possible_vfs(found: &Gpu) -> Vec<PciAddress> {
     let mut vfs: Vec<PciAddress> = found.vfs.iter().map(|vf| vf.address).collect();
     vfs.extend(
         found

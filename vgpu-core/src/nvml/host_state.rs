@@ -4,6 +4,7 @@
 
 use crate::capacity::{HostState, KnownType};
 use crate::host::paths::HostPaths;
+use crate::model::sizes::SizeFacts;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
 use crate::nvml::Nvml;
 
@@ -17,6 +18,18 @@ fn read_schedulers(state: &mut HostState, nvml: &Nvml) {
                 .insert(gpu.address, nvml.scheduler_state(gpu.address));
         }
     }
+}
+
+/// NVML's size facts of `gpu`, with the placement of each VF's vGPU NVML does not report, as
+/// the VF's `nvidia/vgpu_params` names it ([`vf_placements`](crate::host::nvidia::vf_placements)).
+pub(crate) fn size_facts(paths: &HostPaths, nvml: &Nvml, gpu: &Gpu) -> Option<SizeFacts> {
+    let mut facts = nvml.size_facts(gpu)?;
+    if facts.mixed() {
+        for (id, at) in crate::host::nvidia::vf_placements(paths, gpu) {
+            facts.placements.entry(id).or_insert(at);
+        }
+    }
+    Some(facts)
 }
 
 /// Adds what NVML says: type names and facts sysfs lacks ([`Nvml::enrich`]), each NVIDIA
@@ -33,7 +46,7 @@ pub fn add_nvml_facts(state: &mut HostState, paths: &HostPaths, nvml: &Nvml) {
         if !may_mix(gpu) {
             continue;
         }
-        if let Some(facts) = nvml.size_facts(gpu) {
+        if let Some(facts) = size_facts(paths, nvml, gpu) {
             state.sizes.insert(gpu.address, facts);
         }
         if gpu.backend != Backend::NvidiaVfio {

@@ -118,9 +118,9 @@ impl Ranker {
     }
 }
 
-/// Where vGPU `id` on `gpu` is placed in mixed-size mode, as far as it is known: NVML's
-/// answer, else the placement its definition made it at (a vendor-VFIO VF's vGPU, which NVML
-/// matches to no VF). `None` off mixed-size mode, or where neither says. `list`, `list
+/// Where vGPU `id` on `gpu` is placed in mixed-size mode, as far as it is known: the size
+/// facts' (NVML's, or a VF's `nvidia/vgpu_params`), else the placement its definition made it
+/// at. `None` off mixed-size mode, or where neither says. `list`, `list
 /// --json` and an undo that makes a vGPU again all take it here.
 pub fn placement_of(host: &HostState, gpu: PciAddress, id: VgpuHandle) -> Option<u32> {
     let facts = host.sizes.get(&gpu).filter(|f| f.mixed())?;

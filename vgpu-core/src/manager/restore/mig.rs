@@ -17,7 +17,7 @@ pub(super) fn restore(
     defs: &[MigDefinition],
     scope: Option<&Scope>,
 ) {
-    for def in defs.iter().filter(|d| Scope::covers_gpu(scope, d.gpu)) {
+    for def in defs.iter().filter(|d| Scope::is_gpu(scope, d.gpu)) {
         let gpu = def.gpu.to_string();
         let mode = session.attempt(|op| {
             let now = facts(op.paths(), op.nvml().get(), def.gpu);

@@ -89,33 +89,47 @@ impl Operation<'_> {
         self.set_size_mode(gpu, mode, &vgpus).map(|c| c.changed)
     }
 
-    /// Puts `gpu` back in the size mode its definition records, when NVML says another and
-    /// the GPU holds no vGPU; returns whether it changed. A GPU reset or a driver reload
-    /// forgets the mode, and only a reboot runs `restore`: a vGPU made before this would take
-    /// the other mode's placements, and fix that mode until it goes. Nothing without a
-    /// definition, or where NVML does not say the mode. A GPU holding vGPUs keeps its mode
-    /// (the driver refuses to change it then), and a warning says so.
+    /// Puts `gpu` back in mixed-size mode when it is defined so (a size-mode definition, or
+    /// vGPUs defined at placements) and runs equal-size mode while it holds no vGPU; returns
+    /// whether it changed. A GPU reset or a driver reload forgets the mode, and only a reboot
+    /// runs `restore`: a vGPU made before this would fix equal-size mode until it goes. Nothing
+    /// where NVML does not say the mode. A GPU holding vGPUs keeps its mode, and a change the
+    /// driver refuses leaves it too: a warning says so either way, and the vGPU is made in the
+    /// mode the GPU runs.
     pub(crate) fn mode_as_defined(&mut self, gpu: &Gpu) -> Result<bool> {
         if !host_state::may_mix(gpu) {
             return Ok(false);
         }
-        let Some(def) = self.store().size_mode_of(gpu.address)? else {
-            return Ok(false);
+        let defined_mixed = match self.store().size_mode_of(gpu.address)? {
+            Some(def) => def.mode == SizeMode::Mixed,
+            None => {
+                let vfs = crate::manager::sched::possible_vfs(gpu);
+                !self.store().placed_on(gpu.address, &vfs)?.is_empty()
+            }
         };
         let now = self.nvml().get().size_mode(gpu.address);
-        let Some(&now) = now.value().filter(|m| **m != def.mode) else {
+        if !defined_mixed || now.value() != Some(&SizeMode::Equal) {
             return Ok(false);
-        };
+        }
         if !gpu.vgpus.is_empty() {
             tracing::warn!(
                 gpu = %gpu.address,
-                "in {} size mode, defined {}: it holds vGPUs, so the mode stays",
-                now.name(),
-                def.mode.name()
+                "defined in mixed-size mode, it runs equal-size mode and holds vGPUs: the mode \
+                 stays"
             );
             return Ok(false);
         }
-        self.ensure_size_mode(gpu.address, def.mode)
+        match self.ensure_size_mode(gpu.address, SizeMode::Mixed) {
+            Ok(changed) => Ok(changed),
+            Err(err) => {
+                tracing::warn!(
+                    gpu = %gpu.address,
+                    "defined in mixed-size mode, it stays in equal-size mode: {}",
+                    err.chain()
+                );
+                Ok(false)
+            }
+        }
     }
 
     /// [`Operation::realize_at`] where [`Operation::placed`] puts `vgpu`: at the placement
