@@ -819,11 +819,13 @@ fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
     .unwrap();
     let file = file.to_str().unwrap();
 
-    let mixed = run(&["size-mode", H100, "mixed"]);
+    let mixed = run(&["size-mode", H100, "mixed", "--define"]);
     let planned = run(&["plan", "-f", file]);
+    // Equal-size mode now, as after a reboot; the definition still says mixed.
     let equal = run(&["size-mode", H100, "equal"]);
     let applied = run(&["apply", "-f", file]);
     let refused = run(&["--json", "size-mode", H100, "mixed"]);
+    let defined = common::json(&run(&["--json", "list", "--defined"]));
 
     for out in [&mixed, &equal, &applied] {
         assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
@@ -834,6 +836,15 @@ fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
         plan.contains("it would run mixed-size mode beside MIG mode, which it does not take"),
         "{plan}"
     );
+    // The plan leaves the GPU in equal-size mode: apply records that.
+    let modes: Vec<&serde_json::Value> = defined["definitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "size-mode")
+        .map(|d| &d["what"])
+        .collect();
+    assert_eq!(modes, [&serde_json::json!("equal")]);
     let error = common::json(&refused);
     assert_eq!(
         (refused.status.code(), &error["kind"], &error["error"]),

@@ -27,6 +27,7 @@ use crate::error::{Error, ErrorKind, Object, Result};
 use crate::model::holder::{Holder, Tenant};
 use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
+use crate::model::sizes::SizeMode;
 use crate::model::{Gpu, VgpuHandle};
 use crate::nvml::NvmlCell;
 use crate::plan::steps::{Before, GpuPlan, Plan, Step};
@@ -481,6 +482,17 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                 format!("{pf}/{id}")
             }
             Step::MigMode { on } => {
+                // MIG mode takes equal-size mode, which the plan leaves: a definition that
+                // says mixed is replaced, as apply records the mode it leaves.
+                let mixed = |d: SizeModeDefinition| d.mode == SizeMode::Mixed;
+                if *on && op.store().size_mode_of(pf)?.is_some_and(mixed) {
+                    let def = SizeModeDefinition {
+                        gpu: pf,
+                        mode: SizeMode::Equal,
+                    };
+                    let (path, bytes) = op.store().own_file::<SizeModeKind>(&def)?;
+                    op.replace_file(&path, Some(&bytes))?;
+                }
                 op.set_mig_mode(pf, *on)?;
                 dirty = true;
                 pf.to_string()

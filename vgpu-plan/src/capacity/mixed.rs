@@ -91,7 +91,7 @@ impl Ranker {
     /// without a placement size, or where the driver's answer gives no occupancy.
     pub(crate) fn new(host: &HostState, gpu: &Gpu, ty: &VgpuType) -> Option<Self> {
         let facts = host.sizes.get(&gpu.address).filter(|f| f.mixed())?;
-        let map = occupancy(gpu, facts).ok()??;
+        let map = occupancy(host, gpu, facts).ok()??;
         let size = size_of(ty)?;
         let chooser = chooser(gpu);
         let next = chooser.rank(&map, size).ok().flatten();
@@ -152,9 +152,13 @@ pub(crate) fn chooser(gpu: &Gpu) -> Chooser {
     Chooser::keep_room(&sizes)
 }
 
-/// The GPU's occupancy as the driver's creatable placements show it, with the vGPUs NVML
-/// reports a placement for: `None` without a region.
-pub(crate) fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>, PlacementError> {
+/// The GPU's occupancy as the driver's creatable placements show it, with each vGPU whose
+/// placement is known ([`placement_of`]) recorded on it: `None` without a region.
+pub(crate) fn occupancy(
+    host: &HostState,
+    gpu: &Gpu,
+    facts: &SizeFacts,
+) -> Result<Option<SlotMap>, PlacementError> {
     let Some(region) = facts.region else {
         return Ok(None);
     };
@@ -166,17 +170,24 @@ pub(crate) fn occupancy(gpu: &Gpu, facts: &SizeFacts) -> Result<Option<SlotMap>,
         .collect();
     let mut map = SlotMap::with_free(region, &free)?;
     // How many vGPUs hold a larger placement weighs in the choice (`Chooser::rank`).
+    let mut unrecorded = 0;
     for vgpu in &gpu.vgpus {
         let size = gpu
             .types
             .iter()
             .find(|t| t.id == vgpu.type_id)
             .and_then(size_of);
-        if let (Some(&at), Some(size)) = (facts.placements.get(&vgpu.id), size) {
-            // A vGPU the driver's answer shows on free slots (gone since) is left out: that
-            // answer is the truth.
-            map.hold(at, size).unwrap_or_default();
-        }
+        let at = placement_of(host, gpu.address, vgpu.id);
+        let recorded = match (at, size) {
+            // A placement the driver's answer does not show held (the vGPU went since, or a
+            // definition names one it was not made at), or one the rule or another vGPU's
+            // placement refuses, leaves the vGPU not recorded: the driver's answer is the
+            // truth, and its slots count as held by vGPUs not recorded.
+            (Some(at), Some(size)) => map.hold(at, size).is_ok(),
+            _ => false,
+        };
+        unrecorded += u32::from(!recorded);
     }
+    map.set_unrecorded(unrecorded);
     Ok(Some(map))
 }

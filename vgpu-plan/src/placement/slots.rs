@@ -28,17 +28,21 @@ pub(super) struct Holders {
     starts: u128,
     /// Held slots no recorded vGPU accounts for.
     unknown: u128,
+    /// The most vGPUs those slots may hold.
+    unrecorded: u32,
 }
 
 impl Holders {
     /// How many vGPUs hold slots of `block`, a run of slots: the recorded vGPUs that start in
-    /// it or run into it, and each run of unaccounted held slots in it as one (a map made by
-    /// [`SlotMap::with_free`] does not say how many vGPUs hold a run).
+    /// it or run into it, and each run of unaccounted held slots in it as one, up to the
+    /// vGPUs not recorded (a map made by [`SlotMap::with_free`] does not say how many vGPUs
+    /// hold a run).
     pub(super) fn of(&self, block: u128) -> u32 {
         let first = block & block.wrapping_neg();
         let runs_in = u32::from(self.known & first != 0 && self.starts & first == 0);
         let unknown = self.unknown & block;
-        count(self.starts & block) + runs_in + count(unknown & !(unknown << 1))
+        let runs = count(unknown & !(unknown << 1)).min(self.unrecorded);
+        count(self.starts & block) + runs_in + runs
     }
 }
 
@@ -49,6 +53,9 @@ pub struct SlotMap {
     region: u32,
     occupied: u128,
     placed: Vec<Placed>,
+    /// How many vGPUs hold slots without being recorded, where known
+    /// ([`SlotMap::set_unrecorded`]).
+    unrecorded: Option<u32>,
 }
 
 impl SlotMap {
@@ -61,6 +68,7 @@ impl SlotMap {
             region,
             occupied: 0,
             placed: Vec::new(),
+            unrecorded: None,
         })
     }
 
@@ -160,6 +168,14 @@ impl SlotMap {
         Ok(new)
     }
 
+    /// Says how many vGPUs hold slots of a map made by [`SlotMap::with_free`] without being
+    /// recorded ([`SlotMap::hold`]). A run of held slots none of them accounts for then counts
+    /// as one vGPU only while such vGPUs are left: a held slot beside a recorded vGPU may be
+    /// one no placement can use, not another vGPU.
+    pub fn set_unrecorded(&mut self, count: u32) {
+        self.unrecorded = Some(count);
+    }
+
     /// Who holds its slots, to count the vGPUs in a block ([`Holders::of`]).
     pub(super) fn holders(&self) -> Holders {
         let (known, starts) = self
@@ -172,6 +188,7 @@ impl SlotMap {
             known,
             starts,
             unknown: self.occupied & !known,
+            unrecorded: self.unrecorded.unwrap_or(u32::MAX),
         }
     }
 
@@ -388,5 +405,21 @@ mod tests {
         // The first half: the vGPU, the run 12 to 15, the run at 17. A block starting in
         // the vGPU counts it too; the empty second half counts none.
         assert_eq!((of(0, 24), of(8, 8), of(16, 8), of(24, 24)), (3, 2, 1, 0));
+    }
+
+    #[test]
+    fn holders_count_no_unaccounted_run_once_every_vgpu_is_recorded() {
+        // A 1 GiB vGPU at 5 leaves slot 4 of no use: the driver's answer shows 4 and 5 held.
+        let free: Vec<(u32, u32)> = (0..48)
+            .filter(|s| !(4..6).contains(s))
+            .map(|s| (s, 1))
+            .collect();
+        let mut map = SlotMap::with_free(48, &free).unwrap();
+        map.hold(5, 1).unwrap();
+        let before = map.holders().of(run(8));
+
+        map.set_unrecorded(0);
+
+        assert_eq!((before, map.holders().of(run(8))), (2, 1));
     }
 }

@@ -161,9 +161,10 @@ pub(super) fn steps(
         let destroys = out.steps.iter().any(|s| matches!(s, Step::Destroy { .. }));
         let mut map = match (known, facts) {
             (true, _) => SlotMap::new(sizing.region).map_err(drop)?,
-            // NVML gives no placement for a kept vGPU (it matches only mediated devices), and
-            // nothing goes: the driver's creatable placements say which slots are held.
-            (false, Some(facts)) if !destroys => capacity::occupancy(view.gpu, facts)
+            // No placement is known for a kept vGPU (NVML matches only mediated devices, and
+            // a VF's `vgpu_params` may name none), and nothing goes: the driver's creatable
+            // placements say which slots are held.
+            (false, Some(facts)) if !destroys => capacity::occupancy(host, view.gpu, facts)
                 .ok()
                 .flatten()
                 .ok_or(())?,
