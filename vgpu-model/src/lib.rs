@@ -247,8 +247,8 @@ pub struct Vgpu {
     pub type_id: String,
     /// The device it sits on: the mdev parent (PF or VF), or the PF of a vendor-VFIO VF.
     pub parent: PciAddress,
-    /// On a GPU in mixed-size mode: its placement id (its first 1-GiB slot), where NVML
-    /// reports it.
+    /// On a GPU in mixed-size mode: its placement id (its first 1-GiB slot), where it is
+    /// known: NVML's, a VF's `nvidia/vgpu_params`, else its definition's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<u32>,
 }

@@ -9,8 +9,9 @@
 //!
 //! - [`Policy::Pack`] fills partly used GPUs first, then empty ones, the smallest first: whole
 //!   GPUs stay free for large vGPUs. Among partly used GPUs, a GPU in mixed-size mode ranks by
-//!   what the pick takes from larger sizes ([`crate::placement::Loss`]); an equal-size GPU
-//!   takes nothing. Then the one left with the least room (best fit); then the
+//!   what the pick takes from larger sizes ([`crate::placement::Loss`]). An equal-size GPU
+//!   takes nothing, so a partly used one comes before a mixed-size GPU: a mixed-size pick
+//!   nearly always falls in a larger placement. Then the one left with the least room (best fit); then the
 //!   one holding the most vGPUs, as one holding few is the likeliest to empty;
 //! - [`Policy::Spread`] takes the GPU with the most room left (fewest vGPUs on a tie): load is
 //!   balanced.

@@ -163,8 +163,8 @@ fn fill(op: &mut Operation<'_>, target: &Target) -> Result<(Option<SriovChange>,
 }
 
 /// Makes one vGPU at `placement` (at the placement id that takes the least room from larger
-/// types in mixed-size mode), defined first when `define` says when it starts; a failure undoes the definition
-/// written for it, so that the next place can be tried.
+/// types in mixed-size mode), defined first when `define` says when it starts; a failure
+/// undoes the definition written for it, so that the next place can be tried.
 fn make(
     op: &mut Operation<'_>,
     gpu: &crate::model::Gpu,

@@ -707,7 +707,8 @@ impl Operation<'_> {
     }
 
     /// The placement of the running vGPU `id` in mixed-size mode, as far as it is known
-    /// ([`capacity::placement_of`](crate::capacity::placement_of)).
+    /// ([`capacity::placement_of`](crate::capacity::placement_of)): from its GPU's size facts
+    /// and its own definition only, so that nothing else in the store is read.
     fn placement_now(&self, id: VgpuHandle) -> Result<Option<u32>> {
         let device = match id {
             VgpuHandle::Mdev(uuid) => backend::mdev::parent_of(self.paths(), uuid)?,
@@ -717,7 +718,16 @@ impl Operation<'_> {
             return Ok(None);
         };
         let gpu = self.gpu_of(device)?;
-        let state = self.state_of(&gpu)?;
+        let mut state = crate::capacity::HostState::default();
+        let nvml = self.nvml().get();
+        if let Some(facts) = crate::nvml::host_state::size_facts(self.paths(), nvml, &gpu) {
+            state.sizes.insert(gpu.address, facts);
+        }
+        let defs = &mut state.definitions;
+        match id {
+            VgpuHandle::Vf(vf) => defs.vf_vgpus.extend(self.store().vf_vgpu(vf)?),
+            VgpuHandle::Mdev(uuid) => defs.mdevs.extend(self.store().mdev(uuid)?),
+        }
         Ok(crate::capacity::placement_of(&state, gpu.address, id))
     }
 

@@ -15,7 +15,7 @@
 //!
 //! The first part decides; the second breaks its ties, then the lowest id. Between GPUs the
 //! same measure decides ([`Chooser::rank`]). An empty GPU loses its whole-GPU placement at
-//! full count, so it comes after any GPU where the vGPU fits beside others.
+//! full count, so it comes after any GPU of its model where the vGPU fits beside others.
 //!
 //! The factor of 4 refused the fewest vGPUs on `cargo bench -p vgpu-plan --bench placements`
 //! among factors from 1.4 to 10. The second part alone refused about 4% more there.

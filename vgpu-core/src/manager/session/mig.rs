@@ -62,7 +62,8 @@ impl Operation<'_> {
     }
 
     /// Turns MIG mode of `gpu` on or off through NVML, recording it first; undo turns it
-    /// back. MIG mode on is refused beside mixed-size mode, live or defined. A change the driver holds until a GPU reset is taken back at once and refused
+    /// back. MIG mode on is refused beside mixed-size mode, live or defined. A change the
+    /// driver holds until a GPU reset is taken back at once and refused
     /// ([`Error::MigResetPending`]): `vgpu` never resets a GPU.
     pub(crate) fn set_mig_mode(&mut self, gpu: PciAddress, on: bool) -> Result<()> {
         if on {

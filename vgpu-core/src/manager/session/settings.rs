@@ -133,7 +133,8 @@ impl Operation<'_> {
     }
 
     /// [`Operation::realize_at`] where [`Operation::placed`] puts `vgpu`: at the placement
-    /// that takes the least room from larger types on a GPU in mixed-size mode, as `create` chooses.
+    /// that takes the least room from larger types on a GPU in mixed-size mode, as `create`
+    /// chooses.
     pub(crate) fn realize_placed(&mut self, vgpu: &NewVgpu) -> Result<Option<String>> {
         let at = self.placed(vgpu)?;
         self.realize_at(vgpu, at)
