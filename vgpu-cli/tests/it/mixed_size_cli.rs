@@ -34,6 +34,13 @@ impl Mixed {
         Self::with_nvml(mode, "")
     }
 
+    /// The simulated host `profile` as it boots, with the test NVML on its simulator.
+    fn on(profile: &str) -> Self {
+        let host = host(profile);
+        let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
+        Mixed { host, nvml }
+    }
+
     /// [`Mixed::new`], the test NVML also given `data` (its behaviours).
     fn with_nvml(mode: &str, data: &str) -> Self {
         let host = host("l40s-vendor-vfio");
@@ -277,8 +284,8 @@ fn reset_gpu(m: &Mixed) {
     std::fs::write(reset, "1").unwrap();
 }
 
-#[test]
-fn the_hook_puts_back_the_defined_size_mode_and_places_where_it_takes_the_least_room() {
+/// The L40S defined in mixed-size mode, then reset: it runs equal-size mode.
+fn defined_mixed_after_a_reset() -> Mixed {
     let m = Mixed::new("equal");
     let defined = m.run(&["size-mode", L40S, "mixed", "--define"]);
     assert_eq!(
@@ -288,6 +295,12 @@ fn the_hook_puts_back_the_defined_size_mode_and_places_where_it_takes_the_least_
         common::stderr(&defined)
     );
     reset_gpu(&m);
+    m
+}
+
+#[test]
+fn the_hook_puts_back_the_defined_size_mode_and_places_where_it_takes_the_least_room() {
+    let m = defined_mixed_after_a_reset();
     let vf = common::vf("41", 0);
 
     let out = m.prepare_1q(&vf);
@@ -393,15 +406,7 @@ fn restore_after_a_reboot_sets_mixed_size_mode_then_makes_the_vgpu_at_its_placem
 
 #[test]
 fn after_a_gpu_reset_create_puts_the_defined_size_mode_back_before_the_vgpu() {
-    let m = Mixed::new("equal");
-    let defined = m.run(&["size-mode", L40S, "mixed", "--define"]);
-    assert_eq!(
-        defined.status.code(),
-        Some(0),
-        "{}",
-        common::stderr(&defined)
-    );
-    reset_gpu(&m);
+    let m = defined_mixed_after_a_reset();
     let before = common::json(&m.run(&["--json", "size-mode", L40S]));
 
     let (code, made) = m.create("L40S-1Q", None);
@@ -725,16 +730,10 @@ fn apply_of_two_sizes_sets_mixed_size_mode_and_makes_them_at_their_placements() 
 #[test]
 fn an_mdev_defined_at_a_placement_on_an_a10_vf_is_made_there_and_kept_for_mdevctl() {
     const A10: &str = "0000:81:00.0";
-    let host = host("mixed-size");
-    let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
-    let run = |args: &[&str]| {
-        let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
-        all.extend_from_slice(args);
-        common::vgpuctl(&host, &all)
-    };
+    let m = Mixed::on("mixed-size");
 
-    let mode = run(&["size-mode", A10, "mixed"]);
-    let made = run(&[
+    let mode = m.run(&["size-mode", A10, "mixed"]);
+    let made = m.run(&[
         "--json",
         "create",
         A10,
@@ -749,7 +748,11 @@ fn an_mdev_defined_at_a_placement_on_an_a10_vf_is_made_there_and_kept_for_mdevct
     assert_eq!(mode.status.code(), Some(0), "{}", common::stderr(&mode));
     assert_eq!(made.status.code(), Some(0), "{}", common::stderr(&made));
     let uuid = json["id"].as_str().unwrap();
-    let state = host.sim.root().join(format!(".vgpu-sim/nvidia/{A10}.json"));
+    let state = m
+        .host
+        .sim
+        .root()
+        .join(format!(".vgpu-sim/nvidia/{A10}.json"));
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
     let placed = state["vgpus"]
@@ -760,7 +763,7 @@ fn an_mdev_defined_at_a_placement_on_an_a10_vf_is_made_there_and_kept_for_mdevct
         .map(|v| v["placement_id"].clone());
     assert_eq!(placed, Some(5.into()));
     // mdevctl's store: etc/mdevctl.d/<parent VF>/<uuid>.
-    let store = host.state.path().join("etc/mdevctl.d");
+    let store = m.host.state.path().join("etc/mdevctl.d");
     let parents = std::fs::read_dir(&store).unwrap();
     let files: Vec<_> = parents
         .map(|p| p.unwrap().path().join(uuid))
@@ -801,14 +804,8 @@ fn restore_makes_the_vgpus_defined_at_placements_before_one_defined_without() {
 #[test]
 fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
     const H100: &str = "0000:c1:00.0";
-    let host = host("mixed-size");
-    let nvml = FakeNvml::on_sim("", host.sim.root()).unwrap();
-    let run = |args: &[&str]| {
-        let mut all = vec!["--nvml-library", nvml.library().to_str().unwrap()];
-        all.extend_from_slice(args);
-        common::vgpuctl(&host, &all)
-    };
-    let file = host.state.path().join("mig.toml");
+    let m = Mixed::on("mixed-size");
+    let file = m.host.state.path().join("mig.toml");
     std::fs::write(
         &file,
         format!(
@@ -819,13 +816,13 @@ fn mixed_size_mode_and_mig_mode_are_refused_together_in_plans_and_size_mode() {
     .unwrap();
     let file = file.to_str().unwrap();
 
-    let mixed = run(&["size-mode", H100, "mixed", "--define"]);
-    let planned = run(&["plan", "-f", file]);
+    let mixed = m.run(&["size-mode", H100, "mixed", "--define"]);
+    let planned = m.run(&["plan", "-f", file]);
     // Equal-size mode now, as after a reboot; the definition still says mixed.
-    let equal = run(&["size-mode", H100, "equal"]);
-    let applied = run(&["apply", "-f", file]);
-    let refused = run(&["--json", "size-mode", H100, "mixed"]);
-    let defined = common::json(&run(&["--json", "list", "--defined"]));
+    let equal = m.run(&["size-mode", H100, "equal"]);
+    let applied = m.run(&["apply", "-f", file]);
+    let refused = m.run(&["--json", "size-mode", H100, "mixed"]);
+    let defined = common::json(&m.run(&["--json", "list", "--defined"]));
 
     for out in [&mixed, &equal, &applied] {
         assert_eq!(out.status.code(), Some(0), "{}", common::stderr(out));
