@@ -110,14 +110,50 @@ impl PartialOrd for Loss {
 pub struct Chooser {
     /// The sizes to keep room for, largest first; `None` for the lowest free id.
     keep: Option<Vec<u32>>,
-    /// The supported ids of each size kept, on the first region asked: worked out once, as a
-    /// chooser serves one GPU model.
+    /// The supported ids of each size kept, and the larger placements of each, on the first
+    /// region asked: worked out once, as a chooser serves one GPU model.
     kept: OnceLock<Kept>,
 }
 
 /// A region, and each kept size with its supported ids there (or why the rule does not
 /// cover one).
-type Kept = (u32, Result<Vec<(u32, u128)>, PlacementError>);
+type Kept = (u32, Result<Tables, PlacementError>);
+
+/// A chooser's tables on one region.
+#[derive(Debug, Clone)]
+struct Tables {
+    /// Each kept size, largest first, with its supported ids.
+    kept: Vec<(u32, u128)>,
+    /// For each kept size, in that order, the larger placements a vGPU of it may fall in
+    /// ([`larger_than`]).
+    larger: Vec<Vec<Larger>>,
+}
+
+/// A placement of a larger size: its size, its slots, and the ids from which a vGPU of the
+/// smaller size meets them.
+type Larger = (u32, u128, u128);
+
+impl Tables {
+    fn new(sizes: &[u32], region: u32) -> Result<Self, PlacementError> {
+        let kept = supported_of(sizes, region)?;
+        let larger = kept.iter().map(|&(s, _)| larger_than(&kept, s)).collect();
+        Ok(Self { kept, larger })
+    }
+}
+
+/// Every placement of a kept size larger than `size`, with the ids from which a `size` GiB
+/// vGPU meets it.
+fn larger_than(kept: &[(u32, u128)], size: u32) -> Vec<Larger> {
+    kept.iter()
+        .filter(|&&(s, _)| s > size)
+        .flat_map(|&(s, supported)| {
+            bits(supported).map(move |at| {
+                let block = run(s) << at;
+                (s, block, reach(block, size))
+            })
+        })
+        .collect()
+}
 
 impl PartialEq for Chooser {
     fn eq(&self, other: &Self) -> bool {
@@ -204,13 +240,22 @@ impl Chooser {
         let region = map.region();
         let cached = self
             .kept
-            .get_or_init(|| (region, supported_of(keep, region)));
+            .get_or_init(|| (region, Tables::new(keep, region)));
         let other_region;
-        let kept: &[(u32, u128)] = if cached.0 == region {
+        let tables: &Tables = if cached.0 == region {
             cached.1.as_ref().map_err(|e| *e)?
         } else {
-            other_region = supported_of(keep, region)?;
+            other_region = Tables::new(keep, region)?;
             &other_region
+        };
+        let kept = &tables.kept[..];
+        let other_size;
+        let larger: &[Larger] = match kept.iter().position(|&(s, _)| s == size) {
+            Some(i) => &tables.larger[i],
+            None => {
+                other_size = larger_than(kept, size);
+                &other_size
+            }
         };
         let room_of = |occupied: u128| -> Vec<u32> {
             kept.iter()
@@ -221,17 +266,14 @@ impl Chooser {
         // that placement counts for now.
         let holders = map.holders();
         let mut cost = [0u64; MAX_REGION_SLOTS as usize];
-        for &(s, supported) in kept.iter().filter(|&&(s, _)| s > size) {
-            for at in bits(supported) {
-                let block = run(s) << at;
-                let meets = free & reach(block, size);
-                if meets == 0 {
-                    continue;
-                }
-                let counts = weight(s, holders.of(block));
-                for id in bits(meets) {
-                    cost[id as usize] += counts;
-                }
+        for &(s, block, reach) in larger {
+            let meets = free & reach;
+            if meets == 0 {
+                continue;
+            }
+            let counts = weight(s, holders.of(block));
+            for id in bits(meets) {
+                cost[id as usize] += counts;
             }
         }
         // The least cost decides; among the ids at it, the most room, largest size first.
