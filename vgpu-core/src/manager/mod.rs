@@ -499,12 +499,18 @@ impl Manager {
     /// not read: capacity does not depend on them ([`Manager::host_state`] reads them).
     pub fn capacity_state(&self, nvml: &Nvml) -> Result<HostState> {
         // A definition that cannot be read is a warning: the GPUs are still shown.
-        let all = self.store.all_lenient();
+        let mut all = self.store.all_lenient();
         let mut inventory = discover(&self.paths)?;
-        for (kind, err) in all.errors {
+        for (kind, err) in std::mem::take(&mut all.errors) {
             inventory.warnings.push(crate::model::Warning {
                 device: format!("{kind} definition"),
                 message: err.chain(),
+            });
+        }
+        for (gpu, message) in all.disagreements() {
+            inventory.warnings.push(crate::model::Warning {
+                device: gpu.to_string(),
+                message,
             });
         }
         let mut state = HostState {

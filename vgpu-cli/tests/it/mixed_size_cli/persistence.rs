@@ -273,3 +273,35 @@ fn restore_of_a_vf_sets_its_gpu_s_scheduler_and_size_mode_before_its_vgpu() {
     assert_eq!(sched["scheduler"]["policy"], "equal-share");
     assert_eq!(sim_placement(&m.host, &vf), 17);
 }
+
+#[test]
+fn list_defined_warns_of_gpu_settings_defined_so_they_disagree() {
+    // Each command refuses such a pair; files written by hand, or before, can hold one.
+    let m = Mixed::new("equal");
+    let etc = m.host.state.path().join("etc/vgpu");
+    for (kind, text) in [
+        ("size-mode", "{\"version\": 1, \"mode\": \"mixed\"}\n"),
+        (
+            "sched",
+            "{\"version\": 1, \"policy\": \"fixed-share\", \"timeslice_ms\": null}\n",
+        ),
+    ] {
+        std::fs::create_dir_all(etc.join(kind)).unwrap();
+        std::fs::write(etc.join(kind).join(format!("{L40S}.json")), text).unwrap();
+    }
+
+    let listed = common::json(&m.run(&["--json", "list", "--defined"]));
+
+    assert_eq!(
+        listed["warnings"],
+        serde_json::json!([{
+            "device": L40S,
+            "message": format!(
+                "the definitions of GPU {L40S} disagree: mixed-size mode and the fixed-share \
+                 scheduler, which it does not take; define another policy (vgpuctl sched {L40S} \
+                 --policy equal-share --define) or equal-size mode (vgpuctl size-mode {L40S} \
+                 equal --define)"
+            )
+        }])
+    );
+}

@@ -109,3 +109,68 @@ impl super::Store {
         .into())
     }
 }
+
+impl super::AllDefinitions {
+    /// The GPUs whose setting definitions disagree, each with why and what to do: mixed-size
+    /// mode beside the fixed-share scheduler or MIG mode on, and equal-size mode beside vGPUs
+    /// defined at placements on the GPU itself. Each command now refuses to define such a
+    /// pair; files written before, or by hand, can still hold one, and `restore` then sets
+    /// the first setting and refuses the second.
+    pub(crate) fn disagreements(&self) -> Vec<(PciAddress, String)> {
+        let mut found = Vec::new();
+        for def in &self.size_modes {
+            let gpu = def.gpu;
+            let disagree = |what: &str, remedy: String| {
+                (
+                    gpu,
+                    format!("the definitions of GPU {gpu} disagree: {what}; {remedy}"),
+                )
+            };
+            if def.mode == SizeMode::Mixed {
+                let fixed = self.scheds.iter().any(|s| {
+                    s.gpu == gpu
+                        && s.request.policy == crate::model::nvml::SchedulerPolicy::FixedShare
+                });
+                if fixed {
+                    found.push(disagree(
+                        "mixed-size mode and the fixed-share scheduler, which it does not take",
+                        format!(
+                            "define another policy (vgpuctl sched {gpu} --policy equal-share \
+                             --define) or equal-size mode (vgpuctl size-mode {gpu} equal --define)"
+                        ),
+                    ));
+                }
+                if self.migs.iter().any(|m| m.gpu == gpu && m.enabled) {
+                    found.push(disagree(
+                        "mixed-size mode and MIG mode, which it does not go with",
+                        format!("define equal-size mode (vgpuctl size-mode {gpu} equal --define)"),
+                    ));
+                }
+                continue;
+            }
+            let parent = gpu.to_string();
+            let placed: Vec<String> = self
+                .mdevs
+                .iter()
+                .filter(|d| d.parent == parent && d.attrs.iter().any(|(n, _)| n == PLACEMENT_ATTR))
+                .map(|d| d.uuid.to_string())
+                .chain(
+                    self.vf_vgpus
+                        .iter()
+                        .filter(|d| d.gpu == gpu && d.placement.is_some())
+                        .map(|d| d.vf.to_string()),
+                )
+                .collect();
+            if !placed.is_empty() {
+                found.push(disagree(
+                    &format!(
+                        "equal-size mode and vGPUs at placements ({}), which need mixed-size mode",
+                        placed.join(", ")
+                    ),
+                    "undefine one or the other".to_owned(),
+                ));
+            }
+        }
+        found
+    }
+}

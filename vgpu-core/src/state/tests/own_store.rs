@@ -494,3 +494,58 @@ fn placed_on_lists_the_vgpus_defined_at_placements_on_a_gpu_and_its_vfs_only() {
     ));
     assert!(mixed.is_ok() && undefined.is_ok());
 }
+
+#[test]
+fn disagreements_name_mixed_beside_mig_and_equal_beside_placements() {
+    use crate::model::sizes::SizeMode;
+    use crate::state::store::{AllDefinitions, MigDefinition, SizeModeDefinition};
+
+    let (mixed, equal) = (addr("0000:41:00.0"), addr("0000:42:00.0"));
+    let all = AllDefinitions {
+        size_modes: vec![
+            SizeModeDefinition {
+                gpu: mixed,
+                mode: SizeMode::Mixed,
+            },
+            SizeModeDefinition {
+                gpu: equal,
+                mode: SizeMode::Equal,
+            },
+        ],
+        migs: vec![MigDefinition {
+            gpu: mixed,
+            enabled: true,
+            instances: Vec::new(),
+        }],
+        vf_vgpus: vec![VfVgpuDefinition {
+            vf: addr("0000:42:00.4"),
+            gpu: equal,
+            type_id: 1147,
+            type_name: None,
+            start: Start::Auto,
+            placement: Some(5),
+        }],
+        ..AllDefinitions::default()
+    };
+
+    let found = all.disagreements();
+
+    assert_eq!(
+        found,
+        [
+            (
+                mixed,
+                "the definitions of GPU 0000:41:00.0 disagree: mixed-size mode and MIG mode, \
+                 which it does not go with; define equal-size mode (vgpuctl size-mode \
+                 0000:41:00.0 equal --define)"
+                    .to_owned()
+            ),
+            (
+                equal,
+                "the definitions of GPU 0000:42:00.0 disagree: equal-size mode and vGPUs at \
+                 placements (0000:42:00.4), which need mixed-size mode; undefine one or the other"
+                    .to_owned()
+            ),
+        ]
+    );
+}
