@@ -24,6 +24,7 @@ use super::start_defined;
 use crate::backend::{Placement, Running};
 use crate::discovery::discover_gpu;
 use crate::error::{Error, ErrorKind, Object, Result};
+use crate::manager::sched::{Asked, keeps_mixed_apart};
 use crate::model::holder::{Holder, Tenant};
 use crate::model::nvml::SchedulerPolicy;
 use crate::model::pci::PciAddress;
@@ -460,10 +461,21 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
                     policy: *policy,
                     timeslice_ms: *timeslice_ms,
                 };
+                // The GPU's definitions must agree too: the plan saw only what runs.
+                let asked = Asked {
+                    policy: Some(*policy),
+                    ..Asked::default()
+                };
+                keeps_mixed_apart(op, &gpu, asked, true)?;
                 op.set_scheduler(pf, request, &running)?;
                 pf.to_string()
             }
             Step::SizeMode { mode } => {
+                let asked = Asked {
+                    mode: Some(*mode),
+                    ..Asked::default()
+                };
+                keeps_mixed_apart(op, &gpu, asked, true)?;
                 let vgpus: Vec<String> = gpu.vgpus.iter().map(|v| v.id.to_string()).collect();
                 op.set_size_mode(pf, *mode, &vgpus)?;
                 // Kept, as the vGPUs it makes are: `restore` sets it before them.
@@ -522,6 +534,11 @@ fn steps(op: &mut Operation<'_>, plan: &GpuPlan, tell: &dyn Fn(ApplyEvent)) -> R
             step: step.clone(),
             device,
         });
+    }
+    // The hook's records forget the vGPUs taken away, as `destroy` has them forget: a vGPU
+    // made later under the same name is not held by an old claim.
+    for id in &done.destroyed {
+        op.forget_destroyed(*id)?;
     }
     Ok(done)
 }

@@ -78,6 +78,12 @@ pub(crate) fn keeps_mixed_apart(
                 format!("set another policy first (vgpuctl sched {gpu} --policy equal-share)"),
             );
         }
+        if define && op.store().mig_of(gpu)?.is_some_and(|d| d.enabled) {
+            return refuse(
+                "MIG mode, which its MIG definition turns on",
+                "define it off first (a plan with mig = \"disabled\")".to_owned(),
+            );
+        }
         let fixed = |d: SchedDefinition| d.request.policy == SchedulerPolicy::FixedShare;
         if define && op.store().sched_of(gpu)?.is_some_and(fixed) {
             return refuse(

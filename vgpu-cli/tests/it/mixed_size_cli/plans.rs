@@ -126,7 +126,15 @@ fn apply_of_two_sizes_sets_mixed_size_mode_and_makes_them_at_their_placements() 
         common::stderr(&applied)
     );
     assert_eq!(mode["size_mode"], "mixed");
-    assert_eq!(mode["vgpus"].as_array().unwrap().len(), 3);
+    // 24 + 12 + 12 GiB fill the region only at these placements: 24Q at 24, the 12Qs below.
+    let mut at: Vec<serde_json::Value> = mode["vgpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| sim_placement(&m.host, id.as_str().unwrap()))
+        .collect();
+    at.sort_by_key(|v| v.as_u64());
+    assert_eq!(at, [0, 12, 24].map(serde_json::Value::from));
     // Kept for `restore`, as the vGPUs are.
     assert_eq!(
         m.defined_size_mode()
@@ -235,5 +243,39 @@ fn a_failed_apply_makes_the_vgpu_it_destroyed_again_at_its_placement() {
     assert_eq!(
         placements,
         [(serde_json::json!(one_q), serde_json::json!(29))]
+    );
+}
+
+#[test]
+fn apply_of_mixed_sizes_is_refused_where_fixed_share_is_defined_though_not_running() {
+    let m = Mixed::new("equal");
+    for args in [
+        ["sched", L40S, "--policy", "fixed-share", "--define"].as_slice(),
+        // Another policy runs now: the plan, which reads what runs, sees no conflict.
+        ["sched", L40S, "--policy", "equal-share"].as_slice(),
+    ] {
+        let out = m.run(args);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    }
+    let file = host_toml(&m, "\"L40S-24Q\" = 1, \"L40S-12Q\" = 2");
+
+    let applied = m.run(&["--json", "apply", "-f", &file]);
+    let mode = common::json(&m.run(&["--json", "size-mode", L40S]));
+
+    let json = common::json(&applied);
+    let gpu = &json["gpus"][0];
+    assert_eq!(applied.status.code(), Some(1), "{json}");
+    assert_eq!(gpu["kind"], "conflict", "{json}");
+    assert_eq!(
+        gpu["error"],
+        format!(
+            "mixed-size mode on {L40S} does not go with the fixed-share scheduler, which its \
+             scheduler definition sets: define another policy first (vgpuctl sched {L40S} \
+             --policy equal-share --define)"
+        )
+    );
+    assert_eq!(
+        (&mode["size_mode"], &mode["vgpus"]),
+        (&"equal".into(), &serde_json::json!([]))
     );
 }
