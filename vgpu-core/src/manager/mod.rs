@@ -507,7 +507,11 @@ impl Manager {
                 message: err.chain(),
             });
         }
-        for (gpu, message) in all.disagreements() {
+        let vfs_of = |gpu: PciAddress| {
+            let found = inventory.gpus.iter().find(|g| g.address == gpu);
+            found.map(sched::possible_vfs).unwrap_or_default()
+        };
+        for (gpu, message) in all.disagreements(vfs_of) {
             inventory.warnings.push(crate::model::Warning {
                 device: gpu.to_string(),
                 message,

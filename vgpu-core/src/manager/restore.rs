@@ -31,8 +31,9 @@ use crate::host::paths::HostPaths;
 use crate::host::pci_device::PciDevice;
 use crate::model::VgpuHandle;
 use crate::model::pci::PciAddress;
+use crate::model::sizes::placement_of_attrs;
 use crate::state::store::{
-    AllDefinitions, MdevDefinition, PLACEMENT_ATTR, SriovDefinition, Start, VfVgpuDefinition,
+    AllDefinitions, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };
 
 /// How one step of [`Manager::restore`](super::Manager::restore) ended.
@@ -191,10 +192,10 @@ impl Scope {
     /// the driver takes them only before the GPU holds vGPUs. A VF without one leaves its
     /// GPU's settings alone: udev runs this for every VF that appears.
     fn include_gpu_of(&mut self, mdevs: &[MdevDefinition], vf_vgpus: &[VfVgpuDefinition]) {
-        let device = self.device.to_string();
+        let on_device = |parent: &str| parent.parse::<PciAddress>() == Ok(self.device);
         let has_vgpu = mdevs
             .iter()
-            .any(|d| d.start == Start::Auto && d.parent == device)
+            .any(|d| d.start == Start::Auto && on_device(&d.parent))
             || vf_vgpus
                 .iter()
                 .any(|d| d.start == Start::Auto && d.vf == self.device);
@@ -374,7 +375,7 @@ fn run_steps(session: &Session, device: Option<PciAddress>) -> Result<RestoreRep
     // slots (a vGPU `apply` kept is defined without one).
     let placed_first = |placed: bool| !placed;
     let mut mdevs: Vec<&MdevDefinition> = mdevs.iter().filter(|d| d.start == Start::Auto).collect();
-    mdevs.sort_by_key(|d| placed_first(d.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR)));
+    mdevs.sort_by_key(|d| placed_first(placement_of_attrs(&d.attrs).is_some()));
     for def in mdevs {
         let shown = format!("{}/{}", def.parent, def.uuid);
         if let Some(scope) = &scope {

@@ -538,7 +538,7 @@ impl Operation<'_> {
             type_id: def.mdev_type.clone(),
             uuid: def.uuid,
         };
-        if def.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR) {
+        if crate::model::sizes::placement_of_attrs(&def.attrs).is_some() {
             // Its own placement goes with its attributes.
             self.ensure_mixed(parent)?;
             self.realize(&vgpu)?;

@@ -65,9 +65,9 @@ pub(crate) use offers::record_offers;
 pub use offers::{RecordedOffer, add_recorded_offers};
 pub(crate) use sched::Sched;
 pub use sched::SchedDefinition;
-pub(crate) use size_mode::PLACEMENT_ATTR;
 pub use size_mode::SizeModeDefinition;
 pub(crate) use size_mode::SizeModeKind;
+pub(crate) use size_mode::{PLACEMENT_ATTR, placed_among};
 pub use vgpu_model::definition::{
     BindingDefinition, MdevDefinition, SriovDefinition, Start, VfVgpuDefinition,
 };

@@ -153,17 +153,16 @@ pub(super) fn steps(
     // Nothing to place: the vGPUs kept stay where they are, wherever that is.
     if sizing.mode == SizeMode::Mixed && creates {
         let facts = host.sizes.get(&view.gpu.address);
-        let placements = facts.map(|f| &f.placements);
-        let known = out
-            .keep
-            .iter()
-            .all(|id| placements.is_some_and(|p| p.contains_key(id)));
+        // Where each kept vGPU is, as `list` and `create` know it.
+        let at =
+            |id: &crate::model::VgpuHandle| capacity::placement_of(host, view.gpu.address, *id);
+        let known = out.keep.iter().all(|id| at(id).is_some());
         let destroys = out.steps.iter().any(|s| matches!(s, Step::Destroy { .. }));
         let mut map = match (known, facts) {
             (true, _) => SlotMap::new(sizing.region).map_err(drop)?,
-            // No placement is known for a kept vGPU (NVML matches only mediated devices, and
-            // a VF's `vgpu_params` may name none), and nothing goes: the driver's creatable
-            // placements say which slots are held.
+            // No placement is known for a kept vGPU (not from NVML, a VF's `vgpu_params` nor
+            // a definition), and nothing goes: the driver's creatable placements say which
+            // slots are held.
             (false, Some(facts)) if !destroys => capacity::occupancy(host, view.gpu, facts)
                 .ok()
                 .flatten()
@@ -171,7 +170,7 @@ pub(super) fn steps(
             (false, _) => return Err(()),
         };
         for id in out.keep.iter().filter(|_| known) {
-            let at = placements.and_then(|p| p.get(id)).ok_or(())?;
+            let at = at(id).ok_or(())?;
             let type_id = view
                 .gpu
                 .vgpus
@@ -183,7 +182,7 @@ pub(super) fn steps(
                 .and_then(|(t, name)| types.iter().find(|(o, _)| o.is(&t, Some(&name))))
                 .and_then(|(o, _)| offer_size(o))
                 .ok_or(())?;
-            map.place(*at, size).map_err(drop)?;
+            map.place(at, size).map_err(drop)?;
         }
         let size_of = |step: &Step| match step {
             Step::Create {

@@ -102,9 +102,17 @@ impl Operation<'_> {
         }
         let defined_mixed = match self.store().size_mode_of(gpu.address)? {
             Some(def) => def.mode == SizeMode::Mixed,
+            // Read leniently: a file that cannot be read does not stop a vGPU being made.
             None => {
                 let vfs = crate::manager::sched::possible_vfs(gpu);
-                !self.store().placed_on(gpu.address, &vfs)?.is_empty()
+                let (mdevs, unread) = self.store().mdevs_lenient();
+                let (vf_vgpus, more) = self.store().vf_vgpus_lenient();
+                for err in unread.iter().chain(&more) {
+                    tracing::warn!(gpu = %gpu.address, "{}", err.chain());
+                }
+                let placed =
+                    crate::state::store::placed_among(gpu.address, &vfs, &mdevs, &vf_vgpus);
+                !placed.is_empty()
             }
         };
         let now = self.nvml().get().size_mode(gpu.address);

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StateError};
 use crate::model::pci::PciAddress;
-use crate::model::sizes::SizeMode;
+use crate::model::sizes::{SizeMode, placement_of_attrs};
 use crate::state::format::{FORMAT_VERSION, decode_own, encode_own};
+use crate::state::store::{MdevDefinition, VfVgpuDefinition};
 
 const SIZE_MODE_DIR: &str = "size-mode";
 
@@ -57,32 +58,42 @@ super::own_kind!(
 
 pub(crate) use crate::model::sizes::PLACEMENT_ATTR;
 
+/// The vGPUs of `mdevs` and `vf_vgpus` defined at a placement on `gpu` or one of its VFs
+/// `vfs`: mediated devices whose attributes name one, and VF vGPUs with one. Each needs the
+/// GPU in mixed-size mode.
+pub(crate) fn placed_among(
+    gpu: PciAddress,
+    vfs: &[PciAddress],
+    mdevs: &[MdevDefinition],
+    vf_vgpus: &[VfVgpuDefinition],
+) -> Vec<String> {
+    let on_gpu = |parent: &str| {
+        parent
+            .parse::<PciAddress>()
+            .is_ok_and(|p| p == gpu || vfs.contains(&p))
+    };
+    let mdevs = mdevs
+        .iter()
+        .filter(|d| on_gpu(&d.parent) && placement_of_attrs(&d.attrs).is_some());
+    let vf_vgpus = vf_vgpus
+        .iter()
+        .filter(|d| d.gpu == gpu && d.placement.is_some());
+    mdevs
+        .map(|d| d.uuid.to_string())
+        .chain(vf_vgpus.map(|d| d.vf.to_string()))
+        .collect()
+}
+
 impl super::Store {
     /// The size-mode definition of `gpu`; `None` when there is none.
     pub fn size_mode_of(&self, gpu: PciAddress) -> Result<Option<SizeModeDefinition>> {
         self.own_of::<SizeModeKind>(gpu)
     }
 
-    /// The vGPUs defined at a placement on `gpu` or one of its VFs `vfs`: mediated devices
-    /// with a placement attribute, and VF vGPUs with a placement. Each needs the GPU in
-    /// mixed-size mode. Fails on a definition that cannot be read.
+    /// The vGPUs defined at a placement on `gpu` or one of its VFs `vfs` ([`placed_among`]).
+    /// Fails on a definition that cannot be read.
     pub fn placed_on(&self, gpu: PciAddress, vfs: &[PciAddress]) -> Result<Vec<String>> {
-        let on_gpu = |parent: &str| {
-            parent
-                .parse::<PciAddress>()
-                .is_ok_and(|p| p == gpu || vfs.contains(&p))
-        };
-        let mdevs = self.mdevs()?.into_iter().filter(|d| {
-            on_gpu(&d.parent) && d.attrs.iter().any(|(name, _)| name == PLACEMENT_ATTR)
-        });
-        let vf_vgpus = self
-            .vf_vgpus()?
-            .into_iter()
-            .filter(|d| d.gpu == gpu && d.placement.is_some());
-        Ok(mdevs
-            .map(|d| d.uuid.to_string())
-            .chain(vf_vgpus.map(|d| d.vf.to_string()))
-            .collect())
+        Ok(placed_among(gpu, vfs, &self.mdevs()?, &self.vf_vgpus()?))
     }
 
     /// Fails with [`StateError::SizeModeDisagrees`] when `gpu` would be defined in equal-size
@@ -113,10 +124,14 @@ impl super::Store {
 impl super::AllDefinitions {
     /// The GPUs whose setting definitions disagree, each with why and what to do: mixed-size
     /// mode beside the fixed-share scheduler or MIG mode on, and equal-size mode beside vGPUs
-    /// defined at placements on the GPU itself. Each command now refuses to define such a
+    /// defined at placements on the GPU or its VFs. Each command now refuses to define such a
     /// pair; files written before, or by hand, can still hold one, and `restore` then sets
     /// the first setting and refuses the second.
-    pub(crate) fn disagreements(&self) -> Vec<(PciAddress, String)> {
+    /// `vfs_of` gives a GPU's VFs, now and once its VF count is restored.
+    pub(crate) fn disagreements(
+        &self,
+        vfs_of: impl Fn(PciAddress) -> Vec<PciAddress>,
+    ) -> Vec<(PciAddress, String)> {
         let mut found = Vec::new();
         for def in &self.size_modes {
             let gpu = def.gpu;
@@ -148,19 +163,7 @@ impl super::AllDefinitions {
                 }
                 continue;
             }
-            let parent = gpu.to_string();
-            let placed: Vec<String> = self
-                .mdevs
-                .iter()
-                .filter(|d| d.parent == parent && d.attrs.iter().any(|(n, _)| n == PLACEMENT_ATTR))
-                .map(|d| d.uuid.to_string())
-                .chain(
-                    self.vf_vgpus
-                        .iter()
-                        .filter(|d| d.gpu == gpu && d.placement.is_some())
-                        .map(|d| d.vf.to_string()),
-                )
-                .collect();
+            let placed = placed_among(gpu, &vfs_of(gpu), &self.mdevs, &self.vf_vgpus);
             if !placed.is_empty() {
                 found.push(disagree(
                     &format!(

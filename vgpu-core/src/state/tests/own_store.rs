@@ -498,9 +498,12 @@ fn placed_on_lists_the_vgpus_defined_at_placements_on_a_gpu_and_its_vfs_only() {
 #[test]
 fn disagreements_name_mixed_beside_mig_and_equal_beside_placements() {
     use crate::model::sizes::SizeMode;
-    use crate::state::store::{AllDefinitions, MigDefinition, SizeModeDefinition};
+    use crate::state::store::{AllDefinitions, MigDefinition, PLACEMENT_ATTR, SizeModeDefinition};
 
     let (mixed, equal) = (addr("0000:41:00.0"), addr("0000:42:00.0"));
+    // An mdev at a placement on one of `equal`'s VFs counts too.
+    let mut on_vf = manual(Uuid::from_u128(7), "0000:42:00.5");
+    on_vf.attrs = vec![(PLACEMENT_ATTR.to_owned(), "vgpu-placement-id=3".to_owned())];
     let all = AllDefinitions {
         size_modes: vec![
             SizeModeDefinition {
@@ -525,10 +528,14 @@ fn disagreements_name_mixed_beside_mig_and_equal_beside_placements() {
             start: Start::Auto,
             placement: Some(5),
         }],
+        mdevs: vec![on_vf],
         ..AllDefinitions::default()
     };
 
-    let found = all.disagreements();
+    let found = all.disagreements(|gpu| match gpu == equal {
+        true => vec![addr("0000:42:00.4"), addr("0000:42:00.5")],
+        false => Vec::new(),
+    });
 
     assert_eq!(
         found,
@@ -543,7 +550,8 @@ fn disagreements_name_mixed_beside_mig_and_equal_beside_placements() {
             (
                 equal,
                 "the definitions of GPU 0000:42:00.0 disagree: equal-size mode and vGPUs at \
-                 placements (0000:42:00.4), which need mixed-size mode; undefine one or the other"
+                 placements (00000000-0000-0000-0000-000000000007, 0000:42:00.4), which need \
+                 mixed-size mode; undefine one or the other"
                     .to_owned()
             ),
         ]
