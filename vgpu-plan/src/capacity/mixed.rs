@@ -40,8 +40,8 @@ pub fn new_placement(
     };
     let ty = gpu.types.iter().find(|t| t.id == type_id);
     let type_label = || {
-        ty.and_then(|t| t.name.clone())
-            .unwrap_or_else(|| type_id.to_owned())
+        let name = ty.and_then(|t| t.name.as_deref());
+        crate::model::type_label(type_id, name).to_owned()
     };
     let creatable = match facts.creatable.get(type_id) {
         Some(ids) => ids.clone(),

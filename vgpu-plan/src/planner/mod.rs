@@ -41,7 +41,6 @@ use crate::steps::{Before, GpuPlan, Plan, Refusal, Refused, Step, Unmatched, Wan
 use crate::model::PLAIN_VF_TYPE;
 use crate::model::definition::Start;
 use crate::model::is_passthrough_driver;
-use crate::model::nvml::{Fact, SchedulerPolicy};
 use crate::model::pci::PciAddress;
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID, VgpuHandle};
 use crate::{DefinitionSet, HostState};
@@ -218,13 +217,10 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         },
     };
     let host = adjusted.as_ref().unwrap_or(host);
-    // MIG mode as the plan leaves it: mixed-size mode does not run beside it.
-    let ends_mig = host.mig.get(&gpu.address).is_some_and(|f| f.mig_on);
-    let mixed_now = host.sizes.get(&gpu.address).is_some_and(|f| f.mixed());
     if matches!(entry.partition, Partition::Unchanged) {
-        if ends_mig && mixed_now {
-            out.refusals
-                .push(Refused::new(Refusal::MixedMig, Some(entry.at)));
+        // The GPU keeps its size mode: MIG mode must go with it.
+        size_mode::excludes(host, gpu, entry, None, &mut out);
+        if !out.refusals.is_empty() {
             return out;
         }
         // A mig-parted entry: the vGPUs stay as they are.
@@ -345,24 +341,7 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
         }
     }
     scheduler::plan(host, gpu, entry, &mut out);
-    let ends_mixed = match &sizing {
-        Some(sizing) => sizing.mixed(),
-        None => mixed_now,
-    };
-    if ends_mixed && ends_mig {
-        out.refusals
-            .push(Refused::new(Refusal::MixedMig, Some(entry.at)));
-    }
-    // The policy asked, else the one the GPU runs.
-    let running = host.schedulers.get(&gpu.address).and_then(Fact::value);
-    let fixed = match entry.scheduler {
-        Some(request) => request.policy == SchedulerPolicy::FixedShare,
-        None => running.and_then(|s| s.policy) == Some(SchedulerPolicy::FixedShare),
-    };
-    if ends_mixed && fixed {
-        out.refusals
-            .push(Refused::new(Refusal::MixedFixedShare, Some(entry.at)));
-    }
+    size_mode::excludes(host, gpu, entry, sizing.as_ref(), &mut out);
     if !out.refusals.is_empty() {
         out.steps.clear();
         out.keep.clear();

@@ -9,6 +9,7 @@
 use crate::HostState;
 use crate::capacity;
 use crate::desired::{Entry, SizeModeRequest};
+use crate::model::nvml::{Fact, SchedulerPolicy};
 use crate::model::sizes::{SizeMode, placement_size};
 use crate::model::{Backend, Gpu, NVIDIA_VENDOR_ID};
 use crate::offers::{GpuView, Offer};
@@ -231,3 +232,36 @@ pub(super) fn steps(
 
 #[cfg(test)]
 mod tests;
+
+/// Refuses what a GPU the plan leaves in mixed-size mode does not take: MIG mode (`host` is
+/// the host as the plan's MIG geometry leaves it) and the fixed-share scheduler (the policy
+/// the entry asks, else the one the GPU runs). `sizing` is the entry's size mode; without
+/// one the GPU keeps the mode it runs.
+pub(super) fn excludes(
+    host: &HostState,
+    gpu: &Gpu,
+    entry: &Entry,
+    sizing: Option<&Sizing>,
+    out: &mut GpuPlan,
+) {
+    let ends_mixed = match sizing {
+        Some(sizing) => sizing.mixed(),
+        None => host.sizes.get(&gpu.address).is_some_and(|f| f.mixed()),
+    };
+    if !ends_mixed {
+        return;
+    }
+    if host.mig.get(&gpu.address).is_some_and(|f| f.mig_on) {
+        out.refusals
+            .push(Refused::new(Refusal::MixedMig, Some(entry.at)));
+    }
+    let running = host.schedulers.get(&gpu.address).and_then(Fact::value);
+    let fixed = match entry.scheduler {
+        Some(request) => request.policy == SchedulerPolicy::FixedShare,
+        None => running.and_then(|s| s.policy) == Some(SchedulerPolicy::FixedShare),
+    };
+    if fixed {
+        out.refusals
+            .push(Refused::new(Refusal::MixedFixedShare, Some(entry.at)));
+    }
+}
