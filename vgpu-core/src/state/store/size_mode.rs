@@ -90,7 +90,8 @@ impl super::Store {
         self.own_of::<SizeModeKind>(gpu)
     }
 
-    /// The vGPUs defined at a placement on `gpu` or one of its VFs `vfs` ([`placed_among`]).
+    /// The vGPUs defined at a placement on `gpu` or one of its VFs `vfs`: mediated devices whose
+    /// attributes name one, and VF vGPUs with one. Each needs the GPU in mixed-size mode.
     /// Fails on a definition that cannot be read.
     pub fn placed_on(&self, gpu: PciAddress, vfs: &[PciAddress]) -> Result<Vec<String>> {
         Ok(placed_among(gpu, vfs, &self.mdevs()?, &self.vf_vgpus()?))
