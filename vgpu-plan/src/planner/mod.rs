@@ -318,11 +318,17 @@ fn plan_gpu(host: &HostState, gpu: &Gpu, entries: &[&Entry], config: &str) -> Gp
             }
         }
     }
-    // GPU instances go after the vGPUs taken away, before those made or started.
+    // GPU instances go after the vGPUs taken away, before those made or started. MIG mode
+    // and mixed-size mode exclude each other: the geometry goes after a step to equal-size
+    // mode, and before one to mixed-size mode (MIG mode goes off first).
     let at = out
         .steps
         .iter()
-        .position(|s| matches!(s, Step::Create { .. } | Step::Start { .. }))
+        .position(|s| match s {
+            Step::Create { .. } | Step::Start { .. } => true,
+            Step::SizeMode { mode } => *mode == crate::model::sizes::SizeMode::Mixed,
+            _ => false,
+        })
         .unwrap_or(out.steps.len());
     out.steps.splice(at..at, geometry_steps);
     let takes_away = out

@@ -222,3 +222,43 @@ fn plan_mig_beside_mixed_size_mode_is_refused() {
          \"equal\" with MIG, or mig = \"disabled\" with mixed sizes"
     );
 }
+
+#[test]
+fn plan_from_mig_to_mixed_sizes_turns_mig_off_before_it_sets_mixed_size_mode() {
+    use crate::capacity::MigFacts;
+
+    // The L40S stands in for a GPU that has both modes: MIG on now, no GPU instance.
+    let mut state = host(vec![gpu(Model::L40s, L40S)]);
+    let mig_on = MigFacts {
+        mig_on: true,
+        reset_pending: false,
+        instances: Vec::new(),
+        placements: Default::default(),
+        profiles: Default::default(),
+        used: Default::default(),
+    };
+    state.mig.insert(crate::testing::unit::addr(L40S), mig_on);
+    let config = toml(&format!(
+        "{L40S_BY_MODEL}mig = \"disabled\"\ntypes = {{ \"L40S-24Q\" = 1, \"L40S-12Q\" = 2 }}\n"
+    ));
+
+    let plan = plan(&state, &config);
+
+    let gpu = &plan.gpus[0];
+    assert_eq!(gpu.refusals, []);
+    let order: Vec<&str> = gpu
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::MigMode { .. } => "mig-mode",
+            Step::SizeMode { .. } => "size-mode",
+            Step::Create { .. } => "create",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        order,
+        ["mig-mode", "size-mode", "create", "create", "create"]
+    );
+    assert_eq!(gpu.steps[0], Step::MigMode { on: false });
+}
