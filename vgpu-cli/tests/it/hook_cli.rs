@@ -326,7 +326,7 @@ fn a_forced_vf_count_change_leaves_no_domain_holding_the_vfs_it_took() {
     h.ok(&["stop", "0001:03:00.1"]);
     let hostdev = "domain='0x0001' bus='0x03' slot='0x00' function='0x1'";
     let prepared = h.prepare(&domain_xml(VM1, "", &pci_hostdev(hostdev, "yes")));
-    let record = || std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+    let record = || std::fs::read_to_string(h.record(VM1));
     let listed_before = record().unwrap().contains("0001:03:00.1");
 
     let unforced = h.vgpuctl(&["sriov", FLEX, "--vfs", "0"]);
@@ -687,7 +687,7 @@ fn removal_without_libvirt_is_refused_while_the_hooks_record_holds_the_vgpu() {
     let running_after_refusals = h.mdev_running(MDEV);
     let forced = h.vgpuctl(&["destroy", MDEV, "--force"]);
     // The record no longer lists what is gone: the same UUID made again is nobody's.
-    let record = std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+    let record = std::fs::read_to_string(h.record(VM1));
     let again = h.vgpuctl(&["create", T4, "--type", "T4-4Q", "--uuid", MDEV]);
     let destroyed_again = h.vgpuctl(&["destroy", MDEV]);
 
@@ -736,7 +736,7 @@ fn a_forced_destroy_forgets_a_vgpu_another_tool_removed() {
     std::fs::write(remove, "1").unwrap();
     let definition = h.state.path().join(format!("etc/mdevctl.d/{T4}/{MDEV}"));
     std::fs::remove_file(definition).unwrap();
-    let record = || std::fs::read_to_string(h.state.path().join(format!("run/vgpu/hook/{VM1}")));
+    let record = || std::fs::read_to_string(h.record(VM1));
 
     let listed_before = record().unwrap().contains(MDEV);
     let unforced = h.vgpuctl(&["destroy", MDEV]);
